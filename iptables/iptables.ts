@@ -1,0 +1,156 @@
+/**
+ * iptables through `iptables-save` / `iptables-restore` and single-rule commands, one instance
+ * per IP family.
+ * @module
+ */
+import type { IPFamily } from "../proxier/types.ts";
+import { ExecError, type Executor } from "./executor.ts";
+
+/** A netfilter table kube-proxy uses. */
+export type Table = "nat" | "filter" | "mangle";
+
+/** A chain name. Kernel names are declared as typed constants. */
+export type Chain = string;
+
+/** Seconds to wait for the xtables lock, as upstream's `-w 5`. */
+const LOCK_WAIT = ["-w", "5"];
+
+/** Options of a restore. */
+export interface RestoreOptions {
+  /** False adds `--noflush`: chains not named in the input are kept. */
+  readonly flush: boolean;
+  readonly counters: boolean;
+}
+
+/** The operations the proxiers need, for one family. */
+export interface IPTables {
+  readonly family: IPFamily;
+  /** Returns `iptables-save -t table` output. */
+  save(table: Table): Promise<string>;
+  /** Applies a whole restore input atomically. @throws {RestoreError} on failure. */
+  restoreAll(data: string, opts: RestoreOptions): Promise<void>;
+  /** Creates the chain; returns true when it already existed. */
+  ensureChain(table: Table, chain: Chain): Promise<boolean>;
+  /** Adds the rule unless present; returns true when it already existed. */
+  ensureRule(
+    pos: "append" | "prepend",
+    table: Table,
+    chain: Chain,
+    args: readonly string[],
+  ): Promise<boolean>;
+  /** Deletes the rule; succeeds when it is already gone. */
+  deleteRule(table: Table, chain: Chain, args: readonly string[]): Promise<void>;
+  /** Returns true when the chain exists. */
+  chainExists(table: Table, chain: Chain): Promise<boolean>;
+  /** Flushes and deletes the chain; succeeds when it does not exist. */
+  deleteChain(table: Table, chain: Chain): Promise<void>;
+}
+
+/** A restore failed; `line` is the input line iptables-restore named, when it named one. */
+export class RestoreError extends ExecError {
+  /** @param line the offending input line, if known. */
+  constructor(message: string, code: number, readonly line?: string) {
+    super(message, code);
+    this.name = "RestoreError";
+  }
+}
+
+/** The real implementation, running `iptables`/`ip6tables` and their save/restore tools. */
+export class IptablesRunner implements IPTables {
+  readonly family: IPFamily;
+  readonly #exec: Executor;
+  readonly #cmd: string;
+
+  /** Uses `iptables*` for IPv4 and `ip6tables*` for IPv6; runs nothing yet. */
+  constructor(opts: { exec: Executor; family: IPFamily }) {
+    this.family = opts.family;
+    this.#exec = opts.exec;
+    this.#cmd = opts.family === "IPv4" ? "iptables" : "ip6tables";
+  }
+
+  /** Returns the version line (e.g. `iptables v1.8.9 (nf_tables)`), naming the backend. */
+  async version(): Promise<string> {
+    const r = await this.#exec.run(this.#cmd, { args: ["--version"] });
+    if (r.code !== 0) {
+      throw new ExecError(`${this.#cmd} --version exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    }
+    return r.stdout.trim();
+  }
+
+  /** @inheritdoc */
+  async save(table: Table): Promise<string> {
+    const r = await this.#exec.run(`${this.#cmd}-save`, { args: ["-t", table] });
+    if (r.code !== 0) {
+      throw new ExecError(`${this.#cmd}-save -t ${table} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    }
+    return r.stdout;
+  }
+
+  /** @inheritdoc */
+  async restoreAll(data: string, opts: RestoreOptions): Promise<void> {
+    const args = [...LOCK_WAIT];
+    if (!opts.flush) args.push("--noflush");
+    if (opts.counters) args.push("--counters");
+    const r = await this.#exec.run(`${this.#cmd}-restore`, { args, stdin: data });
+    if (r.code === 0) return;
+    const stderr = r.stderr.trim();
+    const m = /line (\d+) failed/.exec(stderr);
+    const line = m ? data.split("\n")[Number(m[1]) - 1] : undefined;
+    throw new RestoreError(
+      `${this.#cmd}-restore exited ${r.code}: ${stderr}${line === undefined ? "" : ` (line: ${line})`}`,
+      r.code,
+      line,
+    );
+  }
+
+  async #iptables(args: readonly string[]): Promise<{ code: number; stderr: string }> {
+    return await this.#exec.run(this.#cmd, { args: [...LOCK_WAIT, ...args] });
+  }
+
+  async #must(args: readonly string[]): Promise<void> {
+    const r = await this.#iptables(args);
+    if (r.code !== 0) {
+      throw new ExecError(`${this.#cmd} ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    }
+  }
+
+  /** @inheritdoc */
+  async ensureChain(table: Table, chain: Chain): Promise<boolean> {
+    if (await this.chainExists(table, chain)) return true;
+    await this.#must(["-t", table, "-N", chain]);
+    return false;
+  }
+
+  /** @inheritdoc */
+  async chainExists(table: Table, chain: Chain): Promise<boolean> {
+    const r = await this.#iptables(["-t", table, "-S", chain, "1"]);
+    return r.code === 0;
+  }
+
+  /** @inheritdoc */
+  async ensureRule(
+    pos: "append" | "prepend",
+    table: Table,
+    chain: Chain,
+    args: readonly string[],
+  ): Promise<boolean> {
+    const check = await this.#iptables(["-t", table, "-C", chain, ...args]);
+    if (check.code === 0) return true;
+    await this.#must(["-t", table, pos === "append" ? "-A" : "-I", chain, ...args]);
+    return false;
+  }
+
+  /** @inheritdoc */
+  async deleteRule(table: Table, chain: Chain, args: readonly string[]): Promise<void> {
+    const check = await this.#iptables(["-t", table, "-C", chain, ...args]);
+    if (check.code !== 0) return;
+    await this.#must(["-t", table, "-D", chain, ...args]);
+  }
+
+  /** @inheritdoc */
+  async deleteChain(table: Table, chain: Chain): Promise<void> {
+    if (!(await this.chainExists(table, chain))) return;
+    await this.#must(["-t", table, "-F", chain]);
+    await this.#must(["-t", table, "-X", chain]);
+  }
+}

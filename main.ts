@@ -1,0 +1,201 @@
+/**
+ * kube-proxy-deno: the entry point. The only module that reads `Deno.args` and `Deno.env`; it
+ * parses flags, builds the proxier of the chosen mode and wires sources, servers and signals.
+ * @module
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { DenoExecutor, type Executor } from "./iptables/executor.ts";
+import { IptablesRunner } from "./iptables/iptables.ts";
+import { realClock } from "./proxier/clock.ts";
+import { FileSource, KubernetesSource } from "./proxier/config.ts";
+import { ProxyHealth, serveHealthz } from "./proxier/healthz.ts";
+import { type Logger, setupLogging } from "./proxier/logger.ts";
+import { ProxyMetrics } from "./proxier/metrics.ts";
+import { cidrContains } from "./proxier/net.ts";
+import { parseCommandLine, type ProxyConfig, USAGE, UsageError, VERSION } from "./proxier/options.ts";
+import type { Provider } from "./proxier/proxier.ts";
+import { cleanupUserspace, UserspaceProxier } from "./proxier/userspace_proxier.ts";
+
+const encoder = new TextEncoder();
+function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
+  const data = encoder.encode(text);
+  let off = 0;
+  while (off < data.length) off += stream.writeSync(data.subarray(off));
+}
+
+/** Runs the program; returns the exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  let cmd;
+  try {
+    cmd = parseCommandLine(argv);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    print(Deno.stderr, `kube-proxy-deno: ${e.message}\nRun 'kube-proxy-deno --help' for usage.\n`);
+    return 2;
+  }
+  if (cmd.command === "help") {
+    print(Deno.stdout, USAGE);
+    return 0;
+  }
+  if (cmd.command === "version") {
+    print(Deno.stdout, `kube-proxy-deno ${VERSION}\n`);
+    return 0;
+  }
+  const { config } = cmd;
+  const log = await setupLogging(config.loggingFormat, config.verbosity);
+  for (const w of cmd.warnings) log.warn(w);
+  const exec = new DenoExecutor();
+  if (cmd.command === "cleanup") return await cleanup(exec, log);
+  if (cmd.command === "render") {
+    print(Deno.stderr, "kube-proxy-deno: render is not built yet\n");
+    return 2;
+  }
+  return await run(config, exec, log);
+}
+
+async function cleanup(exec: Executor, log: Logger): Promise<number> {
+  let failed = false;
+  for (const family of ["IPv4", "IPv6"] as const) {
+    const ipt = new IptablesRunner({ exec, family });
+    try {
+      await cleanupUserspace(ipt);
+    } catch (e) {
+      failed = true;
+      log.error("Cleanup failed", { family, error: (e as Error).message });
+    }
+  }
+  log.info("Cleanup done", { ok: !failed });
+  return failed ? 1 : 0;
+}
+
+/** Returns an iptables runner when we are root and the tool runs, else undefined. */
+async function probeIptables(exec: Executor, log: Logger): Promise<IptablesRunner | undefined> {
+  const ipt = new IptablesRunner({ exec, family: "IPv4" });
+  if (Deno.uid() !== 0) return undefined;
+  try {
+    log.info("Using iptables", { version: await ipt.version() });
+    return ipt;
+  } catch (e) {
+    log.warn("iptables is not usable", { error: (e as Error).message });
+    return undefined;
+  }
+}
+
+/** The local addresses NodePorts answer on: those inside `--nodeport-addresses`, or all. */
+function nodePortAddresses(cidrs: readonly string[]): string[] {
+  if (cidrs.length === 0) return ["0.0.0.0"];
+  return Deno.networkInterfaces()
+    .filter((i) => i.family === "IPv4" && cidrs.some((c) => cidrContains(c, i.address)))
+    .map((i) => i.address);
+}
+
+async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<number> {
+  const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
+  const clock = realClock;
+  const metrics = new ProxyMetrics();
+  const health = new ProxyHealth({ clock, timeoutMs: 2 * config.syncPeriodMs });
+  const base = {
+    family: "IPv4" as const,
+    nodeName,
+    log,
+    clock,
+    metrics,
+    health,
+    minSyncPeriodMs: config.minSyncPeriodMs,
+    syncPeriodMs: config.syncPeriodMs,
+  };
+  let proxier: Provider & { close?(): void };
+  if (config.mode === "userspace") {
+    proxier = new UserspaceProxier({
+      ...base,
+      iptables: config.userspacePortals ? await probeIptables(exec, log) : undefined,
+      listenAddress: config.bindAddress,
+      nodePortAddresses: nodePortAddresses(config.nodePortAddresses),
+      portRange: config.portRange,
+      udpIdleTimeoutMs: config.udpIdleTimeoutMs,
+    });
+  } else {
+    print(Deno.stderr, `kube-proxy-deno: --proxy-mode: mode "${config.mode}" is not built yet\n`);
+    return 2;
+  }
+
+  const ac = new AbortController();
+  const stop = () => {
+    if (!ac.signal.aborted) log.info("Shutting down; the datapath stays in place");
+    ac.abort();
+  };
+  Deno.addSignalListener("SIGTERM", stop);
+  Deno.addSignalListener("SIGINT", stop);
+  const tasks: Promise<unknown>[] = [];
+  try {
+    if (config.healthzBindAddress !== undefined) {
+      tasks.push(serveHealthz(health, config.healthzBindAddress, ac.signal).finished);
+    }
+    if (config.metricsBindAddress !== undefined) {
+      tasks.push(
+        Deno.serve({ ...config.metricsBindAddress, signal: ac.signal, onListen() {} }, async (req) => {
+          if (new URL(req.url).pathname !== "/metrics") return new Response("not found\n", { status: 404 });
+          return new Response(await metrics.registry.metrics(), {
+            headers: { "content-type": metrics.registry.contentType },
+          });
+        }).finished,
+      );
+    }
+  } catch (e) {
+    log.error("Cannot listen", { error: (e as Error).message });
+    return 1;
+  }
+  log.info("Starting kube-proxy-deno", {
+    version: VERSION,
+    mode: config.mode,
+    node: nodeName,
+    source: config.source.kind,
+  });
+  tasks.push(proxier.syncLoop(ac.signal));
+  if (config.source.kind === "file") {
+    const src = new FileSource({ path: config.source.path, nodeName, handler: proxier, log });
+    try {
+      await src.load();
+    } catch (e) {
+      log.error("Cannot read --source", { path: config.source.path, error: (e as Error).message });
+      ac.abort();
+      await Promise.allSettled(tasks);
+      return 1;
+    }
+    tasks.push(src.watch(ac.signal));
+  } else {
+    const kc = new KubeConfig();
+    try {
+      if (config.kubeconfig !== "") kc.loadFromFile(config.kubeconfig);
+      else if (config.master !== "") {
+        kc.loadFromOptions({
+          clusters: [{ name: "master", server: config.master, skipTLSVerify: false }],
+          users: [{ name: "anonymous" }],
+          contexts: [{ name: "master", cluster: "master", user: "anonymous" }],
+          currentContext: "master",
+        });
+      } else kc.loadFromDefault();
+      if (config.master !== "" && config.kubeconfig !== "") {
+        const cluster = kc.getCurrentCluster();
+        if (cluster) (cluster as { server: string }).server = config.master;
+      }
+    } catch (e) {
+      log.error("Cannot load kubeconfig", { error: (e as Error).message });
+      ac.abort();
+      await Promise.allSettled(tasks);
+      return 1;
+    }
+    tasks.push(
+      new KubernetesSource({ kubeConfig: kc, nodeName, handler: proxier, log, clock }).run(ac.signal),
+    );
+  }
+  await Promise.allSettled(tasks);
+  proxier.close?.();
+  Deno.removeSignalListener("SIGTERM", stop);
+  Deno.removeSignalListener("SIGINT", stop);
+  return 0;
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}

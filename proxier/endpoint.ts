@@ -1,0 +1,140 @@
+/**
+ * EndpointSlice -> endpoints per service port, for one IP family.
+ * @module
+ */
+import type { V1EndpointSlice } from "@kubernetes/client-node";
+import { ipFamily, isDNSLabel, isDNSSubdomain, isPort, parseProtocol } from "./net.ts";
+import { show, ValidationError } from "./service_port.ts";
+import type { EndpointInfo, IPFamily, ServicePortName } from "./types.ts";
+import { joinHostPort, servicePortKey } from "./types.ts";
+
+/** The label that ties an EndpointSlice to its Service. */
+export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
+
+/** The annotation carrying when the change that produced a slice happened. */
+export const LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
+
+/** The endpoints one slice contributes, for one family. */
+export interface SliceEndpoints {
+  /** `namespace/service` the slice belongs to. */
+  readonly service: string;
+  /** Per service port key: its name and the slice's endpoints for it. */
+  readonly ports: Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>;
+  /** Milliseconds since the epoch, or undefined when the slice carries no trigger time. */
+  readonly triggerTime?: number;
+}
+
+/** Returns `namespace/name` of a slice, for messages and keys; never throws. */
+export function sliceId(slice: V1EndpointSlice): string {
+  return `${show(slice?.metadata?.namespace ?? "default")}/${show(slice?.metadata?.name)}`;
+}
+
+/**
+ * Converts one EndpointSlice. Returns undefined for slices of another family, FQDN slices and
+ * slices without the service-name label.
+ * @throws {ValidationError} when any address, port or condition is malformed (the whole slice
+ * is then unusable: a partial slice would silently drop endpoints).
+ */
+export function sliceEndpoints(
+  slice: V1EndpointSlice,
+  family: IPFamily,
+  nodeName: string,
+): SliceEndpoints | undefined {
+  const namespace = slice?.metadata?.namespace ?? "default";
+  const obj = `EndpointSlice ${sliceId(slice)}`;
+  if (!isDNSLabel(namespace)) throw new ValidationError(obj, "metadata.namespace", show(namespace));
+  if (!isDNSSubdomain(slice.metadata?.name)) {
+    throw new ValidationError(obj, "metadata.name", show(slice.metadata?.name));
+  }
+  const svcName = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+  if (svcName === undefined) return undefined;
+  if (!isDNSLabel(svcName)) {
+    throw new ValidationError(obj, `metadata.labels[${SERVICE_NAME_LABEL}]`, show(svcName));
+  }
+  if (slice.addressType === "FQDN") return undefined;
+  if (slice.addressType !== "IPv4" && slice.addressType !== "IPv6") {
+    throw new ValidationError(obj, "addressType", show(slice.addressType));
+  }
+  if (slice.addressType !== family) return undefined;
+
+  const endpoints: Array<Omit<EndpointInfo, "port" | "key">> = [];
+  (Array.isArray(slice.endpoints) ? slice.endpoints : []).forEach((ep, i) => {
+    const field = `endpoints[${i}]`;
+    const addrs = ep?.addresses;
+    if (!Array.isArray(addrs) || addrs.length === 0) {
+      throw new ValidationError(obj, `${field}.addresses`, "empty");
+    }
+    // Upstream uses only the first address of an endpoint.
+    const ip = addrs[0];
+    if (ipFamily(ip) !== family) {
+      throw new ValidationError(obj, `${field}.addresses[0]`, `${show(ip)} is not an ${family} address`);
+    }
+    const c = ep.conditions ?? {};
+    for (const k of ["ready", "serving", "terminating"] as const) {
+      if (c[k] !== undefined && c[k] !== null && typeof c[k] !== "boolean") {
+        throw new ValidationError(obj, `${field}.conditions.${k}`, show(c[k]));
+      }
+    }
+    // Unset conditions mean: ready, serving when ready, not terminating (as upstream).
+    const ready = c.ready ?? true;
+    const serving = c.serving ?? ready;
+    const terminating = c.terminating ?? false;
+    const isLocal = nodeName !== "" && ep.nodeName === nodeName;
+    endpoints.push({ ip, ready, serving, terminating, isLocal });
+  });
+
+  const ports = new Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>();
+  (Array.isArray(slice.ports) ? slice.ports : []).forEach((p, i) => {
+    const field = `ports[${i}]`;
+    const portName = p?.name ?? "";
+    if (portName !== "" && !isDNSLabel(portName)) {
+      throw new ValidationError(obj, `${field}.name`, show(portName));
+    }
+    const protocol = parseProtocol(p?.protocol);
+    if (protocol === undefined) throw new ValidationError(obj, `${field}.protocol`, show(p.protocol));
+    if (p.port === undefined || p.port === null) return; // "all ports": nothing to program
+    if (!isPort(p.port)) throw new ValidationError(obj, `${field}.port`, show(p.port));
+    const port = p.port;
+    const name: ServicePortName = { namespace, name: svcName, port: portName, protocol };
+    ports.set(servicePortKey(name), {
+      name,
+      endpoints: endpoints.map((e) => ({ ...e, port, key: joinHostPort(e.ip, port) })),
+    });
+  });
+
+  const trigger = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME];
+  const triggerTime = trigger === undefined ? undefined : Date.parse(trigger);
+  return {
+    service: `${namespace}/${svcName}`,
+    ports,
+    triggerTime: Number.isFinite(triggerTime) ? triggerTime : undefined,
+  };
+}
+
+/**
+ * Merges the slices of one service into endpoints per service port: duplicates (the same
+ * `ip:port` in two slices, as during a slice handover) are dropped, a ready copy winning, and the
+ * result is sorted so that rule text does not depend on event order.
+ */
+export function mergeSlices(slices: Iterable<SliceEndpoints>): Map<string, EndpointInfo[]> {
+  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  for (const s of slices) {
+    for (const [key, { endpoints }] of s.ports) {
+      let m = byPort.get(key);
+      if (m === undefined) byPort.set(key, m = new Map());
+      for (const e of endpoints) {
+        const prev = m.get(e.key);
+        if (prev === undefined || (!prev.ready && e.ready)) m.set(e.key, e);
+      }
+    }
+  }
+  const out = new Map<string, EndpointInfo[]>();
+  for (const [key, m] of byPort) {
+    out.set(key, [...m.values()].sort((a, b) => compareEndpoints(a, b)));
+  }
+  return out;
+}
+
+function compareEndpoints(a: EndpointInfo, b: EndpointInfo): number {
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}

@@ -1,0 +1,125 @@
+/**
+ * Accumulates EndpointSlice events between syncs, as upstream's EndpointsChangeTracker.
+ * @module
+ */
+import type { V1EndpointSlice } from "@kubernetes/client-node";
+import { mergeSlices, type SliceEndpoints, sliceEndpoints } from "./endpoint.ts";
+import type { Logger } from "./logger.ts";
+import { ValidationError } from "./service_port.ts";
+import type { EndpointInfo, EndpointsMap, IPFamily } from "./types.ts";
+import { sameEntries } from "./types.ts";
+
+/** What applying the pending endpoint changes did to the map. */
+export interface EndpointsUpdateResult {
+  /** `namespace/name` of every Service whose endpoints changed. */
+  readonly updatedServices: Set<string>;
+  /** Service port keys that lost a UDP endpoint, with the endpoints lost (stale conntrack). */
+  readonly deletedUDPEndpoints: Map<string, EndpointInfo[]>;
+  /** Service port keys of UDP ports that went from no endpoints to some (stale REJECT state). */
+  readonly newlyActiveUDPServices: Set<string>;
+  /** Trigger times (ms since epoch) of the applied changes, for the programming latency metric. */
+  readonly lastChangeTriggerTimes: number[];
+}
+
+type PortEndpoints = Map<string, EndpointInfo[]>;
+
+/** Tracks EndpointSlice changes for one IP family until the next sync checks them out. */
+export class EndpointsChangeTracker {
+  readonly #family: IPFamily;
+  readonly #log: Logger;
+  #nodeName: string;
+  /** The current slices per service: `namespace/service` -> slice name -> parsed slice. */
+  readonly #slices = new Map<string, Map<string, SliceEndpoints>>();
+  /** Per service with a pending change: its endpoints at the last sync. */
+  readonly #previous = new Map<string, PortEndpoints>();
+  readonly #triggerTimes = new Map<string, number[]>();
+
+  /** Builds an empty tracker; `nodeName` decides which endpoints are local. */
+  constructor(opts: { family: IPFamily; nodeName: string; log: Logger }) {
+    this.#family = opts.family;
+    this.#nodeName = opts.nodeName;
+    this.#log = opts.log;
+  }
+
+  /** Number of Services with endpoint changes not yet applied. */
+  get pending(): number {
+    return this.#previous.size;
+  }
+
+  /**
+   * Records one slice event. Returns true when the slice's Service now has a change pending.
+   * A malformed slice is logged and dropped, as if deleted; the other slices keep working.
+   */
+  update(slice: V1EndpointSlice, removed: boolean): boolean {
+    let parsed: SliceEndpoints | undefined;
+    try {
+      parsed = sliceEndpoints(slice, this.#family, this.#nodeName);
+    } catch (e) {
+      if (!(e instanceof ValidationError)) throw e;
+      this.#log.warn(`Skipping malformed ${e.message}`, { object: e.object, field: e.field });
+    }
+    const sliceName = String(slice?.metadata?.name);
+    const service = parsed?.service ?? this.#findService(sliceName, slice);
+    if (service === undefined) return false;
+    const before = this.#slices.get(service);
+    if (!this.#previous.has(service)) this.#previous.set(service, this.#endpointsOf(service));
+    const slices = before ?? new Map<string, SliceEndpoints>();
+    if (removed || parsed === undefined) slices.delete(sliceName);
+    else slices.set(sliceName, parsed);
+    if (slices.size === 0) this.#slices.delete(service);
+    else this.#slices.set(service, slices);
+    if (!removed && parsed?.triggerTime !== undefined) {
+      const times = this.#triggerTimes.get(service) ?? [];
+      times.push(parsed.triggerTime);
+      this.#triggerTimes.set(service, times);
+    }
+    if (sameEntries(this.#previous.get(service)!, this.#endpointsOf(service))) {
+      this.#previous.delete(service);
+      this.#triggerTimes.delete(service);
+    }
+    return this.#previous.has(service);
+  }
+
+  /** Applies and forgets the pending changes; returns what changed. */
+  apply(map: EndpointsMap): EndpointsUpdateResult {
+    const updatedServices = new Set<string>();
+    const deletedUDPEndpoints = new Map<string, EndpointInfo[]>();
+    const newlyActiveUDPServices = new Set<string>();
+    const lastChangeTriggerTimes: number[] = [];
+    for (const [service, previous] of this.#previous) {
+      updatedServices.add(service);
+      const current = this.#endpointsOf(service);
+      for (const key of previous.keys()) map.delete(key);
+      for (const [key, eps] of current) map.set(key, eps);
+      for (const [key, eps] of previous) {
+        if (!key.endsWith("/UDP")) continue;
+        const now = new Set((current.get(key) ?? []).map((e) => e.key));
+        const gone = eps.filter((e) => !now.has(e.key));
+        if (gone.length > 0) deletedUDPEndpoints.set(key, gone);
+      }
+      for (const [key, eps] of current) {
+        if (key.endsWith("/UDP") && eps.length > 0 && (previous.get(key)?.length ?? 0) === 0) {
+          newlyActiveUDPServices.add(key);
+        }
+      }
+      lastChangeTriggerTimes.push(...(this.#triggerTimes.get(service) ?? []));
+    }
+    this.#previous.clear();
+    this.#triggerTimes.clear();
+    return { updatedServices, deletedUDPEndpoints, newlyActiveUDPServices, lastChangeTriggerTimes };
+  }
+
+  #endpointsOf(service: string): PortEndpoints {
+    const slices = this.#slices.get(service);
+    return slices === undefined ? new Map() : mergeSlices(slices.values());
+  }
+
+  /** Finds the service a now-unparseable slice used to belong to, so its endpoints go away. */
+  #findService(sliceName: string, slice: V1EndpointSlice): string | undefined {
+    const ns = slice?.metadata?.namespace ?? "default";
+    for (const [service, slices] of this.#slices) {
+      if (service.startsWith(`${ns}/`) && slices.has(sliceName)) return service;
+    }
+    return undefined;
+  }
+}

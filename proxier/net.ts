@@ -1,0 +1,74 @@
+/**
+ * Strict parsing of the addresses, CIDRs and ports that reach kernel rules. Everything that ends
+ * up in an iptables-restore or ipvsadm batch passes through one of these first, so no object
+ * field can smuggle text into a batch.
+ * @module
+ */
+import { BlockList, isIPv6 } from "node:net";
+import type { IPFamily, Protocol } from "./types.ts";
+
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
+/** Returns the family of a strictly valid IP literal (no leading zeros, no zone), or undefined. */
+export function ipFamily(ip: unknown): IPFamily | undefined {
+  if (typeof ip !== "string" || ip.length > 45) return undefined;
+  if (IPV4.test(ip)) return "IPv4";
+  if (!ip.includes("%") && /^[0-9a-fA-F:.]+$/.test(ip) && isIPv6(ip)) return "IPv6";
+  return undefined;
+}
+
+/** Returns true when `ip` is a valid literal of `family`. */
+export function isIP(ip: unknown, family?: IPFamily): ip is string {
+  const f = ipFamily(ip);
+  return f !== undefined && (family === undefined || f === family);
+}
+
+/** Returns the family of a valid `ip/prefix` CIDR, or undefined. */
+export function cidrFamily(cidr: unknown): IPFamily | undefined {
+  if (typeof cidr !== "string") return undefined;
+  const slash = cidr.indexOf("/");
+  if (slash < 0) return undefined;
+  const f = ipFamily(cidr.slice(0, slash));
+  const bits = cidr.slice(slash + 1);
+  if (f === undefined || !/^(0|[1-9]\d{0,2})$/.test(bits)) return undefined;
+  return Number(bits) <= (f === "IPv4" ? 32 : 128) ? f : undefined;
+}
+
+/** Returns true when `p` is an integer port in 1..65535. */
+export function isPort(p: unknown): p is number {
+  return typeof p === "number" && Number.isInteger(p) && p >= 1 && p <= 65535;
+}
+
+/** Returns the protocol for a Kubernetes protocol string (default TCP when unset), or undefined. */
+export function parseProtocol(p: unknown): Protocol | undefined {
+  if (p === undefined || p === null) return "TCP";
+  return p === "TCP" || p === "UDP" || p === "SCTP" ? p : undefined;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** Returns true for a DNS-1123 label of at most 63 characters (names, namespaces, port names). */
+export function isDNSLabel(s: unknown): s is string {
+  return typeof s === "string" && s.length <= 63 && DNS_LABEL.test(s);
+}
+
+/** Returns true for a DNS-1123 subdomain of at most 253 characters (EndpointSlice names). */
+export function isDNSSubdomain(s: unknown): s is string {
+  return typeof s === "string" && s.length <= 253 && s.split(".").every((l) => DNS_LABEL.test(l));
+}
+
+/** Returns the prefix of a CIDR's family for a host: `/32` or `/128`. */
+export function hostPrefix(ip: string): string {
+  return ip.includes(":") ? "/128" : "/32";
+}
+
+/** Returns true when `ip` lies inside `cidr` (same family). */
+export function cidrContains(cidr: string, ip: string): boolean {
+  const f = cidrFamily(cidr);
+  if (f === undefined || ipFamily(ip) !== f) return false;
+  const [net, bits] = cidr.split("/");
+  const list = new BlockList();
+  const type = f === "IPv4" ? "ipv4" : "ipv6";
+  list.addSubnet(net, Number(bits), type);
+  return list.check(ip, type);
+}

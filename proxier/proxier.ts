@@ -1,0 +1,252 @@
+/**
+ * The mode-independent half of every proxier: event handlers feeding the change trackers, the
+ * bounded-frequency runner, metrics and health. A mode supplies `syncRules`.
+ * @module
+ */
+import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
+import type { Clock } from "./clock.ts";
+import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
+import type { ProxyHealth } from "./healthz.ts";
+import type { Logger } from "./logger.ts";
+import type { ProxyMetrics } from "./metrics.ts";
+import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
+import { SyncRunner } from "./sync_runner.ts";
+import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
+
+/** Receives Service events; `onServicesSynced` once the initial list is in. */
+export interface ServiceHandler {
+  onServiceAdd(s: V1Service): void;
+  onServiceUpdate(old: V1Service, s: V1Service): void;
+  onServiceDelete(s: V1Service): void;
+  onServicesSynced(): void;
+}
+
+/** Receives EndpointSlice events; `onEndpointSlicesSynced` once the initial list is in. */
+export interface EndpointSliceHandler {
+  onEndpointSliceAdd(s: V1EndpointSlice): void;
+  onEndpointSliceUpdate(old: V1EndpointSlice, s: V1EndpointSlice): void;
+  onEndpointSliceDelete(s: V1EndpointSlice): void;
+  onEndpointSlicesSynced(): void;
+}
+
+/** Receives events about this proxy's own Node. */
+export interface NodeHandler {
+  onNodeAdd(n: V1Node): void;
+  onNodeUpdate(old: V1Node, n: V1Node): void;
+  onNodeDelete(n: V1Node): void;
+  onNodeSynced(): void;
+}
+
+/** A proxier: takes events, syncs them to a datapath from its loop. */
+export interface Provider extends ServiceHandler, EndpointSliceHandler, NodeHandler {
+  /** Asks for a sync; the runner rate-limits. */
+  sync(): void;
+  /** Runs syncs until `signal` aborts; resolves after the last sync finishes. */
+  syncLoop(signal: AbortSignal): Promise<void>;
+}
+
+/** Everything a mode needs to program one sync. */
+export interface SyncContext {
+  /** Rewrite everything (first sync, after a failure, every syncPeriod). */
+  readonly full: boolean;
+  readonly services: ServicePortMap;
+  readonly endpoints: EndpointsMap;
+  /** `namespace/name` of Services whose ports or endpoints changed since the last sync. */
+  readonly changedServices: ReadonlySet<string>;
+  readonly serviceChanges: ServiceUpdateResult;
+  readonly endpointChanges: EndpointsUpdateResult;
+}
+
+/** Options shared by every proxier. */
+export interface BaseProxierOptions {
+  readonly family: IPFamily;
+  /** This node's name: decides which endpoints are local. */
+  readonly nodeName: string;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly metrics: ProxyMetrics;
+  readonly health: ProxyHealth;
+  readonly minSyncPeriodMs: number;
+  readonly syncPeriodMs: number;
+}
+
+/** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
+export abstract class BaseProxier implements Provider {
+  protected readonly family: IPFamily;
+  protected readonly nodeName: string;
+  protected readonly log: Logger;
+  protected readonly clock: Clock;
+  protected readonly metrics: ProxyMetrics;
+  protected readonly health: ProxyHealth;
+  /** The model as of the last sync; only `#syncOnce` writes it. */
+  protected readonly serviceMap: ServicePortMap = new Map();
+  protected readonly endpointsMap: EndpointsMap = new Map();
+  /** The own Node, when known. */
+  protected node?: V1Node;
+  readonly #services: ServiceChangeTracker;
+  readonly #endpoints: EndpointsChangeTracker;
+  readonly #runner: SyncRunner;
+  readonly #syncPeriodMs: number;
+  #servicesSynced = false;
+  #slicesSynced = false;
+  #needFull = true;
+  #lastFull = 0;
+
+  /** Builds trackers and the runner; starts nothing. */
+  constructor(o: BaseProxierOptions) {
+    this.family = o.family;
+    this.nodeName = o.nodeName;
+    this.log = o.log;
+    this.clock = o.clock;
+    this.metrics = o.metrics;
+    this.health = o.health;
+    this.#syncPeriodMs = o.syncPeriodMs;
+    this.#services = new ServiceChangeTracker({ family: o.family, log: o.log });
+    this.#endpoints = new EndpointsChangeTracker({ family: o.family, nodeName: o.nodeName, log: o.log });
+    this.#runner = new SyncRunner({
+      fn: () => this.#syncOnce(),
+      minIntervalMs: o.minSyncPeriodMs,
+      maxIntervalMs: o.syncPeriodMs,
+      clock: o.clock,
+      onError: (err, retryInMs) =>
+        this.log.error("Sync failed, will retry", { error: String(err), retryInMs, family: this.family }),
+    });
+  }
+
+  /** Programs the datapath from `ctx`; throws when nothing (or not everything) was applied. */
+  protected abstract syncRules(ctx: SyncContext): Promise<void>;
+
+  /** True once Services and EndpointSlices both had their initial sync. */
+  get isInitialized(): boolean {
+    return this.#servicesSynced && this.#slicesSynced;
+  }
+
+  /** @inheritdoc */
+  onServiceAdd(s: V1Service): void {
+    this.#serviceEvent(undefined, s);
+  }
+  /** @inheritdoc */
+  onServiceUpdate(old: V1Service, s: V1Service): void {
+    this.#serviceEvent(old, s);
+  }
+  /** @inheritdoc */
+  onServiceDelete(s: V1Service): void {
+    this.#serviceEvent(s, undefined);
+  }
+  /** @inheritdoc */
+  onServicesSynced(): void {
+    this.#servicesSynced = true;
+    this.sync();
+  }
+  /** @inheritdoc */
+  onEndpointSliceAdd(s: V1EndpointSlice): void {
+    this.#sliceEvent(s, false);
+  }
+  /** @inheritdoc */
+  onEndpointSliceUpdate(_old: V1EndpointSlice, s: V1EndpointSlice): void {
+    this.#sliceEvent(s, false);
+  }
+  /** @inheritdoc */
+  onEndpointSliceDelete(s: V1EndpointSlice): void {
+    this.#sliceEvent(s, true);
+  }
+  /** @inheritdoc */
+  onEndpointSlicesSynced(): void {
+    this.#slicesSynced = true;
+    this.sync();
+  }
+  /** @inheritdoc */
+  onNodeAdd(n: V1Node): void {
+    this.node = n;
+  }
+  /** @inheritdoc */
+  onNodeUpdate(_old: V1Node, n: V1Node): void {
+    this.node = n;
+  }
+  /** @inheritdoc */
+  onNodeDelete(_n: V1Node): void {
+    this.node = undefined;
+  }
+  /** @inheritdoc */
+  onNodeSynced(): void {}
+
+  /** Asks for a sync once both initial syncs are in; the runner rate-limits. */
+  sync(): void {
+    if (this.isInitialized) this.#runner.run();
+  }
+
+  /** Runs the sync loop until `signal` aborts. */
+  syncLoop(signal: AbortSignal): Promise<void> {
+    return this.#runner.loop(signal);
+  }
+
+  /** Requests that the next sync be full (e.g. the kernel state was lost). */
+  protected requestFullSync(): void {
+    this.#needFull = true;
+    this.sync();
+  }
+
+  #serviceEvent(old: V1Service | undefined, cur: V1Service | undefined): void {
+    if (this.#services.update(old, cur)) this.#queued();
+    this.metrics.serviceChangesPending.set(this.#services.pending);
+  }
+
+  #sliceEvent(s: V1EndpointSlice, removed: boolean): void {
+    if (this.#endpoints.update(s, removed)) this.#queued();
+    this.metrics.endpointChangesPending.set(this.#endpoints.pending);
+  }
+
+  #queued(): void {
+    this.health.queued();
+    this.metrics.queuedTimestamp.set(this.clock.now() / 1000);
+    this.sync();
+  }
+
+  async #syncOnce(): Promise<void> {
+    if (!this.isInitialized) return;
+    const start = performance.now();
+    const serviceChanges = this.#services.apply(this.serviceMap);
+    const endpointChanges = this.#endpoints.apply(this.endpointsMap);
+    this.metrics.serviceChangesTotal.inc(serviceChanges.updatedServices.size);
+    this.metrics.endpointChangesTotal.inc(endpointChanges.updatedServices.size);
+    this.metrics.serviceChangesPending.set(0);
+    this.metrics.endpointChangesPending.set(0);
+    const now = this.clock.now();
+    const full = this.#needFull || now - this.#lastFull >= this.#syncPeriodMs;
+    const changedServices = new Set([...serviceChanges.updatedServices, ...endpointChanges.updatedServices]);
+    try {
+      await this.syncRules({
+        full,
+        services: this.serviceMap,
+        endpoints: this.endpointsMap,
+        changedServices,
+        serviceChanges,
+        endpointChanges,
+      });
+    } catch (e) {
+      // The maps already hold the new state; a full sync rewrites all of it.
+      this.#needFull = true;
+      this.metrics.syncFailuresTotal.inc();
+      throw e;
+    }
+    if (full) {
+      this.#needFull = false;
+      this.#lastFull = now;
+    }
+    const elapsed = (performance.now() - start) / 1000;
+    this.metrics.syncDuration.observe(elapsed);
+    (full ? this.metrics.syncFullDuration : this.metrics.syncPartialDuration).observe(elapsed);
+    this.metrics.lastSyncTimestamp.set(this.clock.now() / 1000);
+    for (const t of endpointChanges.lastChangeTriggerTimes) {
+      this.metrics.networkProgrammingDuration.observe(Math.max(0, this.clock.now() - t) / 1000);
+    }
+    this.health.updated();
+    this.log.debug("Sync complete", {
+      family: this.family,
+      full,
+      elapsedMs: Math.round(elapsed * 1000),
+      services: this.serviceMap.size,
+      changed: changedServices.size,
+    });
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Accumulates Service events between syncs, as upstream's ServiceChangeTracker.
+ * @module
+ */
+import type { V1Service } from "@kubernetes/client-node";
+import type { Logger } from "./logger.ts";
+import { servicePorts, ValidationError } from "./service_port.ts";
+import type { IPFamily, ServicePortInfo, ServicePortMap } from "./types.ts";
+import { namespacedName, sameEntries, servicePortKey } from "./types.ts";
+
+/** What applying the pending Service changes did to the map. */
+export interface ServiceUpdateResult {
+  /** `namespace/name` of every Service whose ports changed. */
+  readonly updatedServices: Set<string>;
+  /** Cluster IPs of UDP ports that went away: their conntrack entries are stale. */
+  readonly deletedUDPClusterIPs: Set<string>;
+}
+
+type PortsByKey = Map<string, ServicePortInfo>;
+
+/** Tracks Service changes for one IP family until the next sync checks them out. */
+export class ServiceChangeTracker {
+  readonly #family: IPFamily;
+  readonly #log: Logger;
+  /** Per `namespace/name`: the ports at the last sync and the ports now. */
+  readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey }>();
+
+  /** Builds an empty tracker; nothing runs until events arrive. */
+  constructor(opts: { family: IPFamily; log: Logger }) {
+    this.#family = opts.family;
+    this.#log = opts.log;
+  }
+
+  /** Number of Services with changes not yet applied. */
+  get pending(): number {
+    return this.#items.size;
+  }
+
+  /**
+   * Records one event (add: `previous` undefined; delete: `current` undefined). Returns true when
+   * the Service now has a change pending. A malformed Service is logged and treated as absent, so
+   * a bad update removes the Service's rules rather than keeping stale ones.
+   */
+  update(previous: V1Service | undefined, current: V1Service | undefined): boolean {
+    const svc = current ?? previous;
+    if (svc === undefined) return false;
+    const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
+    let item = this.#items.get(key);
+    if (item === undefined) {
+      item = { previous: this.#toPorts(previous, false), current: new Map() };
+      this.#items.set(key, item);
+    }
+    item.current = this.#toPorts(current, true);
+    if (sameEntries(item.previous, item.current)) this.#items.delete(key);
+    return this.#items.has(key);
+  }
+
+  /** Applies and forgets the pending changes; returns what changed. */
+  apply(map: ServicePortMap): ServiceUpdateResult {
+    const updatedServices = new Set<string>();
+    const deletedUDPClusterIPs = new Set<string>();
+    for (const [svc, { previous, current }] of this.#items) {
+      updatedServices.add(svc);
+      for (const [key, info] of previous) {
+        map.delete(key);
+        if (info.protocol === "UDP" && !current.has(key)) deletedUDPClusterIPs.add(info.clusterIP);
+      }
+      for (const [key, info] of current) map.set(key, info);
+    }
+    this.#items.clear();
+    return { updatedServices, deletedUDPClusterIPs };
+  }
+
+  #toPorts(svc: V1Service | undefined, warn: boolean): PortsByKey {
+    const out: PortsByKey = new Map();
+    if (svc === undefined) return out;
+    try {
+      const { ports, warnings } = servicePorts(svc, this.#family);
+      if (warn) { for (const w of warnings) this.#log.warn(w); }
+      for (const p of ports) out.set(servicePortKey(p.name), p);
+    } catch (e) {
+      if (!(e instanceof ValidationError)) throw e;
+      if (warn) this.#log.warn(`Skipping malformed ${e.message}`, { object: e.object, field: e.field });
+    }
+    return out;
+  }
+}

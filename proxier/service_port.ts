@@ -1,0 +1,171 @@
+/**
+ * Service -> ServicePortInfo[] for one IP family, with strict validation of every field that
+ * reaches a rule.
+ * @module
+ */
+import type { V1Service } from "@kubernetes/client-node";
+import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.ts";
+import type { IPFamily, ServicePortInfo } from "./types.ts";
+import { namespacedName } from "./types.ts";
+
+/** Default ClientIP affinity timeout, as upstream (3 hours). */
+export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
+
+/** Raised when a field makes the whole object unusable; names the object and the field. */
+export class ValidationError extends Error {
+  /** @param object `kind ns/name`; @param field the JSON path of the bad field. */
+  constructor(readonly object: string, readonly field: string, detail: string) {
+    super(`${object}: invalid ${field}: ${detail}`);
+    this.name = "ValidationError";
+  }
+}
+
+/** Result of converting one Service: its ports and the non-fatal problems skipped on the way. */
+export interface ServicePortsResult {
+  readonly ports: ServicePortInfo[];
+  /** Entries skipped (bad external IP, bad source range): one message each. */
+  readonly warnings: string[];
+}
+
+/** Renders a value for an error message, bounded and on one line. */
+export function show(v: unknown): string {
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
+}
+
+/**
+ * Converts a Service into its ports for `family`. Returns no ports for headless and ExternalName
+ * Services and for Services without a cluster IP of this family.
+ * @throws {ValidationError} when a field the rules depend on is malformed.
+ */
+export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResult {
+  const meta = svc?.metadata;
+  const namespace = meta?.namespace ?? "default";
+  const name = meta?.name;
+  const id = `Service ${show(namespace)}/${show(name)}`;
+  if (!isDNSLabel(namespace)) throw new ValidationError(id, "metadata.namespace", show(namespace));
+  if (!isDNSLabel(name)) throw new ValidationError(id, "metadata.name", show(name));
+  const obj = `Service ${namespace}/${name}`;
+  const spec = svc.spec;
+  if (spec === undefined || spec === null || typeof spec !== "object") {
+    throw new ValidationError(obj, "spec", "missing");
+  }
+  const type = spec.type ?? "ClusterIP";
+  if (!["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"].includes(type)) {
+    throw new ValidationError(obj, "spec.type", show(type));
+  }
+  const warnings: string[] = [];
+  if (type === "ExternalName") return { ports: [], warnings };
+  const clusterIPs: unknown[] = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0
+    ? spec.clusterIPs
+    : [spec.clusterIP];
+  if (clusterIPs[0] === "None" || clusterIPs[0] === "" || clusterIPs[0] === undefined) {
+    return { ports: [], warnings };
+  }
+  clusterIPs.forEach((ip, i) => {
+    if (ipFamily(ip) === undefined) {
+      throw new ValidationError(obj, `spec.clusterIPs[${i}]`, `${show(ip)} is not an IP address`);
+    }
+  });
+  const clusterIP = clusterIPs.find((ip) => ipFamily(ip) === family) as string | undefined;
+  if (clusterIP === undefined) return { ports: [], warnings };
+
+  const externalIPs = filterAddresses(obj, "spec.externalIPs", spec.externalIPs, family, warnings);
+  const ingress = type === "LoadBalancer" && Array.isArray(svc.status?.loadBalancer?.ingress)
+    ? svc.status.loadBalancer.ingress
+    : [];
+  const lbIPs: unknown[] = [];
+  ingress.forEach((ing, i) => {
+    if (ing?.ip === undefined || ing.ip === null) return; // hostname-only ingress
+    const mode = (ing as { ipMode?: unknown }).ipMode;
+    if (mode !== undefined && mode !== null && mode !== "VIP") return; // Proxy mode: not ours
+    if (ipFamily(ing.ip) === undefined) {
+      warnings.push(`${obj}: skipped status.loadBalancer.ingress[${i}].ip ${show(ing.ip)}`);
+    } else lbIPs.push(ing.ip);
+  });
+  const loadBalancerIPs = lbIPs.filter((ip) => ipFamily(ip) === family) as string[];
+  const ranges = Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : [];
+  const sourceRanges: string[] = [];
+  ranges.forEach((r, i) => {
+    const trimmed = typeof r === "string" ? r.trim() : r;
+    const f = cidrFamily(trimmed);
+    if (f === undefined) {
+      warnings.push(`${obj}: skipped spec.loadBalancerSourceRanges[${i}] ${show(r)}`);
+    } else if (f === family) sourceRanges.push(trimmed as string);
+  });
+
+  let stickyMaxAgeSeconds = 0;
+  if (spec.sessionAffinity === "ClientIP") {
+    const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_STICKY_MAX_AGE_SECONDS;
+    if (!Number.isInteger(t) || t < 1 || t > 86400) {
+      throw new ValidationError(obj, "spec.sessionAffinityConfig.clientIP.timeoutSeconds", show(t));
+    }
+    stickyMaxAgeSeconds = t;
+  } else if (!(spec.sessionAffinity === undefined || spec.sessionAffinity === "None")) {
+    throw new ValidationError(obj, "spec.sessionAffinity", show(spec.sessionAffinity));
+  }
+  const isExternal = type === "NodePort" || type === "LoadBalancer" || externalIPs.length > 0;
+  const externalPolicyLocal = isExternal && spec.externalTrafficPolicy === "Local";
+  const internalPolicyLocal = spec.internalTrafficPolicy === "Local";
+  let healthCheckNodePort = 0;
+  if (type === "LoadBalancer" && externalPolicyLocal && spec.healthCheckNodePort != null) {
+    if (!isPort(spec.healthCheckNodePort)) {
+      throw new ValidationError(obj, "spec.healthCheckNodePort", show(spec.healthCheckNodePort));
+    }
+    healthCheckNodePort = spec.healthCheckNodePort;
+  }
+
+  if (!Array.isArray(spec.ports)) throw new ValidationError(obj, "spec.ports", "missing");
+  const seen = new Set<string>();
+  const ports = spec.ports.map((p, i): ServicePortInfo => {
+    const field = `spec.ports[${i}]`;
+    const portName = p?.name ?? "";
+    if (portName !== "" && !isDNSLabel(portName)) {
+      throw new ValidationError(obj, `${field}.name`, show(portName));
+    }
+    const protocol = parseProtocol(p?.protocol);
+    if (protocol === undefined) throw new ValidationError(obj, `${field}.protocol`, show(p.protocol));
+    if (!isPort(p?.port)) throw new ValidationError(obj, `${field}.port`, show(p?.port));
+    const nodePort = p.nodePort ?? 0;
+    if (nodePort !== 0 && !isPort(nodePort)) {
+      throw new ValidationError(obj, `${field}.nodePort`, show(nodePort));
+    }
+    const key = `${portName}/${protocol}`;
+    if (seen.has(key)) throw new ValidationError(obj, `${field}.name`, `duplicate ${show(portName)}`);
+    seen.add(key);
+    return {
+      name: { namespace, name, port: portName, protocol },
+      service: namespacedName(namespace, name),
+      clusterIP,
+      port: p.port,
+      protocol,
+      nodePort: type === "ClusterIP" ? 0 : nodePort,
+      externalIPs,
+      loadBalancerIPs,
+      loadBalancerSourceRanges: ranges.length > 0 ? sourceRanges : [],
+      hasSourceRanges: ranges.length > 0,
+      stickyMaxAgeSeconds,
+      externalPolicyLocal,
+      internalPolicyLocal,
+      healthCheckNodePort,
+    };
+  });
+  return { ports, warnings };
+}
+
+function filterAddresses(
+  obj: string,
+  field: string,
+  list: unknown,
+  family: IPFamily,
+  warnings: string[],
+): string[] {
+  if (!Array.isArray(list)) return [];
+  const out: string[] = [];
+  list.forEach((ip, i) => {
+    const f = ipFamily(ip);
+    if (f === undefined) warnings.push(`${obj}: skipped ${field}[${i}] ${show(ip)}`);
+    else if (f === family) out.push(ip as string);
+  });
+  return [...new Set(out)];
+}

@@ -1,0 +1,366 @@
+/**
+ * The userspace mode: a TCP/UDP proxy per service port, reached through NodePort listeners and
+ * iptables REDIRECT "portals" for cluster, external and load-balancer IPs.
+ * @module
+ */
+import type { Chain, IPTables } from "../iptables/iptables.ts";
+import { RoundRobinBalancer } from "../loadbalancer/round_robin.ts";
+import { hostPrefix } from "./net.ts";
+import { PortAllocator, type PortRange } from "./port_range.ts";
+import { BaseProxier, type BaseProxierOptions, type SyncContext } from "./proxier.ts";
+import { splice } from "./tcp_copy.ts";
+import type { EndpointInfo, ServicePortInfo } from "./types.ts";
+import { servicePortNameString } from "./types.ts";
+
+/** nat chain for traffic arriving from other hosts and pods (PREROUTING). */
+export const KUBE_PORTALS_CONTAINER: Chain = "KUBE-PORTALS-CONTAINER";
+/** nat chain for traffic from this host's own processes (OUTPUT). */
+export const KUBE_PORTALS_HOST: Chain = "KUBE-PORTALS-HOST";
+
+const PORTAL_JUMPS: ReadonlyArray<{ from: Chain; to: Chain }> = [
+  { from: "PREROUTING", to: KUBE_PORTALS_CONTAINER },
+  { from: "OUTPUT", to: KUBE_PORTALS_HOST },
+];
+
+/** Dial timeouts of the successive tries of one connection, as upstream's userspace proxy. */
+const DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000];
+
+/** Options of {@linkcode UserspaceProxier}. */
+export interface UserspaceProxierOptions extends BaseProxierOptions {
+  /** iptables for portal rules; undefined serves NodePorts only. */
+  readonly iptables?: IPTables;
+  /** Address the portal listeners bind (`--bind-address`). */
+  readonly listenAddress: string;
+  /** Addresses NodePorts are served on; `0.0.0.0` / `::` for all. */
+  readonly nodePortAddresses: readonly string[];
+  readonly portRange: PortRange;
+  readonly udpIdleTimeoutMs: number;
+  /** For reproducible shuffles in tests. */
+  readonly random?: () => number;
+}
+
+type Listener = Deno.TcpListener | Deno.DatagramConn;
+
+interface PortProxy {
+  /** The fields that decide the listeners; a change reopens them. */
+  readonly spec: string;
+  readonly info: ServicePortInfo;
+  /** The bound portal port, 0 when portals are off. */
+  readonly proxyPort: number;
+  readonly listeners: Listener[];
+}
+
+interface UdpSession {
+  readonly endpoint: string;
+  readonly backend: Deno.DatagramConn;
+  lastUsed: number;
+  close(): void;
+}
+
+/** Proxies in userspace; see the module doc. */
+export class UserspaceProxier extends BaseProxier {
+  readonly #iptables?: IPTables;
+  readonly #listenAddress: string;
+  readonly #nodePortAddresses: readonly string[];
+  readonly #ports = new Map<string, PortProxy>();
+  readonly #allocator: PortAllocator;
+  readonly #udpIdleTimeoutMs: number;
+  readonly #balancer: RoundRobinBalancer;
+  readonly #udpSessions = new Map<string, Set<UdpSession>>();
+  #portalText = "";
+  #warnedNoPortals = false;
+
+  /** Builds the proxier; opens nothing until the first sync. */
+  constructor(o: UserspaceProxierOptions) {
+    super(o);
+    this.#iptables = o.iptables;
+    this.#listenAddress = o.listenAddress;
+    this.#nodePortAddresses = o.nodePortAddresses;
+    this.#allocator = new PortAllocator(o.portRange);
+    this.#udpIdleTimeoutMs = o.udpIdleTimeoutMs;
+    this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
+  }
+
+  /** Returns the portal port of a service port key (for tests and `render`); 0 when none. */
+  proxyPort(key: string): number {
+    return this.#ports.get(key)?.proxyPort ?? 0;
+  }
+
+  /** Closes every listener (connections in flight keep going); the kernel rules stay. */
+  close(): void {
+    for (const key of [...this.#ports.keys()]) this.#closePort(key);
+  }
+
+  /** @inheritdoc */
+  protected override async syncRules(ctx: SyncContext): Promise<void> {
+    if (this.#iptables === undefined && !this.#warnedNoPortals) {
+      this.#warnedNoPortals = true;
+      this.log.warn(
+        "No portal rules (iptables unavailable, not root, or --userspace-portals=false): only NodePorts are served",
+      );
+    }
+    for (const key of [...this.#ports.keys()]) {
+      if (!ctx.services.has(key)) this.#closePort(key);
+    }
+    for (const [key, info] of ctx.services) {
+      const spec = JSON.stringify([
+        info.protocol,
+        info.clusterIP,
+        info.port,
+        info.nodePort,
+        info.externalIPs,
+        info.loadBalancerIPs,
+      ]);
+      const cur = this.#ports.get(key);
+      if (cur?.spec !== spec) {
+        if (cur !== undefined) this.#closePort(key);
+        try {
+          this.#openPort(key, info, spec);
+        } catch (e) {
+          this.log.error("Cannot open proxy port; retrying at the next sync", {
+            service: servicePortNameString(info.name),
+            error: (e as Error).message,
+          });
+        }
+      }
+      const eps = usableEndpoints(ctx.endpoints.get(key) ?? []).map((e) => e.key);
+      this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
+      this.#dropSessionsNotIn(key, new Set(eps));
+    }
+    if (this.#iptables !== undefined) await this.#syncPortals(ctx.full);
+  }
+
+  #openPort(key: string, info: ServicePortInfo, spec: string): void {
+    const listeners: Listener[] = [];
+    let proxyPort = 0;
+    try {
+      if (this.#iptables !== undefined) {
+        const want = this.#allocator.allocate();
+        if (want === undefined) throw new Error("--proxy-port-range is exhausted");
+        const l = this.#listen(info, this.#listenAddress, want);
+        listeners.push(l);
+        proxyPort = (l.addr as Deno.NetAddr).port;
+      }
+      if (info.nodePort !== 0) {
+        for (const addr of this.#nodePortAddresses) listeners.push(this.#listen(info, addr, info.nodePort));
+      }
+    } catch (e) {
+      for (const l of listeners) l.close();
+      throw e;
+    }
+    this.#ports.set(key, { spec, info, proxyPort, listeners });
+    for (const l of listeners) {
+      if ("accept" in l) this.#serveTCP(l, key);
+      else this.#serveUDP(l, key);
+    }
+    this.log.info("Opened proxy port", {
+      service: servicePortNameString(info.name),
+      protocol: info.protocol,
+      proxyPort,
+      nodePort: info.nodePort,
+    });
+  }
+
+  #listen(info: ServicePortInfo, hostname: string, port: number): Listener {
+    if (info.protocol === "TCP") return Deno.listen({ hostname, port, transport: "tcp" });
+    if (info.protocol === "UDP") return Deno.listenDatagram({ hostname, port, transport: "udp" });
+    throw new Error("SCTP is not supported in userspace mode");
+  }
+
+  #closePort(key: string): void {
+    const p = this.#ports.get(key);
+    if (p === undefined) return;
+    this.#ports.delete(key);
+    for (const l of p.listeners) {
+      try {
+        l.close();
+      } catch { /* already closed */ }
+    }
+    if (p.proxyPort !== 0) this.#allocator.release(p.proxyPort);
+    this.#balancer.remove(key);
+    this.#dropSessionsNotIn(key, new Set());
+    this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
+  }
+
+  async #serveTCP(listener: Deno.TcpListener, key: string): Promise<void> {
+    try {
+      for await (const conn of listener) this.#handleTCP(conn, key);
+    } catch {
+      // The listener was closed.
+    }
+  }
+
+  async #handleTCP(client: Deno.TcpConn, key: string): Promise<void> {
+    const clientIP = (client.remoteAddr as Deno.NetAddr).hostname;
+    let backend: Deno.TcpConn | undefined;
+    for (let i = 0; i < DIAL_TIMEOUTS_MS.length && backend === undefined; i++) {
+      const ep = this.#balancer.next(key, clientIP, i > 0);
+      if (ep === undefined) break;
+      const { hostname, port } = splitEndpoint(ep);
+      try {
+        backend = await Deno.connect({ hostname, port, signal: AbortSignal.timeout(DIAL_TIMEOUTS_MS[i]) });
+      } catch (e) {
+        this.log.debug("Dial failed, trying the next endpoint", {
+          endpoint: ep,
+          error: (e as Error).message,
+        });
+      }
+    }
+    if (backend === undefined) {
+      client.close();
+      return;
+    }
+    backend.setNoDelay(true);
+    client.setNoDelay(true);
+    await splice(client, backend);
+  }
+
+  async #serveUDP(sock: Deno.DatagramConn, key: string): Promise<void> {
+    const sessions = new Map<string, UdpSession>();
+    try {
+      for (;;) {
+        const [data, addr] = await sock.receive();
+        const client = addr as Deno.NetAddr;
+        const ck = `${client.hostname}|${client.port}`;
+        let s = sessions.get(ck);
+        if (s === undefined) {
+          s = this.#newUdpSession(sock, client, key, () => sessions.delete(ck));
+          if (s === undefined) continue;
+          sessions.set(ck, s);
+        }
+        s.lastUsed = this.clock.now();
+        const { hostname, port } = splitEndpoint(s.endpoint);
+        await s.backend.send(data, { transport: "udp", hostname, port }).catch((e) =>
+          this.log.debug("UDP send to endpoint failed", { endpoint: s!.endpoint, error: String(e) })
+        );
+      }
+    } catch {
+      // The socket was closed.
+    } finally {
+      for (const s of sessions.values()) s.close();
+    }
+  }
+
+  #newUdpSession(
+    sock: Deno.DatagramConn,
+    client: Deno.NetAddr,
+    key: string,
+    forget: () => void,
+  ): UdpSession | undefined {
+    const endpoint = this.#balancer.next(key, client.hostname);
+    if (endpoint === undefined) return undefined;
+    const backend = Deno.listenDatagram({
+      transport: "udp",
+      hostname: this.family === "IPv4" ? "0.0.0.0" : "::",
+      port: 0,
+    });
+    let cancelTimer = () => {};
+    const session: UdpSession = {
+      endpoint,
+      backend,
+      lastUsed: this.clock.now(),
+      close: () => {
+        cancelTimer();
+        forget();
+        this.#udpSessions.get(key)?.delete(session);
+        try {
+          backend.close();
+        } catch { /* already closed */ }
+      },
+    };
+    let set = this.#udpSessions.get(key);
+    if (set === undefined) this.#udpSessions.set(key, set = new Set());
+    set.add(session);
+    const expire = () => {
+      const idle = this.clock.now() - session.lastUsed;
+      if (idle >= this.#udpIdleTimeoutMs) session.close();
+      else cancelTimer = this.clock.setTimer(expire, this.#udpIdleTimeoutMs - idle);
+    };
+    cancelTimer = this.clock.setTimer(expire, this.#udpIdleTimeoutMs);
+    (async () => {
+      try {
+        for (;;) {
+          const [reply] = await backend.receive();
+          session.lastUsed = this.clock.now();
+          await sock.send(reply, client);
+        }
+      } catch {
+        // Session closed or the service socket went away.
+      }
+    })();
+    return session;
+  }
+
+  /** Ends UDP sessions pinned to endpoints that are gone, so the next datagram picks a live one. */
+  #dropSessionsNotIn(key: string, live: ReadonlySet<string>): void {
+    for (const s of [...(this.#udpSessions.get(key) ?? [])]) {
+      if (!live.has(s.endpoint)) s.close();
+    }
+  }
+
+  async #syncPortals(full: boolean): Promise<void> {
+    const ipt = this.#iptables!;
+    if (full) {
+      for (const { from, to } of PORTAL_JUMPS) {
+        await ipt.ensureChain("nat", to);
+        await ipt.ensureRule("prepend", "nat", from, [
+          "-m",
+          "comment",
+          "--comment",
+          "handle ClusterIP services",
+          "-j",
+          to,
+        ]);
+      }
+    }
+    const text = portalRules([...this.#ports.values()]);
+    if (!full && text === this.#portalText) return;
+    await ipt.restoreAll(text, { flush: false, counters: false });
+    this.#portalText = text;
+  }
+}
+
+/** Ready endpoints, or serving+terminating ones when none is ready (as upstream). */
+export function usableEndpoints(eps: readonly EndpointInfo[]): EndpointInfo[] {
+  const ready = eps.filter((e) => e.ready);
+  return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating);
+}
+
+/** Returns the restore input for the portal chains: one REDIRECT per service address. */
+export function portalRules(ports: ReadonlyArray<{ info: ServicePortInfo; proxyPort: number }>): string {
+  const lines = ["*nat", `:${KUBE_PORTALS_CONTAINER} - [0:0]`, `:${KUBE_PORTALS_HOST} - [0:0]`];
+  const sorted = [...ports].sort((a, b) =>
+    servicePortNameString(a.info.name).localeCompare(servicePortNameString(b.info.name)) ||
+    a.info.protocol.localeCompare(b.info.protocol)
+  );
+  for (const { info, proxyPort } of sorted) {
+    if (proxyPort === 0) continue;
+    const proto = info.protocol.toLowerCase();
+    const comment = `"${servicePortNameString(info.name)}"`;
+    const ips = [info.clusterIP, ...info.externalIPs, ...info.loadBalancerIPs];
+    for (const chain of [KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST]) {
+      for (const ip of ips) {
+        lines.push(
+          `-A ${chain} -m comment --comment ${comment} -d ${ip}${hostPrefix(ip)} ` +
+            `-p ${proto} -m ${proto} --dport ${info.port} -j REDIRECT --to-ports ${proxyPort}`,
+        );
+      }
+    }
+  }
+  lines.push("COMMIT", "");
+  return lines.join("\n");
+}
+
+/** Removes the portal chains and their jump rules; succeeds when they are already gone. */
+export async function cleanupUserspace(ipt: IPTables): Promise<void> {
+  for (const { from, to } of PORTAL_JUMPS) {
+    await ipt.deleteRule("nat", from, ["-m", "comment", "--comment", "handle ClusterIP services", "-j", to]);
+    await ipt.deleteChain("nat", to);
+  }
+}
+
+/** Splits `ip:port` / `[ip]:port`. */
+export function splitEndpoint(ep: string): { hostname: string; port: number } {
+  const i = ep.lastIndexOf(":");
+  return { hostname: ep.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(ep.slice(i + 1)) };
+}
