@@ -59,7 +59,10 @@ export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResu
   const clusterIPs: unknown[] = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0
     ? spec.clusterIPs
     : [spec.clusterIP];
-  if (clusterIPs[0] === "None" || clusterIPs[0] === "" || clusterIPs[0] === undefined) {
+  if (
+    spec.clusterIP === "None" || clusterIPs[0] === "None" || clusterIPs[0] === "" ||
+    clusterIPs[0] === undefined
+  ) {
     return { ports: [], warnings };
   }
   clusterIPs.forEach((ip, i) => {

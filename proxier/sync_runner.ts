@@ -91,8 +91,9 @@ export class SyncRunner {
     }
     if (this.#pending) {
       this.#refill(now);
-      if (this.#tokens >= 1) {
-        this.#tokens -= 1;
+      // Refills are fractional; an epsilon keeps float error from delaying a run by 1ms.
+      if (this.#tokens >= 1 - 1e-9) {
+        this.#tokens = Math.max(0, this.#tokens - 1);
         this.#start();
         return;
       }

@@ -1,0 +1,55 @@
+import { assertEquals } from "../tests/assert.ts";
+import { FakeClock } from "../proxier/clock.ts";
+import { RoundRobinBalancer } from "./round_robin.ts";
+
+const EPS = ["10.180.0.1:80", "10.180.0.2:80", "10.180.0.3:80"];
+
+Deno.test("RoundRobinBalancer rotates over every endpoint", () => {
+  const lb = new RoundRobinBalancer({ clock: new FakeClock() });
+  lb.update("s", EPS, 0);
+  const picks = Array.from({ length: 6 }, () => lb.next("s", "10.0.0.1"));
+  assertEquals(new Set(picks.slice(0, 3)).size, 3);
+  assertEquals(picks.slice(3), picks.slice(0, 3));
+  assertEquals(lb.next("other", "10.0.0.1"), undefined);
+});
+
+Deno.test("RoundRobinBalancer shuffles a new endpoint set and keeps the same set's order", () => {
+  const lb = new RoundRobinBalancer({ clock: new FakeClock(), random: () => 0 });
+  lb.update("s", EPS, 0);
+  assertEquals(lb.endpoints("s"), ["10.180.0.2:80", "10.180.0.3:80", "10.180.0.1:80"]);
+  lb.next("s", "c");
+  lb.update("s", [...EPS].reverse(), 0);
+  assertEquals(lb.next("s", "c"), "10.180.0.3:80", "same set: rotation continues");
+});
+
+Deno.test("RoundRobinBalancer: ClientIP affinity pins a client until it idles past the timeout", async () => {
+  const clock = new FakeClock();
+  const lb = new RoundRobinBalancer({ clock });
+  lb.update("s", EPS, 10);
+  const first = lb.next("s", "10.0.0.1");
+  for (let i = 0; i < 5; i++) {
+    await clock.advance(9000);
+    assertEquals(lb.next("s", "10.0.0.1"), first);
+  }
+  assertEquals(lb.next("s", "10.0.0.2") !== undefined, true);
+  await clock.advance(10_000);
+  const after = lb.next("s", "10.0.0.1");
+  assertEquals(after !== first || EPS.length === 1, true, "expired affinity takes the next endpoint");
+});
+
+Deno.test("RoundRobinBalancer: a failed dial resets affinity to another endpoint", () => {
+  const lb = new RoundRobinBalancer({ clock: new FakeClock() });
+  lb.update("s", EPS, 100);
+  const first = lb.next("s", "10.0.0.1")!;
+  const second = lb.next("s", "10.0.0.1", true)!;
+  assertEquals(second !== first, true);
+  assertEquals(lb.next("s", "10.0.0.1"), second, "the new choice sticks");
+});
+
+Deno.test("RoundRobinBalancer drops affinity to removed endpoints", () => {
+  const lb = new RoundRobinBalancer({ clock: new FakeClock() });
+  lb.update("s", EPS, 100);
+  const first = lb.next("s", "10.0.0.1")!;
+  lb.update("s", EPS.filter((e) => e !== first), 100);
+  assertEquals(lb.next("s", "10.0.0.1") !== first, true);
+});

@@ -1,0 +1,62 @@
+import { assertEquals } from "../tests/assert.ts";
+import { makeService, MemoryLogger } from "../tests/fixtures.ts";
+import { ServiceChangeTracker } from "./service_change_tracker.ts";
+import type { ServicePortMap } from "./types.ts";
+
+function tracker() {
+  const log = new MemoryLogger();
+  return { t: new ServiceChangeTracker({ family: "IPv4", log }), log, map: new Map() as ServicePortMap };
+}
+
+Deno.test("ServiceChangeTracker: add, update and delete reach the map at apply", () => {
+  const { t, map } = tracker();
+  const s1 = makeService("ns1", "svc1");
+  assertEquals(t.update(undefined, s1), true);
+  assertEquals(map.size, 0, "nothing applied before apply()");
+  assertEquals([...t.apply(map).updatedServices], ["ns1/svc1"]);
+  assertEquals([...map.keys()], ["ns1/svc1:p80/TCP"]);
+  const s2 = makeService("ns1", "svc1", (s) => s.spec!.ports![0].port = 8080);
+  t.update(s1, s2);
+  t.apply(map);
+  assertEquals(map.get("ns1/svc1:p80/TCP")!.port, 8080);
+  t.update(s2, undefined);
+  assertEquals([...t.apply(map).updatedServices], ["ns1/svc1"]);
+  assertEquals(map.size, 0);
+});
+
+Deno.test("ServiceChangeTracker: changes that cancel out leave nothing pending", () => {
+  const { t, map } = tracker();
+  const s1 = makeService("ns1", "svc1");
+  t.update(undefined, s1);
+  t.update(s1, undefined);
+  assertEquals(t.pending, 0);
+  assertEquals(t.apply(map).updatedServices.size, 0);
+  // An update that changes only metadata is no change.
+  t.update(undefined, s1);
+  t.apply(map);
+  assertEquals(t.update(s1, makeService("ns1", "svc1", (s) => s.metadata!.resourceVersion = "2")), false);
+});
+
+Deno.test("ServiceChangeTracker: a malformed service is skipped with a warning, others keep working", () => {
+  const { t, map, log } = tracker();
+  t.update(undefined, makeService("ns1", "good"));
+  const good = makeService("ns1", "bad");
+  t.update(undefined, good);
+  t.apply(map);
+  const bad = makeService("ns1", "bad", (s) => s.spec!.ports![0].port = 99999);
+  t.update(good, bad);
+  t.apply(map);
+  assertEquals([...map.keys()], ["ns1/good:p80/TCP"]);
+  assertEquals(log.messages("warn"), [
+    "Skipping malformed Service ns1/bad: invalid spec.ports[0].port: 99999",
+  ]);
+});
+
+Deno.test("ServiceChangeTracker: removed UDP ports report their cluster IP as stale", () => {
+  const { t, map } = tracker();
+  const s = makeService("ns1", "dns", (s) => s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP" }]);
+  t.update(undefined, s);
+  t.apply(map);
+  t.update(s, undefined);
+  assertEquals([...t.apply(map).deletedUDPClusterIPs], ["172.30.0.41"]);
+});

@@ -1,0 +1,80 @@
+import { assertEquals } from "../tests/assert.ts";
+import { FakeClock, settle } from "./clock.ts";
+import { SyncRunner } from "./sync_runner.ts";
+
+function setup(opts: { fail?: () => boolean } = {}) {
+  const clock = new FakeClock();
+  const runs: number[] = [];
+  const errors: number[] = [];
+  const runner = new SyncRunner({
+    clock,
+    minIntervalMs: 1000,
+    maxIntervalMs: 30_000,
+    fn: () => {
+      runs.push(clock.now() - start);
+      return opts.fail?.() ? Promise.reject(new Error("boom")) : Promise.resolve();
+    },
+    onError: (_e, retry) => errors.push(retry),
+  });
+  const start = clock.now();
+  const ac = new AbortController();
+  const done = runner.loop(ac.signal);
+  return { clock, runs, errors, runner, stop: async () => (ac.abort(), await done) };
+}
+
+Deno.test("SyncRunner runs once at start and coalesces requests", async () => {
+  const { clock, runs, runner, stop } = setup();
+  await settle();
+  assertEquals(runs, [0]);
+  for (let i = 0; i < 10; i++) runner.run();
+  await settle();
+  // Burst 2: the second run may follow at once; the other eight requests coalesce into one more.
+  assertEquals(runs, [0, 0]);
+  await clock.advance(999);
+  assertEquals(runs, [0, 0]);
+  await clock.advance(1);
+  assertEquals(runs, [0, 0, 1000]);
+  await clock.advance(10_000);
+  assertEquals(runs.length, 3, "no run without a request before maxInterval");
+  await stop();
+});
+
+Deno.test("SyncRunner limits to one run per minInterval once the burst is spent", async () => {
+  const { clock, runs, runner, stop } = setup();
+  await settle();
+  for (let t = 0; t < 5000; t += 100) {
+    runner.run();
+    await clock.advance(100);
+  }
+  // Start run, burst token, then one per second.
+  assertEquals(runs, [0, 0, 1000, 2000, 3000, 4000]);
+  await stop();
+});
+
+Deno.test("SyncRunner runs at least every maxInterval", async () => {
+  const { clock, runs, stop } = setup();
+  await clock.advance(65_000);
+  assertEquals(runs, [0, 30_000, 60_000]);
+  await stop();
+});
+
+Deno.test("SyncRunner retries a failed run with backoff, then recovers", async () => {
+  let failures = 3;
+  const { clock, runs, errors, stop } = setup({ fail: () => failures-- > 0 });
+  await clock.advance(20_000);
+  assertEquals(errors, [1000, 2000, 4000]);
+  assertEquals(runs, [0, 1000, 3000, 7000]);
+  await clock.advance(40_000);
+  assertEquals(runs, [0, 1000, 3000, 7000, 37_000], "after recovery only the periodic run");
+  await stop();
+});
+
+Deno.test("SyncRunner.loop resolves after abort and runs no more", async () => {
+  const { clock, runs, runner, stop } = setup();
+  await settle();
+  await stop();
+  runner.run();
+  await clock.advance(100_000);
+  assertEquals(runs, [0]);
+  assertEquals(clock.pendingTimers, 0);
+});

@@ -1,0 +1,111 @@
+/**
+ * Test fixtures. One address plan for every test:
+ * - pods (endpoints)        10.180.0.0/16
+ * - cluster IPs             172.30.0.0/16
+ * - external / LB IPs       192.168.99.0/24 (only ever inside test network namespaces)
+ * - node                    192.168.0.2     (only ever inside test network namespaces)
+ * - this node's name        "node-a"; other nodes "node-b", ...
+ * @module
+ */
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { Fields, Logger } from "../proxier/logger.ts";
+import { FakeClock } from "../proxier/clock.ts";
+import { ProxyHealth } from "../proxier/healthz.ts";
+import { ProxyMetrics } from "../proxier/metrics.ts";
+import type { BaseProxierOptions } from "../proxier/proxier.ts";
+
+/** This node's name in tests. */
+export const NODE = "node-a";
+
+/** Returns a ClusterIP Service `ns/name` with one TCP port 80 named "p80", after `mutate`. */
+export function makeService(ns: string, name: string, mutate: (s: V1Service) => void = () => {}): V1Service {
+  const s: V1Service = {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { namespace: ns, name, resourceVersion: "1" },
+    spec: {
+      type: "ClusterIP",
+      clusterIP: "172.30.0.41",
+      clusterIPs: ["172.30.0.41"],
+      ports: [{ name: "p80", port: 80, protocol: "TCP", targetPort: 80 as unknown as never }],
+    },
+  };
+  mutate(s);
+  return s;
+}
+
+/** Returns an IPv4 EndpointSlice `ns/name` of Service `ns/name` (label), empty, after `mutate`. */
+export function makeEndpointSlice(
+  ns: string,
+  name: string,
+  mutate: (s: V1EndpointSlice) => void = () => {},
+): V1EndpointSlice {
+  const s: V1EndpointSlice = {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      namespace: ns,
+      name: `${name}-abcde`,
+      labels: { "kubernetes.io/service-name": name },
+      resourceVersion: "1",
+    },
+    addressType: "IPv4",
+    ports: [{ name: "p80", port: 80, protocol: "TCP" }],
+    endpoints: [],
+  };
+  mutate(s);
+  return s;
+}
+
+/** Returns an endpoint entry for a slice. */
+export function ep(
+  ip: string,
+  opts: { ready?: boolean; serving?: boolean; terminating?: boolean; node?: string } = {},
+): NonNullable<V1EndpointSlice["endpoints"]>[number] {
+  return {
+    addresses: [ip],
+    conditions: { ready: opts.ready ?? true, serving: opts.serving, terminating: opts.terminating },
+    nodeName: opts.node ?? "node-b",
+  };
+}
+
+/** A logger that keeps every record, for asserting warnings. */
+export class MemoryLogger implements Logger {
+  readonly records: Array<{ level: string; msg: string; fields?: Fields }> = [];
+  debug(msg: string, fields?: Fields): void {
+    this.records.push({ level: "debug", msg, fields });
+  }
+  info(msg: string, fields?: Fields): void {
+    this.records.push({ level: "info", msg, fields });
+  }
+  warn(msg: string, fields?: Fields): void {
+    this.records.push({ level: "warn", msg, fields });
+  }
+  error(msg: string, fields?: Fields): void {
+    this.records.push({ level: "error", msg, fields });
+  }
+  /** Messages at `level`. */
+  messages(level: string): string[] {
+    return this.records.filter((r) => r.level === level).map((r) => r.msg);
+  }
+}
+
+/** Options for a proxier under test: fake clock, fresh metrics, memory logger. */
+export function baseOptions(over: Partial<BaseProxierOptions> = {}): BaseProxierOptions & {
+  clock: FakeClock;
+  log: MemoryLogger;
+} {
+  const clock = new FakeClock();
+  const log = new MemoryLogger();
+  return {
+    family: "IPv4",
+    nodeName: NODE,
+    log,
+    clock,
+    metrics: new ProxyMetrics(),
+    health: new ProxyHealth({ clock, timeoutMs: 60_000 }),
+    minSyncPeriodMs: 1000,
+    syncPeriodMs: 30_000,
+    ...over,
+  } as BaseProxierOptions & { clock: FakeClock; log: MemoryLogger };
+}
