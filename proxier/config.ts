@@ -14,10 +14,11 @@ import {
   type V1EndpointSlice,
   type V1Node,
   type V1Service,
-  Watch,
+  type Watch,
 } from "@kubernetes/client-node";
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./logger.ts";
+import { NativeWatch } from "./native_watch.ts";
 import type { EndpointSliceHandler, NodeHandler, ServiceHandler } from "./proxier.ts";
 
 /** What a source feeds: every handler kind. */
@@ -94,7 +95,7 @@ export class KubernetesSource {
     const { kubeConfig: kc, nodeName } = this.#o;
     const core = kc.makeApiClient(CoreV1Api);
     const discovery = kc.makeApiClient(DiscoveryV1Api);
-    const watch = new Watch(kc);
+    const watch = new NativeWatch(kc) as unknown as Watch;
     const h = kindHandlers(this.#o.handler);
     const stops = [
       this.#inform<V1Service>(

@@ -1,0 +1,269 @@
+/**
+ * A small Kubernetes API server for tests: list with resourceVersion, chunked watch streams
+ * (newline-delimited JSON events), bookmarks, 410 Gone for compacted versions, label and field
+ * selectors of the forms kube-proxy uses. The real client-node informers run against it unchanged.
+ * @module
+ */
+import type { KubernetesObject } from "@kubernetes/client-node";
+
+interface Resource {
+  readonly path: string;
+  readonly listKind: string;
+  readonly apiVersion: string;
+  readonly namespaced: boolean;
+}
+
+const RESOURCES: Record<string, Resource> = {
+  services: { path: "/api/v1/services", listKind: "ServiceList", apiVersion: "v1", namespaced: true },
+  endpointslices: {
+    path: "/apis/discovery.k8s.io/v1/endpointslices",
+    listKind: "EndpointSliceList",
+    apiVersion: "discovery.k8s.io/v1",
+    namespaced: true,
+  },
+  nodes: { path: "/api/v1/nodes", listKind: "NodeList", apiVersion: "v1", namespaced: false },
+};
+
+type Obj = {
+  metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+};
+interface Event {
+  rv: number;
+  resource: string;
+  type: "ADDED" | "MODIFIED" | "DELETED";
+  object: Obj;
+}
+
+/** The test API server; objects survive {@linkcode stop}/{@linkcode start} like etcd would. */
+export class TestApiServer {
+  #rv = 1;
+  readonly #objects = new Map<string, Map<string, Obj>>(Object.keys(RESOURCES).map((r) => [r, new Map()]));
+  #history: Event[] = [];
+  /** Events at or below this version are compacted: watching from older versions gets 410. */
+  #compactedAt = 0;
+  #listener?: Deno.TcpListener;
+  readonly #conns = new Set<Deno.Conn>();
+  readonly #watchers = new Set<(e: Event) => void>();
+  #port = 0;
+  /** Watch requests served, for assertions about reconnects. */
+  watchRequests = 0;
+  listRequests = 0;
+  /** Milliseconds between BOOKMARK events on open watches. */
+  bookmarkEveryMs = 200;
+
+  /** Starts listening (on the previous port after a stop); returns the base URL. */
+  start(): string {
+    this.#listener = Deno.listen({ hostname: "127.0.0.1", port: this.#port });
+    this.#port = (this.#listener.addr as Deno.NetAddr).port;
+    const l = this.#listener;
+    (async () => {
+      try {
+        for await (const c of l) {
+          this.#conns.add(c);
+          this.#serveConn(c).catch(() => {}).finally(() => {
+            this.#conns.delete(c);
+            try {
+              c.close();
+            } catch { /* closed */ }
+          });
+        }
+      } catch { /* listener closed */ }
+    })();
+    return this.url;
+  }
+
+  /** The base URL. */
+  get url(): string {
+    return `http://127.0.0.1:${this.#port}`;
+  }
+
+  /** Stops serving and drops every connection, as a crashed API server would. */
+  stop(): Promise<void> {
+    try {
+      this.#listener?.close();
+    } catch { /* closed */ }
+    for (const w of [...this.#watchers]) w({ rv: -1 } as Event);
+    for (const c of this.#conns) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    this.#conns.clear();
+    return Promise.resolve();
+  }
+
+  /** Forgets history so that watches from older versions must relist (410 Gone). */
+  compact(): void {
+    this.#compactedAt = this.#rv;
+    this.#history = [];
+  }
+
+  /** Creates or replaces an object; returns its new resourceVersion. */
+  apply(resource: string, obj: KubernetesObject): string {
+    const o = structuredClone(obj) as Obj;
+    const key = `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+    const existed = this.#objects.get(resource)!.has(key);
+    o.metadata.resourceVersion = String(++this.#rv);
+    this.#objects.get(resource)!.set(key, o);
+    this.#emit({ rv: this.#rv, resource, type: existed ? "MODIFIED" : "ADDED", object: o });
+    return o.metadata.resourceVersion;
+  }
+
+  /** Deletes an object. */
+  delete(resource: string, namespace: string | undefined, name: string): void {
+    const key = `${namespace ?? ""}/${name}`;
+    const o = this.#objects.get(resource)!.get(key);
+    if (o === undefined) return;
+    this.#objects.get(resource)!.delete(key);
+    const gone = structuredClone(o);
+    gone.metadata.resourceVersion = String(++this.#rv);
+    this.#emit({ rv: this.#rv, resource, type: "DELETED", object: gone });
+  }
+
+  #emit(e: Event): void {
+    this.#history.push(e);
+    for (const w of this.#watchers) w(e);
+  }
+
+  /** Serves HTTP/1.1 requests on one connection: lists keep it alive, a watch ends it. */
+  async #serveConn(c: Deno.Conn): Promise<void> {
+    const enc = new TextEncoder();
+    let pending = "";
+    const buf = new Uint8Array(16 * 1024);
+    for (;;) {
+      while (!pending.includes("\r\n\r\n")) {
+        const n = await c.read(buf);
+        if (n === null) return;
+        pending += new TextDecoder().decode(buf.subarray(0, n));
+      }
+      const end = pending.indexOf("\r\n\r\n");
+      const head = pending.slice(0, end);
+      pending = pending.slice(end + 4);
+      const target = head.split("\r\n")[0].split(" ")[1];
+      const url = new URL(target, "http://x");
+      const write = (text: string) => writeAllText(c, enc.encode(text));
+      const entry = Object.entries(RESOURCES).find(([, r]) => r.path === url.pathname);
+      if (entry === undefined) {
+        const body = JSON.stringify({ kind: "Status", code: 404 });
+        await write(
+          `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+        );
+        continue;
+      }
+      const [name, res] = entry;
+      const match = selector(url.searchParams.get("labelSelector"), url.searchParams.get("fieldSelector"));
+      if (url.searchParams.get("watch") !== "true") {
+        this.listRequests++;
+        const items = [...this.#objects.get(name)!.values()].filter(match).map((o) => withKind(res, o));
+        const body = enc.encode(JSON.stringify({
+          kind: res.listKind,
+          apiVersion: res.apiVersion,
+          metadata: { resourceVersion: String(this.#rv) },
+          items,
+        }));
+        await write(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
+        );
+        await writeAllText(c, body);
+        continue;
+      }
+      this.watchRequests++;
+      await this.#watch(c, name, res, match, Number(url.searchParams.get("resourceVersion") ?? "0"));
+      return;
+    }
+  }
+
+  /** Streams watch events as chunked newline-delimited JSON until the server stops. */
+  async #watch(
+    c: Deno.Conn,
+    name: string,
+    res: Resource,
+    match: (o: Obj) => boolean,
+    from: number,
+  ): Promise<void> {
+    const enc = new TextEncoder();
+    const chunk = (o: unknown) => {
+      const line = JSON.stringify(o) + "\n";
+      return `${enc.encode(line).length.toString(16)}\r\n${line}\r\n`;
+    };
+    await writeAllText(
+      c,
+      enc.encode(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+      ),
+    );
+    if (from < this.#compactedAt) {
+      await writeAllText(
+        c,
+        enc.encode(
+          chunk({
+            type: "ERROR",
+            object: {
+              kind: "Status",
+              apiVersion: "v1",
+              status: "Failure",
+              reason: "Expired",
+              code: 410,
+              message: "too old resource version",
+            },
+          }) + "0\r\n\r\n",
+        ),
+      );
+      return;
+    }
+    // Writes are serialized through one promise chain so chunks never interleave.
+    let chain = Promise.resolve();
+    const send = (text: string) => {
+      chain = chain.then(() => writeAllText(c, enc.encode(text))).catch(() => {});
+    };
+    let stopped!: () => void;
+    const done = new Promise<void>((r) => stopped = r);
+    const watcher = (e: Event) => {
+      if (e.rv === -1) return stopped();
+      if (e.resource !== name || e.rv <= from || !match(e.object)) return;
+      send(chunk({ type: e.type, object: withKind(res, e.object) }));
+    };
+    for (const e of this.#history) watcher(e);
+    this.#watchers.add(watcher);
+    const timer = setInterval(() =>
+      send(chunk({
+        type: "BOOKMARK",
+        object: {
+          kind: res.listKind.replace(/List$/, ""),
+          apiVersion: res.apiVersion,
+          metadata: { resourceVersion: String(this.#rv) },
+        },
+      })), this.bookmarkEveryMs);
+    // The client going away also ends the watch.
+    const clientGone = c.read(new Uint8Array(1)).then(() => {}, () => {});
+    await Promise.race([done, clientGone]);
+    clearInterval(timer);
+    this.#watchers.delete(watcher);
+  }
+}
+
+async function writeAllText(c: Deno.Conn, data: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < data.length) off += await c.write(data.subarray(off));
+}
+
+function withKind(res: Resource, o: Obj): unknown {
+  return { kind: res.listKind.replace(/List$/, ""), apiVersion: res.apiVersion, ...o };
+}
+
+/** Supports `!label`, `label=value` and `metadata.name=value`, comma-separated. */
+function selector(labels: string | null, fields: string | null): (o: Obj) => boolean {
+  const checks: Array<(o: Obj) => boolean> = [];
+  for (const term of (labels ?? "").split(",").filter(Boolean)) {
+    if (term.startsWith("!")) checks.push((o) => o.metadata.labels?.[term.slice(1)] === undefined);
+    else {
+      const [k, v] = term.split("=");
+      checks.push((o) => o.metadata.labels?.[k] === v);
+    }
+  }
+  for (const term of (fields ?? "").split(",").filter(Boolean)) {
+    const [k, v] = term.split("=");
+    if (k === "metadata.name") checks.push((o) => o.metadata.name === v);
+  }
+  return (o) => checks.every((c) => c(o));
+}

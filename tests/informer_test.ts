@@ -1,0 +1,144 @@
+/**
+ * The real client-node informers (through KubernetesSource) against the test API server.
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { realClock } from "../proxier/clock.ts";
+import { KubernetesSource } from "../proxier/config.ts";
+import { BaseProxier, type SyncContext } from "../proxier/proxier.ts";
+import { TestApiServer } from "./api_server.ts";
+import { assert, assertEquals } from "./assert.ts";
+import { baseOptions, ep, makeEndpointSlice, makeService, NODE } from "./fixtures.ts";
+import { eventually } from "./net_helpers.ts";
+
+/** A proxier that records what each sync would program. */
+class RecordingProxier extends BaseProxier {
+  state = new Map<string, string[]>();
+  syncs = 0;
+  override syncRules(ctx: SyncContext): Promise<void> {
+    this.syncs++;
+    this.state = new Map(
+      [...ctx.services.keys()].map((k) => [k, (ctx.endpoints.get(k) ?? []).map((e) => e.key)]),
+    );
+    return Promise.resolve();
+  }
+  get nodeName_(): string | undefined {
+    return this.node?.metadata?.name;
+  }
+}
+
+function kubeConfig(url: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "test", server: url, skipTLSVerify: true }],
+    users: [{ name: "test" }],
+    contexts: [{ name: "test", cluster: "test", user: "test" }],
+    currentContext: "test",
+  });
+  return kc;
+}
+
+async function withSource(api: TestApiServer, fn: (p: RecordingProxier) => Promise<void>) {
+  const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
+  const p = new RecordingProxier(opts);
+  const ac = new AbortController();
+  const loop = p.syncLoop(ac.signal);
+  const src = new KubernetesSource({
+    kubeConfig: kubeConfig(api.url),
+    nodeName: NODE,
+    handler: p,
+    log: opts.log,
+    clock: realClock,
+  })
+    .run(ac.signal);
+  try {
+    await fn(p);
+  } finally {
+    ac.abort();
+    await Promise.all([loop, src]);
+  }
+}
+
+const state = (p: RecordingProxier) => Object.fromEntries(p.state);
+
+Deno.test("informers: created, changed and deleted objects reach the proxier", async () => {
+  const api = new TestApiServer();
+  api.start();
+  api.apply("services", makeService("ns1", "svc1"));
+  api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  api.apply("nodes", { metadata: { name: NODE } });
+  api.apply("nodes", { metadata: { name: "node-b" } });
+  try {
+    await withSource(api, async (p) => {
+      await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.1:80"] }));
+      await eventually(() => assertEquals(p.nodeName_, NODE));
+      // Changes arrive through the watch.
+      api.apply("services", makeService("ns1", "svc2", (s) => s.spec!.clusterIPs = ["172.30.0.42"]));
+      api.apply(
+        "endpointslices",
+        makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.2")]),
+      );
+      await eventually(() =>
+        assertEquals(state(p), {
+          "ns1/svc1:p80/TCP": ["10.180.0.1:80", "10.180.0.2:80"],
+          "ns1/svc2:p80/TCP": [],
+        })
+      );
+      api.delete("services", "ns1", "svc1");
+      await eventually(() => assertEquals(state(p), { "ns1/svc2:p80/TCP": [] }));
+      // kube-proxy's label selector: headless and other-proxy slices never arrive.
+      api.apply(
+        "endpointslices",
+        makeEndpointSlice("ns1", "svc2", (s) => {
+          s.metadata!.labels!["service.kubernetes.io/headless"] = "";
+          s.endpoints = [ep("10.180.0.9")];
+        }),
+      );
+      api.apply(
+        "services",
+        makeService("ns1", "svc3", (s) => {
+          s.metadata!.labels = { "service.kubernetes.io/service-proxy-name": "other" };
+        }),
+      );
+      api.apply("services", makeService("ns1", "svc4", (s) => s.spec!.clusterIPs = ["172.30.0.44"]));
+      await eventually(() => assertEquals(state(p), { "ns1/svc2:p80/TCP": [], "ns1/svc4:p80/TCP": [] }));
+    });
+  } finally {
+    await api.stop();
+  }
+});
+
+Deno.test("informers: API server killed mid-watch, changed meanwhile, restarted: state converges", async () => {
+  const api = new TestApiServer();
+  api.start();
+  api.apply("services", makeService("ns1", "svc1"));
+  api.apply("services", makeService("ns1", "gone", (s) => s.spec!.clusterIPs = ["172.30.0.50"]));
+  api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  try {
+    await withSource(api, async (p) => {
+      await eventually(() => assertEquals(Object.keys(state(p)).length, 2));
+      const watchesBefore = api.watchRequests;
+      await api.stop();
+      // While it is down: changes, and history compacted so the informers must relist (410).
+      api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.7")]));
+      api.delete("services", "ns1", "gone");
+      api.apply("services", makeService("ns1", "new", (s) => s.spec!.clusterIPs = ["172.30.0.51"]));
+      api.compact();
+      await new Promise((r) => setTimeout(r, 300));
+      assertEquals(Object.keys(state(p)).length, 2, "last known state kept while the server is away");
+      const listsBefore = api.listRequests;
+      api.start();
+      await eventually(
+        () =>
+          assertEquals(state(p), {
+            "ns1/svc1:p80/TCP": ["10.180.0.7:80"],
+            "ns1/new:p80/TCP": [],
+          }),
+        15_000,
+      );
+      assert(api.watchRequests > watchesBefore, "watches reconnected");
+      assert(api.listRequests > listsBefore, "relisted after 410 Gone");
+    });
+  } finally {
+    await api.stop();
+  }
+});
