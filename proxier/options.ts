@@ -198,7 +198,16 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   const configFile = v["config"] as string | undefined;
   if (configFile !== undefined) {
     const others = Object.keys(v).filter((k) =>
-      !["config", "v", "logging-format", "cleanup", "version", "help", "source"].includes(k)
+      ![
+        "config",
+        "hostname-override",
+        "v",
+        "logging-format",
+        "cleanup",
+        "version",
+        "help",
+        "source",
+      ].includes(k)
     );
     if (others.length > 0) {
       warnings.push(`--config is set: ignoring flags ${others.map((k) => `--${k}`).join(", ")}`);
@@ -213,7 +222,11 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   } else {
     applyFlags(config, v);
   }
-  // These apply with or without --config: they are about this process, not the proxy.
+  // These apply with or without --config: they are about this process, not the proxy
+  // (upstream also honours --hostname-override beside --config, as kubeadm's manifest relies on).
+  if (configFile !== undefined && v["hostname-override"] !== undefined) {
+    config.hostnameOverride = parseNodeName("--hostname-override", v["hostname-override"] as string);
+  }
   if (v["v"] !== undefined) config.verbosity = intFlag("--v", v["v"] as string, 0, 10);
   if (v["logging-format"] !== undefined) {
     const f = v["logging-format"];

@@ -341,8 +341,8 @@ export function portalRules(ports: ReadonlyArray<{ info: ServicePortInfo; proxyP
     for (const chain of [KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST]) {
       for (const ip of ips) {
         lines.push(
-          `-A ${chain} -m comment --comment ${comment} -d ${ip}${hostPrefix(ip)} ` +
-            `-p ${proto} -m ${proto} --dport ${info.port} -j REDIRECT --to-ports ${proxyPort}`,
+          `-A ${chain} -d ${ip}${hostPrefix(ip)} -p ${proto} -m comment --comment ${comment} ` +
+            `-m ${proto} --dport ${info.port} -j REDIRECT --to-ports ${proxyPort}`,
         );
       }
     }

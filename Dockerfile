@@ -1,0 +1,13 @@
+# Build: the compile stage needs network access to Deno's release server for denort.
+FROM debian:bookworm-slim AS build
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm ca-certificates && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN npm install -g "deno@$(cat .deno-version)" && deno task compile
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends \
+      iptables ipset ipvsadm conntrack nftables iproute2 ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/kube-proxy-deno /usr/local/bin/kube-proxy-deno
+ENTRYPOINT ["/usr/local/bin/kube-proxy-deno"]

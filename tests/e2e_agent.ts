@@ -1,0 +1,97 @@
+/**
+ * A helper process for end-to-end tests, started inside a network namespace. It reads one JSON
+ * command per line on stdin and answers one JSON line on stdout:
+ * - `{"op":"serve","name":"a","port":8080}`: answer TCP connections and UDP datagrams on the port
+ *   with "a" (UDP replies "a" to every datagram);
+ * - `{"op":"tcp","host":"172.30.0.10","port":80,"timeoutMs":2000}`: connect, return what the
+ *   server sends before closing (`{"ok":true,"data":"a"}`, or `{"ok":false,"error":"..."}`);
+ * - `{"op":"udp","host":..,"port":..,"srcPort":0,"timeoutMs":1000}`: send "ping", return the reply.
+ * Requests run one after another, in order.
+ * @module
+ */
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+async function readAll(c: Deno.Conn): Promise<string> {
+  let out = "";
+  const buf = new Uint8Array(4096);
+  for (;;) {
+    const n = await c.read(buf);
+    if (n === null) return out;
+    out += dec.decode(buf.subarray(0, n));
+  }
+}
+
+function serve(name: string, port: number): void {
+  const l = Deno.listen({ hostname: "0.0.0.0", port });
+  (async () => {
+    for await (const c of l) c.write(enc.encode(name)).finally(() => c.close()).catch(() => {});
+  })();
+  const u = Deno.listenDatagram({ hostname: "0.0.0.0", port, transport: "udp" });
+  (async () => {
+    for (;;) {
+      const [, addr] = await u.receive();
+      await u.send(enc.encode(name), addr);
+    }
+  })();
+}
+
+type Cmd = { op: string; name?: string; host?: string; port: number; timeoutMs?: number; srcPort?: number };
+
+async function handle(cmd: Cmd): Promise<unknown> {
+  const timeout = cmd.timeoutMs ?? 2000;
+  if (cmd.op === "serve") {
+    serve(cmd.name!, cmd.port);
+    return { ok: true };
+  }
+  if (cmd.op === "tcp") {
+    const c = await Deno.connect({
+      hostname: cmd.host!,
+      port: cmd.port,
+      signal: AbortSignal.timeout(timeout),
+    });
+    try {
+      const t = setTimeout(() => c.close(), timeout);
+      const data = await readAll(c);
+      clearTimeout(t);
+      return { ok: true, data };
+    } finally {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+  }
+  if (cmd.op === "udp") {
+    const s = Deno.listenDatagram({ hostname: "0.0.0.0", port: cmd.srcPort ?? 0, transport: "udp" });
+    try {
+      await s.send(enc.encode("ping"), { transport: "udp", hostname: cmd.host!, port: cmd.port });
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const [data] = await Promise.race([
+        s.receive(),
+        new Promise<never>((_, rej) => timer = setTimeout(() => rej(new Error("udp timeout")), timeout)),
+      ]);
+      clearTimeout(timer);
+      return { ok: true, data: dec.decode(data) };
+    } finally {
+      s.close();
+    }
+  }
+  throw new Error(`unknown op ${cmd.op}`);
+}
+
+let rest = "";
+for await (const chunk of Deno.stdin.readable) {
+  rest += dec.decode(chunk, { stream: true });
+  let nl;
+  while ((nl = rest.indexOf("\n")) >= 0) {
+    const line = rest.slice(0, nl);
+    rest = rest.slice(nl + 1);
+    let reply: unknown;
+    try {
+      reply = await handle(JSON.parse(line));
+    } catch (e) {
+      reply = { ok: false, error: `${(e as Error).name}: ${(e as Error).message}` };
+    }
+    await Deno.stdout.write(enc.encode(JSON.stringify(reply) + "\n"));
+  }
+}

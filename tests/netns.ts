@@ -1,0 +1,294 @@
+/**
+ * Network namespaces for end-to-end tests. Every name carries a random run id; everything is
+ * removed in `close()`, which tests call from `finally`. Nothing here touches the host's own
+ * interfaces or rules: commands run inside the namespaces via `ip netns exec`.
+ * @module
+ */
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/** Runs a command; throws with its stderr when it fails. */
+export async function sh(cmd: string, args: string[], opts: { allowFail?: boolean } = {}): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+  const dec = new TextDecoder();
+  if (out.code !== 0 && !opts.allowFail) {
+    throw new Error(`${cmd} ${args.join(" ")} exited ${out.code}: ${dec.decode(out.stderr)}`);
+  }
+  return dec.decode(out.stdout);
+}
+
+/** Returns true when network namespaces can be created here (root with iproute2). */
+export async function netnsAvailable(): Promise<boolean> {
+  if (Deno.uid() !== 0) return false;
+  const name = `kpdprobe${crypto.randomUUID().slice(0, 6)}`;
+  try {
+    await sh("ip", ["netns", "add", name]);
+    await sh("ip", ["netns", "del", name]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A JSON-lines helper process (tests/e2e_agent.ts) running inside a namespace. */
+export class Agent {
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #lines: AsyncIterator<string>;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  /** Starts the agent in `ns`. */
+  constructor(ns: string) {
+    this.#child = new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        ns,
+        Deno.execPath(),
+        "run",
+        "--unstable-net",
+        "-A",
+        `${ROOT}tests/e2e_agent.ts`,
+      ],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    this.#writer = this.#child.stdin.getWriter();
+    this.#lines = this.#child.stdout.pipeThrough(new TextDecoderStream()).pipeThrough(lineSplitter())[
+      Symbol.asyncIterator
+    ]();
+  }
+
+  /** Sends one command and returns its JSON answer; commands are serialized. */
+  request(cmd: Record<string, unknown>): Promise<{ ok: boolean; data?: string; error?: string }> {
+    const p = this.#queue.then(async () => {
+      await this.#writer.write(new TextEncoder().encode(JSON.stringify(cmd) + "\n"));
+      const r = await this.#lines.next();
+      if (r.done) throw new Error("agent exited");
+      return JSON.parse(r.value);
+    });
+    this.#queue = p.catch(() => {});
+    return p;
+  }
+
+  /** TCP request: what the server answered, or `ERR <reason>`. */
+  async tcp(host: string, port: number, timeoutMs = 2000): Promise<string> {
+    const r = await this.request({ op: "tcp", host, port, timeoutMs });
+    return r.ok ? r.data! : `ERR ${r.error}`;
+  }
+
+  /** UDP request: the reply text, or `ERR <reason>`. */
+  async udp(
+    host: string,
+    port: number,
+    opts: { srcPort?: number; timeoutMs?: number } = {},
+  ): Promise<string> {
+    const r = await this.request({
+      op: "udp",
+      host,
+      port,
+      timeoutMs: opts.timeoutMs ?? 1000,
+      srcPort: opts.srcPort ?? 0,
+    });
+    return r.ok ? r.data! : `ERR ${r.error}`;
+  }
+
+  /** Stops the agent. */
+  async close(): Promise<void> {
+    try {
+      await this.#writer.close();
+    } catch { /* gone */ }
+    try {
+      this.#child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await this.#child.status;
+  }
+}
+
+function lineSplitter(): TransformStream<string, string> {
+  let rest = "";
+  return new TransformStream({
+    transform(chunk, ctrl) {
+      rest += chunk;
+      let nl;
+      while ((nl = rest.indexOf("\n")) >= 0) {
+        ctrl.enqueue(rest.slice(0, nl));
+        rest = rest.slice(nl + 1);
+      }
+    },
+  });
+}
+
+/** One pod: its namespace, IP and agent. */
+export interface Pod {
+  readonly ns: string;
+  readonly ip: string;
+  readonly agent: Agent;
+}
+
+/**
+ * A test topology: one "node" namespace; pods on veth pairs into the node (10.180.N.2, gateway
+ * 10.180.N.1 on the node); "client" hosts on a shared link with the node (node 192.168.0.2,
+ * clients 192.168.0.N), routing service and external IPs through the node.
+ */
+export class Topology {
+  readonly id = crypto.randomUUID().replaceAll("-", "").slice(0, 6);
+  readonly node = `kpd-${this.id}-node`;
+  readonly nodeIP = "192.168.0.2";
+  readonly pods: Pod[] = [];
+  readonly clients: Pod[] = [];
+  readonly #namespaces: string[] = [];
+  readonly #agents: Agent[] = [];
+  readonly #procs: Deno.ChildProcess[] = [];
+  #nodeAgent?: Agent;
+
+  /** Creates the node namespace with loopback up and forwarding on. */
+  async init(): Promise<void> {
+    await this.#addNs(this.node);
+    await this.exec(this.node, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    await this.exec(this.node, ["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"]);
+    // The node's external link; like a real node, it has a default route (service IPs are
+    // routed before NAT, so without one the kernel answers "network unreachable").
+    await this.exec(this.node, ["ip", "link", "add", "br0", "type", "bridge"]);
+    await this.exec(this.node, ["ip", "addr", "add", `${this.nodeIP}/24`, "dev", "br0"]);
+    await this.exec(this.node, ["ip", "link", "set", "br0", "up"]);
+    await this.exec(this.node, [
+      "ip",
+      "route",
+      "add",
+      "default",
+      "via",
+      "192.168.0.1",
+      "dev",
+      "br0",
+      "onlink",
+    ]);
+  }
+
+  /** Runs a command inside a namespace. */
+  exec(ns: string, args: string[], opts: { allowFail?: boolean } = {}): Promise<string> {
+    return sh("ip", ["netns", "exec", ns, ...args], opts);
+  }
+
+  /** The agent in the node namespace. */
+  get nodeAgent(): Agent {
+    return this.#nodeAgent ??= this.#agent(this.node);
+  }
+
+  /** Adds a pod namespace with a backend answering `name` on `port` (TCP and UDP). */
+  async addPod(name: string, port: number): Promise<Pod> {
+    const n = this.pods.length + 1;
+    const ns = `kpd-${this.id}-p${n}`;
+    await this.#addNs(ns);
+    const host = `kp${this.id}h${n}`;
+    await sh("ip", [
+      "link",
+      "add",
+      host,
+      "netns",
+      this.node,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      ns,
+    ]);
+    await this.exec(this.node, ["ip", "addr", "add", `10.180.${n}.1/24`, "dev", host]);
+    await this.exec(this.node, ["ip", "link", "set", host, "up"]);
+    await this.exec(ns, ["ip", "addr", "add", `10.180.${n}.2/24`, "dev", "eth0"]);
+    await this.exec(ns, ["ip", "link", "set", "eth0", "up"]);
+    await this.exec(ns, ["ip", "route", "add", "default", "via", `10.180.${n}.1`]);
+    const agent = this.#agent(ns);
+    const r = await agent.request({ op: "serve", name, port });
+    if (!r.ok) throw new Error(`backend ${name}: ${r.error}`);
+    const pod = { ns, ip: `10.180.${n}.2`, agent };
+    this.pods.push(pod);
+    return pod;
+  }
+
+  /** Adds a client host on the node's external link (192.168.0.N, N >= 10). */
+  async addClient(): Promise<Pod> {
+    const n = this.clients.length + 10;
+    const ns = `kpd-${this.id}-c${n}`;
+    await this.#addNs(ns);
+    const port = `kp${this.id}c${n}`;
+    await sh("ip", [
+      "link",
+      "add",
+      port,
+      "netns",
+      this.node,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      ns,
+    ]);
+    await this.exec(this.node, ["ip", "link", "set", port, "master", "br0"]);
+    await this.exec(this.node, ["ip", "link", "set", port, "up"]);
+    await this.exec(ns, ["ip", "addr", "add", `192.168.0.${n}/24`, "dev", "eth0"]);
+    await this.exec(ns, ["ip", "link", "set", "eth0", "up"]);
+    await this.exec(ns, ["ip", "route", "add", "default", "via", this.nodeIP]);
+    const c = { ns, ip: `192.168.0.${n}`, agent: this.#agent(ns) };
+    this.clients.push(c);
+    return c;
+  }
+
+  /**
+   * Starts the real program entry point (main.ts, with deno.json's permission set) inside the node
+   * namespace; its stderr goes to `logFile`.
+   */
+  async startProxy(args: string[], logFile: string): Promise<Deno.ChildProcess> {
+    const log = await Deno.open(logFile, { write: true, create: true, truncate: true });
+    const child = new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        this.node,
+        Deno.execPath(),
+        "run",
+        "--unstable-net",
+        "-P=proxy",
+        "--config",
+        `${ROOT}deno.json`,
+        `${ROOT}main.ts`,
+        ...args,
+      ],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    child.stderr.pipeTo(log.writable).catch(() => {});
+    this.#procs.push(child);
+    return child;
+  }
+
+  /** Stops everything and deletes every namespace (and so every interface and rule in them). */
+  async close(): Promise<void> {
+    for (const p of this.#procs) {
+      try {
+        p.kill("SIGKILL");
+      } catch { /* gone */ }
+      await p.status.catch(() => {});
+    }
+    await Promise.all(this.#agents.map((a) => a.close()));
+    for (const ns of this.#namespaces.reverse()) await sh("ip", ["netns", "del", ns], { allowFail: true });
+  }
+
+  #agent(ns: string): Agent {
+    const a = new Agent(ns);
+    this.#agents.push(a);
+    return a;
+  }
+
+  async #addNs(ns: string): Promise<void> {
+    await sh("ip", ["netns", "add", ns]);
+    this.#namespaces.push(ns);
+    await this.exec(ns, ["ip", "link", "set", "lo", "up"]);
+  }
+}
