@@ -6,7 +6,7 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { DenoExecutor, type Executor } from "./iptables/executor.ts";
 import { IptablesRunner } from "./iptables/iptables.ts";
-import { realClock } from "./proxier/clock.ts";
+import { type Clock, realClock } from "./proxier/clock.ts";
 import { FileSource, KubernetesSource } from "./proxier/config.ts";
 import { ProxyHealth, serveHealthz } from "./proxier/healthz.ts";
 import { type Logger, setupLogging } from "./proxier/logger.ts";
@@ -15,6 +15,14 @@ import { cidrContains } from "./proxier/net.ts";
 import { parseCommandLine, type ProxyConfig, USAGE, UsageError, VERSION } from "./proxier/options.ts";
 import type { Provider } from "./proxier/proxier.ts";
 import { cleanupUserspace, UserspaceProxier } from "./proxier/userspace_proxier.ts";
+import { ConntrackRunner } from "./iptables/conntrack.ts";
+import type { IPTables } from "./iptables/iptables.ts";
+import { FakeIPTables } from "./iptables/testing/fake_iptables.ts";
+import { cleanupIptables, IptablesProxier } from "./proxier/iptables_proxier.ts";
+import { MetaProxier } from "./proxier/meta_proxier.ts";
+import { ServiceHealthServer } from "./proxier/service_health.ts";
+import { nullLogger } from "./proxier/logger.ts";
+import type { IPFamily } from "./proxier/types.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -46,10 +54,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   for (const w of cmd.warnings) log.warn(w);
   const exec = new DenoExecutor();
   if (cmd.command === "cleanup") return await cleanup(exec, log);
-  if (cmd.command === "render") {
-    print(Deno.stderr, "kube-proxy-deno: render is not built yet\n");
-    return 2;
-  }
+  if (cmd.command === "render") return await render(config, log);
   return await run(config, exec, log);
 }
 
@@ -59,6 +64,7 @@ async function cleanup(exec: Executor, log: Logger): Promise<number> {
     const ipt = new IptablesRunner({ exec, family });
     try {
       await cleanupUserspace(ipt);
+      await cleanupIptables(ipt);
     } catch (e) {
       failed = true;
       log.error("Cleanup failed", { family, error: (e as Error).message });
@@ -68,17 +74,103 @@ async function cleanup(exec: Executor, log: Logger): Promise<number> {
   return failed ? 1 : 0;
 }
 
-/** Returns an iptables runner when we are root and the tool runs, else undefined. */
-async function probeIptables(exec: Executor, log: Logger): Promise<IptablesRunner | undefined> {
-  const ipt = new IptablesRunner({ exec, family: "IPv4" });
+/** Returns an iptables runner for `family` when we are root and the tool works, else undefined. */
+async function probeIptables(
+  exec: Executor,
+  log: Logger,
+  family: IPFamily,
+): Promise<IptablesRunner | undefined> {
+  const ipt = new IptablesRunner({ exec, family });
   if (Deno.uid() !== 0) return undefined;
   try {
-    log.info("Using iptables", { version: await ipt.version() });
+    const version = await ipt.version();
+    await ipt.save("nat");
+    log.info("Using iptables", { family, version });
     return ipt;
   } catch (e) {
-    log.warn("iptables is not usable", { error: (e as Error).message });
+    log.warn("iptables is not usable", { family, error: (e as Error).message });
     return undefined;
   }
+}
+
+/** Options shared by the proxiers of every family. */
+interface ProxierDeps {
+  readonly config: ProxyConfig;
+  readonly nodeName: string;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly metrics: ProxyMetrics;
+  readonly health: ProxyHealth;
+}
+
+/** Builds one family's iptables proxier. */
+function iptablesProxier(
+  d: ProxierDeps,
+  family: IPFamily,
+  iptables: IPTables,
+  extra: { conntrack?: ConntrackRunner; healthServer?: ServiceHealthServer; nodeIPs: string[] },
+): IptablesProxier {
+  const c = d.config;
+  return new IptablesProxier({
+    family,
+    nodeName: d.nodeName,
+    log: d.log,
+    clock: d.clock,
+    metrics: d.metrics,
+    health: d.health,
+    minSyncPeriodMs: c.minSyncPeriodMs,
+    syncPeriodMs: c.syncPeriodMs,
+    iptables,
+    masqueradeAll: c.masqueradeAll,
+    masqueradeBit: c.masqueradeBit,
+    clusterCIDRs: c.clusterCIDRs,
+    detectLocalMode: c.detectLocalMode,
+    nodePortAddresses: c.nodePortAddresses,
+    localhostNodePorts: c.localhostNodePorts,
+    ...extra,
+  });
+}
+
+/**
+ * `render`: the restore input a full sync would apply for the objects in --source, computed by
+ * the real proxier on a fake iptables; touches nothing.
+ */
+async function render(config: ProxyConfig, log: Logger): Promise<number> {
+  if (config.source.kind !== "file") {
+    print(Deno.stderr, "kube-proxy-deno: render needs --source=file:PATH\n");
+    return 2;
+  }
+  if (config.mode !== "iptables") {
+    print(Deno.stderr, `kube-proxy-deno: render supports --proxy-mode=iptables only\n`);
+    return 2;
+  }
+  const clock = realClock;
+  const metrics = new ProxyMetrics();
+  const d: ProxierDeps = {
+    config,
+    nodeName: config.hostnameOverride || "render",
+    log: nullLogger,
+    clock,
+    metrics,
+    health: new ProxyHealth({ clock, timeoutMs: 2 * config.syncPeriodMs }),
+  };
+  const fakes = { IPv4: new FakeIPTables("IPv4"), IPv6: new FakeIPTables("IPv6") };
+  const proxiers = (["IPv4", "IPv6"] as const).map((f) => iptablesProxier(d, f, fakes[f], { nodeIPs: [] }));
+  const meta = new MetaProxier(proxiers);
+  try {
+    await new FileSource({ path: config.source.path, nodeName: d.nodeName, handler: meta, log }).load();
+  } catch (e) {
+    print(Deno.stderr, `kube-proxy-deno: --source: ${(e as Error).message}\n`);
+    return 1;
+  }
+  for (const p of proxiers) {
+    await p.syncNow();
+    // The IPv6 rule set is printed only when some Service has an IPv6 cluster IP.
+    if (p.family === "IPv6" && p.serviceCount === 0) continue;
+    const tool = p.family === "IPv4" ? "iptables" : "ip6tables";
+    print(Deno.stdout, `# ${tool}-restore --noflush input\n${p.lastRestore}`);
+  }
+  return 0;
 }
 
 /** The local addresses NodePorts answer on: those inside `--nodeport-addresses`, or all. */
@@ -105,10 +197,31 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
     syncPeriodMs: config.syncPeriodMs,
   };
   let proxier: Provider & { close?(): void };
-  if (config.mode === "userspace") {
+  let healthServer: ServiceHealthServer | undefined;
+  if (config.mode === "iptables") {
+    const d: ProxierDeps = { config, nodeName, log, clock, metrics, health };
+    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    healthServer = new ServiceHealthServer({ log });
+    const families: IptablesProxier[] = [];
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const ipt = await probeIptables(exec, log, family);
+      if (ipt === undefined) continue;
+      families.push(iptablesProxier(d, family, ipt, {
+        conntrack: new ConntrackRunner({ exec, family }),
+        healthServer,
+        nodeIPs,
+      }));
+    }
+    if (families.length === 0) {
+      log.error("iptables mode needs root and a working iptables; try --proxy-mode=userspace");
+      return 1;
+    }
+    if (config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(log);
+    proxier = families.length === 1 ? families[0] : new MetaProxier(families);
+  } else if (config.mode === "userspace") {
     proxier = new UserspaceProxier({
       ...base,
-      iptables: config.userspacePortals ? await probeIptables(exec, log) : undefined,
+      iptables: config.userspacePortals ? await probeIptables(exec, log, "IPv4") : undefined,
       listenAddress: config.bindAddress,
       nodePortAddresses: nodePortAddresses(config.nodePortAddresses),
       portRange: config.portRange,
@@ -191,6 +304,7 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
   }
   await Promise.allSettled(tasks);
   proxier.close?.();
+  healthServer?.close();
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return 0;
@@ -198,4 +312,16 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
 
 if (import.meta.main) {
   Deno.exit(await main(Deno.args));
+}
+
+/** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */
+async function enableRouteLocalnet(log: Logger): Promise<void> {
+  const path = "/proc/sys/net/ipv4/conf/all/route_localnet";
+  try {
+    if ((await Deno.readTextFile(path)).trim() !== "1") await Deno.writeTextFile(path, "1");
+  } catch (e) {
+    log.warn("Cannot enable route_localnet; NodePorts on 127.0.0.1 will not work", {
+      error: (e as Error).message,
+    });
+  }
 }

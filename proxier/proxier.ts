@@ -72,7 +72,8 @@ export interface BaseProxierOptions {
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
 export abstract class BaseProxier implements Provider {
-  protected readonly family: IPFamily;
+  /** The IP family this proxier programs. */
+  readonly family: IPFamily;
   protected readonly nodeName: string;
   protected readonly log: Logger;
   protected readonly clock: Clock;
@@ -115,6 +116,11 @@ export abstract class BaseProxier implements Provider {
 
   /** Programs the datapath from `ctx`; throws when nothing (or not everything) was applied. */
   protected abstract syncRules(ctx: SyncContext): Promise<void>;
+
+  /** Number of service ports in the model as of the last sync. */
+  get serviceCount(): number {
+    return this.serviceMap.size;
+  }
 
   /** True once Services and EndpointSlices both had their initial sync. */
   get isInitialized(): boolean {
@@ -178,6 +184,14 @@ export abstract class BaseProxier implements Provider {
   /** Runs the sync loop until `signal` aborts. */
   syncLoop(signal: AbortSignal): Promise<void> {
     return this.#runner.loop(signal);
+  }
+
+  /**
+   * Syncs once, now, outside the runner (for `render` and tests); rejects when the sync fails.
+   * Must not be called while {@linkcode syncLoop} runs.
+   */
+  syncNow(): Promise<void> {
+    return this.#syncOnce();
   }
 
   /** Requests that the next sync be full (e.g. the kernel state was lost). */

@@ -1,0 +1,86 @@
+/**
+ * Health check node ports of externalTrafficPolicy=Local LoadBalancer Services: an HTTP server per
+ * port answering 200 when this node has local endpoints for the Service, 503 otherwise, with
+ * upstream's JSON body, so load balancers send traffic only to nodes that can serve it.
+ * @module
+ */
+import type { Logger } from "./logger.ts";
+
+/** What one health check port reports. */
+export interface ServiceHealth {
+  readonly namespace: string;
+  readonly name: string;
+  readonly port: number;
+  readonly localEndpoints: number;
+}
+
+/** Runs one server per health check node port; {@linkcode sync} opens and closes them. */
+export class ServiceHealthServer {
+  readonly #log: Logger;
+  readonly #hostname: string;
+  readonly #servers = new Map<
+    number,
+    { server: Deno.HttpServer; ac: AbortController; state: ServiceHealth }
+  >();
+
+  /** Listens on `hostname` (default all addresses); opens nothing until a sync. */
+  constructor(opts: { log: Logger; hostname?: string }) {
+    this.#log = opts.log;
+    this.#hostname = opts.hostname ?? "0.0.0.0";
+  }
+
+  /** Makes the running servers match `services`; a port that cannot be bound is logged. */
+  sync(services: readonly ServiceHealth[]): void {
+    const want = new Map(services.map((s) => [s.port, s]));
+    for (const [port, s] of this.#servers) {
+      if (!want.has(port)) {
+        s.ac.abort();
+        this.#servers.delete(port);
+      }
+    }
+    for (const [port, state] of want) {
+      const cur = this.#servers.get(port);
+      if (cur !== undefined) {
+        cur.state = state;
+        continue;
+      }
+      const ac = new AbortController();
+      const entry = { server: undefined as unknown as Deno.HttpServer, ac, state };
+      try {
+        entry.server = Deno.serve(
+          { hostname: this.#hostname, port, signal: ac.signal, onListen() {} },
+          () => {
+            const s = entry.state;
+            return Response.json(
+              {
+                service: { namespace: s.namespace, name: s.name },
+                localEndpoints: s.localEndpoints,
+                serviceProxyHealthy: true,
+              },
+              {
+                status: s.localEndpoints > 0 ? 200 : 503,
+                headers: {
+                  "X-Content-Type-Options": "nosniff",
+                  "X-Load-Balancing-Endpoint-Weight": String(s.localEndpoints),
+                },
+              },
+            );
+          },
+        );
+        this.#servers.set(port, entry);
+      } catch (e) {
+        this.#log.error("Cannot open health check node port", {
+          service: `${state.namespace}/${state.name}`,
+          port,
+          error: (e as Error).message,
+        });
+      }
+    }
+  }
+
+  /** Closes every server. */
+  close(): void {
+    for (const s of this.#servers.values()) s.ac.abort();
+    this.#servers.clear();
+  }
+}
