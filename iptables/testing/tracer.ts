@@ -137,7 +137,7 @@ function match(
 ): "yes" | "no" | "maybe" {
   let result: "yes" | "maybe" = "yes";
   const inNet = (ip: string, net: string) => (net.includes("/") ? cidrContains(net, ip) : ip === net);
-  for (let i = 2; i < args.length; i++) {
+  for (let i = 0; i < args.length; i++) {
     let neg = false;
     if (args[i] === "!") {
       neg = true;
