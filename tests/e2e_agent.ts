@@ -5,7 +5,8 @@
  *   with "a" (UDP replies "a" to every datagram);
  * - `{"op":"tcp","host":"172.30.0.10","port":80,"timeoutMs":2000}`: connect, return what the
  *   server sends before closing (`{"ok":true,"data":"a"}`, or `{"ok":false,"error":"..."}`);
- * - `{"op":"udp","host":..,"port":..,"srcPort":0,"timeoutMs":1000}`: send "ping", return the reply.
+ * - `{"op":"udp","host":..,"port":..,"srcPort":0,"timeoutMs":1000}`: send "ping", return the reply;
+ * - `{"op":"http","host":..,"port":..}`: GET /, return `{"ok":true,"status":200,"data":"..."}`.
  * Requests run one after another, in order.
  * @module
  */
@@ -75,6 +76,10 @@ async function handle(cmd: Cmd): Promise<unknown> {
     } finally {
       s.close();
     }
+  }
+  if (cmd.op === "http") {
+    const res = await fetch(`http://${cmd.host}:${cmd.port}/`, { signal: AbortSignal.timeout(timeout) });
+    return { ok: true, status: res.status, data: await res.text() };
   }
   throw new Error(`unknown op ${cmd.op}`);
 }

@@ -61,7 +61,9 @@ export class Agent {
   }
 
   /** Sends one command and returns its JSON answer; commands are serialized. */
-  request(cmd: Record<string, unknown>): Promise<{ ok: boolean; data?: string; error?: string }> {
+  request(
+    cmd: Record<string, unknown>,
+  ): Promise<{ ok: boolean; data?: string; error?: string; status?: number }> {
     const p = this.#queue.then(async () => {
       await this.#writer.write(new TextEncoder().encode(JSON.stringify(cmd) + "\n"));
       const r = await this.#lines.next();
@@ -92,6 +94,12 @@ export class Agent {
       srcPort: opts.srcPort ?? 0,
     });
     return r.ok ? r.data! : `ERR ${r.error}`;
+  }
+
+  /** HTTP GET /: `status body`, or `ERR <reason>`. */
+  async http(host: string, port: number, timeoutMs = 2000): Promise<string> {
+    const r = await this.request({ op: "http", host, port, timeoutMs });
+    return r.ok ? `${r.status} ${r.data}` : `ERR ${r.error}`;
   }
 
   /** Stops the agent. */
@@ -209,6 +217,37 @@ export class Topology {
     return pod;
   }
 
+  /**
+   * Adds a second node namespace on the external link (192.168.0.3), routing pod traffic through
+   * the first node; returns its namespace name and agent.
+   */
+  async addSecondNode(): Promise<Pod> {
+    const ns = `kpd-${this.id}-node2`;
+    await this.#addNs(ns);
+    const port = `kp${this.id}n2`;
+    await sh("ip", [
+      "link",
+      "add",
+      port,
+      "netns",
+      this.node,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      ns,
+    ]);
+    await this.exec(this.node, ["ip", "link", "set", port, "master", "br0"]);
+    await this.exec(this.node, ["ip", "link", "set", port, "up"]);
+    await this.exec(ns, ["ip", "addr", "add", "192.168.0.3/24", "dev", "eth0"]);
+    await this.exec(ns, ["ip", "link", "set", "eth0", "up"]);
+    await this.exec(ns, ["ip", "route", "add", "default", "via", this.nodeIP]);
+    await this.exec(ns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    return { ns, ip: "192.168.0.3", agent: this.#agent(ns) };
+  }
+
   /** Adds a client host on the node's external link (192.168.0.N, N >= 10). */
   async addClient(): Promise<Pod> {
     const n = this.clients.length + 10;
@@ -243,13 +282,13 @@ export class Topology {
    * Starts the real program entry point (main.ts, with deno.json's permission set) inside the node
    * namespace; its stderr goes to `logFile`.
    */
-  async startProxy(args: string[], logFile: string): Promise<Deno.ChildProcess> {
+  async startProxy(args: string[], logFile: string, ns = this.node): Promise<Deno.ChildProcess> {
     const log = await Deno.open(logFile, { write: true, create: true, truncate: true });
     const child = new Deno.Command("ip", {
       args: [
         "netns",
         "exec",
-        this.node,
+        ns,
         Deno.execPath(),
         "run",
         "--unstable-net",

@@ -1,0 +1,179 @@
+import { tracePacket } from "../iptables/testing/tracer.ts";
+import { assert, assertEquals, assertRejects } from "../tests/assert.ts";
+import { ep, makeEndpointSlice, makeService } from "../tests/fixtures.ts";
+import { iptablesSetup, NODE_IP } from "../tests/iptables_fixtures.ts";
+import { RestoreError } from "../iptables/iptables.ts";
+import { KUBE_PROXY_CANARY } from "./iptables_proxier.ts";
+
+const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";
+const SVC2 = "KUBE-SVC-GNZBNJ2PO5MGZ6GT";
+const reach = (fake: Parameters<typeof tracePacket>[0], dst: string) =>
+  tracePacket(fake, { src: "10.180.5.5", dst, port: 80, protocol: "tcp" }, [NODE_IP]).endpoints;
+
+Deno.test("partial sync: one endpoint change rewrites only that service's chains", async () => {
+  const { fake, proxier } = iptablesSetup();
+  await proxier.syncNow();
+  assert(fake.restores[0].includes(`:${SVC2} - [0:0]`), "first sync is full");
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.10")]),
+  );
+  await proxier.syncNow();
+  const partial = fake.restores[1];
+  assert(partial.includes(`:${SVC1} - [0:0]`), "changed service chain rewritten");
+  assert(!partial.includes(`:${SVC2} - [0:0]`), "unchanged service chain omitted");
+  assert(!partial.includes(`-A ${SVC2} `), "unchanged service rules omitted");
+  assert(partial.includes(`-j ${SVC2}`), "KUBE-SERVICES still jumps to unchanged chains");
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.10:80", "10.180.0.1:80"]);
+  assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"], "other services intact");
+});
+
+Deno.test("partial sync: a deleted service's chains are removed", async () => {
+  const { fake, proxier } = iptablesSetup();
+  await proxier.syncNow();
+  proxier.onServiceDelete(makeService("ns1", "svc1"));
+  await proxier.syncNow();
+  const last = fake.restores.at(-1)!;
+  assert(last.includes(`-X ${SVC1}`) && last.includes("-X KUBE-SEP-SXIVWICOYRO3J4NJ"), last);
+  assertEquals(fake.rules("nat", SVC1), undefined);
+  assertEquals(fake.rules("nat", "KUBE-SEP-SXIVWICOYRO3J4NJ"), undefined);
+  assertEquals(reach(fake, "172.30.0.41"), []);
+});
+
+Deno.test("a failed restore keeps the previous rules, is counted, and the next sync is full", async () => {
+  const { fake, proxier, metrics, log } = iptablesSetup();
+  await proxier.syncNow();
+  const before = fake.saveSync("nat");
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.11")]),
+  );
+  fake.failNextRestore = "line 7 failed";
+  await assertRejects(() => proxier.syncNow(), RestoreError);
+  assertEquals(fake.saveSync("nat"), before);
+  assertEquals((await metrics.restoreFailuresTotal.get()).values[0].value, 1);
+  assert(log.messages("error").includes("iptables-restore failed; previous rules stay in place"));
+  await proxier.syncNow();
+  const next = fake.restores.at(-1)!;
+  assert(next.includes(`:${SVC2} - [0:0]`), "after a failure the sync is full");
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.11:80"]);
+});
+
+Deno.test("a vanished canary (tables flushed) forces a full sync that restores everything", async () => {
+  const { fake, proxier } = iptablesSetup();
+  await proxier.syncNow();
+  for (const t of ["mangle", "nat", "filter"] as const) fake.removeChainForTest(t, KUBE_PROXY_CANARY);
+  for (const c of fake.chains("nat").filter((c) => c.startsWith("KUBE-"))) fake.removeChainForTest("nat", c);
+  proxier.onServiceUpdate(
+    makeService("ns1", "svc1"),
+    makeService("ns1", "svc1", (s) => s.metadata!.labels = { a: "b" }),
+  );
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.12")]),
+  );
+  await proxier.syncNow();
+  assert(fake.restores.at(-1)!.includes(`:${SVC2} - [0:0]`));
+  assert(await fake.chainExists("mangle", KUBE_PROXY_CANARY));
+  assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"]);
+  assert(fake.rules("nat", "PREROUTING")!.some((r) => r.endsWith("-j KUBE-SERVICES")), "jump rules restored");
+});
+
+Deno.test("stale UDP conntrack entries are deleted for removed endpoints and services", async () => {
+  const { proxier, conntrack } = iptablesSetup({}, false);
+  const svc = makeService("ns1", "dns", (s) => {
+    s.spec!.type = "NodePort";
+    s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP", nodePort: 30053 }];
+  });
+  const slice = (ips: string[]) =>
+    makeEndpointSlice("ns1", "dns", (s) => {
+      s.ports = [{ name: "dns", port: 53, protocol: "UDP" }];
+      s.endpoints = ips.map((ip) => ep(ip));
+    });
+  proxier.onServiceAdd(svc);
+  proxier.onEndpointSliceAdd(slice(["10.180.0.1", "10.180.0.2"]));
+  await proxier.syncNow();
+  assertEquals(
+    conntrack.calls,
+    ["service 172.30.0.41 udp 53", "nodeport 30053 udp"],
+    "newly active: clear REJECT state",
+  );
+  conntrack.calls.length = 0;
+  proxier.onEndpointSliceUpdate(slice([]), slice(["10.180.0.2"]));
+  await proxier.syncNow();
+  assertEquals(conntrack.calls, ["endpoint 172.30.0.41 10.180.0.1 udp", "nodeport 30053 udp 10.180.0.1"]);
+  conntrack.calls.length = 0;
+  proxier.onServiceDelete(svc);
+  await proxier.syncNow();
+  assertEquals(conntrack.calls, ["service 172.30.0.41 udp"]);
+});
+
+const HOSTILE = [
+  "a b",
+  "x\n-A INPUT -j ACCEPT",
+  '" -j ACCEPT "',
+  "-j ACCEPT",
+  "$(reboot)",
+  "x".repeat(5000),
+  "10.0.0.1 -j ACCEPT",
+];
+
+Deno.test("hostile input never changes rule text beyond quoted comments", async () => {
+  const { fake, proxier, log } = iptablesSetup({}, false);
+  proxier.onServiceAdd(makeService("ns1", "good"));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "good", (s) => s.endpoints = [ep("10.180.0.1")]));
+  for (const [i, h] of HOSTILE.entries()) {
+    proxier.onServiceAdd(makeService("ns1", `name${i}`, (s) => s.metadata!.name = h));
+    proxier.onServiceAdd(makeService(h, `ns${i}`));
+    proxier.onServiceAdd(makeService("ns1", `port${i}`, (s) => s.spec!.ports![0].name = h));
+    proxier.onServiceAdd(makeService("ns1", `ip${i}`, (s) => s.spec!.clusterIPs = [h]));
+    proxier.onServiceAdd(makeService("ns1", `ann${i}`, (s) => {
+      s.spec!.clusterIPs = [`172.30.1.${i + 1}`];
+      s.metadata!.annotations = { x: h };
+      s.metadata!.labels = { y: h.slice(0, 60) };
+      s.spec!.externalIPs = [h, "192.168.99.9"];
+      s.spec!.type = "LoadBalancer";
+      s.spec!.loadBalancerSourceRanges = [h];
+      s.status = { loadBalancer: { ingress: [{ ip: h }, { ip: "192.168.99.50", hostname: h }] } };
+    }));
+    proxier.onEndpointSliceAdd(
+      makeEndpointSlice("ns1", `ann${i}`, (s) => s.endpoints = [ep(h), ep("10.180.9.9")]),
+    );
+    proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", `ann${i}`, (s) => {
+      s.metadata!.name = `ann${i}-b`;
+      s.endpoints = [ep("10.180.8.8")];
+      s.ports = [{ name: h, port: 80, protocol: "TCP" }];
+    }));
+    proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", `ann${i}`, (s) => {
+      s.metadata!.name = `ann${i}-c`;
+      s.endpoints = [ep("10.180.7.7")];
+    }));
+  }
+  await proxier.syncNow();
+  const text = proxier.lastRestore;
+  for (const h of HOSTILE.filter((h) => h !== "-j ACCEPT")) {
+    assert(!text.includes(h), `hostile text leaked: ${JSON.stringify(h.slice(0, 40))}`);
+  }
+  assertEquals(
+    text.split("\n").filter((l) => l.includes("-j ACCEPT")).length,
+    2,
+    "only KUBE-FORWARD accepts",
+  );
+  // Every line has the shape of our rules: declarations, -A with known chains, -X, table markers.
+  for (const line of text.split("\n")) {
+    assert(
+      line === "" || line === "COMMIT" || /^\*(filter|nat)$/.test(line) ||
+        /^:KUBE-[A-Z0-9-]+ - \[0:0\]$/.test(line) ||
+        /^-A KUBE-[A-Z0-9-]+ [-!a-z0-9A-Z./:" >;,]+$/.test(line),
+      line,
+    );
+    if (line.startsWith("-A")) assertEquals(line.split('"').length % 2, 1, `balanced quotes: ${line}`);
+  }
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80"], "the good service works");
+  // Services with only bad fields skipped are programmed without them; the firewall admits nobody.
+  const lb = tracePacket(fake, { src: "192.168.99.1", dst: "192.168.99.50", port: 80, protocol: "tcp" }, [
+    NODE_IP,
+  ]);
+  assertEquals(lb.verdict, "DROP", "invalid source ranges fail closed");
+  assert(log.messages("warn").length >= HOSTILE.length * 4, "each bad object or field is warned about");
+});
