@@ -3,25 +3,26 @@
  * characters of the base32 (RFC 4648) SHA-256 of the service port name and protocol.
  * @module
  */
-import { createHash } from "node:crypto";
+import { sha256Words } from "./sha256.ts";
 import type { Chain } from "./iptables.ts";
 
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
-/** Returns the first 16 base32 characters of SHA-256(`s`) (80 bits: 10 bytes). */
+/** Returns the first 16 base32 characters of SHA-256(`s`): its first 80 bits, 5 at a time. */
 export function hashPrefix(s: string): string {
-  const digest = createHash("sha256").update(s).digest();
+  const h = sha256Words(s);
+  // 80 bits = words 0, 1 and the top half of word 2.
+  const hi = h[0], mid = h[1], lo = h[2] >>> 16;
   let out = "";
-  let bits = 0;
-  let value = 0;
-  for (let i = 0; out.length < 16; i++) {
-    value = (value << 8) | digest[i];
-    bits += 8;
-    while (bits >= 5 && out.length < 16) {
-      out += ALPHABET[(value >>> (bits - 5)) & 31];
-      bits -= 5;
-    }
-    value &= (1 << bits) - 1;
+  for (let i = 0; i < 16; i++) {
+    const bit = i * 5; // offset of this 5-bit group in the 80 bits
+    let v: number;
+    if (bit + 5 <= 32) v = hi >>> (27 - bit);
+    else if (bit < 32) v = (hi << (bit - 27)) | (mid >>> (59 - bit));
+    else if (bit + 5 <= 64) v = mid >>> (59 - bit);
+    else if (bit < 64) v = (mid << (bit - 59)) | (lo >>> (75 - bit));
+    else v = lo >>> (75 - bit);
+    out += ALPHABET[v & 31];
   }
   return out;
 }

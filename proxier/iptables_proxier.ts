@@ -166,17 +166,51 @@ export function categorizeEndpoints(svc: ServicePortInfo, eps: readonly Endpoint
   return { cluster, local, all: [...cluster, ...local.filter((e) => !seen.has(e.key))], hasAny };
 }
 
-/** The text one service port contributes to each chain, cached between partial syncs. */
+/**
+ * The text one service port contributes to each chain (whole lines, each ending in a newline),
+ * cached between partial syncs.
+ */
 interface PortRules {
-  readonly natServices: string[];
-  readonly natNodePorts: string[];
-  readonly filterServices: string[];
-  readonly filterExternal: string[];
-  readonly filterNodePorts: string[];
-  readonly filterFirewall: string[];
-  /** Its own nat chains and their rules. */
+  readonly natServices: string;
+  readonly natNodePorts: string;
+  readonly filterServices: string;
+  readonly filterExternal: string;
+  readonly filterNodePorts: string;
+  readonly filterFirewall: string;
+  /** Its own nat chains, their declarations and their rules. */
   readonly chains: Chain[];
-  readonly chainRules: string[];
+  readonly chainDecls: string;
+  readonly chainRules: string;
+}
+
+/** Lines in construction; {@linkcode done} turns them into cached text. */
+interface PortLines {
+  natServices: string[];
+  natNodePorts: string[];
+  filterServices: string[];
+  filterExternal: string[];
+  filterNodePorts: string[];
+  filterFirewall: string[];
+  chains: Chain[];
+  chainRules: string[];
+}
+
+function text(lines: readonly string[]): string {
+  return lines.length === 0 ? "" : lines.join("\n") + "\n";
+}
+
+function done(r: PortLines): PortRules {
+  return {
+    natServices: text(r.natServices),
+    natNodePorts: text(r.natNodePorts),
+    filterServices: text(r.filterServices),
+    filterExternal: text(r.filterExternal),
+    filterNodePorts: text(r.filterNodePorts),
+    filterFirewall: text(r.filterFirewall),
+    chains: r.chains,
+    chainDecls: r.chains.map((c) => `:${c} - [0:0]\n`).join(""),
+    chainRules: text(r.chainRules),
+  };
 }
 
 /** The iptables proxier; see the module doc. */
@@ -294,72 +328,78 @@ export class IptablesProxier extends BaseProxier {
     const localCIDR = this.#localCIDR();
     const portRules = new Map<string, PortRules>();
     const keys = [...ctx.services.keys()].sort();
-    const f = {
-      services: [] as string[],
-      external: [] as string[],
-      nodePorts: [] as string[],
-      firewall: [] as string[],
+    // One entry per service port in each: joined once at the end.
+    const parts = {
+      filterNodePorts: [] as string[],
+      filterServices: [] as string[],
+      filterExternal: [] as string[],
+      filterFirewall: [] as string[],
+      natServices: [] as string[],
+      natNodePorts: [] as string[],
+      chainDecls: [] as string[],
+      chainRules: [] as string[],
     };
-    const natServices: string[] = [];
-    const natNodePorts: string[] = [];
-    const chainDecls: string[] = [];
-    const chainRules: string[] = [];
     const active = new Set<Chain>();
     for (const key of keys) {
       const svc = ctx.services.get(key)!;
-      const rewrite = ctx.full || ctx.changedServices.has(svc.service);
-      let r = rewrite ? undefined : this.#portRules.get(key);
-      if (r === undefined) r = this.#portRulesFor(svc, ctx.endpoints.get(key) ?? [], localCIDR);
+      const rewrite = ctx.full || ctx.changedServices.has(svc.service) || !this.#portRules.has(key);
+      const r = rewrite
+        ? this.#portRulesFor(svc, ctx.endpoints.get(key) ?? [], localCIDR)
+        : this.#portRules.get(key)!;
       portRules.set(key, r);
-      natServices.push(...r.natServices);
-      natNodePorts.push(...r.natNodePorts);
-      f.services.push(...r.filterServices);
-      f.external.push(...r.filterExternal);
-      f.nodePorts.push(...r.filterNodePorts);
-      f.firewall.push(...r.filterFirewall);
+      parts.filterNodePorts.push(r.filterNodePorts);
+      parts.filterServices.push(r.filterServices);
+      parts.filterExternal.push(r.filterExternal);
+      parts.filterFirewall.push(r.filterFirewall);
+      parts.natServices.push(r.natServices);
+      parts.natNodePorts.push(r.natNodePorts);
       for (const c of r.chains) active.add(c);
-      if (rewrite || !this.#portRules.has(key)) {
-        for (const c of r.chains) chainDecls.push(`:${c} - [0:0]`);
-        chainRules.push(...r.chainRules);
+      if (rewrite) {
+        parts.chainDecls.push(r.chainDecls);
+        parts.chainRules.push(r.chainRules);
       }
     }
     const stale = [...existing].filter((c) => !active.has(c));
     const m = this.#mark;
-    const lines: string[] = ["*filter"];
-    for (
-      const c of [KUBE_NODEPORTS, KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_PROXY_FIREWALL]
-    ) {
-      lines.push(`:${c} - [0:0]`);
-    }
-    if (this.#firewallChainUsed()) lines.push(`:${KUBE_FIREWALL} - [0:0]`);
-    lines.push(...f.nodePorts, ...f.services, ...f.external);
-    lines.push(
-      `-A ${KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP`,
-      `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding rules" -m mark --mark ${m}/${m} -j ACCEPT`,
-      `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
-    );
-    lines.push(...f.firewall);
-    if (this.#firewallChainUsed()) {
-      lines.push(
-        `-A ${KUBE_FIREWALL} ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
-      );
-    }
-    lines.push("COMMIT", "*nat");
-    for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) {
-      lines.push(`:${c} - [0:0]`);
-    }
-    lines.push(...chainDecls);
-    for (const c of stale) lines.push(`:${c} - [0:0]`);
-    lines.push(
-      `-A ${KUBE_POSTROUTING} -m mark ! --mark ${m}/${m} -j RETURN`,
-      `-A ${KUBE_POSTROUTING} -j MARK --xor-mark ${m}`,
-      `-A ${KUBE_POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
-      `-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${m}`,
-    );
-    lines.push(...natServices, ...this.#nodePortJumps(), ...natNodePorts, ...chainRules);
-    for (const c of stale) lines.push(`-X ${c}`);
-    lines.push("COMMIT", "");
-    return { text: lines.join("\n"), active, portRules };
+    const filterChains = [
+      KUBE_NODEPORTS,
+      KUBE_SERVICES,
+      KUBE_EXTERNAL_SERVICES,
+      KUBE_FORWARD,
+      KUBE_PROXY_FIREWALL,
+    ];
+    if (this.#firewallChainUsed()) filterChains.push(KUBE_FIREWALL);
+    const out: string[] = [
+      "*filter\n",
+      text(filterChains.map((c) => `:${c} - [0:0]`)),
+      ...[parts.filterNodePorts, parts.filterServices, parts.filterExternal].map((p) => p.join("")),
+      text([
+        `-A ${KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP`,
+        `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding rules" -m mark --mark ${m}/${m} -j ACCEPT`,
+        `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+      ]),
+      parts.filterFirewall.join(""),
+      this.#firewallChainUsed()
+        ? `-A ${KUBE_FIREWALL} ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP\n`
+        : "",
+      "COMMIT\n*nat\n",
+      text([KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ].map((c) => `:${c} - [0:0]`)),
+      parts.chainDecls.join(""),
+      text(stale.map((c) => `:${c} - [0:0]`)),
+      text([
+        `-A ${KUBE_POSTROUTING} -m mark ! --mark ${m}/${m} -j RETURN`,
+        `-A ${KUBE_POSTROUTING} -j MARK --xor-mark ${m}`,
+        `-A ${KUBE_POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
+        `-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${m}`,
+      ]),
+      parts.natServices.join(""),
+      text(this.#nodePortJumps()),
+      parts.natNodePorts.join(""),
+      parts.chainRules.join(""),
+      text(stale.map((c) => `-X ${c}`)),
+      "COMMIT\n",
+    ];
+    return { text: out.join(""), active, portRules };
   }
 
   /** The last rules of nat KUBE-SERVICES: local destinations go on to KUBE-NODEPORTS. */
@@ -401,7 +441,7 @@ export class IptablesProxier extends BaseProxier {
     const usesExt = hasAny && externallyAccessible(svc);
     const usesFW = hasAny && svc.loadBalancerIPs.length > 0 && svc.hasSourceRanges;
     const lbChain = usesFW ? fwChain : extChain;
-    const r: PortRules = {
+    const r: PortLines = {
       natServices: [],
       natNodePorts: [],
       filterServices: [],
@@ -548,7 +588,7 @@ export class IptablesProxier extends BaseProxier {
       const recent = svc.stickyMaxAgeSeconds > 0 ? ` -m recent --set --name ${sep}` : "";
       rules.push(`-A ${sep} -p ${proto} ${c}${recent} -m ${proto} -j DNAT --to-destination ${e.key}`);
     }
-    return r;
+    return done(r);
   }
 
   #serviceToEndpoints(

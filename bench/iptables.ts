@@ -1,0 +1,173 @@
+/**
+ * iptables mode at scale: `deno run -A bench/iptables.ts SERVICES [KERNEL_TIMEOUT_S]` builds the
+ * full rule set for SERVICES services x 10 endpoints (one generator for every size), times a
+ * partial sync after one endpoint change, optionally loads the full input into a fresh network
+ * namespace with iptables-restore, and prints one JSON line of figures.
+ * @module
+ */
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { IPTables, RestoreOptions } from "../iptables/iptables.ts";
+import { realClock } from "../proxier/clock.ts";
+import { ProxyHealth } from "../proxier/healthz.ts";
+import { IptablesProxier } from "../proxier/iptables_proxier.ts";
+import { nullLogger } from "../proxier/logger.ts";
+import { ProxyMetrics } from "../proxier/metrics.ts";
+
+/** Keeps the last restore input and applies nothing: the proxier's own work is what is timed. */
+class NullIPTables implements IPTables {
+  readonly family = "IPv4" as const;
+  last = "";
+  save(): Promise<string> {
+    return Promise.resolve("");
+  }
+  restoreAll(data: string, _opts: RestoreOptions): Promise<void> {
+    this.last = data;
+    return Promise.resolve();
+  }
+  ensureChain(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+  ensureRule(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+  deleteRule(): Promise<void> {
+    return Promise.resolve();
+  }
+  chainExists(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+  deleteChain(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+
+/** The generator: service i has cluster IP 172.30.x.y and 10 endpoints in 10.0.0.0/8. */
+export function generate(n: number): { services: V1Service[]; slices: V1EndpointSlice[] } {
+  const services: V1Service[] = [];
+  const slices: V1EndpointSlice[] = [];
+  for (let i = 0; i < n; i++) {
+    const name = `svc-${i}`;
+    const clusterIP = `172.${30 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+    services.push({
+      metadata: { namespace: "bench", name },
+      spec: {
+        type: "ClusterIP",
+        clusterIP,
+        clusterIPs: [clusterIP],
+        ports: [{ name: "http", port: 80, protocol: "TCP" }],
+      },
+    });
+    slices.push(slice(name, i, 0));
+  }
+  return { services, slices };
+}
+
+function slice(name: string, i: number, generation: number): V1EndpointSlice {
+  return {
+    metadata: { namespace: "bench", name: `${name}-abc`, labels: { "kubernetes.io/service-name": name } },
+    addressType: "IPv4",
+    ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+    endpoints: Array.from({ length: 10 }, (_, k) => ({
+      addresses: [ip(i * 10 + k + 1 + generation * 7, 10)],
+      conditions: { ready: true },
+      nodeName: "node-b",
+    })),
+  };
+}
+
+function peakRssMiB(): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+async function kernelRestore(text: string, timeoutS: number): Promise<number | string> {
+  if (Deno.uid() !== 0) return "skipped (not root)";
+  const ns = `kpd-bench-${crypto.randomUUID().slice(0, 8)}`;
+  const run = (args: string[]) => new Deno.Command("ip", { args, stdout: "null", stderr: "piped" }).output();
+  await run(["netns", "add", ns]);
+  try {
+    const child = new Deno.Command("ip", {
+      args: ["netns", "exec", ns, "iptables-restore", "--noflush", "-w", "5"],
+      stdin: "piped",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const start = performance.now();
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutS * 1000);
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(text));
+    await w.close();
+    const out = await child.output();
+    clearTimeout(timer);
+    const secs = (performance.now() - start) / 1000;
+    if (out.signal === "SIGKILL") return `> ${timeoutS} s (stopped)`;
+    if (out.code !== 0) return `failed: ${new TextDecoder().decode(out.stderr).trim()}`;
+    return secs;
+  } finally {
+    await run(["netns", "del", ns]);
+  }
+}
+
+if (import.meta.main) {
+  const n = Number(Deno.args[0] ?? "1000");
+  const kernelTimeout = Number(Deno.args[1] ?? "0");
+  const ipt = new NullIPTables();
+  const clock = realClock;
+  const p = new IptablesProxier({
+    family: "IPv4",
+    nodeName: "node-a",
+    log: nullLogger,
+    clock,
+    metrics: new ProxyMetrics(),
+    health: new ProxyHealth({ clock, timeoutMs: 60_000 }),
+    minSyncPeriodMs: 1000,
+    syncPeriodMs: 3_600_000,
+    iptables: ipt,
+    masqueradeAll: false,
+    masqueradeBit: 14,
+    clusterCIDRs: ["10.0.0.0/8"],
+    detectLocalMode: "ClusterCIDR",
+    nodePortAddresses: [],
+    localhostNodePorts: true,
+    nodeIPs: [],
+  });
+  const { services, slices } = generate(n);
+  let t = performance.now();
+  for (const s of services) p.onServiceAdd(s);
+  for (const s of slices) p.onEndpointSliceAdd(s);
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  const eventsMs = performance.now() - t;
+  t = performance.now();
+  await p.syncNow();
+  const fullMs = performance.now() - t;
+  const full = ipt.last;
+  const lines = full.split("\n").length - 1;
+  // Partial syncs: one endpoint change each; the median of 5 is reported.
+  const partials: number[] = [];
+  let partialLines = 0;
+  for (let g = 1; g <= 5; g++) {
+    const i = Math.floor(n / 2) + g;
+    p.onEndpointSliceUpdate(slice(`svc-${i}`, i, 0), slice(`svc-${i}`, i, g));
+    t = performance.now();
+    await p.syncNow();
+    partials.push(performance.now() - t);
+    partialLines = ipt.last.split("\n").length - 1;
+  }
+  partials.sort((a, b) => a - b);
+  const kernel = kernelTimeout > 0 ? await kernelRestore(full, kernelTimeout) : "not run";
+  console.log(JSON.stringify({
+    services: n,
+    endpoints: n * 10,
+    eventsMs: Math.round(eventsMs),
+    buildMs: Math.round(fullMs),
+    lines,
+    bytes: full.length,
+    partialMs: Number(partials[2].toFixed(1)),
+    partialLines,
+    kernelRestoreS: typeof kernel === "number" ? Number(kernel.toFixed(2)) : kernel,
+    peakRssMiB: Math.round(peakRssMiB()),
+  }));
+}
