@@ -223,27 +223,7 @@ export class Topology {
    */
   async addSecondNode(): Promise<Pod> {
     const ns = `kpd-${this.id}-node2`;
-    await this.#addNs(ns);
-    const port = `kp${this.id}n2`;
-    await sh("ip", [
-      "link",
-      "add",
-      port,
-      "netns",
-      this.node,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0",
-      "netns",
-      ns,
-    ]);
-    await this.exec(this.node, ["ip", "link", "set", port, "master", "br0"]);
-    await this.exec(this.node, ["ip", "link", "set", port, "up"]);
-    await this.exec(ns, ["ip", "addr", "add", "192.168.0.3/24", "dev", "eth0"]);
-    await this.exec(ns, ["ip", "link", "set", "eth0", "up"]);
-    await this.exec(ns, ["ip", "route", "add", "default", "via", this.nodeIP]);
+    await this.#addBridgedHost(ns, `kp${this.id}n2`, "192.168.0.3");
     await this.exec(ns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
     return { ns, ip: "192.168.0.3", agent: this.#agent(ns) };
   }
@@ -252,8 +232,15 @@ export class Topology {
   async addClient(): Promise<Pod> {
     const n = this.clients.length + 10;
     const ns = `kpd-${this.id}-c${n}`;
+    await this.#addBridgedHost(ns, `kp${this.id}c${n}`, `192.168.0.${n}`);
+    const c = { ns, ip: `192.168.0.${n}`, agent: this.#agent(ns) };
+    this.clients.push(c);
+    return c;
+  }
+
+  /** Creates `ns` with eth0 = `ip`/24 on the node's bridge, default route via the node. */
+  async #addBridgedHost(ns: string, port: string, ip: string): Promise<void> {
     await this.#addNs(ns);
-    const port = `kp${this.id}c${n}`;
     await sh("ip", [
       "link",
       "add",
@@ -270,12 +257,9 @@ export class Topology {
     ]);
     await this.exec(this.node, ["ip", "link", "set", port, "master", "br0"]);
     await this.exec(this.node, ["ip", "link", "set", port, "up"]);
-    await this.exec(ns, ["ip", "addr", "add", `192.168.0.${n}/24`, "dev", "eth0"]);
+    await this.exec(ns, ["ip", "addr", "add", `${ip}/24`, "dev", "eth0"]);
     await this.exec(ns, ["ip", "link", "set", "eth0", "up"]);
     await this.exec(ns, ["ip", "route", "add", "default", "via", this.nodeIP]);
-    const c = { ns, ip: `192.168.0.${n}`, agent: this.#agent(ns) };
-    this.clients.push(c);
-    return c;
   }
 
   /**
@@ -285,19 +269,7 @@ export class Topology {
   async startProxy(args: string[], logFile: string, ns = this.node): Promise<Deno.ChildProcess> {
     const log = await Deno.open(logFile, { write: true, create: true, truncate: true });
     const child = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        ns,
-        Deno.execPath(),
-        "run",
-        "--unstable-net",
-        "-P=proxy",
-        "--config",
-        `${ROOT}deno.json`,
-        `${ROOT}main.ts`,
-        ...args,
-      ],
+      args: this.#programArgs(ns, args),
       stdin: "null",
       stdout: "null",
       stderr: "piped",
@@ -305,6 +277,43 @@ export class Topology {
     child.stderr.pipeTo(log.writable).catch(() => {});
     this.#procs.push(child);
     return child;
+  }
+
+  /** `ip netns exec` arguments that run main.ts in `ns` with deno.json's permission set. */
+  #programArgs(ns: string, args: string[]): string[] {
+    return [
+      "netns",
+      "exec",
+      ns,
+      Deno.execPath(),
+      "run",
+      "--unstable-net",
+      "-P=proxy",
+      "--config",
+      `${ROOT}deno.json`,
+      `${ROOT}main.ts`,
+      ...args,
+    ];
+  }
+
+  /** Runs the program to completion inside `ns` (e.g. `--cleanup`); returns its exit code and stderr. */
+  async runProgram(args: string[], ns = this.node): Promise<{ code: number; stderr: string }> {
+    const out = await new Deno.Command("ip", {
+      args: this.#programArgs(ns, args),
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+  }
+
+  /** Stops the proxies started so far (SIGTERM, then waits). */
+  async stopProxies(): Promise<void> {
+    for (const p of this.#procs) {
+      try {
+        p.kill("SIGTERM");
+      } catch { /* gone */ }
+      await p.status.catch(() => {});
+    }
   }
 
   /** Stops everything and deletes every namespace (and so every interface and rule in them). */
