@@ -4,6 +4,7 @@
  * @module
  */
 import { main } from "./main.ts";
+import { flushLogging } from "./proxier/logger.ts";
 
 const backends = [{ name: "backend-a", port: 18081 }, { name: "backend-b", port: 18082 }];
 const ac = new AbortController();
@@ -28,4 +29,5 @@ const code = await main([
   "--metrics-bind-address=127.0.0.1:10249",
 ]);
 ac.abort();
+await flushLogging();
 Deno.exit(code);

@@ -4,25 +4,23 @@
  * @module
  */
 import { KubeConfig } from "@kubernetes/client-node";
+import { ConntrackRunner } from "./iptables/conntrack.ts";
 import { DenoExecutor, type Executor } from "./iptables/executor.ts";
-import { IptablesRunner } from "./iptables/iptables.ts";
+import { type IPTables, IptablesRunner } from "./iptables/iptables.ts";
+import { FakeIPTables } from "./iptables/testing/fake_iptables.ts";
 import { type Clock, realClock } from "./proxier/clock.ts";
 import { FileSource, KubernetesSource } from "./proxier/config.ts";
 import { ProxyHealth, serveHealthz } from "./proxier/healthz.ts";
-import { type Logger, setupLogging } from "./proxier/logger.ts";
+import { cleanupIptables, IptablesProxier } from "./proxier/iptables_proxier.ts";
+import { flushLogging, type Logger, nullLogger, setupLogging } from "./proxier/logger.ts";
+import { MetaProxier } from "./proxier/meta_proxier.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { cidrContains } from "./proxier/net.ts";
 import { parseCommandLine, type ProxyConfig, USAGE, UsageError, VERSION } from "./proxier/options.ts";
 import type { Provider } from "./proxier/proxier.ts";
-import { cleanupUserspace, UserspaceProxier } from "./proxier/userspace_proxier.ts";
-import { ConntrackRunner } from "./iptables/conntrack.ts";
-import type { IPTables } from "./iptables/iptables.ts";
-import { FakeIPTables } from "./iptables/testing/fake_iptables.ts";
-import { cleanupIptables, IptablesProxier } from "./proxier/iptables_proxier.ts";
-import { MetaProxier } from "./proxier/meta_proxier.ts";
 import { ServiceHealthServer } from "./proxier/service_health.ts";
-import { nullLogger } from "./proxier/logger.ts";
 import type { IPFamily } from "./proxier/types.ts";
+import { cleanupUserspace, UserspaceProxier } from "./proxier/userspace_proxier.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -311,7 +309,9 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
 }
 
 if (import.meta.main) {
-  Deno.exit(await main(Deno.args));
+  const code = await main(Deno.args);
+  await flushLogging();
+  Deno.exit(code);
 }
 
 /** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */

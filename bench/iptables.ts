@@ -84,7 +84,7 @@ function peakRssMiB(): number {
 
 async function kernelRestore(text: string, timeoutS: number): Promise<number | string> {
   if (Deno.uid() !== 0) return "skipped (not root)";
-  const ns = `kpd-bench-${crypto.randomUUID().slice(0, 8)}`;
+  const ns = `kpdbench-${crypto.randomUUID().slice(0, 8)}`;
   const run = (args: string[]) => new Deno.Command("ip", { args, stdout: "null", stderr: "piped" }).output();
   await run(["netns", "add", ns]);
   try {

@@ -243,6 +243,8 @@ export class FileSource {
     const dir = info.isDirectory ? this.#o.path : dirname(this.#o.path);
     const watcher = Deno.watchFs(dir, { recursive: false });
     signal.addEventListener("abort", () => watcher.close(), { once: true });
+    // Edits between load() and the watcher's start would otherwise be missed.
+    await this.#reload();
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       for await (const _ of watcher) {

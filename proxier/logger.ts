@@ -4,6 +4,7 @@
  */
 import {
   configure,
+  dispose,
   getJsonLinesFormatter,
   getLogger,
   getStreamSink,
@@ -65,4 +66,9 @@ export async function setupLogging(format: "text" | "json", verbosity: number): 
     warn: (m, f) => lt.warn(esc(fieldsText(m, f)), f ?? {}),
     error: (m, f) => lt.error(esc(fieldsText(m, f)), f ?? {}),
   };
+}
+
+/** Flushes and closes the log sinks; call before the process exits so no record is lost. */
+export async function flushLogging(): Promise<void> {
+  await dispose();
 }

@@ -1,0 +1,65 @@
+/**
+ * The program entry point as operators run it: exit codes, messages, `render`.
+ */
+import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
+import { assert, assertEquals, assertMatch } from "./assert.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--unstable-net", "-P=proxy", "--config", `${ROOT}deno.json`, `${ROOT}main.ts`, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test("main: bad flags exit 2 naming the flag; --version and --help exit 0", async () => {
+  const bad = await run(["--iptables-sync-period=often"]);
+  assertEquals(bad.code, 2);
+  assertMatch(bad.stderr, /kube-proxy-deno: --iptables-sync-period: invalid duration "often"/);
+  const ipvs = await run(["--proxy-mode=ipvs"]);
+  assertEquals(ipvs.code, 2);
+  assertMatch(ipvs.stderr, /mode "ipvs" is not built yet/);
+  assertEquals((await run(["--version"])).stdout, "kube-proxy-deno 0.1.0\n");
+  const help = await run(["--help"]);
+  assert(help.code === 0 && help.stdout.includes("--proxy-mode"));
+});
+
+Deno.test("main: render prints the restore input the real proxier builds, and iptables accepts it", async () => {
+  const r = await run([
+    "render",
+    `--source=file:${ROOT}demo/objects.yaml`,
+    "--hostname-override=node-a",
+    "--cluster-cidr=10.180.0.0/16",
+  ]);
+  assertEquals(r.code, 0, r.stderr);
+  assert(r.stdout.startsWith("# iptables-restore --noflush input\n*filter\n"), r.stdout.slice(0, 80));
+  assert(!r.stdout.includes("ip6tables"), "no IPv6 services, no IPv6 rule set");
+  assertMatch(
+    r.stdout,
+    /-A KUBE-NODEPORTS -p tcp -m comment --comment "default\/hello:http" -m tcp --dport 30080 -j KUBE-EXT-/,
+  );
+  // What it prints is loadable as is.
+  const fake = new FakeIPTables();
+  await fake.restoreAll(r.stdout, { flush: false, counters: false });
+  assertEquals(fake.rules("nat", "KUBE-MARK-MASQ"), ["-j MARK --or-mark 0x4000"]);
+});
+
+Deno.test("main: --logging-format=json writes one JSON object per line", async () => {
+  const r = await run([
+    "--proxy-mode=userspace",
+    // Runs on the host: never program portal rules here.
+    "--userspace-portals=false",
+    "--source=file:/nonexistent",
+    "--logging-format=json",
+    "--healthz-bind-address=",
+    "--metrics-bind-address=",
+  ]);
+  assertEquals(r.code, 1);
+  const records = r.stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+  assert(records.some((x) => String(x.message).startsWith("Cannot read --source")), JSON.stringify(r.stderr));
+  assert(records.every((x) => typeof x.level === "string"), r.stderr);
+});
