@@ -177,3 +177,30 @@ Deno.test("hostile input never changes rule text beyond quoted comments", async 
   assertEquals(lb.verdict, "DROP", "invalid source ranges fail closed");
   assert(log.messages("warn").length >= HOSTILE.length * 4, "each bad object or field is warned about");
 });
+
+Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objects", async () => {
+  const { fake, proxier } = iptablesSetup({
+    family: "IPv6",
+    nodeIPs: ["fd00:0:2::2"],
+    clusterCIDRs: ["10.180.0.0/16", "fd00:180::/64"],
+  }, false);
+  proxier.onServiceAdd(makeService("ns1", "svc1", (s) => {
+    s.spec!.clusterIPs = ["172.30.0.41", "fd00:30::41"];
+    s.spec!.ipFamilies = ["IPv4", "IPv6"];
+  }));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => {
+    s.metadata!.name = "svc1-v6";
+    s.addressType = "IPv6";
+    s.endpoints = [ep("fd00:180::1")];
+  }));
+  await proxier.syncNow();
+  const text = proxier.lastRestore;
+  assert(text.includes("-d fd00:30::41/128 -p tcp") && !text.includes("172.30.0.41"), text);
+  assert(text.includes("--to-destination [fd00:180::1]:80") && text.includes("! -s fd00:180::/64"), text);
+  assert(text.includes("! -d ::1/128") && !text.includes("KUBE-FIREWALL"), "no localhost node ports on IPv6");
+  const r = tracePacket(fake, { src: "fd00:180::9", dst: "fd00:30::41", port: 80, protocol: "tcp" }, [
+    "fd00:0:2::2",
+  ]);
+  assertEquals(r.endpoints, ["[fd00:180::1]:80"]);
+});
