@@ -82,14 +82,14 @@ function peakRssMiB(): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-async function kernelRestore(text: string, timeoutS: number): Promise<number | string> {
+async function kernelRestore(text: string, timeoutS: number, tool: string): Promise<number | string> {
   if (Deno.uid() !== 0) return "skipped (not root)";
   const ns = `kpdbench-${crypto.randomUUID().slice(0, 8)}`;
   const run = (args: string[]) => new Deno.Command("ip", { args, stdout: "null", stderr: "piped" }).output();
   await run(["netns", "add", ns]);
   try {
     const child = new Deno.Command("ip", {
-      args: ["netns", "exec", ns, "iptables-restore", "--noflush", "-w", "5"],
+      args: ["netns", "exec", ns, tool, "--noflush", "-w", "5"],
       stdin: "piped",
       stdout: "null",
       stderr: "piped",
@@ -97,8 +97,9 @@ async function kernelRestore(text: string, timeoutS: number): Promise<number | s
     const start = performance.now();
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutS * 1000);
     const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(text));
-    await w.close();
+    // A killed restore closes its stdin: the write then fails, and the exit status tells why.
+    await w.write(new TextEncoder().encode(text)).catch(() => {});
+    await w.close().catch(() => {});
     const out = await child.output();
     clearTimeout(timer);
     const secs = (performance.now() - start) / 1000;
@@ -157,7 +158,10 @@ if (import.meta.main) {
     partialLines = ipt.last.split("\n").length - 1;
   }
   partials.sort((a, b) => a - b);
-  const kernel = kernelTimeout > 0 ? await kernelRestore(full, kernelTimeout) : "not run";
+  const kernel = kernelTimeout > 0 ? await kernelRestore(full, kernelTimeout, "iptables-restore") : "not run";
+  const legacy = kernelTimeout > 0
+    ? await kernelRestore(full, kernelTimeout, "iptables-legacy-restore")
+    : "not run";
   console.log(JSON.stringify({
     services: n,
     endpoints: n * 10,
@@ -168,6 +172,7 @@ if (import.meta.main) {
     partialMs: Number(partials[2].toFixed(1)),
     partialLines,
     kernelRestoreS: typeof kernel === "number" ? Number(kernel.toFixed(2)) : kernel,
+    legacyRestoreS: typeof legacy === "number" ? Number(legacy.toFixed(2)) : legacy,
     peakRssMiB: Math.round(peakRssMiB()),
   }));
 }

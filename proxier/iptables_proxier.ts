@@ -222,8 +222,8 @@ export class IptablesProxier extends BaseProxier {
   readonly #loopback: string;
   /** Cached rules per service port key; valid for services not in the changed set. */
   #portRules = new Map<string, PortRules>();
-  /** Per-service nat chains the kernel holds, as of the last successful restore. */
-  #kernelChains = new Set<Chain>();
+  /** Sorted service port keys of the last build, reused while the key set is unchanged. */
+  #sortedKeys: string[] = [];
   /** The restore input of the last sync (for tests and `render`). */
   lastRestore = "";
   #lastNodeCIDR: string | undefined;
@@ -277,15 +277,15 @@ export class IptablesProxier extends BaseProxier {
       full = true;
     }
     if (full) await this.#ensureBaseRules();
-    let existing = this.#kernelChains;
-    if (full) {
-      // Find every per-service chain the kernel holds, ours or upstream's, so stale ones go away.
-      existing = new Set(
+    // A full sync finds every per-service chain the kernel holds, ours or upstream's, so stale
+    // ones go away; a partial sync knows its stale chains from the services it rewrites.
+    const existing = full
+      ? new Set(
         (await this.#ipt.save("nat")).split("\n").filter((l) => l.startsWith(":"))
           .map((l) => l.slice(1, l.indexOf(" "))).filter((c) => SERVICE_CHAIN.test(c)),
-      );
-    }
-    const { text, active, portRules } = this.#build({ ...ctx, full }, existing);
+      )
+      : undefined;
+    const { text, portRules } = this.#build({ ...ctx, full }, existing);
     this.lastRestore = text;
     try {
       await this.#ipt.restoreAll(text, { flush: false, counters: false });
@@ -301,7 +301,6 @@ export class IptablesProxier extends BaseProxier {
       throw e;
     }
     this.#portRules = portRules;
-    this.#kernelChains = active;
     await this.#clearConntrack(ctx);
     this.#syncHealthChecks(ctx);
   }
@@ -320,14 +319,18 @@ export class IptablesProxier extends BaseProxier {
     return this.family === "IPv4" && this.#o.localhostNodePorts;
   }
 
-  /** Builds the restore input. Chains of services not in `changedServices` are omitted unless full. */
+  /**
+   * Builds the restore input. Chains of services not in `changedServices` are omitted unless
+   * full. `existing` (full syncs) lists the kernel's per-service chains; without it, stale chains
+   * are those the rewritten and removed service ports had before.
+   */
   #build(
     ctx: Pick<SyncContext, "services" | "endpoints" | "full" | "changedServices">,
-    existing: ReadonlySet<Chain>,
-  ): { text: string; active: Set<Chain>; portRules: Map<string, PortRules> } {
+    existing: ReadonlySet<Chain> | undefined,
+  ): { text: string; portRules: Map<string, PortRules> } {
     const localCIDR = this.#localCIDR();
     const portRules = new Map<string, PortRules>();
-    const keys = [...ctx.services.keys()].sort();
+    const keys = this.#keysSorted(ctx.services);
     // One entry per service port in each: joined once at the end.
     const parts = {
       filterNodePorts: [] as string[],
@@ -340,6 +343,7 @@ export class IptablesProxier extends BaseProxier {
       chainRules: [] as string[],
     };
     const active = new Set<Chain>();
+    const replaced: Chain[] = [];
     for (const key of keys) {
       const svc = ctx.services.get(key)!;
       const rewrite = ctx.full || ctx.changedServices.has(svc.service) || !this.#portRules.has(key);
@@ -353,13 +357,22 @@ export class IptablesProxier extends BaseProxier {
       parts.filterFirewall.push(r.filterFirewall);
       parts.natServices.push(r.natServices);
       parts.natNodePorts.push(r.natNodePorts);
-      for (const c of r.chains) active.add(c);
+      if (existing !== undefined) { for (const c of r.chains) active.add(c); }
       if (rewrite) {
+        if (existing === undefined) {
+          for (const c of this.#portRules.get(key)?.chains ?? []) replaced.push(c);
+          for (const c of r.chains) active.add(c);
+        }
         parts.chainDecls.push(r.chainDecls);
         parts.chainRules.push(r.chainRules);
       }
     }
-    const stale = [...existing].filter((c) => !active.has(c));
+    let stale: Chain[];
+    if (existing !== undefined) stale = [...existing].filter((c) => !active.has(c));
+    else {
+      stale = replaced.filter((c) => !active.has(c));
+      for (const [key, old] of this.#portRules) if (!ctx.services.has(key)) stale.push(...old.chains);
+    }
     const m = this.#mark;
     const filterChains = [
       KUBE_NODEPORTS,
@@ -399,7 +412,16 @@ export class IptablesProxier extends BaseProxier {
       text(stale.map((c) => `-X ${c}`)),
       "COMMIT\n",
     ];
-    return { text: out.join(""), active, portRules };
+    return { text: out.join(""), portRules };
+  }
+
+  /** Returns the service port keys sorted, re-sorting only when the key set changed. */
+  #keysSorted(services: ReadonlyMap<string, unknown>): string[] {
+    const cached = this.#sortedKeys;
+    if (cached.length !== services.size || !cached.every((k) => services.has(k))) {
+      this.#sortedKeys = [...services.keys()].sort();
+    }
+    return this.#sortedKeys;
   }
 
   /** The last rules of nat KUBE-SERVICES: local destinations go on to KUBE-NODEPORTS. */
