@@ -60,13 +60,3 @@ export class DenoExecutor implements Executor {
     return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
   }
 }
-
-/** Returns true when `cmd` can be started (found on PATH and executable). */
-export async function commandExists(exec: Executor, cmd: string, args = ["--version"]): Promise<boolean> {
-  try {
-    await exec.run(cmd, { args });
-    return true;
-  } catch {
-    return false;
-  }
-}
