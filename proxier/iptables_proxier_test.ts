@@ -204,3 +204,26 @@ Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objec
   ]);
   assertEquals(r.endpoints, ["[fd00:180::1]:80"]);
 });
+
+Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; a change resyncs fully", async () => {
+  const { fake, proxier } = iptablesSetup({ detectLocalMode: "NodeCIDR", clusterCIDRs: [] });
+  await proxier.syncNow();
+  assert(!proxier.lastRestore.includes(`-A ${SVC1} ! -s`), "no local detection before the Node is known");
+  const node = (cidr: string) => ({
+    metadata: { name: "node-a" },
+    spec: { podCIDR: cidr, podCIDRs: [cidr] },
+  });
+  proxier.onNodeAdd(node("10.180.0.0/24"));
+  await proxier.syncNow();
+  assert(
+    proxier.lastRestore.includes(`-A ${SVC1} ! -s 10.180.0.0/24 -d 172.30.0.41/32`),
+    proxier.lastRestore,
+  );
+  const masq = (src: string) =>
+    tracePacket(fake, { src, dst: "172.30.0.41", port: 80, protocol: "tcp" }, [NODE_IP]).masq;
+  assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [false, true]);
+  proxier.onNodeUpdate(node("10.180.0.0/24"), node("10.180.1.0/24"));
+  await proxier.syncNow();
+  assert(proxier.lastRestore.includes(`:${SVC2} - [0:0]`), "podCIDR change: full sync");
+  assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [true, false]);
+});
