@@ -17,7 +17,7 @@ import { MetaProxier } from "./proxier/meta_proxier.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { cidrContains } from "./proxier/net.ts";
 import { parseCommandLine, type ProxyConfig, USAGE, UsageError, VERSION } from "./proxier/options.ts";
-import type { Provider } from "./proxier/proxier.ts";
+import type { BaseProxierOptions, Provider } from "./proxier/proxier.ts";
 import { ServiceHealthServer } from "./proxier/service_health.ts";
 import type { IPFamily } from "./proxier/types.ts";
 import { cleanupUserspace, UserspaceProxier } from "./proxier/userspace_proxier.ts";
@@ -101,6 +101,20 @@ interface ProxierDeps {
   readonly health: ProxyHealth;
 }
 
+/** Returns the options every proxier of `family` shares. */
+function proxierBase(d: ProxierDeps, family: IPFamily): BaseProxierOptions {
+  return {
+    family,
+    nodeName: d.nodeName,
+    log: d.log,
+    clock: d.clock,
+    metrics: d.metrics,
+    health: d.health,
+    minSyncPeriodMs: d.config.minSyncPeriodMs,
+    syncPeriodMs: d.config.syncPeriodMs,
+  };
+}
+
 /** Builds one family's iptables proxier. */
 function iptablesProxier(
   d: ProxierDeps,
@@ -110,14 +124,7 @@ function iptablesProxier(
 ): IptablesProxier {
   const c = d.config;
   return new IptablesProxier({
-    family,
-    nodeName: d.nodeName,
-    log: d.log,
-    clock: d.clock,
-    metrics: d.metrics,
-    health: d.health,
-    minSyncPeriodMs: c.minSyncPeriodMs,
-    syncPeriodMs: c.syncPeriodMs,
+    ...proxierBase(d, family),
     iptables,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.masqueradeBit,
@@ -184,20 +191,10 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
   const clock = realClock;
   const metrics = new ProxyMetrics();
   const health = new ProxyHealth({ clock, timeoutMs: 2 * config.syncPeriodMs });
-  const base = {
-    family: "IPv4" as const,
-    nodeName,
-    log,
-    clock,
-    metrics,
-    health,
-    minSyncPeriodMs: config.minSyncPeriodMs,
-    syncPeriodMs: config.syncPeriodMs,
-  };
   let proxier: Provider & { close?(): void };
   let healthServer: ServiceHealthServer | undefined;
+  const d: ProxierDeps = { config, nodeName, log, clock, metrics, health };
   if (config.mode === "iptables") {
-    const d: ProxierDeps = { config, nodeName, log, clock, metrics, health };
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     healthServer = new ServiceHealthServer({ log });
     const families: IptablesProxier[] = [];
@@ -218,7 +215,7 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
     proxier = families.length === 1 ? families[0] : new MetaProxier(families);
   } else if (config.mode === "userspace") {
     proxier = new UserspaceProxier({
-      ...base,
+      ...proxierBase(d, "IPv4"),
       iptables: config.userspacePortals ? await probeIptables(exec, log, "IPv4") : undefined,
       listenAddress: config.bindAddress,
       nodePortAddresses: nodePortAddresses(config.nodePortAddresses),

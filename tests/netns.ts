@@ -190,20 +190,7 @@ export class Topology {
     const ns = `kpd-${this.id}-p${n}`;
     await this.#addNs(ns);
     const host = `kp${this.id}h${n}`;
-    await sh("ip", [
-      "link",
-      "add",
-      host,
-      "netns",
-      this.node,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0",
-      "netns",
-      ns,
-    ]);
+    await this.#vethPair(host, ns);
     await this.exec(this.node, ["ip", "addr", "add", `10.180.${n}.1/24`, "dev", host]);
     await this.exec(this.node, ["ip", "link", "set", host, "up"]);
     await this.exec(ns, ["ip", "addr", "add", `10.180.${n}.2/24`, "dev", "eth0"]);
@@ -238,13 +225,12 @@ export class Topology {
     return c;
   }
 
-  /** Creates `ns` with eth0 = `ip`/24 on the node's bridge, default route via the node. */
-  async #addBridgedHost(ns: string, port: string, ip: string): Promise<void> {
-    await this.#addNs(ns);
-    await sh("ip", [
+  /** Creates a veth pair: `hostSide` in the node namespace, `eth0` in `ns`. */
+  #vethPair(hostSide: string, ns: string): Promise<string> {
+    return sh("ip", [
       "link",
       "add",
-      port,
+      hostSide,
       "netns",
       this.node,
       "type",
@@ -255,6 +241,12 @@ export class Topology {
       "netns",
       ns,
     ]);
+  }
+
+  /** Creates `ns` with eth0 = `ip`/24 on the node's bridge, default route via the node. */
+  async #addBridgedHost(ns: string, port: string, ip: string): Promise<void> {
+    await this.#addNs(ns);
+    await this.#vethPair(port, ns);
     await this.exec(this.node, ["ip", "link", "set", port, "master", "br0"]);
     await this.exec(this.node, ["ip", "link", "set", port, "up"]);
     await this.exec(ns, ["ip", "addr", "add", `${ip}/24`, "dev", "eth0"]);
