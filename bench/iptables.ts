@@ -8,8 +8,8 @@
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { IPTables, RestoreOptions } from "../iptables/iptables.ts";
 import { realClock } from "../proxier/clock.ts";
-import { ProxyHealth } from "../proxier/healthz.ts";
-import { IptablesProxier } from "../proxier/iptables_proxier.ts";
+import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
+import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { nullLogger } from "../proxier/logger.ts";
 import { ProxyMetrics } from "../proxier/metrics.ts";
 

@@ -4,10 +4,10 @@
  * @module
  */
 import { realClock } from "../proxier/clock.ts";
-import { ProxyHealth } from "../proxier/healthz.ts";
+import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
 import { nullLogger } from "../proxier/logger.ts";
 import { ProxyMetrics } from "../proxier/metrics.ts";
-import { UserspaceProxier } from "../proxier/userspace_proxier.ts";
+import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 
 /** Figures of one run. */
 export interface UserspaceBenchResult {

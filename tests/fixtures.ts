@@ -10,9 +10,9 @@
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { Fields, Logger } from "../proxier/logger.ts";
 import { FakeClock } from "../proxier/clock.ts";
-import { ProxyHealth } from "../proxier/healthz.ts";
+import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "../proxier/metrics.ts";
-import type { BaseProxierOptions } from "../proxier/proxier.ts";
+import type { BaseProxierOptions } from "../proxier/base_proxier.ts";
 
 /** This node's name in tests. */
 export const NODE = "node-a";

@@ -3,8 +3,8 @@
  */
 import { KubeConfig } from "@kubernetes/client-node";
 import { realClock } from "../proxier/clock.ts";
-import { KubernetesSource } from "../proxier/config.ts";
-import { BaseProxier, type SyncContext } from "../proxier/proxier.ts";
+import { KubernetesSource } from "../proxier/config/file.ts";
+import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { baseOptions, ep, makeEndpointSlice, makeService, NODE } from "./fixtures.ts";

@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { RecordingConntrack } from "../iptables/conntrack.ts";
 import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
-import { IptablesProxier, type IptablesProxierOptions } from "../proxier/iptables_proxier.ts";
+import { IptablesProxier, type IptablesProxierOptions } from "../proxier/iptables/proxier.ts";
 import { baseOptions, ep, makeEndpointSlice, makeService, NODE } from "./fixtures.ts";
 
 /** This node's IP in the flow tests. */

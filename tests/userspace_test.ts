@@ -3,7 +3,7 @@
  */
 import type { V1Service } from "@kubernetes/client-node";
 import { realClock } from "../proxier/clock.ts";
-import { UserspaceProxier } from "../proxier/userspace_proxier.ts";
+import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 import { assert, assertEquals, assertRejects } from "./assert.ts";
 import { baseOptions, ep, makeEndpointSlice, makeService } from "./fixtures.ts";
 import {

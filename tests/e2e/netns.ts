@@ -5,7 +5,7 @@
  * @module
  */
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** Runs a command; throws with its stderr when it fails. */
 export async function sh(cmd: string, args: string[], opts: { allowFail?: boolean } = {}): Promise<string> {
@@ -48,7 +48,7 @@ export class Agent {
         "run",
         "--unstable-net",
         "-A",
-        `${ROOT}tests/e2e_agent.ts`,
+        `${ROOT}tests/e2e/agent.ts`,
       ],
       stdin: "piped",
       stdout: "piped",

@@ -2,9 +2,9 @@
  * Packet flows through the rules the iptables proxier writes, read like a table, plus the golden
  * rule text of the representative services.
  */
-import { tracePacket } from "../iptables/testing/tracer.ts";
-import { assertEquals } from "./assert.ts";
-import { iptablesSetup, NODE_IP } from "./iptables_fixtures.ts";
+import { tracePacket } from "../../iptables/testing/tracer.ts";
+import { assertEquals } from "../assert.ts";
+import { iptablesSetup, NODE_IP } from "../iptables_fixtures.ts";
 
 interface Flow {
   name: string;
@@ -247,9 +247,12 @@ Deno.test("iptables flows: --nodeport-addresses limits which addresses answer", 
 Deno.test("iptables golden: the representative services' rules", async () => {
   const { proxier } = iptablesSetup();
   await proxier.syncNow();
-  const expected = await Deno.readTextFile(new URL("./testdata/iptables_golden.txt", import.meta.url));
+  const expected = await Deno.readTextFile(new URL("../testdata/iptables_golden.txt", import.meta.url));
   if (Deno.env.get("UPDATE_GOLDEN") === "1") {
-    await Deno.writeTextFile(new URL("./testdata/iptables_golden.txt", import.meta.url), proxier.lastRestore);
+    await Deno.writeTextFile(
+      new URL("../testdata/iptables_golden.txt", import.meta.url),
+      proxier.lastRestore,
+    );
   }
   assertEquals(proxier.lastRestore.split("\n"), expected.split("\n"));
 });

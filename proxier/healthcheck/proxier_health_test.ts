@@ -1,6 +1,6 @@
-import { assertEquals } from "../tests/assert.ts";
-import { FakeClock } from "./clock.ts";
-import { ProxyHealth, serveHealthz } from "./healthz.ts";
+import { assertEquals } from "../../tests/assert.ts";
+import { FakeClock } from "../clock.ts";
+import { ProxyHealth, serveHealthz } from "./proxier_health.ts";
 
 Deno.test("ProxyHealth: unhealthy only when a queued update waits longer than the timeout", async () => {
   const clock = new FakeClock();

@@ -5,15 +5,15 @@
  * @module
  */
 import type { V1Node } from "@kubernetes/client-node";
-import type { Conntrack } from "../iptables/conntrack.ts";
-import { endpointChainName, servicePortChainName } from "../iptables/chain_name.ts";
-import type { Chain, IPTables, Table } from "../iptables/iptables.ts";
-import { RestoreError } from "../iptables/iptables.ts";
-import { cidrContains, cidrFamily, hostPrefix, ipFamily } from "./net.ts";
-import { BaseProxier, type BaseProxierOptions, type SyncContext } from "./proxier.ts";
-import type { ServiceHealthServer } from "./service_health.ts";
-import type { EndpointInfo, ServicePortInfo } from "./types.ts";
-import { servicePortNameString } from "./types.ts";
+import type { Conntrack } from "../../iptables/conntrack.ts";
+import { endpointChainName, servicePortChainName } from "./chain_name.ts";
+import type { Chain, IPTables, Table } from "../../iptables/iptables.ts";
+import { RestoreError } from "../../iptables/iptables.ts";
+import { cidrContains, cidrFamily, hostPrefix, ipFamily } from "../net.ts";
+import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import type { ServiceHealthServer } from "../healthcheck/service_health.ts";
+import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { servicePortNameString } from "../types.ts";
 
 /** nat and filter: the entry chain for service traffic. */
 export const KUBE_SERVICES: Chain = "KUBE-SERVICES";

@@ -6,8 +6,8 @@
 import { parseArgs } from "node:util";
 import { loadYaml } from "@kubernetes/client-node";
 import { parseDuration } from "./duration.ts";
-import { cidrFamily, ipFamily } from "./net.ts";
-import { parsePortRange, type PortRange } from "./port_range.ts";
+import { cidrFamily, ipFamily } from "../net.ts";
+import { parsePortRange, type PortRange } from "../userspace/port_range.ts";
 
 /** The proxy modes; only some are built (see {@linkcode BUILT_MODES}). */
 export type ProxyMode = "iptables" | "ipvs" | "userspace";

@@ -2,8 +2,8 @@
  * End to end, real kernel: the program in userspace mode inside a node namespace, on a file
  * source; cluster IPs reached through its REDIRECT portals; backends in pod namespaces.
  */
-import { assert, assertEquals } from "./assert.ts";
-import { eventually } from "./net_helpers.ts";
+import { assert, assertEquals } from "../assert.ts";
+import { eventually } from "../net_helpers.ts";
 import { netnsAvailable, Topology } from "./netns.ts";
 
 const available = await netnsAvailable();

@@ -4,7 +4,7 @@
  * upstream's JSON body, so load balancers send traffic only to nodes that can serve it.
  * @module
  */
-import type { Logger } from "./logger.ts";
+import type { Logger } from "../logger.ts";
 
 /** What one health check port reports. */
 export interface ServiceHealth {

@@ -3,7 +3,7 @@
  * longer than the health timeout (2 x syncPeriod) without a sync completing.
  * @module
  */
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../clock.ts";
 
 /** Tracks when updates were queued and applied. */
 export class ProxyHealth {

@@ -1,5 +1,5 @@
-import { assertEquals, assertMatch, assertThrows } from "../tests/assert.ts";
-import { parseCommandLine, UsageError } from "./options.ts";
+import { assertEquals, assertMatch, assertThrows } from "../../tests/assert.ts";
+import { parseCommandLine, UsageError } from "./flags.ts";
 
 const noFile = (): string => {
   throw new Error("no such file");

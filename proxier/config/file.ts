@@ -16,10 +16,10 @@ import {
   type V1Service,
   type Watch,
 } from "@kubernetes/client-node";
-import type { Clock } from "./clock.ts";
-import type { Logger } from "./logger.ts";
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../logger.ts";
 import { NativeWatch } from "./native_watch.ts";
-import type { EndpointSliceHandler, NodeHandler, ServiceHandler } from "./proxier.ts";
+import type { EndpointSliceHandler, NodeHandler, ServiceHandler } from "../base_proxier.ts";
 
 /** What a source feeds: every handler kind. */
 export type EventHandler = ServiceHandler & EndpointSliceHandler & NodeHandler;

@@ -6,7 +6,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import type { Clock } from "./clock.ts";
 import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
-import type { ProxyHealth } from "./healthz.ts";
+import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { Logger } from "./logger.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";

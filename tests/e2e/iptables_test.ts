@@ -3,8 +3,8 @@
  * running the proxy, pods on veth pairs, client hosts and a second node on the node's external
  * link. Everything lives in namespaces this test creates and removes.
  */
-import { assert, assertEquals, assertMatch } from "./assert.ts";
-import { eventually } from "./net_helpers.ts";
+import { assert, assertEquals, assertMatch } from "../assert.ts";
+import { eventually } from "../net_helpers.ts";
 import { netnsAvailable, type Pod, Topology } from "./netns.ts";
 
 const available = await netnsAvailable();

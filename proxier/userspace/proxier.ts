@@ -3,14 +3,14 @@
  * iptables REDIRECT "portals" for cluster, external and load-balancer IPs.
  * @module
  */
-import type { Chain, IPTables } from "../iptables/iptables.ts";
-import { RoundRobinBalancer } from "../loadbalancer/round_robin.ts";
-import { hostPrefix } from "./net.ts";
+import type { Chain, IPTables } from "../../iptables/iptables.ts";
+import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
+import { hostPrefix } from "../net.ts";
 import { PortAllocator, type PortRange } from "./port_range.ts";
-import { BaseProxier, type BaseProxierOptions, type SyncContext } from "./proxier.ts";
+import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { splice } from "./tcp_copy.ts";
-import type { EndpointInfo, ServicePortInfo } from "./types.ts";
-import { servicePortNameString } from "./types.ts";
+import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { servicePortNameString } from "../types.ts";
 
 /** nat chain for traffic arriving from other hosts and pods (PREROUTING). */
 export const KUBE_PORTALS_CONTAINER: Chain = "KUBE-PORTALS-CONTAINER";

@@ -4,7 +4,7 @@
  * @module
  */
 import { sha256Words } from "./sha256.ts";
-import type { Chain } from "./iptables.ts";
+import type { Chain } from "../../iptables/iptables.ts";
 
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
