@@ -9,18 +9,22 @@ import { DenoExecutor, type Executor } from "./iptables/executor.ts";
 import { type IPTables, IptablesRunner } from "./iptables/iptables.ts";
 import { FakeIPTables } from "./iptables/testing/fake_iptables.ts";
 import { type Clock, realClock } from "./proxier/clock.ts";
-import { FileSource, KubernetesSource } from "./proxier/config/file.ts";
+import { FileSource } from "./proxier/config/file.ts";
+import { KubernetesSource } from "./proxier/config/kubernetes.ts";
 import { ProxyHealth, serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { cleanupIptables, IptablesProxier } from "./proxier/iptables/proxier.ts";
 import { flushLogging, type Logger, nullLogger, setupLogging } from "./proxier/logger.ts";
 import { MetaProxier } from "./proxier/meta_proxier.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { cidrContains } from "./proxier/net.ts";
-import { parseCommandLine, type ProxyConfig, USAGE, UsageError, VERSION } from "./proxier/options/flags.ts";
+import { UsageError } from "./proxier/errors.ts";
+import type { ProxyConfig } from "./proxier/options/config.ts";
+import { parseCommandLine, USAGE, VERSION } from "./proxier/options/flags.ts";
 import type { BaseProxierOptions, Provider } from "./proxier/base_proxier.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
 import type { IPFamily } from "./proxier/types.ts";
-import { cleanupUserspace, UserspaceProxier } from "./proxier/userspace/proxier.ts";
+import { cleanupUserspace } from "./proxier/userspace/portals.ts";
+import { UserspaceProxier } from "./proxier/userspace/proxier.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {

@@ -4,7 +4,7 @@
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { ipFamily, isDNSLabel, isDNSSubdomain, isPort, parseProtocol } from "./net.ts";
-import { show, ValidationError } from "./service_port.ts";
+import { show, ValidationError } from "./errors.ts";
 import type { EndpointInfo, IPFamily, ServicePortName } from "./types.ts";
 import { joinHostPort, servicePortKey } from "./types.ts";
 

@@ -4,7 +4,8 @@
  */
 import type { V1Service } from "@kubernetes/client-node";
 import type { Logger } from "./logger.ts";
-import { servicePorts, ValidationError } from "./service_port.ts";
+import { ValidationError } from "./errors.ts";
+import { servicePorts } from "./service_port.ts";
 import type { IPFamily, ServicePortInfo, ServicePortMap } from "./types.ts";
 import { namespacedName, sameEntries, servicePortKey } from "./types.ts";
 

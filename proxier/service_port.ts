@@ -7,30 +7,16 @@ import type { V1Service } from "@kubernetes/client-node";
 import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.ts";
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
+import { show, ValidationError } from "./errors.ts";
 
 /** Default ClientIP affinity timeout, as upstream (3 hours). */
 export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
-
-/** Raised when a field makes the whole object unusable; names the object and the field. */
-export class ValidationError extends Error {
-  /** @param object `kind ns/name`; @param field the JSON path of the bad field. */
-  constructor(readonly object: string, readonly field: string, detail: string) {
-    super(`${object}: invalid ${field}: ${detail}`);
-    this.name = "ValidationError";
-  }
-}
 
 /** Result of converting one Service: its ports and the non-fatal problems skipped on the way. */
 export interface ServicePortsResult {
   readonly ports: ServicePortInfo[];
   /** Entries skipped (bad external IP, bad source range): one message each. */
   readonly warnings: string[];
-}
-
-/** Renders a value for an error message, bounded and on one line. */
-export function show(v: unknown): string {
-  const s = JSON.stringify(v) ?? String(v);
-  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
 
 /**

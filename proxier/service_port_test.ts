@@ -1,7 +1,8 @@
 import { assertEquals, assertThrows } from "../tests/assert.ts";
 import type { V1Service } from "@kubernetes/client-node";
 import { makeService } from "../tests/fixtures.ts";
-import { servicePorts, ValidationError } from "./service_port.ts";
+import { ValidationError } from "./errors.ts";
+import { servicePorts } from "./service_port.ts";
 
 Deno.test("servicePorts builds one entry per port with upstream's names", () => {
   const svc = makeService("ns1", "svc1", (s) => {

@@ -3,7 +3,7 @@
  */
 import { KubeConfig } from "@kubernetes/client-node";
 import { realClock } from "../proxier/clock.ts";
-import { KubernetesSource } from "../proxier/config/file.ts";
+import { KubernetesSource } from "../proxier/config/kubernetes.ts";
 import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
 import { assert, assertEquals } from "./assert.ts";

@@ -2,7 +2,8 @@ import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node
 import { assertEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { eventually } from "../../tests/net_helpers.ts";
-import { type EventHandler, FileSource } from "./file.ts";
+import { FileSource } from "./file.ts";
+import type { EventHandler } from "./handlers.ts";
 
 /** Records events as `verb kind key` lines and checks update pairs. */
 class Recorder implements EventHandler {

@@ -5,6 +5,7 @@
  * @module
  */
 import type { KubeConfig } from "@kubernetes/client-node";
+import { WatchError } from "../errors.ts";
 
 /** The callback signature of client-node's `Watch.watch`. */
 export type WatchCallback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
@@ -15,15 +16,6 @@ export interface NativeWatchOptions {
   readonly inactivityTimeoutMs?: number;
   /** Server-side watch timeout range in seconds, randomized as client-go does. */
   readonly minTimeoutSeconds?: number;
-}
-
-/** An error carrying the HTTP status, as client-node's informer expects (410 -> relist). */
-export class WatchError extends Error {
-  /** @param statusCode the HTTP status of the failed watch request. */
-  constructor(message: string, readonly statusCode: number) {
-    super(message);
-    this.name = "WatchError";
-  }
 }
 
 /** Watches API paths with Deno's fetch, honouring the kubeconfig's server, TLS and auth. */

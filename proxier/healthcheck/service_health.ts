@@ -5,6 +5,8 @@
  * @module
  */
 import type { Logger } from "../logger.ts";
+import { categorizeEndpoints } from "../topology.ts";
+import type { EndpointsMap, ServicePortMap } from "../types.ts";
 
 /** What one health check port reports. */
 export interface ServiceHealth {
@@ -12,6 +14,29 @@ export interface ServiceHealth {
   readonly name: string;
   readonly port: number;
   readonly localEndpoints: number;
+}
+
+/**
+ * Returns what each health check node port reports: per port, the Service with the most local
+ * endpoints (two Services sharing a port is a misconfiguration; the port stays healthy while
+ * either can serve).
+ */
+export function serviceHealthStates(services: ServicePortMap, endpoints: EndpointsMap): ServiceHealth[] {
+  const byPort = new Map<number, ServiceHealth>();
+  for (const [key, svc] of services) {
+    if (svc.healthCheckNodePort === 0) continue;
+    const local = categorizeEndpoints(svc, endpoints.get(key) ?? []).local.length;
+    const cur = byPort.get(svc.healthCheckNodePort);
+    if (cur === undefined || local > cur.localEndpoints) {
+      byPort.set(svc.healthCheckNodePort, {
+        namespace: svc.name.namespace,
+        name: svc.name.name,
+        port: svc.healthCheckNodePort,
+        localEndpoints: local,
+      });
+    }
+  }
+  return [...byPort.values()];
 }
 
 /** Runs one server per health check node port; {@linkcode sync} opens and closes them. */

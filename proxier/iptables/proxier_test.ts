@@ -3,7 +3,7 @@ import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
 import { iptablesSetup, NODE_IP } from "../../tests/iptables_fixtures.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
-import { KUBE_PROXY_CANARY } from "./proxier.ts";
+import { KUBE_PROXY_CANARY } from "./rules.ts";
 
 const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";
 const SVC2 = "KUBE-SVC-GNZBNJ2PO5MGZ6GT";

@@ -1,5 +1,6 @@
 import { assertEquals, assertMatch, assertThrows } from "../../tests/assert.ts";
-import { parseCommandLine, UsageError } from "./flags.ts";
+import { UsageError } from "../errors.ts";
+import { parseCommandLine } from "./flags.ts";
 
 const noFile = (): string => {
   throw new Error("no such file");

@@ -1,24 +1,8 @@
 /**
- * `--proxy-port-range` parsing and allocation.
+ * Allocation of userspace portal ports from `--proxy-port-range`.
  * @module
  */
-
-/** An inclusive port range; `{ min: 0, max: 0 }` means "any free port". */
-export interface PortRange {
-  readonly min: number;
-  readonly max: number;
-}
-
-/** Parses `MIN-MAX`, `MIN+COUNT` or a single port; returns undefined when malformed. */
-export function parsePortRange(s: string): PortRange | undefined {
-  if (s === "") return { min: 0, max: 0 };
-  const m = /^(\d{1,5})(?:([-+])(\d{1,5}))?$/.exec(s.trim());
-  if (m === null) return undefined;
-  const min = Number(m[1]);
-  const max = m[2] === undefined ? min : m[2] === "-" ? Number(m[3]) : min + Number(m[3]);
-  if (min < 1 || max > 65535 || max < min) return undefined;
-  return { min, max };
-}
+import type { PortRange } from "../options/config.ts";
 
 /** Hands out ports from a range round-robin, skipping ports in use. */
 export class PortAllocator {

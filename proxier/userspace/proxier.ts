@@ -3,24 +3,16 @@
  * iptables REDIRECT "portals" for cluster, external and load-balancer IPs.
  * @module
  */
-import type { Chain, IPTables } from "../../iptables/iptables.ts";
+import type { IPTables } from "../../iptables/iptables.ts";
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
-import { hostPrefix } from "../net.ts";
-import { PortAllocator, type PortRange } from "./port_range.ts";
+import type { PortRange } from "../options/config.ts";
+import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import { ensurePortalJumps, portalRules } from "./portals.ts";
 import { splice } from "./tcp_copy.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { usableEndpoints } from "../topology.ts";
+import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
-
-/** nat chain for traffic arriving from other hosts and pods (PREROUTING). */
-export const KUBE_PORTALS_CONTAINER: Chain = "KUBE-PORTALS-CONTAINER";
-/** nat chain for traffic from this host's own processes (OUTPUT). */
-export const KUBE_PORTALS_HOST: Chain = "KUBE-PORTALS-HOST";
-
-const PORTAL_JUMPS: ReadonlyArray<{ from: Chain; to: Chain }> = [
-  { from: "PREROUTING", to: KUBE_PORTALS_CONTAINER },
-  { from: "OUTPUT", to: KUBE_PORTALS_HOST },
-];
 
 /** Dial timeouts of the successive tries of one connection, as upstream's userspace proxy. */
 const DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000];
@@ -300,62 +292,11 @@ export class UserspaceProxier extends BaseProxier {
 
   async #syncPortals(full: boolean): Promise<void> {
     const ipt = this.#iptables!;
-    if (full) {
-      for (const { from, to } of PORTAL_JUMPS) {
-        await ipt.ensureChain("nat", to);
-        await ipt.ensureRule("prepend", "nat", from, [
-          "-m",
-          "comment",
-          "--comment",
-          "handle ClusterIP services",
-          "-j",
-          to,
-        ]);
-      }
-    }
+    if (full) await ensurePortalJumps(ipt);
     const text = portalRules([...this.#ports.values()]);
     if (!full && text === this.#portalText) return;
     await ipt.restoreAll(text, { flush: false, counters: false });
     this.#portalText = text;
-  }
-}
-
-/** Ready endpoints, or serving+terminating ones when none is ready (as upstream). */
-export function usableEndpoints(eps: readonly EndpointInfo[]): EndpointInfo[] {
-  const ready = eps.filter((e) => e.ready);
-  return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating);
-}
-
-/** Returns the restore input for the portal chains: one REDIRECT per service address. */
-export function portalRules(ports: ReadonlyArray<{ info: ServicePortInfo; proxyPort: number }>): string {
-  const lines = ["*nat", `:${KUBE_PORTALS_CONTAINER} - [0:0]`, `:${KUBE_PORTALS_HOST} - [0:0]`];
-  const sorted = [...ports].sort((a, b) =>
-    servicePortNameString(a.info.name).localeCompare(servicePortNameString(b.info.name)) ||
-    a.info.protocol.localeCompare(b.info.protocol)
-  );
-  for (const { info, proxyPort } of sorted) {
-    if (proxyPort === 0) continue;
-    const proto = info.protocol.toLowerCase();
-    const comment = `"${servicePortNameString(info.name)}"`;
-    const ips = [info.clusterIP, ...info.externalIPs, ...info.loadBalancerIPs];
-    for (const chain of [KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST]) {
-      for (const ip of ips) {
-        lines.push(
-          `-A ${chain} -d ${ip}${hostPrefix(ip)} -p ${proto} -m comment --comment ${comment} ` +
-            `-m ${proto} --dport ${info.port} -j REDIRECT --to-ports ${proxyPort}`,
-        );
-      }
-    }
-  }
-  lines.push("COMMIT", "");
-  return lines.join("\n");
-}
-
-/** Removes the portal chains and their jump rules; succeeds when they are already gone. */
-export async function cleanupUserspace(ipt: IPTables): Promise<void> {
-  for (const { from, to } of PORTAL_JUMPS) {
-    await ipt.deleteRule("nat", from, ["-m", "comment", "--comment", "handle ClusterIP services", "-j", to]);
-    await ipt.deleteChain("nat", to);
   }
 }
 

@@ -1,0 +1,161 @@
+/**
+ * The Kubernetes API source: client-node informers over {@linkcode NativeWatch}.
+ * @module
+ */
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+  type ListPromise,
+  ListWatch,
+  type V1EndpointSlice,
+  type V1Node,
+  type V1Service,
+  type Watch,
+} from "@kubernetes/client-node";
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../logger.ts";
+import {
+  type EventHandler,
+  type KindHandler,
+  kindHandlers,
+  objectKey,
+  PROXY_LABEL_SELECTOR,
+} from "./handlers.ts";
+import { NativeWatch } from "./native_watch.ts";
+
+const BACKOFF_START_MS = 1000;
+const BACKOFF_MAX_MS = 30_000;
+
+/** Options of {@linkcode KubernetesSource}. */
+export interface KubernetesSourceOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly nodeName: string;
+  readonly handler: EventHandler;
+  readonly log: Logger;
+  readonly clock: Clock;
+}
+
+/**
+ * Watches Services, EndpointSlices and the own Node with client-node informers. Relists on 410
+ * Gone (the informer does), restarts after any other error with exponential backoff, and keeps the
+ * last known objects meanwhile: the proxy never exits because the API server is away.
+ */
+export class KubernetesSource {
+  readonly #o: KubernetesSourceOptions;
+
+  /** Builds the source; connects to nothing until {@linkcode run}. */
+  constructor(opts: KubernetesSourceOptions) {
+    this.#o = opts;
+  }
+
+  /** Runs the informers until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { kubeConfig: kc, nodeName } = this.#o;
+    const core = kc.makeApiClient(CoreV1Api);
+    const discovery = kc.makeApiClient(DiscoveryV1Api);
+    const watch = new NativeWatch(kc) as unknown as Watch;
+    const h = kindHandlers(this.#o.handler);
+    const stops = [
+      this.#inform<V1Service>(
+        "Service",
+        h.Service,
+        signal,
+        (listFn) => new ListWatch("/api/v1/services", watch, listFn, false, PROXY_LABEL_SELECTOR),
+        () => core.listServiceForAllNamespaces({ labelSelector: PROXY_LABEL_SELECTOR }),
+      ),
+      this.#inform<V1EndpointSlice>(
+        "EndpointSlice",
+        h.EndpointSlice,
+        signal,
+        (listFn) =>
+          new ListWatch(
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            watch,
+            listFn,
+            false,
+            PROXY_LABEL_SELECTOR,
+          ),
+        () => discovery.listEndpointSliceForAllNamespaces({ labelSelector: PROXY_LABEL_SELECTOR }),
+      ),
+      this.#inform<V1Node>(
+        "Node",
+        h.Node,
+        signal,
+        (listFn) =>
+          new ListWatch("/api/v1/nodes", watch, listFn, false, undefined, `metadata.name=${nodeName}`),
+        () => core.listNode({ fieldSelector: `metadata.name=${nodeName}` }),
+      ),
+    ];
+    await Promise.all(stops);
+  }
+
+  /** Drives one informer until aborted; resolves after it is stopped. */
+  async #inform<T extends KubernetesObject>(
+    kind: string,
+    h: KindHandler<T>,
+    signal: AbortSignal,
+    makeListWatch: (listFn: ListPromise<T>) => ListWatch<T>,
+    list: ListPromise<T>,
+  ): Promise<void> {
+    const { log, clock } = this.#o;
+    const last = new Map<string, T>();
+    let synced = false;
+    let backoff = 0;
+    let cancelRetry = () => {};
+    // The informer reports no "synced": the first list's items are delivered synchronously after
+    // its list call resolves, so a macrotask scheduled then runs after all of them.
+    const lw = makeListWatch(async () => {
+      const result = await list();
+      if (!synced) {
+        setTimeout(() => {
+          if (synced) return;
+          synced = true;
+          log.info("Initial list complete", { kind, objects: last.size });
+          h.synced();
+        }, 0);
+      }
+      return result;
+    });
+    const upsert = (o: T) => {
+      backoff = 0;
+      const key = objectKey(o);
+      const old = last.get(key);
+      last.set(key, o);
+      if (old === undefined) h.add(o);
+      else h.update(old, o);
+    };
+    lw.on("add", upsert);
+    lw.on("update", upsert);
+    lw.on("delete", (o) => {
+      const key = objectKey(o);
+      const old = last.get(key) ?? o;
+      last.delete(key);
+      h.delete(old);
+    });
+    lw.on("connect", () => {
+      if (!synced) return;
+      log.debug("Watch (re)connecting", { kind });
+    });
+    lw.on("error", (err) => {
+      if (signal.aborted) return;
+      backoff = Math.min(BACKOFF_MAX_MS, backoff === 0 ? BACKOFF_START_MS : backoff * 2);
+      log.warn("Watch failed; keeping the last known state and retrying", {
+        kind,
+        error: String((err as Error)?.message ?? err),
+        retryInMs: backoff,
+      });
+      cancelRetry = clock.setTimer(() => {
+        if (!signal.aborted) lw.start().catch(() => {});
+      }, backoff);
+    });
+    lw.start().catch(() => {});
+    await new Promise<void>((resolve) => {
+      if (signal.aborted) resolve();
+      signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    cancelRetry();
+    await lw.stop();
+  }
+}

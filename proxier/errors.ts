@@ -1,0 +1,39 @@
+/**
+ * The errors the model, the options and the sources raise. Each names what failed and keeps the
+ * error that caused it (`cause`), so a log line shows the whole chain. Kernel-tool errors
+ * (`ExecError`, `RestoreError`) live beside their executors in `iptables/`.
+ * @module
+ */
+
+/** A field makes a whole object (or one entry of it) unusable; names the object and the field. */
+export class ValidationError extends Error {
+  /** @param object `Kind ns/name`; @param field the JSON path of the bad field. */
+  constructor(readonly object: string, readonly field: string, detail: string, options?: ErrorOptions) {
+    super(`${object}: invalid ${field}: ${detail}`, options);
+    this.name = "ValidationError";
+  }
+}
+
+/** A bad flag or config value; main prints the message and exits 2. */
+export class UsageError extends Error {
+  /** @param message names the flag (or config field) and the value. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "UsageError";
+  }
+}
+
+/** A watch request failed; carries the HTTP status, as client-node's informer expects (410 -> relist). */
+export class WatchError extends Error {
+  /** @param statusCode the HTTP status of the failed watch request. */
+  constructor(message: string, readonly statusCode: number, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "WatchError";
+  }
+}
+
+/** Renders a value for an error message: JSON, bounded to 80 characters, on one line. */
+export function show(v: unknown): string {
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 80 ? `${s.slice(0, 77)}...` : s;
+}

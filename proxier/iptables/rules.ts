@@ -1,0 +1,372 @@
+/**
+ * The iptables mode's rule text: upstream kube-proxy's fixed chains and jumps, and the chains and
+ * rules one service port contributes (a pure function of the service, its endpoints and a few
+ * options, so the proxier can cache it between partial syncs).
+ * @module
+ */
+import type { Chain, Table } from "../../iptables/iptables.ts";
+import { cidrContains, hostPrefix } from "../net.ts";
+import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { servicePortNameString } from "../types.ts";
+import { categorizeEndpoints, externallyAccessible } from "../topology.ts";
+import { endpointChainName, servicePortChainName } from "./chain_name.ts";
+
+/** nat and filter: the entry chain for service traffic. */
+export const KUBE_SERVICES: Chain = "KUBE-SERVICES";
+/** filter: external-destination rejects and drops. */
+export const KUBE_EXTERNAL_SERVICES: Chain = "KUBE-EXTERNAL-SERVICES";
+/** nat: node port dispatch; filter: health check node port accepts. */
+export const KUBE_NODEPORTS: Chain = "KUBE-NODEPORTS";
+/** nat: masquerades marked traffic. */
+export const KUBE_POSTROUTING: Chain = "KUBE-POSTROUTING";
+/** nat: marks traffic for masquerade. */
+export const KUBE_MARK_MASQ: Chain = "KUBE-MARK-MASQ";
+/** filter: forwarding of marked and established traffic. */
+export const KUBE_FORWARD: Chain = "KUBE-FORWARD";
+/** filter: drops load-balancer traffic not admitted by loadBalancerSourceRanges. */
+export const KUBE_PROXY_FIREWALL: Chain = "KUBE-PROXY-FIREWALL";
+/** filter: drops martian traffic to 127.0.0.0/8 (with localhost node ports). */
+export const KUBE_FIREWALL: Chain = "KUBE-FIREWALL";
+/** Exists in mangle, nat and filter; its disappearance means someone flushed the tables. */
+export const KUBE_PROXY_CANARY: Chain = "KUBE-PROXY-CANARY";
+
+/** A jump from a built-in chain into ours, as upstream's iptablesJumpChains. */
+interface JumpChain {
+  readonly table: Table;
+  readonly to: Chain;
+  readonly from: Chain;
+  readonly comment: string;
+  readonly extra: readonly string[];
+}
+
+const NEW = ["-m", "conntrack", "--ctstate", "NEW"];
+
+/** Upstream's jump rules, all prepended to the built-in chains. */
+export const JUMP_CHAINS: readonly JumpChain[] = [
+  {
+    table: "filter",
+    to: KUBE_EXTERNAL_SERVICES,
+    from: "INPUT",
+    comment: "kubernetes externally-visible service portals",
+    extra: NEW,
+  },
+  {
+    table: "filter",
+    to: KUBE_EXTERNAL_SERVICES,
+    from: "FORWARD",
+    comment: "kubernetes externally-visible service portals",
+    extra: NEW,
+  },
+  {
+    table: "filter",
+    to: KUBE_NODEPORTS,
+    from: "INPUT",
+    comment: "kubernetes health check service ports",
+    extra: [],
+  },
+  { table: "filter", to: KUBE_SERVICES, from: "FORWARD", comment: "kubernetes service portals", extra: NEW },
+  { table: "filter", to: KUBE_SERVICES, from: "OUTPUT", comment: "kubernetes service portals", extra: NEW },
+  { table: "filter", to: KUBE_FORWARD, from: "FORWARD", comment: "kubernetes forwarding rules", extra: [] },
+  {
+    table: "filter",
+    to: KUBE_PROXY_FIREWALL,
+    from: "INPUT",
+    comment: "kubernetes load balancer firewall",
+    extra: NEW,
+  },
+  {
+    table: "filter",
+    to: KUBE_PROXY_FIREWALL,
+    from: "OUTPUT",
+    comment: "kubernetes load balancer firewall",
+    extra: NEW,
+  },
+  {
+    table: "filter",
+    to: KUBE_PROXY_FIREWALL,
+    from: "FORWARD",
+    comment: "kubernetes load balancer firewall",
+    extra: NEW,
+  },
+  { table: "filter", to: KUBE_FIREWALL, from: "INPUT", comment: "", extra: [] },
+  { table: "filter", to: KUBE_FIREWALL, from: "OUTPUT", comment: "", extra: [] },
+  { table: "nat", to: KUBE_SERVICES, from: "OUTPUT", comment: "kubernetes service portals", extra: [] },
+  { table: "nat", to: KUBE_SERVICES, from: "PREROUTING", comment: "kubernetes service portals", extra: [] },
+  {
+    table: "nat",
+    to: KUBE_POSTROUTING,
+    from: "POSTROUTING",
+    comment: "kubernetes postrouting rules",
+    extra: [],
+  },
+];
+
+/** Returns the arguments of a jump rule (for ensureRule/deleteRule). */
+export function jumpRuleArgs(j: JumpChain): string[] {
+  return [...j.extra, ...(j.comment === "" ? [] : ["-m", "comment", "--comment", j.comment]), "-j", j.to];
+}
+
+/** Per-service nat chain prefixes we own (upstream's too), for finding stale chains. */
+export const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP)-[A-Z2-7]{16}$/;
+
+/**
+ * The text one service port contributes to each chain (whole lines, each ending in a newline),
+ * cached between partial syncs.
+ */
+export interface PortRules {
+  readonly natServices: string;
+  readonly natNodePorts: string;
+  readonly filterServices: string;
+  readonly filterExternal: string;
+  readonly filterNodePorts: string;
+  readonly filterFirewall: string;
+  /** Its own nat chains, their declarations and their rules. */
+  readonly chains: Chain[];
+  readonly chainDecls: string;
+  readonly chainRules: string;
+}
+
+/** Lines in construction; {@linkcode done} turns them into cached text. */
+interface PortLines {
+  natServices: string[];
+  natNodePorts: string[];
+  filterServices: string[];
+  filterExternal: string[];
+  filterNodePorts: string[];
+  filterFirewall: string[];
+  chains: Chain[];
+  chainRules: string[];
+}
+
+/** Returns the lines joined, each ending in a newline ("" for none). */
+export function joinLines(lines: readonly string[]): string {
+  return lines.length === 0 ? "" : lines.join("\n") + "\n";
+}
+
+function done(r: PortLines): PortRules {
+  return {
+    natServices: joinLines(r.natServices),
+    natNodePorts: joinLines(r.natNodePorts),
+    filterServices: joinLines(r.filterServices),
+    filterExternal: joinLines(r.filterExternal),
+    filterNodePorts: joinLines(r.filterNodePorts),
+    filterFirewall: joinLines(r.filterFirewall),
+    chains: r.chains,
+    chainDecls: r.chains.map((c) => `:${c} - [0:0]\n`).join(""),
+    chainRules: joinLines(r.chainRules),
+  };
+}
+
+/** What per-port rules depend on beyond the service and its endpoints. */
+export interface PortRuleOptions {
+  readonly masqueradeAll: boolean;
+  /** The CIDR that tells pod traffic from the rest; undefined when detection is off. */
+  readonly localCIDR: string | undefined;
+  /** This node's IPs: source ranges that contain one also admit traffic from the node. */
+  readonly nodeIPs: readonly string[];
+}
+
+/** Generates everything one service port contributes, as upstream's syncProxyRules loop body. */
+export function servicePortRules(
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+  o: PortRuleOptions,
+): PortRules {
+  const localCIDR = o.localCIDR;
+  const name = servicePortNameString(svc.name);
+  const proto = svc.protocol.toLowerCase();
+  const svcChain = servicePortChainName("KUBE-SVC-", name, proto);
+  const svlChain = servicePortChainName("KUBE-SVL-", name, proto);
+  const extChain = servicePortChainName("KUBE-EXT-", name, proto);
+  const fwChain = servicePortChainName("KUBE-FW-", name, proto);
+  const { cluster, local, all, hasAny } = categorizeEndpoints(svc, eps);
+  const usesCluster = cluster.length > 0;
+  const usesLocal = local.length > 0;
+  const internalChain = svc.internalPolicyLocal ? svlChain : svcChain;
+  const hasInternal = hasAny && (!svc.internalPolicyLocal || local.length > 0);
+  const externalPolicyChain = svc.externalPolicyLocal ? svlChain : svcChain;
+  const hasExternal = hasAny && (!svc.externalPolicyLocal || local.length > 0);
+  const usesExt = hasAny && externallyAccessible(svc);
+  const usesFW = hasAny && svc.loadBalancerIPs.length > 0 && svc.hasSourceRanges;
+  const lbChain = usesFW ? fwChain : extChain;
+  const r: PortLines = {
+    natServices: [],
+    natNodePorts: [],
+    filterServices: [],
+    filterExternal: [],
+    filterNodePorts: [],
+    filterFirewall: [],
+    chains: [],
+    chainRules: [],
+  };
+  const noEndpoints = `"${name} has no endpoints"`;
+  const noLocal = `"${name} has no local endpoints"`;
+  const internalFilter = !hasAny ? ["REJECT", noEndpoints] : !hasInternal ? ["DROP", noLocal] : undefined;
+  const externalFilter = !hasAny ? ["REJECT", noEndpoints] : !hasExternal ? ["DROP", noLocal] : undefined;
+  const dest = (ip: string, port: number, comment: string, target: string) =>
+    `-d ${ip}${
+      hostPrefix(ip)
+    } -p ${proto} -m comment --comment ${comment} -m ${proto} --dport ${port} -j ${target}`;
+
+  // Cluster IP.
+  if (hasInternal) {
+    r.natServices.push(
+      `-A ${KUBE_SERVICES} ${dest(svc.clusterIP, svc.port, `"${name} cluster IP"`, internalChain)}`,
+    );
+  } else {
+    r.filterServices.push(
+      `-A ${KUBE_SERVICES} ${dest(svc.clusterIP, svc.port, internalFilter![1], internalFilter![0])}`,
+    );
+  }
+  // External IPs.
+  for (const ip of svc.externalIPs) {
+    if (hasAny) {
+      r.natServices.push(`-A ${KUBE_SERVICES} ${dest(ip, svc.port, `"${name} external IP"`, extChain)}`);
+    }
+    if (externalFilter) {
+      r.filterExternal.push(
+        `-A ${KUBE_EXTERNAL_SERVICES} ${dest(ip, svc.port, externalFilter[1], externalFilter[0])}`,
+      );
+    }
+  }
+  // Load-balancer IPs.
+  for (const ip of svc.loadBalancerIPs) {
+    if (hasAny) {
+      r.natServices.push(`-A ${KUBE_SERVICES} ${dest(ip, svc.port, `"${name} loadbalancer IP"`, lbChain)}`);
+    }
+    if (usesFW) {
+      r.filterFirewall.push(
+        `-A ${KUBE_PROXY_FIREWALL} ${
+          dest(ip, svc.port, `"${name} traffic not accepted by ${fwChain}"`, "DROP")
+        }`,
+      );
+    }
+    if (externalFilter) {
+      r.filterExternal.push(
+        `-A ${KUBE_EXTERNAL_SERVICES} ${dest(ip, svc.port, externalFilter[1], externalFilter[0])}`,
+      );
+    }
+  }
+  // Node ports.
+  if (svc.nodePort !== 0) {
+    if (hasAny) {
+      r.natNodePorts.push(
+        `-A ${KUBE_NODEPORTS} -p ${proto} -m comment --comment "${name}" -m ${proto} --dport ${svc.nodePort} -j ${extChain}`,
+      );
+    }
+    if (externalFilter) {
+      r.filterExternal.push(
+        `-A ${KUBE_EXTERNAL_SERVICES} -p ${proto} -m comment --comment ${
+          externalFilter[1]
+        } -m addrtype --dst-type LOCAL -m ${proto} --dport ${svc.nodePort} -j ${externalFilter[0]}`,
+      );
+    }
+  }
+  if (svc.healthCheckNodePort !== 0) {
+    r.filterNodePorts.push(
+      `-A ${KUBE_NODEPORTS} -p tcp -m comment --comment "${name} health check node port" -m tcp --dport ${svc.healthCheckNodePort} -j ACCEPT`,
+    );
+  }
+
+  const rules = r.chainRules;
+  const declare = (c: Chain) => r.chains.push(c);
+  // Internal traffic: masquerade what does not come from pods (or everything); this rule leads
+  // the internal chain, before the endpoint jumps.
+  let internalMasq: string | undefined;
+  if (hasInternal) {
+    const match = `-p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${svc.port}`;
+    const d = `-d ${svc.clusterIP}${hostPrefix(svc.clusterIP)}`;
+    if (o.masqueradeAll) internalMasq = `-A ${internalChain} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
+    else if (localCIDR !== undefined) {
+      internalMasq = `-A ${internalChain} ! -s ${localCIDR} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
+    }
+  }
+  // External traffic.
+  if (usesExt) {
+    declare(extChain);
+    if (!svc.externalPolicyLocal) {
+      rules.push(
+        `-A ${extChain} -m comment --comment "masquerade traffic for ${name} external destinations" -j ${KUBE_MARK_MASQ}`,
+      );
+    } else {
+      if (localCIDR !== undefined) {
+        rules.push(
+          `-A ${extChain} -s ${localCIDR} -m comment --comment "pod traffic for ${name} external destinations" -j ${svcChain}`,
+        );
+      }
+      rules.push(
+        `-A ${extChain} -m comment --comment "masquerade LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${KUBE_MARK_MASQ}`,
+        `-A ${extChain} -m comment --comment "route LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${svcChain}`,
+      );
+    }
+    if (hasExternal) rules.push(`-A ${extChain} -j ${externalPolicyChain}`);
+  }
+  // Firewall for loadBalancerSourceRanges.
+  if (usesFW) {
+    declare(fwChain);
+    const c = `-m comment --comment "${name} loadbalancer IP"`;
+    let allowFromNode = false;
+    for (const cidr of svc.loadBalancerSourceRanges) {
+      rules.push(`-A ${fwChain} -s ${cidr} ${c} -j ${extChain}`);
+      if (o.nodeIPs.some((ip) => cidrContains(cidr, ip))) allowFromNode = true;
+    }
+    // A VIP routed locally loops back with itself as the source: admit that when the node is admitted.
+    if (allowFromNode) {
+      for (const ip of svc.loadBalancerIPs) {
+        rules.push(`-A ${fwChain} -s ${ip}${hostPrefix(ip)} ${c} -j ${extChain}`);
+      }
+    }
+    rules.push(
+      `-A ${fwChain} -m comment --comment "other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL"`,
+    );
+  }
+  for (
+    const [chain, eps, used] of [[svcChain, cluster, usesCluster], [svlChain, local, usesLocal]] as const
+  ) {
+    if (!used) continue;
+    declare(chain);
+    if (chain === internalChain && internalMasq !== undefined) rules.push(internalMasq);
+    serviceToEndpoints(rules, name, proto, svc, chain, eps);
+  }
+  for (const e of all) {
+    const sep = endpointChainName(name, proto, e.key);
+    declare(sep);
+    const c = `-m comment --comment "${name}"`;
+    rules.push(`-A ${sep} -s ${e.ip}${hostPrefix(e.ip)} ${c} -j ${KUBE_MARK_MASQ}`);
+    const recent = svc.stickyMaxAgeSeconds > 0 ? ` -m recent --set --name ${sep}` : "";
+    rules.push(`-A ${sep} -p ${proto} ${c}${recent} -m ${proto} -j DNAT --to-destination ${e.key}`);
+  }
+  return done(r);
+}
+
+function serviceToEndpoints(
+  rules: string[],
+  name: string,
+  proto: string,
+  svc: ServicePortInfo,
+  chain: Chain,
+  eps: readonly EndpointInfo[],
+): void {
+  const seps = eps.map((e) => endpointChainName(name, proto, e.key));
+  if (svc.stickyMaxAgeSeconds > 0) {
+    eps.forEach((e, i) =>
+      rules.push(
+        `-A ${chain} -m comment --comment "${name} -> ${e.key}" -m recent --rcheck --seconds ${svc.stickyMaxAgeSeconds} --reap --name ${
+          seps[i]
+        } -j ${seps[i]}`,
+      )
+    );
+  }
+  const n = eps.length;
+  eps.forEach((e, i) => {
+    const stat = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n - i)}` : "";
+    rules.push(`-A ${chain} -m comment --comment "${name} -> ${e.key}"${stat} -j ${seps[i]}`);
+  });
+}
+
+const probabilities: string[] = [];
+
+/** Upstream's probability text for the i-th of n endpoint rules: 1/n with 10 decimals. */
+export function probability(n: number): string {
+  return probabilities[n] ??= (1 / n).toFixed(10);
+}

@@ -1,0 +1,80 @@
+/**
+ * The whole configuration of one run, with upstream kube-proxy's defaults.
+ * @module
+ */
+
+/** The proxy modes; only some are built (see {@linkcode BUILT_MODES}). */
+export type ProxyMode = "iptables" | "ipvs" | "userspace";
+
+/** Modes this build can run. */
+export const BUILT_MODES: ReadonlySet<ProxyMode> = new Set(["iptables", "userspace"]);
+
+/** Where objects come from. */
+export type SourceSpec = { kind: "kubernetes" } | { kind: "file"; path: string };
+
+/** A `host:port` to listen on; undefined disables the server. */
+export interface BindAddress {
+  readonly hostname: string;
+  readonly port: number;
+}
+
+/** The whole configuration of one run. */
+export interface ProxyConfig {
+  mode: ProxyMode;
+  kubeconfig: string;
+  master: string;
+  hostnameOverride: string;
+  bindAddress: string;
+  clusterCIDRs: string[];
+  nodePortAddresses: string[];
+  masqueradeAll: boolean;
+  masqueradeBit: number;
+  localhostNodePorts: boolean;
+  /** Userspace mode: program REDIRECT portals for cluster/external IPs (ours, default true). */
+  userspacePortals: boolean;
+  detectLocalMode: "ClusterCIDR" | "NodeCIDR";
+  syncPeriodMs: number;
+  minSyncPeriodMs: number;
+  configSyncPeriodMs: number;
+  healthzBindAddress?: BindAddress;
+  metricsBindAddress?: BindAddress;
+  udpIdleTimeoutMs: number;
+  portRange: PortRange;
+  verbosity: number;
+  loggingFormat: "text" | "json";
+  source: SourceSpec;
+}
+
+/** An inclusive port range; `{ min: 0, max: 0 }` means "any free port". */
+export interface PortRange {
+  readonly min: number;
+  readonly max: number;
+}
+
+/** Returns the defaults upstream kube-proxy uses. */
+export function defaultConfig(): ProxyConfig {
+  return {
+    mode: "iptables",
+    kubeconfig: "",
+    master: "",
+    hostnameOverride: "",
+    bindAddress: "0.0.0.0",
+    clusterCIDRs: [],
+    nodePortAddresses: [],
+    masqueradeAll: false,
+    masqueradeBit: 14,
+    localhostNodePorts: true,
+    userspacePortals: true,
+    detectLocalMode: "ClusterCIDR",
+    syncPeriodMs: 30_000,
+    minSyncPeriodMs: 1_000,
+    configSyncPeriodMs: 15 * 60_000,
+    healthzBindAddress: { hostname: "0.0.0.0", port: 10256 },
+    metricsBindAddress: { hostname: "127.0.0.1", port: 10249 },
+    udpIdleTimeoutMs: 250,
+    portRange: { min: 0, max: 0 },
+    verbosity: 0,
+    loggingFormat: "text",
+    source: { kind: "kubernetes" },
+  };
+}

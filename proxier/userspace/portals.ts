@@ -1,0 +1,65 @@
+/**
+ * Userspace "portals": nat REDIRECT rules that send traffic for cluster, external and
+ * load-balancer IPs to the proxy's own listening port, as upstream's userspace proxier.
+ * @module
+ */
+import type { Chain, IPTables } from "../../iptables/iptables.ts";
+import { hostPrefix } from "../net.ts";
+import type { ServicePortInfo } from "../types.ts";
+import { servicePortNameString } from "../types.ts";
+
+/** nat chain for traffic arriving from other hosts and pods (PREROUTING). */
+export const KUBE_PORTALS_CONTAINER: Chain = "KUBE-PORTALS-CONTAINER";
+/** nat chain for traffic from this host's own processes (OUTPUT). */
+export const KUBE_PORTALS_HOST: Chain = "KUBE-PORTALS-HOST";
+
+const PORTAL_JUMPS: ReadonlyArray<{ from: Chain; to: Chain }> = [
+  { from: "PREROUTING", to: KUBE_PORTALS_CONTAINER },
+  { from: "OUTPUT", to: KUBE_PORTALS_HOST },
+];
+
+/** The arguments of the jump rule from a built-in chain into a portal chain. */
+function jumpArgs(to: Chain): string[] {
+  return ["-m", "comment", "--comment", "handle ClusterIP services", "-j", to];
+}
+
+/** Creates the portal chains and the jumps into them (idempotent). */
+export async function ensurePortalJumps(ipt: IPTables): Promise<void> {
+  for (const { from, to } of PORTAL_JUMPS) {
+    await ipt.ensureChain("nat", to);
+    await ipt.ensureRule("prepend", "nat", from, jumpArgs(to));
+  }
+}
+
+/** Returns the restore input for the portal chains: one REDIRECT per service address. */
+export function portalRules(ports: ReadonlyArray<{ info: ServicePortInfo; proxyPort: number }>): string {
+  const lines = ["*nat", `:${KUBE_PORTALS_CONTAINER} - [0:0]`, `:${KUBE_PORTALS_HOST} - [0:0]`];
+  const sorted = [...ports].sort((a, b) =>
+    servicePortNameString(a.info.name).localeCompare(servicePortNameString(b.info.name)) ||
+    a.info.protocol.localeCompare(b.info.protocol)
+  );
+  for (const { info, proxyPort } of sorted) {
+    if (proxyPort === 0) continue;
+    const proto = info.protocol.toLowerCase();
+    const comment = `"${servicePortNameString(info.name)}"`;
+    const ips = [info.clusterIP, ...info.externalIPs, ...info.loadBalancerIPs];
+    for (const chain of [KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST]) {
+      for (const ip of ips) {
+        lines.push(
+          `-A ${chain} -d ${ip}${hostPrefix(ip)} -p ${proto} -m comment --comment ${comment} ` +
+            `-m ${proto} --dport ${info.port} -j REDIRECT --to-ports ${proxyPort}`,
+        );
+      }
+    }
+  }
+  lines.push("COMMIT", "");
+  return lines.join("\n");
+}
+
+/** Removes the portal chains and their jump rules; succeeds when they are already gone. */
+export async function cleanupUserspace(ipt: IPTables): Promise<void> {
+  for (const { from, to } of PORTAL_JUMPS) {
+    await ipt.deleteRule("nat", from, jumpArgs(to));
+    await ipt.deleteChain("nat", to);
+  }
+}
