@@ -3,8 +3,8 @@
  * that went away.
  * @module
  */
-import type { IPFamily } from "../proxier/types.ts";
 import { ExecError, type Executor } from "./executor.ts";
+import type { IPFamily } from "./ip.ts";
 
 /** The deletions the proxiers need. */
 export interface Conntrack {
@@ -60,26 +60,5 @@ export class ConntrackRunner implements Conntrack {
       String(port),
       ...(endpointIP ? ["--dst-nat", endpointIP] : []),
     ]);
-  }
-}
-
-/** A conntrack that records calls, for tests and `render`. */
-export class RecordingConntrack implements Conntrack {
-  /** Every call, as `op args`. */
-  readonly calls: string[] = [];
-  /** @inheritdoc */
-  clearServiceIP(ip: string, protocol: string, port?: number): Promise<void> {
-    this.calls.push(`service ${ip} ${protocol}${port ? ` ${port}` : ""}`);
-    return Promise.resolve();
-  }
-  /** @inheritdoc */
-  clearEndpoint(origDst: string, endpointIP: string, protocol: string): Promise<void> {
-    this.calls.push(`endpoint ${origDst} ${endpointIP} ${protocol}`);
-    return Promise.resolve();
-  }
-  /** @inheritdoc */
-  clearNodePort(port: number, protocol: string, endpointIP?: string): Promise<void> {
-    this.calls.push(`nodeport ${port} ${protocol}${endpointIP ? ` ${endpointIP}` : ""}`);
-    return Promise.resolve();
   }
 }

@@ -3,8 +3,8 @@
  * per IP family.
  * @module
  */
-import type { IPFamily } from "../proxier/types.ts";
 import { ExecError, type Executor } from "./executor.ts";
+import type { IPFamily } from "./ip.ts";
 
 /** A netfilter table kube-proxy uses. */
 export type Table = "nat" | "filter" | "mangle";

@@ -2,7 +2,6 @@
  * Round-robin endpoint choice with ClientIP affinity, for the userspace proxier.
  * @module
  */
-import type { Clock } from "../proxier/clock.ts";
 
 interface ServiceState {
   endpoints: string[];
@@ -16,13 +15,13 @@ const REAP_EVERY = 1024;
 
 /** Picks endpoints per service; see {@linkcode next}. */
 export class RoundRobinBalancer {
-  readonly #clock: Clock;
+  readonly #clock: { now(): number };
   readonly #random: () => number;
   readonly #services = new Map<string, ServiceState>();
   #picks = 0;
 
   /** `random` is injectable so shuffles are reproducible in tests. */
-  constructor(opts: { clock: Clock; random?: () => number }) {
+  constructor(opts: { clock: { now(): number }; random?: () => number }) {
     this.#clock = opts.clock;
     this.#random = opts.random ?? Math.random;
   }

@@ -4,7 +4,8 @@
  * field can smuggle text into a batch.
  * @module
  */
-import { BlockList, isIPv6 } from "node:net";
+import { isIPv6 } from "node:net";
+import { inCIDR } from "../iptables/ip.ts";
 import type { IPFamily, Protocol } from "./types.ts";
 
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
@@ -62,13 +63,8 @@ export function hostPrefix(ip: string): string {
   return ip.includes(":") ? "/128" : "/32";
 }
 
-/** Returns true when `ip` lies inside `cidr` (same family). */
+/** Returns true when `ip` lies inside `cidr` (both strictly valid, same family). */
 export function cidrContains(cidr: string, ip: string): boolean {
   const f = cidrFamily(cidr);
-  if (f === undefined || ipFamily(ip) !== f) return false;
-  const [net, bits] = cidr.split("/");
-  const list = new BlockList();
-  const type = f === "IPv4" ? "ipv4" : "ipv6";
-  list.addSubnet(net, Number(bits), type);
-  return list.check(ip, type);
+  return f !== undefined && ipFamily(ip) === f && inCIDR(ip, cidr);
 }

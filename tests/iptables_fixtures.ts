@@ -4,7 +4,7 @@
  * @module
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import { RecordingConntrack } from "../iptables/conntrack.ts";
+import { RecordingConntrack } from "../iptables/testing/fake_conntrack.ts";
 import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../proxier/iptables/proxier.ts";
 import { baseOptions, ep, makeEndpointSlice, makeService, NODE } from "./fixtures.ts";

@@ -4,7 +4,7 @@
  * previous state untouched) a jump to a missing chain or the deletion of a referenced chain.
  * @module
  */
-import type { IPFamily } from "../../proxier/types.ts";
+import type { IPFamily } from "../ip.ts";
 import { type Chain, type IPTables, RestoreError, type RestoreOptions, type Table } from "../iptables.ts";
 import { jumpTarget, splitArgs } from "./parse.ts";
 

@@ -5,7 +5,7 @@
  * which endpoints it can reach and whether it is masqueraded.
  * @module
  */
-import { cidrContains, ipFamily } from "../../proxier/net.ts";
+import { addressFamily, inCIDR } from "../ip.ts";
 import type { Chain, Table } from "../iptables.ts";
 import type { FakeIPTables } from "./fake_iptables.ts";
 import { splitArgs } from "./parse.ts";
@@ -43,7 +43,7 @@ const LOOPBACK4 = "127.0.0.0/8";
 /** Traces `pkt` through `ipt`; `nodeIPs` are this node's addresses (addrtype LOCAL). */
 export function tracePacket(ipt: FakeIPTables, pkt: Packet, nodeIPs: readonly string[]): TraceResult {
   const isLocal = (ip: string) =>
-    nodeIPs.includes(ip) || (ipFamily(ip) === "IPv4" ? cidrContains(LOOPBACK4, ip) : ip === "::1");
+    nodeIPs.includes(ip) || (addressFamily(ip) === "IPv4" ? inCIDR(ip, LOOPBACK4) : ip === "::1");
   const natOutcomes = walk(ipt, "nat", pkt.fromHost ? "OUTPUT" : "PREROUTING", pkt, pkt.dst, isLocal, false);
   const reached: Outcome[] = [];
   let verdict: TraceResult["verdict"] = "none";
@@ -136,7 +136,7 @@ function match(
   isLocal: (ip: string) => boolean,
 ): "yes" | "no" | "maybe" {
   let result: "yes" | "maybe" = "yes";
-  const inNet = (ip: string, net: string) => (net.includes("/") ? cidrContains(net, ip) : ip === net);
+  const inNet = (ip: string, net: string) => (net.includes("/") ? inCIDR(ip, net) : ip === net);
   for (let i = 0; i < args.length; i++) {
     let neg = false;
     if (args[i] === "!") {
