@@ -1,30 +1,24 @@
 /**
  * kube-proxy-deno: the entry point. The only module that reads `Deno.args` and `Deno.env`; it
- * parses flags, builds the proxier of the chosen mode and wires sources, servers and signals.
+ * parses flags, looks the chosen mode up in the registry and wires sources, servers and signals.
+ * It names no mode.
  * @module
  */
 import { KubeConfig } from "@kubernetes/client-node";
-import { ConntrackRunner } from "./iptables/conntrack.ts";
+import { DryRunExecutor } from "./iptables/dry_run.ts";
 import { DenoExecutor, type Executor } from "./iptables/executor.ts";
-import { type IPTables, IptablesRunner } from "./iptables/iptables.ts";
-import { FakeIPTables } from "./iptables/testing/fake_iptables.ts";
-import { type Clock, realClock } from "./proxier/clock.ts";
+import { realClock } from "./proxier/clock.ts";
 import { FileSource } from "./proxier/config/file.ts";
 import { KubernetesSource } from "./proxier/config/kubernetes.ts";
-import { ProxyHealth, serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
-import { cleanupIptables, IptablesProxier } from "./proxier/iptables/proxier.ts";
+import { ModeUnavailableError, UsageError } from "./proxier/errors.ts";
+import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
+import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
+import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
 import { flushLogging, type Logger, nullLogger, setupLogging } from "./proxier/logger.ts";
-import { MetaProxier } from "./proxier/meta_proxier.ts";
-import { ProxyMetrics } from "./proxier/metrics.ts";
-import { cidrContains } from "./proxier/net.ts";
-import { UsageError } from "./proxier/errors.ts";
+import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
+import { MODES } from "./proxier/modes.ts";
 import type { ProxyConfig } from "./proxier/options/config.ts";
 import { parseCommandLine, USAGE, VERSION } from "./proxier/options/flags.ts";
-import type { BaseProxierOptions, Provider } from "./proxier/base_proxier.ts";
-import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
-import type { IPFamily } from "./proxier/types.ts";
-import { cleanupUserspace } from "./proxier/userspace/portals.ts";
-import { UserspaceProxier } from "./proxier/userspace/proxier.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -56,179 +50,83 @@ export async function main(argv: readonly string[]): Promise<number> {
   for (const w of cmd.warnings) log.warn(w);
   const exec = new DenoExecutor();
   if (cmd.command === "cleanup") return await cleanup(exec, log);
-  if (cmd.command === "render") return await render(config, log);
-  return await run(config, exec, log);
+  const mode = MODES.get(config.mode);
+  if (mode === undefined) {
+    print(
+      Deno.stderr,
+      `kube-proxy-deno: --proxy-mode: mode ${JSON.stringify(config.mode)} is not built yet (built: ${
+        [...MODES.keys()].join(", ")
+      })\n`,
+    );
+    return 2;
+  }
+  if (cmd.command === "render") return await render(mode, config, log);
+  return await run(mode, config, exec, log);
 }
 
+/** `--cleanup`: every mode's kernel objects, in both families; a failure does not stop the rest. */
 async function cleanup(exec: Executor, log: Logger): Promise<number> {
   let failed = false;
   for (const family of ["IPv4", "IPv6"] as const) {
-    const ipt = new IptablesRunner({ exec, family });
-    try {
-      await cleanupUserspace(ipt);
-      await cleanupIptables(ipt);
-    } catch (e) {
-      failed = true;
-      log.error("Cleanup failed", { family, error: (e as Error).message });
+    for (const mode of MODES.values()) {
+      try {
+        await mode.cleanup(exec, family);
+      } catch (e) {
+        failed = true;
+        log.error("Cleanup failed", { mode: mode.name, family, error: (e as Error).message });
+      }
     }
   }
   log.info("Cleanup done", { ok: !failed });
   return failed ? 1 : 0;
 }
 
-/** Returns an iptables runner for `family` when we are root and the tool works, else undefined. */
-async function probeIptables(
-  exec: Executor,
-  log: Logger,
-  family: IPFamily,
-): Promise<IptablesRunner | undefined> {
-  const ipt = new IptablesRunner({ exec, family });
-  if (Deno.uid() !== 0) return undefined;
-  try {
-    const version = await ipt.version();
-    await ipt.save("nat");
-    log.info("Using iptables", { family, version });
-    return ipt;
-  } catch (e) {
-    log.warn("iptables is not usable", { family, error: (e as Error).message });
-    return undefined;
-  }
-}
-
-/** Options shared by the proxiers of every family. */
-interface ProxierDeps {
-  readonly config: ProxyConfig;
-  readonly nodeName: string;
-  readonly log: Logger;
-  readonly clock: Clock;
-  readonly metrics: ProxyMetrics;
-  readonly health: ProxyHealth;
-}
-
-/** Returns the options every proxier of `family` shares. */
-function proxierBase(d: ProxierDeps, family: IPFamily): BaseProxierOptions {
-  return {
-    family,
-    nodeName: d.nodeName,
-    log: d.log,
-    clock: d.clock,
-    metrics: d.metrics,
-    health: d.health,
-    minSyncPeriodMs: d.config.minSyncPeriodMs,
-    syncPeriodMs: d.config.syncPeriodMs,
-  };
-}
-
-/** Builds one family's iptables proxier. */
-function iptablesProxier(
-  d: ProxierDeps,
-  family: IPFamily,
-  iptables: IPTables,
-  extra: { conntrack?: ConntrackRunner; healthServer?: ServiceHealthServer; nodeIPs: string[] },
-): IptablesProxier {
-  const c = d.config;
-  return new IptablesProxier({
-    ...proxierBase(d, family),
-    iptables,
-    masqueradeAll: c.masqueradeAll,
-    masqueradeBit: c.masqueradeBit,
-    clusterCIDRs: c.clusterCIDRs,
-    detectLocalMode: c.detectLocalMode,
-    nodePortAddresses: c.nodePortAddresses,
-    localhostNodePorts: c.localhostNodePorts,
-    ...extra,
-  });
-}
-
 /**
- * `render`: the restore input a full sync would apply for the objects in --source, computed by
- * the real proxier on a fake iptables; touches nothing.
+ * `render`: what a full sync would apply for the objects in --source, computed by the real proxier
+ * on a dry-run executor; touches nothing.
  */
-async function render(config: ProxyConfig, log: Logger): Promise<number> {
+async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logger): Promise<number> {
   if (config.source.kind !== "file") {
     print(Deno.stderr, "kube-proxy-deno: render needs --source=file:PATH\n");
     return 2;
   }
-  if (config.mode !== "iptables") {
-    print(Deno.stderr, `kube-proxy-deno: render supports --proxy-mode=iptables only\n`);
+  if (mode.render === undefined) {
+    print(Deno.stderr, `kube-proxy-deno: --proxy-mode: render does not support mode "${mode.name}"\n`);
     return 2;
   }
-  const clock = realClock;
-  const metrics = new ProxyMetrics();
-  const d: ProxierDeps = {
-    config,
-    nodeName: config.hostnameOverride || "render",
-    log: nullLogger,
-    clock,
-    metrics,
-    health: new ProxyHealth({ clock, timeoutMs: 2 * config.syncPeriodMs }),
-  };
-  const fakes = { IPv4: new FakeIPTables("IPv4"), IPv6: new FakeIPTables("IPv6") };
-  const proxiers = (["IPv4", "IPv6"] as const).map((f) => iptablesProxier(d, f, fakes[f], { nodeIPs: [] }));
-  const meta = new MetaProxier(proxiers);
+  const dryRun = new DryRunExecutor();
+  const nodeName = config.hostnameOverride || "render";
+  const renderer = mode.render(
+    newModeDeps(config, { nodeName, log: nullLogger, clock: realClock, exec: dryRun }),
+    dryRun,
+  );
   try {
-    await new FileSource({ path: config.source.path, nodeName: d.nodeName, handler: meta, log }).load();
+    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log }).load();
   } catch (e) {
     print(Deno.stderr, `kube-proxy-deno: --source: ${(e as Error).message}\n`);
     return 1;
   }
-  for (const p of proxiers) {
-    await p.syncNow();
-    // The IPv6 rule set is printed only when some Service has an IPv6 cluster IP.
-    if (p.family === "IPv6" && p.serviceCount === 0) continue;
-    const tool = p.family === "IPv4" ? "iptables" : "ip6tables";
-    print(Deno.stdout, `# ${tool}-restore --noflush input\n${p.lastRestore}`);
-  }
+  print(Deno.stdout, await renderer.render());
   return 0;
 }
 
-/** The local addresses NodePorts answer on: those inside `--nodeport-addresses`, or all. */
-function nodePortAddresses(cidrs: readonly string[]): string[] {
-  if (cidrs.length === 0) return ["0.0.0.0"];
-  return Deno.networkInterfaces()
-    .filter((i) => i.family === "IPv4" && cidrs.some((c) => cidrContains(c, i.address)))
-    .map((i) => i.address);
-}
-
-async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<number> {
+async function run(
+  mode: ProxyModeDefinition,
+  config: ProxyConfig,
+  exec: Executor,
+  log: Logger,
+): Promise<number> {
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
-  const metrics = new ProxyMetrics();
-  const health = new ProxyHealth({ clock, timeoutMs: 2 * config.syncPeriodMs });
-  let proxier: Provider & { close?(): void };
-  let healthServer: ServiceHealthServer | undefined;
-  const d: ProxierDeps = { config, nodeName, log, clock, metrics, health };
-  if (config.mode === "iptables") {
-    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
-    healthServer = new ServiceHealthServer({ log });
-    const families: IptablesProxier[] = [];
-    for (const family of ["IPv4", "IPv6"] as const) {
-      const ipt = await probeIptables(exec, log, family);
-      if (ipt === undefined) continue;
-      families.push(iptablesProxier(d, family, ipt, {
-        conntrack: new ConntrackRunner({ exec, family }),
-        healthServer,
-        nodeIPs,
-      }));
-    }
-    if (families.length === 0) {
-      log.error("iptables mode needs root and a working iptables; try --proxy-mode=userspace");
-      return 1;
-    }
-    if (config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(log);
-    proxier = families.length === 1 ? families[0] : new MetaProxier(families);
-  } else if (config.mode === "userspace") {
-    proxier = new UserspaceProxier({
-      ...proxierBase(d, "IPv4"),
-      iptables: config.userspacePortals ? await probeIptables(exec, log, "IPv4") : undefined,
-      listenAddress: config.bindAddress,
-      nodePortAddresses: nodePortAddresses(config.nodePortAddresses),
-      portRange: config.portRange,
-      udpIdleTimeoutMs: config.udpIdleTimeoutMs,
-    });
-  } else {
-    print(Deno.stderr, `kube-proxy-deno: --proxy-mode: mode "${config.mode}" is not built yet\n`);
-    return 2;
+  const healthServer = new ServiceHealthServer({ log });
+  const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer });
+  let proxier: ModeProvider;
+  try {
+    proxier = await mode.create(deps);
+  } catch (e) {
+    if (!(e instanceof ModeUnavailableError)) throw e;
+    log.error(e.message);
+    return 1;
   }
 
   const ac = new AbortController();
@@ -241,17 +139,10 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
   const tasks: Promise<unknown>[] = [];
   try {
     if (config.healthzBindAddress !== undefined) {
-      tasks.push(serveHealthz(health, config.healthzBindAddress, ac.signal).finished);
+      tasks.push(serveHealthz(deps.health, config.healthzBindAddress, ac.signal).finished);
     }
     if (config.metricsBindAddress !== undefined) {
-      tasks.push(
-        Deno.serve({ ...config.metricsBindAddress, signal: ac.signal, onListen() {} }, async (req) => {
-          if (new URL(req.url).pathname !== "/metrics") return new Response("not found\n", { status: 404 });
-          return new Response(await metrics.registry.metrics(), {
-            headers: { "content-type": metrics.registry.contentType },
-          });
-        }).finished,
-      );
+      tasks.push(serveMetrics(deps.metrics, config.metricsBindAddress, ac.signal).finished);
     }
   } catch (e) {
     log.error("Cannot listen", { error: (e as Error).message });
@@ -302,8 +193,8 @@ async function run(config: ProxyConfig, exec: Executor, log: Logger): Promise<nu
     );
   }
   await Promise.allSettled(tasks);
-  proxier.close?.();
-  healthServer?.close();
+  proxier.close();
+  healthServer.close();
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return 0;
@@ -313,16 +204,4 @@ if (import.meta.main) {
   const code = await main(Deno.args);
   await flushLogging();
   Deno.exit(code);
-}
-
-/** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */
-async function enableRouteLocalnet(log: Logger): Promise<void> {
-  const path = "/proc/sys/net/ipv4/conf/all/route_localnet";
-  try {
-    if ((await Deno.readTextFile(path)).trim() !== "1") await Deno.writeTextFile(path, "1");
-  } catch (e) {
-    log.warn("Cannot enable route_localnet; NodePorts on 127.0.0.1 will not work", {
-      error: (e as Error).message,
-    });
-  }
 }

@@ -6,12 +6,13 @@
  * @module
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { IPTables, RestoreOptions } from "../iptables/iptables.ts";
 import { realClock } from "../proxier/clock.ts";
-import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { nullLogger } from "../proxier/logger.ts";
-import { ProxyMetrics } from "../proxier/metrics.ts";
+import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { defaultConfig } from "../proxier/options/config.ts";
 
 /** Keeps the last restore input and applies nothing: the proxier's own work is what is timed. */
 class NullIPTables implements IPTables {
@@ -115,16 +116,15 @@ if (import.meta.main) {
   const n = Number(Deno.args[0] ?? "1000");
   const kernelTimeout = Number(Deno.args[1] ?? "0");
   const ipt = new NullIPTables();
-  const clock = realClock;
-  const p = new IptablesProxier({
-    family: "IPv4",
+  const config = { ...defaultConfig(), syncPeriodMs: 3_600_000 };
+  const deps = newModeDeps(config, {
     nodeName: "node-a",
     log: nullLogger,
-    clock,
-    metrics: new ProxyMetrics(),
-    health: new ProxyHealth({ clock, timeoutMs: 60_000 }),
-    minSyncPeriodMs: 1000,
-    syncPeriodMs: 3_600_000,
+    clock: realClock,
+    exec: new DryRunExecutor(),
+  });
+  const p = new IptablesProxier({
+    ...proxierOptions(deps, "IPv4"),
     iptables: ipt,
     masqueradeAll: false,
     masqueradeBit: 14,

@@ -4,9 +4,10 @@
  * @module
  */
 import { realClock } from "../proxier/clock.ts";
-import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
+import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { nullLogger } from "../proxier/logger.ts";
-import { ProxyMetrics } from "../proxier/metrics.ts";
+import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { defaultConfig } from "../proxier/options/config.ts";
 import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 
 /** Figures of one run. */
@@ -55,16 +56,15 @@ async function client(mode: "stream" | "conns", port: number, n: number): Promis
 export async function benchUserspace(bytes = 1 << 30, connections = 2000): Promise<UserspaceBenchResult> {
   const sink = await server("sink");
   const hello = await server("hello");
-  const clock = realClock;
-  const p = new UserspaceProxier({
-    family: "IPv4",
+  const config = { ...defaultConfig(), minSyncPeriodMs: 0 };
+  const deps = newModeDeps(config, {
     nodeName: "bench",
     log: nullLogger,
-    clock,
-    metrics: new ProxyMetrics(),
-    health: new ProxyHealth({ clock, timeoutMs: 60_000 }),
-    minSyncPeriodMs: 0,
-    syncPeriodMs: 30_000,
+    clock: realClock,
+    exec: new DryRunExecutor(),
+  });
+  const p = new UserspaceProxier({
+    ...proxierOptions(deps, "IPv4"),
     listenAddress: "127.0.0.1",
     nodePortAddresses: ["127.0.0.1"],
     portRange: { min: 0, max: 0 },

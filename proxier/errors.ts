@@ -37,3 +37,12 @@ export function show(v: unknown): string {
   const s = JSON.stringify(v) ?? String(v);
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
+
+/** The chosen mode cannot run on this node; the message says what is missing. main exits 1. */
+export class ModeUnavailableError extends Error {
+  /** @param message names what is missing and what to do. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "ModeUnavailableError";
+  }
+}

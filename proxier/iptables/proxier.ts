@@ -286,27 +286,3 @@ export class IptablesProxier extends BaseProxier {
       .map((c) => `-A ${KUBE_SERVICES} -d ${c} ${comment} -j ${KUBE_NODEPORTS}`);
   }
 }
-
-/**
- * Removes every chain and rule kube-proxy (and kube-proxy-deno) creates in iptables mode from one
- * family; running it again finds nothing to do.
- */
-export async function cleanupIptables(ipt: IPTables): Promise<void> {
-  for (const j of JUMP_CHAINS) await ipt.deleteRule(j.table, j.from, jumpRuleArgs(j));
-  for (const table of ["nat", "filter"] as const) {
-    const saved = await ipt.save(table);
-    const ours = saved.split("\n").filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")))
-      .filter((c) => c.startsWith("KUBE-") && !c.startsWith("KUBE-PORTALS-"));
-    if (ours.length === 0) continue;
-    // Flush all first (chains reference each other), then delete, in one atomic restore.
-    const lines = [
-      `*${table}`,
-      ...ours.map((c) => `:${c} - [0:0]`),
-      ...ours.map((c) => `-X ${c}`),
-      "COMMIT",
-      "",
-    ];
-    await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
-  }
-  await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
-}

@@ -3,11 +3,8 @@
  * @module
  */
 
-/** The proxy modes; only some are built (see {@linkcode BUILT_MODES}). */
+/** The proxy modes a flag or config file may name; `proxier/modes.ts` says which are built. */
 export type ProxyMode = "iptables" | "ipvs" | "userspace";
-
-/** Modes this build can run. */
-export const BUILT_MODES: ReadonlySet<ProxyMode> = new Set(["iptables", "userspace"]);
 
 /** Where objects come from. */
 export type SourceSpec = { kind: "kubernetes" } | { kind: "file"; path: string };

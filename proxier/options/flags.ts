@@ -6,7 +6,7 @@
 import { parseArgs } from "node:util";
 import { UsageError } from "../errors.ts";
 import { applyConfigFile } from "./config_file.ts";
-import { BUILT_MODES, defaultConfig, type ProxyConfig } from "./config.ts";
+import { defaultConfig, type ProxyConfig } from "./config.ts";
 import {
   durationFlag,
   intFlag,
@@ -183,13 +183,6 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     : positionals[0] === "render"
     ? "render"
     : "run";
-  if (!BUILT_MODES.has(config.mode) && (command === "run" || command === "render")) {
-    throw new UsageError(
-      `--proxy-mode: mode ${JSON.stringify(config.mode)} is not built yet (built: ${
-        [...BUILT_MODES].join(", ")
-      })`,
-    );
-  }
   return { command, config, warnings, configFile };
 }
 

@@ -75,7 +75,6 @@ Deno.test("parseCommandLine: every flag is read", () => {
 Deno.test("parseCommandLine: each bad value names the flag and the value", () => {
   const cases: Array<[string[], RegExp]> = [
     [["--proxy-mode=nft"], /^--proxy-mode: invalid value "nft"/],
-    [["--proxy-mode=ipvs"], /^--proxy-mode: mode "ipvs" is not built yet/],
     [["--master=ftp://x"], /^--master: invalid URL "ftp:\/\/x"/],
     [["--hostname-override=bad_name"], /^--hostname-override: invalid node name "bad_name"/],
     [["--bind-address=1.2.3"], /^--bind-address: invalid IP address "1.2.3"/],

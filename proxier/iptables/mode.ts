@@ -1,0 +1,133 @@
+/**
+ * The iptables mode as the program sees it: one proxier per family that has a working iptables,
+ * `render` on a dry run, and `--cleanup`.
+ * @module
+ */
+import { ConntrackRunner } from "../../iptables/conntrack.ts";
+import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { ModeUnavailableError } from "../errors.ts";
+import { probeIptables } from "../kernel_tools.ts";
+import type { Logger } from "../logger.ts";
+import { MetaProxier } from "../meta_proxier.ts";
+import {
+  type ModeDeps,
+  type ModeProvider,
+  proxierOptions,
+  type ProxyModeDefinition,
+} from "../mode_definition.ts";
+import type { IPFamily } from "../types.ts";
+import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
+import { JUMP_CHAINS, jumpRuleArgs, KUBE_PROXY_CANARY } from "./rules.ts";
+
+/** Builds one family's iptables proxier from the program's configuration. */
+function newProxier(
+  d: ModeDeps,
+  family: IPFamily,
+  iptables: IPTables,
+  extra: Pick<IptablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs">,
+): IptablesProxier {
+  const c = d.config;
+  return new IptablesProxier({
+    ...proxierOptions(d, family),
+    iptables,
+    masqueradeAll: c.masqueradeAll,
+    masqueradeBit: c.masqueradeBit,
+    clusterCIDRs: c.clusterCIDRs,
+    detectLocalMode: c.detectLocalMode,
+    nodePortAddresses: c.nodePortAddresses,
+    localhostNodePorts: c.localhostNodePorts,
+    ...extra,
+  });
+}
+
+/** A provider over the families that work here; nothing to close (the datapath stays). */
+function provider(families: readonly IptablesProxier[]): ModeProvider {
+  const p = families.length === 1 ? families[0] : new MetaProxier(families);
+  return Object.assign(p, { close() {} });
+}
+
+/** The iptables mode (upstream's default). */
+export const iptablesMode: ProxyModeDefinition = {
+  name: "iptables",
+
+  async create(d) {
+    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const families: IptablesProxier[] = [];
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const ipt = await probeIptables(d.exec, d.log, family);
+      if (ipt === undefined) continue;
+      families.push(newProxier(d, family, ipt, {
+        conntrack: new ConntrackRunner({ exec: d.exec, family }),
+        healthServer: d.healthServer,
+        nodeIPs,
+      }));
+    }
+    if (families.length === 0) {
+      throw new ModeUnavailableError(
+        "iptables mode needs root and a working iptables; try --proxy-mode=userspace",
+      );
+    }
+    if (d.config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(d.log);
+    return provider(families);
+  },
+
+  render(d, dryRun) {
+    const families = (["IPv4", "IPv6"] as const).map((family) =>
+      newProxier(d, family, new IptablesRunner({ exec: dryRun, family }), { nodeIPs: [] })
+    );
+    return {
+      handler: new MetaProxier(families),
+      async render() {
+        let out = "";
+        for (const p of families) {
+          await p.syncNow();
+          // The IPv6 rule set is printed only when some Service has an IPv6 cluster IP.
+          if (p.family === "IPv6" && p.serviceCount === 0) continue;
+          const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
+          out += `# ${tool} --noflush input\n${dryRun.lastInput(tool) ?? ""}`;
+        }
+        return out;
+      },
+    };
+  },
+
+  cleanup(exec, family) {
+    return cleanupIptables(new IptablesRunner({ exec, family }));
+  },
+};
+
+/**
+ * Removes every chain and rule kube-proxy (and kube-proxy-deno) creates in iptables mode from one
+ * family; running it again finds nothing to do.
+ */
+export async function cleanupIptables(ipt: IPTables): Promise<void> {
+  for (const j of JUMP_CHAINS) await ipt.deleteRule(j.table, j.from, jumpRuleArgs(j));
+  for (const table of ["nat", "filter"] as const) {
+    const saved = await ipt.save(table);
+    const ours = saved.split("\n").filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")))
+      .filter((c) => c.startsWith("KUBE-") && !c.startsWith("KUBE-PORTALS-"));
+    if (ours.length === 0) continue;
+    // Flush all first (chains reference each other), then delete, in one atomic restore.
+    const lines = [
+      `*${table}`,
+      ...ours.map((c) => `:${c} - [0:0]`),
+      ...ours.map((c) => `-X ${c}`),
+      "COMMIT",
+      "",
+    ];
+    await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
+  }
+  await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
+}
+
+/** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */
+async function enableRouteLocalnet(log: Logger): Promise<void> {
+  const path = "/proc/sys/net/ipv4/conf/all/route_localnet";
+  try {
+    if ((await Deno.readTextFile(path)).trim() !== "1") await Deno.writeTextFile(path, "1");
+  } catch (e) {
+    log.warn("Cannot enable route_localnet; NodePorts on 127.0.0.1 will not work", {
+      error: (e as Error).message,
+    });
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * What a mode provides to the program (create, render, cleanup) and what it receives: the
+ * contract between `main.ts` and the folders under `proxier/` that implement the datapaths.
+ * @module
+ */
+import type { DryRunExecutor } from "../iptables/dry_run.ts";
+import type { Executor } from "../iptables/executor.ts";
+import type { BaseProxierOptions, Provider } from "./base_proxier.ts";
+import type { Clock } from "./clock.ts";
+import { ProxyHealth } from "./healthcheck/proxier_health.ts";
+import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
+import type { Logger } from "./logger.ts";
+import { ProxyMetrics } from "./metrics.ts";
+import type { ProxyConfig, ProxyMode } from "./options/config.ts";
+import type { IPFamily } from "./types.ts";
+
+/** Everything the program hands a mode. */
+export interface ModeDeps {
+  readonly config: ProxyConfig;
+  /** This node's name: decides which endpoints are local. */
+  readonly nodeName: string;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly metrics: ProxyMetrics;
+  readonly health: ProxyHealth;
+  /** Runs the kernel tools (a dry run for `render`). */
+  readonly exec: Executor;
+  /** Health check node ports of externalTrafficPolicy=Local services; undefined serves none. */
+  readonly healthServer?: ServiceHealthServer;
+}
+
+/** Returns deps with fresh metrics and health (the health timeout is 2 x syncPeriod, as upstream). */
+export function newModeDeps(
+  config: ProxyConfig,
+  o: Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer">,
+): ModeDeps {
+  return {
+    config,
+    ...o,
+    metrics: new ProxyMetrics(),
+    health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
+  };
+}
+
+/** Returns the options every proxier of `family` shares. */
+export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOptions {
+  return {
+    family,
+    nodeName: d.nodeName,
+    log: d.log,
+    clock: d.clock,
+    metrics: d.metrics,
+    health: d.health,
+    minSyncPeriodMs: d.config.minSyncPeriodMs,
+    syncPeriodMs: d.config.syncPeriodMs,
+  };
+}
+
+/** A mode's provider on a live node. */
+export interface ModeProvider extends Provider {
+  /** Releases what the process holds (listeners); the kernel datapath stays, as upstream. */
+  close(): void;
+}
+
+/** A mode's provider on a dry run: feed it objects, then ask for what a full sync applies. */
+export interface ModeRenderer {
+  readonly handler: Provider;
+  /** Runs one full sync on the dry run; returns the batches it would apply, each under a heading. */
+  render(): Promise<string>;
+}
+
+/** One datapath, as the program sees it. */
+export interface ProxyModeDefinition {
+  readonly name: ProxyMode;
+  /**
+   * Builds the provider for this node; starts nothing.
+   * @throws {ModeUnavailableError} when the node lacks what the mode needs (the message says what).
+   */
+  create(deps: ModeDeps): Promise<ModeProvider>;
+  /** Builds the provider on `dryRun` (which is `deps.exec`); absent when the mode has no render. */
+  render?(deps: ModeDeps, dryRun: DryRunExecutor): ModeRenderer;
+  /**
+   * Removes every kernel object this mode (or upstream kube-proxy's same mode) creates in `family`;
+   * succeeds when there is nothing to remove.
+   */
+  cleanup(exec: Executor, family: IPFamily): Promise<void>;
+}

@@ -1,0 +1,13 @@
+/**
+ * The registry of built modes: the one place that names them. `main.ts` looks the chosen mode up
+ * here and never names one itself.
+ * @module
+ */
+import { iptablesMode } from "./iptables/mode.ts";
+import type { ProxyModeDefinition } from "./mode_definition.ts";
+import { userspaceMode } from "./userspace/mode.ts";
+
+/** Every mode this build can run, by `--proxy-mode` name, in `--cleanup` order. */
+export const MODES: ReadonlyMap<string, ProxyModeDefinition> = new Map(
+  [iptablesMode, userspaceMode].map((m) => [m.name, m]),
+);

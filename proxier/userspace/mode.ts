@@ -1,0 +1,40 @@
+/**
+ * The userspace mode as the program sees it: one IPv4 proxier with portal rules when iptables
+ * works (and `--userspace-portals` allows), NodePort listeners always, and `--cleanup`.
+ * @module
+ */
+import { IptablesRunner } from "../../iptables/iptables.ts";
+import { probeIptables } from "../kernel_tools.ts";
+import { proxierOptions, type ProxyModeDefinition } from "../mode_definition.ts";
+import { cidrContains } from "../net.ts";
+import { cleanupUserspace } from "./portals.ts";
+import { UserspaceProxier } from "./proxier.ts";
+
+/** The local addresses NodePorts answer on: those inside `--nodeport-addresses`, or all. */
+function nodePortAddresses(cidrs: readonly string[]): string[] {
+  if (cidrs.length === 0) return ["0.0.0.0"];
+  return Deno.networkInterfaces()
+    .filter((i) => i.family === "IPv4" && cidrs.some((c) => cidrContains(c, i.address)))
+    .map((i) => i.address);
+}
+
+/** The userspace mode: the fallback when the kernel tools are missing. */
+export const userspaceMode: ProxyModeDefinition = {
+  name: "userspace",
+
+  async create(d) {
+    const c = d.config;
+    return new UserspaceProxier({
+      ...proxierOptions(d, "IPv4"),
+      iptables: c.userspacePortals ? await probeIptables(d.exec, d.log, "IPv4") : undefined,
+      listenAddress: c.bindAddress,
+      nodePortAddresses: nodePortAddresses(c.nodePortAddresses),
+      portRange: c.portRange,
+      udpIdleTimeoutMs: c.udpIdleTimeoutMs,
+    });
+  },
+
+  cleanup(exec, family) {
+    return cleanupUserspace(new IptablesRunner({ exec, family }));
+  },
+};
