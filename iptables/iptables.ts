@@ -49,8 +49,8 @@ export interface IPTables {
 /** A restore failed; `line` is the input line iptables-restore named, when it named one. */
 export class RestoreError extends ExecError {
   /** @param line the offending input line, if known. */
-  constructor(message: string, code: number, readonly line?: string) {
-    super(message, code);
+  constructor(message: string, code: number, readonly line?: string, options?: ErrorOptions) {
+    super(message, code, options);
     this.name = "RestoreError";
   }
 }

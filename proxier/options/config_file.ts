@@ -32,6 +32,7 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
     const mark = (e as { mark?: { line: number } }).mark;
     throw new UsageError(
       `--config: ${path}${mark ? `:${mark.line + 1}` : ""}: ${(e as Error).message.split("\n")[0]}`,
+      { cause: e },
     );
   }
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {

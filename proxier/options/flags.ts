@@ -119,7 +119,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
       ]),
     });
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\. To specify a positional.*$/s, ""));
+    throw new UsageError((e as Error).message.replace(/\. To specify a positional.*$/s, ""), { cause: e });
   }
   const v = { ...parsed.values, ...bools } as Record<string, string | boolean | undefined>;
   const positionals = parsed.positionals;
@@ -149,7 +149,9 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     try {
       text = readFile(configFile);
     } catch (e) {
-      throw new UsageError(`--config: cannot read ${JSON.stringify(configFile)}: ${(e as Error).message}`);
+      throw new UsageError(`--config: cannot read ${JSON.stringify(configFile)}: ${(e as Error).message}`, {
+        cause: e,
+      });
     }
     applyConfigFile(config, text, configFile);
   } else {

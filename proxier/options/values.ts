@@ -38,8 +38,8 @@ export function parseURL(flag: string, s: string): string {
   try {
     const u = new URL(s);
     if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http(s)");
-  } catch {
-    throw new UsageError(`${flag}: invalid URL ${JSON.stringify(s)}`);
+  } catch (cause) {
+    throw new UsageError(`${flag}: invalid URL ${JSON.stringify(s)}`, { cause });
   }
   return s;
 }
