@@ -7,7 +7,7 @@
  * - this node's name        "node-a"; other nodes "node-b", ...
  * @module
  */
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import type { Fields, Logger } from "../proxier/logger.ts";
 import { FakeClock } from "../proxier/clock.ts";
 import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
@@ -57,16 +57,39 @@ export function makeEndpointSlice(
   return s;
 }
 
-/** Returns an endpoint entry for a slice. */
+/**
+ * Returns an endpoint entry for a slice, on node-b unless `node` says otherwise; `forZones` and
+ * `forNodes` set the EndpointSlice controller's topology hints.
+ */
 export function ep(
   ip: string,
-  opts: { ready?: boolean; serving?: boolean; terminating?: boolean; node?: string } = {},
+  opts: {
+    ready?: boolean;
+    serving?: boolean;
+    terminating?: boolean;
+    node?: string;
+    forZones?: string[];
+    forNodes?: string[];
+  } = {},
 ): NonNullable<V1EndpointSlice["endpoints"]>[number] {
+  const hints = opts.forZones === undefined && opts.forNodes === undefined ? undefined : {
+    forZones: opts.forZones?.map((name) => ({ name })),
+    forNodes: opts.forNodes?.map((name) => ({ name })),
+  };
   return {
     addresses: [ip],
     conditions: { ready: opts.ready ?? true, serving: opts.serving, terminating: opts.terminating },
     nodeName: opts.node ?? "node-b",
+    ...(hints === undefined ? {} : { hints }),
   };
+}
+
+/** The zone label on Nodes (`topology.kubernetes.io/zone`). */
+export const ZONE_LABEL = "topology.kubernetes.io/zone";
+
+/** Returns this test node's Node object, with `labels`. */
+export function makeNode(name: string, labels: Record<string, string> = {}): V1Node {
+  return { apiVersion: "v1", kind: "Node", metadata: { name, labels, resourceVersion: "1" } };
 }
 
 /** A logger that keeps every record, for asserting warnings. */

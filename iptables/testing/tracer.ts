@@ -28,12 +28,15 @@ export interface TraceResult {
   readonly masq: boolean;
   /** Some paths masquerade and some do not. */
   readonly masqMixed: boolean;
-  /** The filter verdict when no endpoint is reached: REJECT, DROP, or none (left alone). */
-  readonly verdict: "DNAT" | "REJECT" | "DROP" | "none";
+  /** Local ports some path REDIRECTs to (userspace portals), sorted. */
+  readonly redirects: number[];
+  /** DNAT when an endpoint is reached, REDIRECT when only a local port is; else the filter verdict. */
+  readonly verdict: "DNAT" | "REDIRECT" | "REJECT" | "DROP" | "none";
 }
 
 interface Outcome {
   dnat?: string;
+  redirect?: number;
   masq: boolean;
   verdict?: "REJECT" | "DROP" | "ACCEPT";
 }
@@ -64,12 +67,14 @@ export function tracePacket(ipt: FakeIPTables, pkt: Packet, nodeIPs: readonly st
     if (o.dnat !== undefined) reached.push(o);
   }
   const endpoints = [...new Set(reached.map((o) => o.dnat!))].sort();
+  const redirects = [...new Set(natOutcomes.flatMap((o) => o.redirect ?? []))].sort((a, b) => a - b);
   const masqCount = reached.filter((o) => o.masq).length;
   return {
     endpoints,
     masq: reached.length > 0 && masqCount === reached.length,
     masqMixed: masqCount > 0 && masqCount < reached.length,
-    verdict: endpoints.length > 0 ? "DNAT" : verdict,
+    redirects,
+    verdict: endpoints.length > 0 ? "DNAT" : redirects.length > 0 ? "REDIRECT" : verdict,
   };
 }
 
@@ -112,13 +117,16 @@ function walk(
         done.push({ masq: st.masq, verdict: target });
       } else if (target === "RETURN") {
         done.push({ masq: st.masq });
-      } else if (target === "MASQUERADE" || target === "REDIRECT") {
+      } else if (target === "REDIRECT") {
+        done.push({ masq: st.masq, redirect: Number(args[args.indexOf("--to-ports") + 1]) });
+      } else if (target === "MASQUERADE") {
         done.push({ masq: true });
       } else {
         for (const o of walk(ipt, table, target, pkt, dst, isLocal, st.masq, depth + 1)) {
           // A sub-chain that fell through (or returned) continues here.
-          if (o.dnat === undefined && o.verdict === undefined) next.push({ masq: o.masq });
-          else done.push(o);
+          if (o.dnat === undefined && o.verdict === undefined && o.redirect === undefined) {
+            next.push({ masq: o.masq });
+          } else done.push(o);
         }
       }
     }

@@ -44,8 +44,33 @@ Deno.test("tracer: both probabilistic branches are explored", async () => {
     endpoints: ["10.180.0.1:8080", "10.180.0.2:8080"],
     masq: false,
     masqMixed: false,
+    redirects: [],
     verdict: "DNAT",
   });
+});
+
+Deno.test("tracer: a REDIRECT (userspace portal) is reported with its port, from the host and from elsewhere", async () => {
+  const f = new FakeIPTables();
+  await f.restoreAll(
+    `*nat
+:PORTALS - [0:0]
+-A PREROUTING -j PORTALS
+-A OUTPUT -j PORTALS
+-A PORTALS -d 172.30.0.7/32 -p udp -m udp --dport 53 -j REDIRECT --to-ports 40001
+COMMIT
+`,
+    { flush: false, counters: false },
+  );
+  for (const fromHost of [false, true]) {
+    const r = tracePacket(
+      f,
+      { src: "10.180.5.5", dst: "172.30.0.7", port: 53, protocol: "udp", fromHost },
+      [],
+    );
+    assertEquals([r.verdict, r.redirects, r.endpoints], ["REDIRECT", [40001], []]);
+  }
+  const other = tracePacket(f, { src: "10.180.5.5", dst: "172.30.0.7", port: 54, protocol: "udp" }, []);
+  assertEquals([other.verdict, other.redirects], ["none", []]);
 });
 
 Deno.test("tracer: masquerade from outside the cluster CIDR, and hairpin on one path only", async () => {

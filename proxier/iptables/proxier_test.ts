@@ -1,7 +1,8 @@
 import { tracePacket } from "../../iptables/testing/tracer.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
-import { iptablesSetup, NODE_IP } from "../../tests/iptables_fixtures.ts";
+import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
+import { NODE_IP } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { KUBE_PROXY_CANARY } from "./rules.ts";
 
@@ -80,7 +81,7 @@ Deno.test("a vanished canary (tables flushed) forces a full sync that restores e
 });
 
 Deno.test("stale UDP conntrack entries are deleted for removed endpoints and services", async () => {
-  const { proxier, conntrack } = iptablesSetup({}, false);
+  const { proxier, conntrack } = iptablesSetup({}, "empty");
   const svc = makeService("ns1", "dns", (s) => {
     s.spec!.type = "NodePort";
     s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP", nodePort: 30053 }];
@@ -119,7 +120,7 @@ const HOSTILE = [
 ];
 
 Deno.test("hostile input never changes rule text beyond quoted comments", async () => {
-  const { fake, proxier, log } = iptablesSetup({}, false);
+  const { fake, proxier, log } = iptablesSetup({}, "empty");
   proxier.onServiceAdd(makeService("ns1", "good"));
   proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "good", (s) => s.endpoints = [ep("10.180.0.1")]));
   for (const [i, h] of HOSTILE.entries()) {
@@ -183,7 +184,7 @@ Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objec
     family: "IPv6",
     nodeIPs: ["fd00:0:2::2"],
     clusterCIDRs: ["10.180.0.0/16", "fd00:180::/64"],
-  }, false);
+  }, "empty");
   proxier.onServiceAdd(makeService("ns1", "svc1", (s) => {
     s.spec!.clusterIPs = ["172.30.0.41", "fd00:30::41"];
     s.spec!.ipFamilies = ["IPv4", "IPv6"];
@@ -226,4 +227,19 @@ Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; 
   await proxier.syncNow();
   assert(proxier.lastRestore.includes(`:${SVC2} - [0:0]`), "podCIDR change: full sync");
   assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [true, false]);
+});
+
+Deno.test("iptables golden: the representative services' rules", async () => {
+  const { proxier } = iptablesSetup();
+  await proxier.syncNow();
+  const expected = await Deno.readTextFile(
+    new URL("../../tests/testdata/iptables_golden.txt", import.meta.url),
+  );
+  if (Deno.env.get("UPDATE_GOLDEN") === "1") {
+    await Deno.writeTextFile(
+      new URL("../../tests/testdata/iptables_golden.txt", import.meta.url),
+      proxier.lastRestore,
+    );
+  }
+  assertEquals(proxier.lastRestore.split("\n"), expected.split("\n"));
 });

@@ -29,9 +29,31 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
   readonly udpIdleTimeoutMs: number;
   /** For reproducible shuffles in tests. */
   readonly random?: () => number;
+  /** Opens a listening socket; defaults to `Deno.listen` / `Deno.listenDatagram`. */
+  readonly listen?: ListenFn;
 }
 
-type Listener = Deno.TcpListener | Deno.DatagramConn;
+/** A listening socket of one service port. */
+export type Listener = Deno.TcpListener | Deno.DatagramConn;
+
+/** Opens a listener for `protocol` on `hostname:port` (port 0: any free port). */
+export type ListenFn = (o: { protocol: "TCP" | "UDP"; hostname: string; port: number }) => Listener;
+
+/** The real sockets. */
+function denoListen(o: { protocol: "TCP" | "UDP"; hostname: string; port: number }): Listener {
+  const { hostname, port } = o;
+  return o.protocol === "TCP"
+    ? Deno.listen({ hostname, port, transport: "tcp" })
+    : Deno.listenDatagram({ hostname, port, transport: "udp" });
+}
+
+/** Where a connection to one of our listening addresses goes. */
+export interface UserspaceRoute {
+  /** The service port key. */
+  readonly service: string;
+  /** The endpoints new connections are balanced over (`ip:port`), in rotation order. */
+  readonly endpoints: readonly string[];
+}
 
 interface PortProxy {
   /** The fields that decide the listeners; a change reopens them. */
@@ -59,6 +81,7 @@ export class UserspaceProxier extends BaseProxier {
   readonly #udpIdleTimeoutMs: number;
   readonly #balancer: RoundRobinBalancer;
   readonly #udpSessions = new Map<string, Set<UdpSession>>();
+  readonly #listenFn: ListenFn;
   #portalText = "";
   #warnedNoPortals = false;
 
@@ -71,6 +94,23 @@ export class UserspaceProxier extends BaseProxier {
     this.#allocator = new PortAllocator(o.portRange);
     this.#udpIdleTimeoutMs = o.udpIdleTimeoutMs;
     this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
+    this.#listenFn = o.listen ?? denoListen;
+  }
+
+  /**
+   * Returns the service port a connection to `hostname:port` reaches (a portal port on the listen
+   * address, or a NodePort on one of the NodePort addresses) and its endpoints; undefined when
+   * nothing of ours listens there.
+   */
+  route(protocol: "TCP" | "UDP" | "SCTP", hostname: string, port: number): UserspaceRoute | undefined {
+    const bound = (addr: string) => addr === hostname || addr === "0.0.0.0" || addr === "::";
+    for (const [service, p] of this.#ports) {
+      if (p.info.protocol !== protocol) continue;
+      const portal = p.proxyPort !== 0 && p.proxyPort === port && bound(this.#listenAddress);
+      const nodePort = p.info.nodePort === port && this.#nodePortAddresses.some(bound);
+      if (portal || nodePort) return { service, endpoints: this.#balancer.endpoints(service) };
+    }
+    return undefined;
   }
 
   /** Returns the portal port of a service port key (for tests and `render`); 0 when none. */
@@ -154,9 +194,8 @@ export class UserspaceProxier extends BaseProxier {
   }
 
   #listen(info: ServicePortInfo, hostname: string, port: number): Listener {
-    if (info.protocol === "TCP") return Deno.listen({ hostname, port, transport: "tcp" });
-    if (info.protocol === "UDP") return Deno.listenDatagram({ hostname, port, transport: "udp" });
-    throw new Error("SCTP is not supported in userspace mode");
+    if (info.protocol === "SCTP") throw new Error("SCTP is not supported in userspace mode");
+    return this.#listenFn({ protocol: info.protocol, hostname, port });
   }
 
   #closePort(key: string): void {

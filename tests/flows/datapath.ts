@@ -1,0 +1,56 @@
+/**
+ * What a mode provides to the flow table: load a set of objects into its real proxier over its
+ * fakes, then say where a packet goes.
+ * @module
+ */
+import type { NodeSpec, ObjectSet } from "./objects.ts";
+
+/** Flags that change rule shape; each adapter maps them to its mode's options. */
+export interface FlowOptions {
+  readonly masqueradeAll?: boolean;
+  readonly localhostNodePorts?: boolean;
+  readonly nodePortAddresses?: readonly string[];
+}
+
+/** Everything a load depends on; rows with equal setups share one load. */
+export interface FlowSetup {
+  readonly objects: ObjectSet;
+  readonly node: NodeSpec;
+  readonly options: FlowOptions;
+}
+
+/** A packet opening a connection. */
+export interface FlowPacket {
+  readonly src: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly proto: "tcp" | "udp" | "sctp";
+  /** Sent by a process on this node (OUTPUT) rather than arriving from a pod or another host. */
+  readonly fromNode?: boolean;
+}
+
+/** Where the packet went. */
+export interface FlowResult {
+  /** `ip:port` of every endpoint the packet can reach, sorted. */
+  readonly endpoints: string[];
+  /** The endpoint sees the node (or service) address rather than the client's. */
+  readonly masquerade: boolean;
+  /**
+   * DNAT: it reaches `endpoints`; REJECT: refused at once; DROP: silently dropped; none: not a
+   * service address, left alone.
+   */
+  readonly verdict: "DNAT" | "REJECT" | "DROP" | "none";
+}
+
+/** One mode's adapter. */
+export interface Datapath {
+  /** The `--proxy-mode` name. */
+  readonly mode: string;
+  /**
+   * False when the mode always hides the client's address (a userspace proxy is the source of
+   * every connection it makes), so rows' masquerade expectations do not apply.
+   */
+  readonly reportsMasquerade: boolean;
+  /** Loads the setup into the mode's real proxier on fakes and syncs once. */
+  load(setup: FlowSetup): Promise<(packet: FlowPacket) => FlowResult>;
+}

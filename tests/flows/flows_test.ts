@@ -1,0 +1,46 @@
+/**
+ * Runs the one flow table against every mode's adapter: each row that applies to a mode must
+ * reach the same endpoints with the same verdict (and, where the mode reports it, masquerade).
+ */
+import { assertEquals } from "../assert.ts";
+import type { Datapath, FlowPacket, FlowResult, FlowSetup } from "./datapath.ts";
+import { iptablesDatapath } from "./iptables_datapath.ts";
+import { NODE_A } from "./objects.ts";
+import { FLOWS } from "./table.ts";
+import { userspaceDatapath } from "./userspace_datapath.ts";
+
+const DATAPATHS: readonly Datapath[] = [iptablesDatapath, userspaceDatapath];
+
+for (const dp of DATAPATHS) {
+  Deno.test(`flows: ${dp.mode} mode sends every packet where the table says`, async (t) => {
+    const loaded = new Map<string, (p: FlowPacket) => FlowResult>();
+    for (const row of FLOWS) {
+      const reason = row.notFor?.[dp.mode];
+      await t.step({
+        name: reason === undefined ? row.name : `${row.name} (not for ${dp.mode}: ${reason})`,
+        ignore: reason !== undefined,
+        async fn() {
+          const setup: FlowSetup = {
+            objects: row.objects,
+            node: row.node ?? NODE_A,
+            options: row.options ?? {},
+          };
+          const key = JSON.stringify([setup.objects.id, setup.node.id, setup.options]);
+          let trace = loaded.get(key);
+          if (trace === undefined) loaded.set(key, trace = await dp.load(setup));
+          const r = trace(row.packet);
+          const e = row.expect;
+          if (e.verdict === "DNAT") {
+            const masquerade = dp.reportsMasquerade ? r.masquerade : e.masquerade;
+            assertEquals({ verdict: r.verdict, endpoints: r.endpoints, masquerade }, e, row.name);
+          } else {
+            assertEquals({ verdict: r.verdict, endpoints: r.endpoints }, {
+              verdict: e.verdict,
+              endpoints: [],
+            }, row.name);
+          }
+        },
+      });
+    }
+  });
+}

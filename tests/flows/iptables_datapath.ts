@@ -1,0 +1,71 @@
+/**
+ * The iptables mode in the flow table: the real proxier on the fake iptables, packets walked by
+ * the tracer. Also the setup the iptables unit tests start from.
+ * @module
+ */
+import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
+import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
+import { tracePacket } from "../../iptables/testing/tracer.ts";
+import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
+import { baseOptions, makeNode } from "../fixtures.ts";
+import type { Datapath, FlowSetup } from "./datapath.ts";
+import { NODE_A, REPRESENTATIVE } from "./objects.ts";
+
+/**
+ * A proxier on a fake iptables with `setup`'s objects and node loaded (not yet synced), its
+ * options overridden by `over`.
+ */
+export function iptablesSetup(
+  over: Partial<IptablesProxierOptions> = {},
+  setup: Partial<FlowSetup> | "empty" = {},
+) {
+  const fake = new FakeIPTables();
+  const conntrack = new RecordingConntrack();
+  const opts = baseOptions();
+  const node = setup === "empty" ? NODE_A : setup.node ?? NODE_A;
+  const o = setup === "empty" ? {} : setup.options ?? {};
+  const proxier = new IptablesProxier({
+    ...opts,
+    iptables: fake,
+    conntrack,
+    masqueradeAll: o.masqueradeAll ?? false,
+    masqueradeBit: 14,
+    clusterCIDRs: ["10.180.0.0/16"],
+    detectLocalMode: "ClusterCIDR",
+    nodePortAddresses: o.nodePortAddresses ?? [],
+    localhostNodePorts: o.localhostNodePorts ?? true,
+    nodeIPs: node.ips,
+    ...over,
+  });
+  proxier.onNodeAdd(makeNode(node.name, node.labels));
+  if (setup !== "empty") {
+    const { services, slices } = (setup.objects ?? REPRESENTATIVE).build();
+    for (const s of services) proxier.onServiceAdd(s);
+    for (const s of slices) proxier.onEndpointSliceAdd(s);
+  }
+  proxier.onServicesSynced();
+  proxier.onEndpointSlicesSynced();
+  return { fake, conntrack, proxier, log: opts.log, metrics: opts.metrics };
+}
+
+/** The iptables adapter. */
+export const iptablesDatapath: Datapath = {
+  mode: "iptables",
+  reportsMasquerade: true,
+  async load(setup) {
+    const { fake, proxier } = iptablesSetup({}, setup);
+    await proxier.syncNow();
+    return (p) => {
+      const r = tracePacket(fake, {
+        src: p.src,
+        dst: p.dst,
+        port: p.port,
+        protocol: p.proto,
+        fromHost: p.fromNode,
+      }, setup.node.ips);
+      if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
+      if (r.verdict === "REDIRECT") throw new Error(`iptables mode never redirects: ${JSON.stringify(r)}`);
+      return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
+    };
+  },
+};

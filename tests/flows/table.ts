@@ -1,0 +1,233 @@
+/**
+ * ONE table of packet flows for every mode: each row loads a set of objects on a node, sends one
+ * packet and says where it must go. A mode's adapter (`*_datapath.ts`) runs every row that applies
+ * to it; a row that does not apply names the mode and the reason, so a behaviour difference between
+ * modes is either a failing row or a stated one.
+ * @module
+ */
+import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
+import { NODE_A_TWO_IPS, NODE_IP, type NodeSpec, type ObjectSet, REPRESENTATIVE } from "./objects.ts";
+
+/** One flow. */
+export interface FlowRow {
+  readonly name: string;
+  readonly objects: ObjectSet;
+  /** Default node-a without labels. */
+  readonly node?: NodeSpec;
+  readonly options?: FlowOptions;
+  readonly packet: FlowPacket;
+  /** For DNAT, the endpoints and (where the mode reports it) whether the packet is masqueraded. */
+  readonly expect:
+    | { readonly verdict: "DNAT"; readonly endpoints: string[]; readonly masquerade: boolean }
+    | { readonly verdict: Exclude<FlowResult["verdict"], "DNAT"> };
+  /** Modes the row does not apply to, each with the reason. */
+  readonly notFor?: Readonly<Record<string, string>>;
+}
+
+const POD = "10.180.5.5";
+const OUTSIDE = "192.168.0.10";
+const tcp = (src: string, dst: string, port: number, fromNode = false): FlowPacket => ({
+  src,
+  dst,
+  port,
+  proto: "tcp",
+  fromNode,
+});
+const dnat = (endpoints: string[], masquerade: boolean) => ({
+  verdict: "DNAT" as const,
+  endpoints,
+  masquerade,
+});
+
+const ETP_LOCAL_USERSPACE =
+  "externalTrafficPolicy Local keeps the client's address, which a userspace proxy " +
+  "cannot: it balances external traffic over the same endpoints as internal traffic";
+const NO_SOURCE_RANGES_USERSPACE = "loadBalancerSourceRanges are not enforced in userspace mode";
+const NO_DROP_USERSPACE = "a userspace proxy accepts the connection and then closes it; it cannot drop or " +
+  "reject the packet";
+
+/** The table. */
+export const FLOWS: readonly FlowRow[] = [
+  {
+    name: "ClusterIP from a pod",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.41", 80),
+    expect: dnat(["10.180.0.1:80"], false),
+  },
+  {
+    name: "ClusterIP from outside the cluster CIDR is masqueraded",
+    objects: REPRESENTATIVE,
+    packet: tcp(OUTSIDE, "172.30.0.41", 80),
+    expect: dnat(["10.180.0.1:80"], true),
+  },
+  {
+    name: "ClusterIP from the host",
+    objects: REPRESENTATIVE,
+    packet: tcp(NODE_IP, "172.30.0.41", 80, true),
+    expect: dnat(["10.180.0.1:80"], true),
+  },
+  {
+    name: "hairpin: the endpoint itself is masqueraded",
+    objects: REPRESENTATIVE,
+    packet: tcp("10.180.0.1", "172.30.0.41", 80),
+    expect: dnat(["10.180.0.1:80"], true),
+  },
+  {
+    name: "ClusterIP wrong port",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.41", 81),
+    expect: { verdict: "none" },
+  },
+  {
+    name: "ETP Local NodePort from outside: local endpoint only, source kept",
+    objects: REPRESENTATIVE,
+    packet: tcp(OUTSIDE, NODE_IP, 3001),
+    expect: dnat(["10.180.0.2:80"], false),
+    notFor: { userspace: ETP_LOCAL_USERSPACE },
+  },
+  {
+    name: "ETP Local NodePort from a pod: short-circuit to all endpoints",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, NODE_IP, 3001),
+    expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
+  },
+  {
+    name: "ETP Local NodePort from the host: all endpoints, masqueraded",
+    objects: REPRESENTATIVE,
+    packet: tcp(NODE_IP, NODE_IP, 3001, true),
+    expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
+  },
+  {
+    name: "ETP Local NodePort on localhost",
+    objects: REPRESENTATIVE,
+    packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
+    expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
+  },
+  {
+    name: "ETP Local external IP from outside",
+    objects: REPRESENTATIVE,
+    packet: tcp(OUTSIDE, "192.168.99.2", 80),
+    expect: dnat(["10.180.0.2:80"], false),
+    notFor: { userspace: ETP_LOCAL_USERSPACE },
+  },
+  {
+    name: "ETP Local cluster IP keeps both endpoints",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.42", 80),
+    expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
+  },
+  {
+    name: "LB IP from an admitted source",
+    objects: REPRESENTATIVE,
+    packet: tcp("192.168.99.5", "192.168.99.33", 80),
+    expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], true),
+  },
+  {
+    name: "LB IP from a source outside loadBalancerSourceRanges",
+    objects: REPRESENTATIVE,
+    packet: tcp("192.168.99.100", "192.168.99.33", 80),
+    expect: { verdict: "DROP" },
+    notFor: { userspace: NO_SOURCE_RANGES_USERSPACE },
+  },
+  {
+    name: "NodePort of a firewalled LB is not subject to source ranges",
+    objects: REPRESENTATIVE,
+    packet: tcp("192.168.99.100", NODE_IP, 3003),
+    expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], true),
+  },
+  {
+    name: "affinity service cluster IP",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.43", 80),
+    expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], false),
+  },
+  {
+    name: "UDP service without endpoints rejects",
+    objects: REPRESENTATIVE,
+    packet: { src: POD, dst: "172.30.0.44", port: 53, proto: "udp" },
+    expect: { verdict: "REJECT" },
+    notFor: { userspace: "a userspace proxy has no endpoint to send the datagram to and drops it" },
+  },
+  {
+    name: "UDP service without endpoints rejects the host too",
+    objects: REPRESENTATIVE,
+    packet: { src: NODE_IP, dst: "172.30.0.44", port: 53, proto: "udp", fromNode: true },
+    expect: { verdict: "REJECT" },
+    notFor: { userspace: "a userspace proxy has no endpoint to send the datagram to and drops it" },
+  },
+  {
+    name: "ITP Local without local endpoints drops",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.45", 80),
+    expect: { verdict: "DROP" },
+    notFor: { userspace: NO_DROP_USERSPACE },
+  },
+  {
+    name: "SCTP with only a serving+terminating endpoint",
+    objects: REPRESENTATIVE,
+    packet: { src: POD, dst: "172.30.0.46", port: 7777, proto: "sctp" },
+    expect: dnat(["10.180.0.7:7777"], false),
+    notFor: { userspace: "userspace mode proxies TCP and UDP only" },
+  },
+  {
+    name: "ETP Local LB without local endpoints drops external traffic",
+    objects: REPRESENTATIVE,
+    packet: tcp(OUTSIDE, "192.168.99.77", 80),
+    expect: { verdict: "DROP" },
+    notFor: { userspace: ETP_LOCAL_USERSPACE },
+  },
+  {
+    name: "ETP Local LB without local endpoints: NodePort drops too",
+    objects: REPRESENTATIVE,
+    packet: tcp(OUTSIDE, NODE_IP, 3007),
+    expect: { verdict: "DROP" },
+    notFor: { userspace: ETP_LOCAL_USERSPACE },
+  },
+  {
+    name: "ETP Local LB without local endpoints: pods still reach it",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "192.168.99.77", 80),
+    expect: dnat(["10.180.0.9:80"], false),
+  },
+  {
+    name: "ETP Local LB cluster IP unaffected",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.47", 80),
+    expect: dnat(["10.180.0.9:80"], false),
+  },
+  // Flags.
+  {
+    name: "--masquerade-all masquerades pod traffic to a cluster IP",
+    objects: REPRESENTATIVE,
+    options: { masqueradeAll: true },
+    packet: tcp(POD, "172.30.0.41", 80),
+    expect: dnat(["10.180.0.1:80"], true),
+    notFor: {
+      userspace: "the userspace proxy is the source of every connection; there is nothing to masquerade",
+    },
+  },
+  {
+    name: "--iptables-localhost-nodeports=false refuses NodePorts on 127.0.0.1",
+    objects: REPRESENTATIVE,
+    options: { localhostNodePorts: false },
+    packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
+    expect: { verdict: "none" },
+    notFor: { userspace: "an iptables-mode flag; userspace NodePorts listen on --nodeport-addresses" },
+  },
+  {
+    name: "--nodeport-addresses: an address inside answers",
+    objects: REPRESENTATIVE,
+    node: NODE_A_TWO_IPS,
+    options: { nodePortAddresses: ["192.168.0.0/24"] },
+    packet: tcp(OUTSIDE, NODE_IP, 3003),
+    expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], true),
+  },
+  {
+    name: "--nodeport-addresses: an address outside does not",
+    objects: REPRESENTATIVE,
+    node: NODE_A_TWO_IPS,
+    options: { nodePortAddresses: ["192.168.0.0/24"] },
+    packet: tcp(OUTSIDE, "10.99.0.1", 3003),
+    expect: { verdict: "none" },
+  },
+];

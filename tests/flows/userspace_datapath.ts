@@ -1,0 +1,80 @@
+/**
+ * The userspace mode in the flow table: the real proxier with its portal rules on the fake
+ * iptables and its listeners on fake sockets (nothing is bound); a packet follows the portal
+ * REDIRECT (or reaches a NodePort listener) and the proxier says which endpoints it balances over.
+ * @module
+ */
+import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
+import { tracePacket } from "../../iptables/testing/tracer.ts";
+import { cidrContains } from "../../proxier/net.ts";
+import { type Listener, UserspaceProxier } from "../../proxier/userspace/proxier.ts";
+import { baseOptions, makeNode } from "../fixtures.ts";
+import type { Datapath, FlowResult } from "./datapath.ts";
+
+/** A listener that never accepts or receives, and ends its loop once closed. */
+function fakeListener(protocol: "TCP" | "UDP", hostname: string, port: number): Listener {
+  let closed!: () => void;
+  const done = new Promise<never>((_, reject) => closed = () => reject(new Error("closed")));
+  done.catch(() => {});
+  const addr = { transport: protocol === "TCP" ? "tcp" : "udp", hostname, port: port || 40000 + next++ };
+  const l = {
+    addr,
+    close: () => closed(),
+    receive: () => done,
+    accept: () => done,
+    [Symbol.asyncIterator]: () => ({ next: () => done }),
+  };
+  return l as unknown as Listener;
+}
+let next = 0;
+
+/** The userspace adapter. */
+export const userspaceDatapath: Datapath = {
+  mode: "userspace",
+  reportsMasquerade: false,
+  async load(setup) {
+    const portals = new FakeIPTables();
+    const listenAddress = "0.0.0.0";
+    const cidrs = setup.options.nodePortAddresses ?? [];
+    const proxier = new UserspaceProxier({
+      ...baseOptions(),
+      iptables: portals,
+      listenAddress,
+      nodePortAddresses: cidrs.length === 0
+        ? ["0.0.0.0"]
+        : setup.node.ips.filter((ip) => cidrs.some((c) => cidrContains(c, ip))),
+      portRange: { min: 0, max: 0 },
+      udpIdleTimeoutMs: 250,
+      listen: ({ protocol, hostname, port }) => fakeListener(protocol, hostname, port),
+    });
+    proxier.onNodeAdd(makeNode(setup.node.name, setup.node.labels));
+    const { services, slices } = setup.objects.build();
+    for (const s of services) proxier.onServiceAdd(s);
+    for (const s of slices) proxier.onEndpointSliceAdd(s);
+    proxier.onServicesSynced();
+    proxier.onEndpointSlicesSynced();
+    await proxier.syncNow();
+    return (p): FlowResult => {
+      const protocol = p.proto.toUpperCase() as "TCP" | "UDP" | "SCTP";
+      const t = tracePacket(portals, {
+        src: p.src,
+        dst: p.dst,
+        port: p.port,
+        protocol: p.proto,
+        fromHost: p.fromNode,
+      }, setup.node.ips);
+      // A portal redirects to the proxy port on the address the packet arrived at; anything else
+      // can only be one of our NodePort listeners.
+      const route = t.redirects.length > 0
+        ? proxier.route(protocol, p.fromNode ? "127.0.0.1" : p.dst, t.redirects[0])
+        : setup.node.ips.includes(p.dst) || p.dst.startsWith("127.")
+        ? proxier.route(protocol, p.dst, p.port)
+        : undefined;
+      if (route === undefined) return { endpoints: [], masquerade: false, verdict: "none" };
+      if (route.endpoints.length === 0) {
+        return { endpoints: [], masquerade: false, verdict: protocol === "UDP" ? "DROP" : "REJECT" };
+      }
+      return { endpoints: [...route.endpoints].sort(), masquerade: true, verdict: "DNAT" };
+    };
+  },
+};
