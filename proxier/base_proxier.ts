@@ -11,6 +11,7 @@ import type { Logger } from "./logger.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
+import { type NodeTopology, ZONE_LABEL } from "./topology.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */
@@ -84,6 +85,7 @@ export abstract class BaseProxier implements Provider {
   protected readonly endpointsMap: EndpointsMap = new Map();
   /** The own Node, when known. */
   protected node?: V1Node;
+  #zone = "";
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #runner: SyncRunner;
@@ -163,15 +165,30 @@ export abstract class BaseProxier implements Provider {
   }
   /** @inheritdoc */
   onNodeAdd(n: V1Node): void {
-    this.node = n;
+    this.#nodeEvent(n);
   }
   /** @inheritdoc */
   onNodeUpdate(_old: V1Node, n: V1Node): void {
-    this.node = n;
+    this.#nodeEvent(n);
   }
   /** @inheritdoc */
   onNodeDelete(_n: V1Node): void {
-    this.node = undefined;
+    this.#nodeEvent(undefined);
+  }
+
+  /** This node's name and zone, for endpoint selection (`proxier/topology.ts`). */
+  protected get topology(): NodeTopology {
+    return { nodeName: this.nodeName, zone: this.#zone };
+  }
+
+  #nodeEvent(n: V1Node | undefined): void {
+    this.node = n;
+    const zone = n?.metadata?.labels?.[ZONE_LABEL] ?? "";
+    if (zone === this.#zone) return;
+    this.log.info("Node topology changed", { family: this.family, zone });
+    this.#zone = zone;
+    // Every Service with zone hints may pick other endpoints now.
+    this.requestFullSync();
   }
   /** @inheritdoc */
   onNodeSynced(): void {}

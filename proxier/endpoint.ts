@@ -3,7 +3,7 @@
  * @module
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
-import { ipFamily, isDNSLabel, isDNSSubdomain, isPort, parseProtocol } from "./net.ts";
+import { ipFamily, isDNSLabel, isDNSSubdomain, isLabelValue, isPort, parseProtocol } from "./net.ts";
 import { show, ValidationError } from "./errors.ts";
 import type { EndpointInfo, IPFamily, ServicePortName } from "./types.ts";
 import { joinHostPort, servicePortKey } from "./types.ts";
@@ -80,7 +80,15 @@ export function sliceEndpoints(
     const serving = c.serving ?? ready;
     const terminating = c.terminating ?? false;
     const isLocal = nodeName !== "" && ep.nodeName === nodeName;
-    endpoints.push({ ip, ready, serving, terminating, isLocal });
+    const hints = ep.hints ?? {};
+    const zoneHints = hintNames(
+      obj,
+      `${field}.hints.forZones`,
+      hints.forZones,
+      (z) => isLabelValue(z) && z !== "",
+    );
+    const nodeHints = hintNames(obj, `${field}.hints.forNodes`, hints.forNodes, isDNSSubdomain);
+    endpoints.push({ ip, ready, serving, terminating, isLocal, zoneHints, nodeHints });
   });
 
   const ports = new Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>();
@@ -109,6 +117,26 @@ export function sliceEndpoints(
     ports,
     triggerTime: Number.isFinite(triggerTime) ? triggerTime : undefined,
   };
+}
+
+/** Shared by every endpoint without hints, which is most of them. */
+const NO_HINTS: readonly string[] = Object.freeze([]);
+
+/** Returns the names of a hint list (`[{name}]`), each checked by `valid`. */
+function hintNames(
+  obj: string,
+  field: string,
+  list: unknown,
+  valid: (name: unknown) => boolean,
+): readonly string[] {
+  if (list === undefined || list === null) return NO_HINTS;
+  if (!Array.isArray(list)) throw new ValidationError(obj, field, show(list));
+  if (list.length === 0) return NO_HINTS;
+  return list.map((h, j) => {
+    const name = (h as { name?: unknown } | null)?.name;
+    if (!valid(name)) throw new ValidationError(obj, `${field}[${j}].name`, show(name));
+    return name as string;
+  });
 }
 
 /**

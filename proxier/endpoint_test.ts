@@ -103,3 +103,27 @@ Deno.test("IPv6 endpoint keys are bracketed", () => {
   )!;
   assertEquals(r.ports.get("ns1/svc1:p80/TCP")!.endpoints[0].key, "[fd00:180::1]:80");
 });
+
+Deno.test("sliceEndpoints reads zone and node hints, and rejects malformed ones naming the field", () => {
+  const slice = makeEndpointSlice("ns1", "svc1", (s) => {
+    s.endpoints = [ep("10.180.0.1", { forZones: ["zone-a"], forNodes: [NODE] }), ep("10.180.0.2")];
+  });
+  const eps = sliceEndpoints(slice, "IPv4", NODE)!.ports.get("ns1/svc1:p80/TCP")!.endpoints;
+  assertEquals(eps.map((e) => [e.key, e.zoneHints, e.nodeHints]), [
+    ["10.180.0.1:80", ["zone-a"], [NODE]],
+    ["10.180.0.2:80", [], []],
+  ]);
+  for (
+    const [hints, field] of [
+      [{ forZones: "zone-a" }, "endpoints[0].hints.forZones"],
+      [{ forZones: [{ name: "bad zone" }] }, "endpoints[0].hints.forZones[0].name"],
+      [{ forZones: [{}] }, "endpoints[0].hints.forZones[0].name"],
+      [{ forNodes: [{ name: "Node_A" }] }, "endpoints[0].hints.forNodes[0].name"],
+    ] as const
+  ) {
+    const bad = makeEndpointSlice("ns1", "svc1", (s) => {
+      s.endpoints = [{ addresses: ["10.180.0.1"], hints: hints as never }];
+    });
+    assertEquals(assertThrows(() => sliceEndpoints(bad, "IPv4", NODE), ValidationError).field, field);
+  }
+});

@@ -53,6 +53,13 @@ export function isDNSLabel(s: unknown): s is string {
   return typeof s === "string" && s.length <= 63 && DNS_LABEL.test(s);
 }
 
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** Returns true for a Kubernetes label value (zone names): at most 63 characters, may be empty. */
+export function isLabelValue(s: unknown): s is string {
+  return typeof s === "string" && s.length <= 63 && LABEL_VALUE.test(s);
+}
+
 /** Returns true for a DNS-1123 subdomain of at most 253 characters (EndpointSlice names). */
 export function isDNSSubdomain(s: unknown): s is string {
   return typeof s === "string" && s.length <= 253 && s.split(".").every((l) => DNS_LABEL.test(l));

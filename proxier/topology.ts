@@ -1,10 +1,29 @@
 /**
- * Endpoint selection for every mode, as upstream's `CategorizeEndpoints`: ready endpoints, or
- * serving+terminating ones when none is ready (independently for Cluster and Local policy), split
- * by internal and external traffic policy.
+ * Endpoint selection for every mode, as upstream's `CategorizeEndpoints` (pkg/proxy/topology.go):
+ * - ready endpoints, or serving+terminating ones when none is ready (independently for Cluster
+ *   and Local policy);
+ * - split by internal and external traffic policy;
+ * - for Cluster policy, topology hints: when every ready endpoint is hinted for some node and one
+ *   for this node, only those (PreferSameNode); else when every ready endpoint is hinted for some
+ *   zone and one for this node's zone, only those; otherwise all. Local policy ignores hints, and
+ *   so does the serving+terminating fallback.
+ * The Service's own fields do not switch hints on here: the EndpointSlice controller publishes
+ * them only for Services that ask (`trafficDistribution`, `service.kubernetes.io/topology-mode`).
  * @module
  */
+import type { Logger } from "./logger.ts";
 import type { EndpointInfo, ServicePortInfo } from "./types.ts";
+import { servicePortNameString } from "./types.ts";
+
+/** The Node label that names this node's zone. */
+export const ZONE_LABEL = "topology.kubernetes.io/zone";
+
+/** Where this proxy runs, as far as endpoint selection cares. */
+export interface NodeTopology {
+  readonly nodeName: string;
+  /** The node's `topology.kubernetes.io/zone` label; "" when unlabelled. */
+  readonly zone: string;
+}
 
 /** The endpoint sets one service port uses. */
 export interface CategorizedEndpoints {
@@ -35,16 +54,77 @@ export function usableEndpoints(
   return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating && keep(e));
 }
 
-/** Splits a port's endpoints by traffic policy; see {@linkcode CategorizedEndpoints}. */
+/** Which hints restrict Cluster-policy endpoints on this node. */
+type TopologyMode = "" | "PreferSameNode" | "PreferSameZone";
+
+/** Decides the topology mode from the ready endpoints' hints, logging (debug) why hints are ignored. */
+function topologyMode(
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+  topo: NodeTopology,
+  log?: Logger,
+): TopologyMode {
+  let anyReady = false;
+  let allNodeHints = true, forNode = false, allZoneHints = true, forZone = false;
+  for (const e of eps) {
+    if (!e.ready) continue;
+    anyReady = true;
+    if (e.nodeHints.length === 0) allNodeHints = false;
+    else if (e.nodeHints.includes(topo.nodeName)) forNode = true;
+    if (e.zoneHints.length === 0) allZoneHints = false;
+    else if (e.zoneHints.includes(topo.zone)) forZone = true;
+  }
+  if (!anyReady) return "";
+  const service = () => servicePortNameString(svc.name);
+  if (allNodeHints) {
+    if (forNode) return "PreferSameNode";
+    log?.debug("Ignoring same-node topology hints for service since no hints were provided for node", {
+      service: service(),
+      node: topo.nodeName,
+    });
+  }
+  if (!allZoneHints) return "";
+  if (forZone) return "PreferSameZone";
+  if (topo.zone === "") {
+    log?.debug("Ignoring same-zone topology hints for service since node is missing label", {
+      service: service(),
+      label: ZONE_LABEL,
+    });
+  } else {
+    log?.debug("Ignoring same-zone topology hints for service since no hints were provided for zone", {
+      service: service(),
+      zone: topo.zone,
+    });
+  }
+  return "";
+}
+
+/**
+ * Splits a port's endpoints by traffic policy and topology; see the module doc and
+ * {@linkcode CategorizedEndpoints}.
+ */
 export function categorizeEndpoints(
   svc: ServicePortInfo,
   eps: readonly EndpointInfo[],
+  topo: NodeTopology,
+  log?: Logger,
 ): CategorizedEndpoints {
   // Even with externalTrafficPolicy Local, Cluster endpoints serve pods and the node itself
   // ("short-circuit"), so any externally accessible port uses them.
   const usesCluster = !svc.internalPolicyLocal || externallyAccessible(svc);
   const usesLocal = svc.internalPolicyLocal || (svc.externalPolicyLocal && externallyAccessible(svc));
-  const cluster = usesCluster ? usableEndpoints(eps) : [];
+  let cluster: EndpointInfo[] = [];
+  if (usesCluster) {
+    const mode = topologyMode(svc, eps, topo, log);
+    cluster = mode === "PreferSameNode"
+      ? eps.filter((e) => e.ready && e.nodeHints.includes(topo.nodeName))
+      : mode === "PreferSameZone"
+      ? eps.filter((e) => e.ready && e.zoneHints.includes(topo.zone))
+      : eps.filter((e) => e.ready);
+    // A topology mode is only chosen when it leaves a ready endpoint, so an empty set here means
+    // no endpoint is ready anywhere: fall back to serving+terminating ones, hints ignored.
+    if (cluster.length === 0) cluster = usableEndpoints(eps);
+  }
   let hasAny = cluster.length > 0;
   if (!usesLocal) return { cluster, local: [], all: cluster, hasAny };
   const local = usableEndpoints(eps, (e) => e.isLocal);
@@ -52,4 +132,9 @@ export function categorizeEndpoints(
   if (!usesCluster) return { cluster, local, all: local, hasAny };
   const seen = new Set(cluster.map((e) => e.key));
   return { cluster, local, all: [...cluster, ...local.filter((e) => !seen.has(e.key))], hasAny };
+}
+
+/** Returns the endpoints traffic from inside the cluster to the port's cluster IP uses. */
+export function internalEndpoints(svc: ServicePortInfo, c: CategorizedEndpoints): EndpointInfo[] {
+  return svc.internalPolicyLocal ? c.local : c.cluster;
 }

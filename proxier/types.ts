@@ -78,6 +78,10 @@ export interface EndpointInfo {
   readonly terminating: boolean;
   /** The endpoint runs on this node. */
   readonly isLocal: boolean;
+  /** Zones the EndpointSlice controller hints this endpoint for (`hints.forZones`); often none. */
+  readonly zoneHints: readonly string[];
+  /** Nodes it is hinted for (`hints.forNodes`, PreferSameNode); often none. */
+  readonly nodeHints: readonly string[];
   /** Upstream's endpoint string: `ip:port`, IPv6 as `[ip]:port`. */
   readonly key: string;
 }

@@ -84,8 +84,8 @@ export function ep(
   };
 }
 
-/** The zone label on Nodes (`topology.kubernetes.io/zone`). */
-export const ZONE_LABEL = "topology.kubernetes.io/zone";
+/** The zone label on Nodes. */
+export { ZONE_LABEL } from "../proxier/topology.ts";
 
 /** Returns this test node's Node object, with `labels`. */
 export function makeNode(name: string, labels: Record<string, string> = {}): V1Node {

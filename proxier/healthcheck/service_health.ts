@@ -5,7 +5,7 @@
  * @module
  */
 import type { Logger } from "../logger.ts";
-import { categorizeEndpoints } from "../topology.ts";
+import { categorizeEndpoints, type NodeTopology } from "../topology.ts";
 import type { EndpointsMap, ServicePortMap } from "../types.ts";
 
 /** What one health check port reports. */
@@ -21,11 +21,15 @@ export interface ServiceHealth {
  * endpoints (two Services sharing a port is a misconfiguration; the port stays healthy while
  * either can serve).
  */
-export function serviceHealthStates(services: ServicePortMap, endpoints: EndpointsMap): ServiceHealth[] {
+export function serviceHealthStates(
+  services: ServicePortMap,
+  endpoints: EndpointsMap,
+  topology: NodeTopology,
+): ServiceHealth[] {
   const byPort = new Map<number, ServiceHealth>();
   for (const [key, svc] of services) {
     if (svc.healthCheckNodePort === 0) continue;
-    const local = categorizeEndpoints(svc, endpoints.get(key) ?? []).local.length;
+    const local = categorizeEndpoints(svc, endpoints.get(key) ?? [], topology).local.length;
     const cur = byPort.get(svc.healthCheckNodePort);
     if (cur === undefined || local > cur.localEndpoints) {
       byPort.set(svc.healthCheckNodePort, {

@@ -141,7 +141,7 @@ export class IptablesProxier extends BaseProxier {
     if (this.#conntrack !== undefined) {
       await clearStaleConntrack(this.#conntrack, this.family, ctx, this.log);
     }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints));
+    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology));
   }
 
   /** Creates our top-level chains and canaries and the jumps into them (idempotent). */
@@ -171,6 +171,8 @@ export class IptablesProxier extends BaseProxier {
       masqueradeAll: this.#o.masqueradeAll,
       localCIDR: this.#localCIDR(),
       nodeIPs: this.#o.nodeIPs,
+      topology: this.topology,
+      log: this.log,
     };
     const portRules = new Map<string, PortRules>();
     const keys = this.#keysSorted(ctx.services);

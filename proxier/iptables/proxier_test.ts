@@ -1,9 +1,10 @@
 import { tracePacket } from "../../iptables/testing/tracer.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
-import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { ep, makeEndpointSlice, makeNode, makeService, NODE, ZONE_LABEL } from "../../tests/fixtures.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
-import { NODE_IP } from "../../tests/flows/objects.ts";
+import { NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
+import { servicePortChainName } from "./chain_name.ts";
 import { KUBE_PROXY_CANARY } from "./rules.ts";
 
 const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";
@@ -227,6 +228,21 @@ Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; 
   await proxier.syncNow();
   assert(proxier.lastRestore.includes(`:${SVC2} - [0:0]`), "podCIDR change: full sync");
   assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [true, false]);
+});
+
+Deno.test("a zone label change on the Node re-selects hinted endpoints with a full sync", async () => {
+  const { fake, proxier } = iptablesSetup({}, { objects: TOPOLOGY, node: NODE_A_ZONE_A });
+  await proxier.syncNow();
+  assertEquals(reach(fake, "172.30.1.1"), ["10.180.1.1:80"]);
+  proxier.onNodeUpdate(
+    makeNode(NODE, { [ZONE_LABEL]: "zone-a" }),
+    makeNode(NODE, { [ZONE_LABEL]: "zone-b" }),
+  );
+  await proxier.syncNow();
+  const unchanged = servicePortChainName("KUBE-SVC-", "topo/unhinted:p80", "tcp");
+  assert(fake.restores.at(-1)!.includes(`:${unchanged} - [0:0]`), "the sync after a zone change is full");
+  assertEquals(reach(fake, "172.30.1.1"), ["10.180.1.2:80"]);
+  assertEquals(reach(fake, "172.30.1.2"), ["10.180.1.3:80", "10.180.1.4:80"], "unaffected service kept");
 });
 
 Deno.test("iptables golden: the representative services' rules", async () => {

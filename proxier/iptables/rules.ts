@@ -8,7 +8,8 @@ import type { Chain, Table } from "../../iptables/iptables.ts";
 import { cidrContains, hostPrefix } from "../net.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
-import { categorizeEndpoints, externallyAccessible } from "../topology.ts";
+import type { Logger } from "../logger.ts";
+import { categorizeEndpoints, externallyAccessible, type NodeTopology } from "../topology.ts";
 import { endpointChainName, servicePortChainName } from "./chain_name.ts";
 
 /** nat and filter: the entry chain for service traffic. */
@@ -164,6 +165,10 @@ export interface PortRuleOptions {
   readonly localCIDR: string | undefined;
   /** This node's IPs: source ranges that contain one also admit traffic from the node. */
   readonly nodeIPs: readonly string[];
+  /** This node's name and zone, for topology hints. */
+  readonly topology: NodeTopology;
+  /** Where endpoint selection says why it ignores hints (debug). */
+  readonly log?: Logger;
 }
 
 /** Generates everything one service port contributes, as upstream's syncProxyRules loop body. */
@@ -179,7 +184,7 @@ export function servicePortRules(
   const svlChain = servicePortChainName("KUBE-SVL-", name, proto);
   const extChain = servicePortChainName("KUBE-EXT-", name, proto);
   const fwChain = servicePortChainName("KUBE-FW-", name, proto);
-  const { cluster, local, all, hasAny } = categorizeEndpoints(svc, eps);
+  const { cluster, local, all, hasAny } = categorizeEndpoints(svc, eps, o.topology, o.log);
   const usesCluster = cluster.length > 0;
   const usesLocal = local.length > 0;
   const internalChain = svc.internalPolicyLocal ? svlChain : svcChain;

@@ -10,7 +10,7 @@ import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
 import { splice } from "./tcp_copy.ts";
-import { usableEndpoints } from "../topology.ts";
+import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
@@ -155,7 +155,11 @@ export class UserspaceProxier extends BaseProxier {
           });
         }
       }
-      const eps = usableEndpoints(ctx.endpoints.get(key) ?? []).map((e) => e.key);
+      // Traffic reaches us from inside the node (portals, or pods and hosts through NodePorts): the
+      // internal policy and topology choose; externalTrafficPolicy cannot apply to a proxy that is
+      // the source of every connection it makes.
+      const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.topology, this.log);
+      const eps = internalEndpoints(info, cat).map((e) => e.key);
       this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
       this.#dropSessionsNotIn(key, new Set(eps));
     }

@@ -6,7 +6,16 @@
  * @module
  */
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
-import { NODE_A_TWO_IPS, NODE_IP, type NodeSpec, type ObjectSet, REPRESENTATIVE } from "./objects.ts";
+import {
+  NODE_A,
+  NODE_A_TWO_IPS,
+  NODE_A_ZONE_A,
+  NODE_IP,
+  type NodeSpec,
+  type ObjectSet,
+  REPRESENTATIVE,
+  TOPOLOGY,
+} from "./objects.ts";
 
 /** One flow. */
 export interface FlowRow {
@@ -229,5 +238,70 @@ export const FLOWS: readonly FlowRow[] = [
     options: { nodePortAddresses: ["192.168.0.0/24"] },
     packet: tcp(OUTSIDE, "10.99.0.1", 3003),
     expect: { verdict: "none" },
+  },
+  // Topology-aware routing (upstream's topology.go).
+  {
+    name: "zone hints: only the endpoint hinted for this node's zone",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, "172.30.1.1", 80),
+    expect: dnat(["10.180.1.1:80"], false),
+  },
+  {
+    name: "zone hints ignored when the node has no zone label",
+    objects: TOPOLOGY,
+    node: NODE_A,
+    packet: tcp(POD, "172.30.1.1", 80),
+    expect: dnat(["10.180.1.1:80", "10.180.1.2:80"], false),
+  },
+  {
+    name: "zone hints ignored when a ready endpoint has no hint",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, "172.30.1.2", 80),
+    expect: dnat(["10.180.1.3:80", "10.180.1.4:80"], false),
+  },
+  {
+    name: "zone hints ignored when no endpoint is hinted for this zone",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, "172.30.1.3", 80),
+    expect: dnat(["10.180.1.5:80", "10.180.1.6:80"], false),
+  },
+  {
+    name: "node hints (PreferSameNode) win over zone hints",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, "172.30.1.4", 80),
+    expect: dnat(["10.180.1.7:80"], false),
+  },
+  {
+    name: "serving+terminating fallback ignores hints",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, "172.30.1.5", 80),
+    expect: dnat(["10.180.1.10:80", "10.180.1.9:80"], false),
+  },
+  {
+    name: "ETP Local with hints: internal traffic follows the hints",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, "172.30.1.6", 80),
+    expect: dnat(["10.180.1.12:80"], false),
+  },
+  {
+    name: "ETP Local with hints: external traffic uses the local endpoint whatever its hint",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(OUTSIDE, NODE_IP, 3016),
+    expect: dnat(["10.180.1.11:80"], false),
+    notFor: { userspace: ETP_LOCAL_USERSPACE },
+  },
+  {
+    name: "ETP Local with hints: a pod's NodePort traffic short-circuits to the hinted endpoints",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp(POD, NODE_IP, 3016),
+    expect: dnat(["10.180.1.12:80"], false),
   },
 ];
