@@ -128,6 +128,36 @@ function lineSplitter(): TransformStream<string, string> {
   });
 }
 
+/** A running program: its log so far, and a stop that can be called any number of times. */
+export class ProxyProcess {
+  readonly #child: Deno.ChildProcess;
+  readonly #chunks: string[] = [];
+  readonly #drained: Promise<void>;
+
+  /** Starts collecting `child`'s stderr. */
+  constructor(child: Deno.ChildProcess) {
+    this.#child = child;
+    this.#drained = (async () => {
+      for await (const text of child.stderr.pipeThrough(new TextDecoderStream())) this.#chunks.push(text);
+    })().catch(() => {});
+  }
+
+  /** Everything written to stderr so far. */
+  log(): string {
+    return this.#chunks.join("");
+  }
+
+  /** Sends `signal` (unless already exited) and waits for the exit and the rest of the log. */
+  async stop(signal: Deno.Signal = "SIGTERM"): Promise<Deno.CommandStatus> {
+    try {
+      this.#child.kill(signal);
+    } catch { /* already exited */ }
+    const status = await this.#child.status;
+    await this.#drained;
+    return status;
+  }
+}
+
 /** One pod: its namespace, IP and agent. */
 export interface Pod {
   readonly ns: string;
@@ -148,7 +178,7 @@ export class Topology {
   readonly clients: Pod[] = [];
   readonly #namespaces: string[] = [];
   readonly #agents: Agent[] = [];
-  readonly #procs: Deno.ChildProcess[] = [];
+  readonly #procs: ProxyProcess[] = [];
   #nodeAgent?: Agent;
 
   /** Creates the node namespace with loopback up and forwarding on. */
@@ -255,20 +285,20 @@ export class Topology {
   }
 
   /**
-   * Starts the real program entry point (main.ts, with deno.json's permission set) inside the node
-   * namespace; its stderr goes to `logFile`.
+   * Starts the real program entry point inside `ns` exactly as `deno task start` does (deno.json's
+   * permission set, no -A). Its stderr is collected as it arrives, so the log can be read at any
+   * time, including while it still runs.
    */
-  async startProxy(args: string[], logFile: string, ns = this.node): Promise<Deno.ChildProcess> {
-    const log = await Deno.open(logFile, { write: true, create: true, truncate: true });
+  startProxy(args: string[], ns = this.node): ProxyProcess {
     const child = new Deno.Command("ip", {
       args: this.#programArgs(ns, args),
       stdin: "null",
       stdout: "null",
       stderr: "piped",
     }).spawn();
-    child.stderr.pipeTo(log.writable).catch(() => {});
-    this.#procs.push(child);
-    return child;
+    const p = new ProxyProcess(child);
+    this.#procs.push(p);
+    return p;
   }
 
   /** `ip netns exec` arguments that run main.ts in `ns` with deno.json's permission set. */
@@ -298,24 +328,9 @@ export class Topology {
     return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
   }
 
-  /** Stops the proxies started so far (SIGTERM, then waits). */
-  async stopProxies(): Promise<void> {
-    for (const p of this.#procs) {
-      try {
-        p.kill("SIGTERM");
-      } catch { /* gone */ }
-      await p.status.catch(() => {});
-    }
-  }
-
   /** Stops everything and deletes every namespace (and so every interface and rule in them). */
   async close(): Promise<void> {
-    for (const p of this.#procs) {
-      try {
-        p.kill("SIGKILL");
-      } catch { /* gone */ }
-      await p.status.catch(() => {});
-    }
+    for (const p of this.#procs) await p.stop("SIGKILL");
     await Promise.all(this.#agents.map((a) => a.close()));
     for (const ns of this.#namespaces.reverse()) await sh("ip", ["netns", "del", ns], { allowFail: true });
   }

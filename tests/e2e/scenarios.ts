@@ -1,0 +1,337 @@
+/**
+ * ONE list of real-kernel scenarios, run for every mode by `e2e_test.ts`. Each scenario owns its
+ * objects (one file in the proxy's source directory, its own cluster IP) and its checks; a
+ * scenario that does not apply to a mode names the mode and the reason.
+ * @module
+ */
+import { assert, assertEquals, assertMatch } from "../assert.ts";
+import { eventually } from "../net_helpers.ts";
+import type { Agent, Pod, Topology } from "./netns.ts";
+
+/** What a scenario sees of the running test topology. */
+export interface E2EEnv {
+  readonly mode: string;
+  readonly t: Topology;
+  /** pod-a (10.180.1.2) and pod-b (10.180.2.2), both on node-a, serving TCP and UDP on 8080. */
+  readonly pods: readonly Pod[];
+  /** A host on the node's external link, 192.168.0.10. */
+  readonly admitted: Pod;
+  /** Another such host, 192.168.0.11. */
+  readonly refused: Pod;
+  /** A second node (192.168.0.3) running its own proxy as node-b, for scenarios that ask. */
+  readonly node2?: Pod;
+  /** The agent in the node namespace (traffic from the node itself). */
+  readonly node: Agent;
+  /** Replaces the scenario's objects file; the running proxies follow it. */
+  write(scenario: string, yaml: string): Promise<void>;
+  /** Stops node-a's proxy with SIGTERM and waits for it. */
+  stopProxy(): Promise<{ code: number }>;
+  /** Runs the program to completion in the node namespace, started as `deno task start` starts it. */
+  runProgram(args: string[]): Promise<{ code: number; stderr: string }>;
+}
+
+/** One real-kernel scenario. */
+export interface Scenario {
+  /** Unique; also the name of its objects file. */
+  readonly id: string;
+  readonly name: string;
+  /** The scenario's objects, written before the proxies start. */
+  objects(env: E2EEnv): string;
+  check(env: E2EEnv): Promise<void>;
+  /** Needs node-b's proxy on the second node. */
+  readonly secondNode?: boolean;
+  /** Modes the scenario does not apply to, each with the reason. */
+  readonly notFor?: Readonly<Record<string, string>>;
+}
+
+interface EndpointSpec {
+  readonly ip: string;
+  readonly node?: string;
+  readonly zone?: string;
+}
+
+/** A Service in namespace e2e with one port `p` to targetPort 8080; `spec` adds lines. */
+function service(
+  name: string,
+  clusterIP: string,
+  o: { spec?: string; type?: string; protocol?: string; port?: number; nodePort?: number; status?: string } =
+    {},
+): string {
+  const nodePort = o.nodePort === undefined ? "" : `, nodePort: ${o.nodePort}`;
+  return `---
+apiVersion: v1
+kind: Service
+metadata: { namespace: e2e, name: ${name} }
+spec:
+  type: ${o.type ?? "ClusterIP"}
+  clusterIP: ${clusterIP}
+  clusterIPs: [${clusterIP}]
+${o.spec ?? ""}
+  ports: [{ name: p, protocol: ${o.protocol ?? "TCP"}, port: ${o.port ?? 80}, targetPort: 8080${nodePort} }]
+${o.status ?? ""}`;
+}
+
+/** An EndpointSlice of Service `svc` with `eps` on port 8080. */
+function slice(svc: string, eps: readonly EndpointSpec[], protocol = "TCP"): string {
+  const lines = eps.map((e) =>
+    `  - { addresses: [${e.ip}], conditions: { ready: true }, nodeName: ${e.node ?? "node-a"}${
+      e.zone === undefined ? "" : `, hints: { forZones: [{ name: ${e.zone} }] }`
+    } }`
+  );
+  return `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: e2e, name: ${svc}-1, labels: { kubernetes.io/service-name: ${svc} } }
+addressType: IPv4
+ports: [{ name: p, protocol: ${protocol}, port: 8080 }]
+endpoints:${lines.length === 0 ? " []" : "\n" + lines.join("\n")}
+`;
+}
+
+const ok = (r: string) => assert(!r.startsWith("ERR"), r);
+
+/** Answers of `n` requests made one after another. */
+async function answers(n: number, ask: () => Promise<string>): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (let i = 0; i < n; i++) out.add(await ask());
+  return out;
+}
+
+const BOTH = new Set(["pod-a", "pod-b"]);
+const USERSPACE_ETP =
+  "externalTrafficPolicy Local needs the client's address, which a userspace proxy cannot keep";
+
+/** The scenarios, in the order they run (the last ones stop the proxy). */
+export const SCENARIOS: readonly Scenario[] = [
+  {
+    id: "cluster-ip",
+    name: "ClusterIP from the node and from a pod reaches both pods (hairpin included)",
+    objects: ({ pods }) => service("web", "172.30.0.10") + slice("web", pods),
+    async check({ node, pods }) {
+      await eventually(async () => ok(await node.tcp("172.30.0.10", 80)), 20_000);
+      assertEquals(await answers(12, () => node.tcp("172.30.0.10", 80)), BOTH, "from the node");
+      assertEquals(await answers(12, () => pods[0].agent.tcp("172.30.0.10", 80)), BOTH, "from a pod");
+    },
+  },
+  {
+    id: "node-port",
+    name: "NodePort and external IP from another host",
+    objects: ({ pods }) =>
+      service("ext", "172.30.0.20", {
+        type: "NodePort",
+        nodePort: 30080,
+        spec: "  externalIPs: [192.168.99.2]",
+      }) +
+      slice("ext", pods),
+    async check({ t, admitted }) {
+      await eventually(
+        async () => assertMatch(await admitted.agent.tcp(t.nodeIP, 30080), /^pod-[ab]$/),
+        10_000,
+      );
+      assertMatch(await admitted.agent.tcp("192.168.99.2", 80), /^pod-[ab]$/);
+    },
+  },
+  {
+    id: "lb",
+    name: "LoadBalancer IP from an admitted client",
+    objects: ({ pods }) =>
+      service("lb", "172.30.0.11", {
+        type: "LoadBalancer",
+        nodePort: 30081,
+        spec: "  loadBalancerSourceRanges: [192.168.0.10/32]",
+        status: "status: { loadBalancer: { ingress: [{ ip: 192.168.99.11 }] } }\n",
+      }) + slice("lb", pods),
+    async check({ admitted }) {
+      await eventually(
+        async () => assertMatch(await admitted.agent.tcp("192.168.99.11", 80), /^pod-[ab]$/),
+        10_000,
+      );
+    },
+  },
+  {
+    id: "lb-source-ranges",
+    name: "loadBalancerSourceRanges drop a client outside them",
+    objects: () => "",
+    async check({ refused }) {
+      assertMatch(await refused.agent.tcp("192.168.99.11", 80, 1000), /^ERR/);
+    },
+    notFor: { userspace: "loadBalancerSourceRanges are not enforced in userspace mode" },
+  },
+  {
+    id: "affinity",
+    name: "ClientIP affinity pins a client to one pod",
+    objects: ({ pods }) =>
+      service("sticky", "172.30.0.12", { spec: "  sessionAffinity: ClientIP" }) + slice("sticky", pods),
+    async check({ node }) {
+      await eventually(async () => ok(await node.tcp("172.30.0.12", 80)), 10_000);
+      const got = await answers(8, () => node.tcp("172.30.0.12", 80));
+      assertEquals(got.size, 1, `affinity: ${[...got]}`);
+    },
+  },
+  {
+    id: "etp-local",
+    name:
+      "externalTrafficPolicy Local: only the node with the endpoint answers; health check node port says so",
+    secondNode: true,
+    objects: ({ pods }) =>
+      service("local", "172.30.0.13", {
+        type: "LoadBalancer",
+        nodePort: 30083,
+        spec: "  externalTrafficPolicy: Local\n  healthCheckNodePort: 30007",
+        status: "status: { loadBalancer: { ingress: [{ ip: 192.168.99.13 }] } }\n",
+      }) + slice("local", [pods[0]]),
+    async check({ t, admitted, node2 }) {
+      await eventually(async () => assertEquals(await admitted.agent.tcp(t.nodeIP, 30083), "pod-a"), 10_000);
+      assertMatch(await admitted.agent.tcp(node2!.ip, 30083, 1000), /^ERR/);
+      await eventually(
+        async () => assertMatch(await admitted.agent.http(t.nodeIP, 30007), /^200 .*"localEndpoints":1/),
+        5000,
+      );
+      await eventually(
+        async () => assertMatch(await admitted.agent.http(node2!.ip, 30007), /^503 .*"localEndpoints":0/),
+        5000,
+      );
+    },
+    notFor: { userspace: USERSPACE_ETP },
+  },
+  {
+    id: "no-endpoints",
+    name: "a service without endpoints refuses at once",
+    objects: () => service("empty", "172.30.0.14"),
+    async check({ node }) {
+      await eventually(async () => {
+        const started = Date.now();
+        assertMatch(await node.tcp("172.30.0.14", 80, 3000), /^ERR .*(refused|unreachable)/i);
+        assert(Date.now() - started < 1000, "refused quickly");
+      }, 10_000);
+    },
+    notFor: { userspace: "a userspace proxy accepts the connection and then closes it" },
+  },
+  {
+    id: "udp-moves",
+    name: "UDP: a flow pinned to a removed endpoint moves to the other",
+    objects: ({ pods }) =>
+      service("dns", "172.30.0.15", { protocol: "UDP", port: 53 }) + slice("dns", pods, "UDP"),
+    async check({ node, pods, write }) {
+      const srcPort = 40999;
+      const first = await eventually(async () => {
+        const r = await node.udp("172.30.0.15", 53, { srcPort });
+        ok(r);
+        return r;
+      }, 10_000);
+      assertEquals(await node.udp("172.30.0.15", 53, { srcPort }), first, "the flow is pinned");
+      const keep = first === "pod-a" ? pods[1] : pods[0];
+      await write(
+        "udp-moves",
+        service("dns", "172.30.0.15", { protocol: "UDP", port: 53 }) + slice("dns", [keep], "UDP"),
+      );
+      const other = first === "pod-a" ? "pod-b" : "pod-a";
+      await eventually(
+        async () => assertEquals(await node.udp("172.30.0.15", 53, { srcPort, timeoutMs: 500 }), other),
+        10_000,
+      );
+    },
+  },
+  {
+    id: "udp-spread",
+    name: "UDP to a cluster IP reaches both pods",
+    objects: ({ pods }) =>
+      service("dns2", "172.30.0.18", { protocol: "UDP", port: 53 }) + slice("dns2", pods, "UDP"),
+    async check({ node }) {
+      await eventually(async () => ok(await node.udp("172.30.0.18", 53)), 10_000);
+      assertEquals(await answers(16, () => node.udp("172.30.0.18", 53)), BOTH);
+    },
+  },
+  {
+    id: "topology",
+    name: "topology hints: with the node in zone-a, only the endpoint hinted for zone-a answers",
+    objects: ({ pods }) =>
+      `---
+apiVersion: v1
+kind: Node
+metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
+` + service("zonal", "172.30.0.16", { spec: "  trafficDistribution: PreferClose" }) +
+      slice("zonal", [{ ip: pods[0].ip, zone: "zone-a" }, { ip: pods[1].ip, zone: "zone-b" }]),
+    async check({ node }) {
+      await eventually(async () => ok(await node.tcp("172.30.0.16", 80)), 10_000);
+      assertEquals(await answers(12, () => node.tcp("172.30.0.16", 80)), new Set(["pod-a"]));
+    },
+  },
+  {
+    id: "chain-names",
+    name: "the kernel holds upstream's chain names",
+    objects: () => "",
+    async check({ t }) {
+      const nat = await t.exec(t.node, ["iptables-save", "-t", "nat"]);
+      assert(
+        nat.includes(":KUBE-SERVICES - ") && nat.includes(":KUBE-POSTROUTING - ") &&
+          /:KUBE-SVC-[A-Z2-7]{16} /.test(nat),
+        nat,
+      );
+    },
+    notFor: { userspace: "userspace mode has portal chains only" },
+  },
+  {
+    id: "portals",
+    name: "portal rules redirect cluster IPs; connections go round robin",
+    objects: ({ pods }) => service("rr", "172.30.0.17") + slice("rr", pods),
+    async check({ t, node }) {
+      const first = await eventually(async () => {
+        const r = await node.tcp("172.30.0.17", 80);
+        ok(r);
+        return r;
+      }, 10_000);
+      const seq = [first, await node.tcp("172.30.0.17", 80), await node.tcp("172.30.0.17", 80)];
+      assert(seq[0] !== seq[1] && seq[0] === seq[2], `round robin: ${seq}`);
+      const nat = await t.exec(t.node, ["iptables-save", "-t", "nat"]);
+      assert(
+        nat.includes(
+          '-A PREROUTING -m comment --comment "handle ClusterIP services" -j KUBE-PORTALS-CONTAINER',
+        ),
+        nat,
+      );
+      assertMatch(
+        nat,
+        /-A KUBE-PORTALS-HOST -d 172\.30\.0\.17\/32 -p tcp -m comment --comment "e2e\/rr:p" -m tcp --dport 80 -j REDIRECT --to-ports 400\d\d/,
+      );
+    },
+    notFor: { iptables: "iptables mode picks endpoints at random and has no portals" },
+  },
+  {
+    id: "deleted",
+    name: "a deleted service stops answering",
+    objects: ({ pods }) => service("gone", "172.30.0.19") + slice("gone", pods),
+    async check({ node, write }) {
+      await eventually(async () => ok(await node.tcp("172.30.0.19", 80)), 10_000);
+      await write("deleted", "");
+      await eventually(async () => assertMatch(await node.tcp("172.30.0.19", 80, 500), /^ERR/), 10_000);
+    },
+  },
+  {
+    id: "sigterm",
+    name: "SIGTERM stops the proxy and leaves the datapath in place",
+    objects: () => "",
+    async check({ node, stopProxy }) {
+      assertEquals((await stopProxy()).code, 0);
+      assertEquals(await answers(6, () => node.tcp("172.30.0.10", 80)), BOTH, "cluster IP still served");
+    },
+    notFor: { userspace: "the userspace datapath is the process itself" },
+  },
+  {
+    id: "cleanup",
+    name: "--cleanup removes every rule of ours, and a second run finds nothing to do",
+    objects: () => "",
+    async check({ t, node, stopProxy, runProgram }) {
+      await stopProxy();
+      for (let i = 0; i < 2; i++) {
+        const r = await runProgram(["--cleanup"]);
+        assertEquals(r.code, 0, r.stderr);
+      }
+      for (const tool of ["iptables-save", "ip6tables-save"]) {
+        const saved = await t.exec(t.node, [tool]);
+        assert(!saved.includes("KUBE-"), `${tool} after --cleanup:\n${saved}`);
+      }
+      assertMatch(await node.tcp("172.30.0.10", 80, 500), /^ERR/);
+    },
+  },
+];
