@@ -3,6 +3,9 @@
  * fakes, then say where a packet goes.
  * @module
  */
+import type { Packet } from "../../iptables/testing/tracer.ts";
+import type { Provider } from "../../proxier/base_proxier.ts";
+import { makeNode } from "../fixtures.ts";
 import type { NodeSpec, ObjectSet } from "./objects.ts";
 
 /** Flags that change rule shape; each adapter maps them to its mode's options. */
@@ -53,4 +56,19 @@ export interface Datapath {
   readonly reportsMasquerade: boolean;
   /** Loads the setup into the mode's real proxier on fakes and syncs once. */
   load(setup: FlowSetup): Promise<(packet: FlowPacket) => FlowResult>;
+}
+
+/** Feeds the setup's Node and objects to `p`, then both "synced" calls. */
+export function feed(p: Provider, setup: Pick<FlowSetup, "objects" | "node">): void {
+  p.onNodeAdd(makeNode(setup.node.name, setup.node.labels));
+  const { services, slices } = setup.objects.build();
+  for (const s of services) p.onServiceAdd(s);
+  for (const s of slices) p.onEndpointSliceAdd(s);
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+}
+
+/** Returns the packet as the iptables tracer takes it. */
+export function tracerPacket(p: FlowPacket): Packet {
+  return { src: p.src, dst: p.dst, port: p.port, protocol: p.proto, fromHost: p.fromNode };
 }

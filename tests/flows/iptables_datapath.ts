@@ -7,9 +7,9 @@ import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { tracePacket } from "../../iptables/testing/tracer.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
-import { baseOptions, makeNode } from "../fixtures.ts";
-import type { Datapath, FlowSetup } from "./datapath.ts";
-import { NODE_A, REPRESENTATIVE } from "./objects.ts";
+import { baseOptions } from "../fixtures.ts";
+import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";
+import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 
 /**
  * A proxier on a fake iptables with `setup`'s objects and node loaded (not yet synced), its
@@ -37,14 +37,7 @@ export function iptablesSetup(
     nodeIPs: node.ips,
     ...over,
   });
-  proxier.onNodeAdd(makeNode(node.name, node.labels));
-  if (setup !== "empty") {
-    const { services, slices } = (setup.objects ?? REPRESENTATIVE).build();
-    for (const s of services) proxier.onServiceAdd(s);
-    for (const s of slices) proxier.onEndpointSliceAdd(s);
-  }
-  proxier.onServicesSynced();
-  proxier.onEndpointSlicesSynced();
+  feed(proxier, { node, objects: setup === "empty" ? EMPTY : setup.objects ?? REPRESENTATIVE });
   return { fake, conntrack, proxier, log: opts.log, metrics: opts.metrics };
 }
 
@@ -56,13 +49,7 @@ export const iptablesDatapath: Datapath = {
     const { fake, proxier } = iptablesSetup({}, setup);
     await proxier.syncNow();
     return (p) => {
-      const r = tracePacket(fake, {
-        src: p.src,
-        dst: p.dst,
-        port: p.port,
-        protocol: p.proto,
-        fromHost: p.fromNode,
-      }, setup.node.ips);
+      const r = tracePacket(fake, tracerPacket(p), setup.node.ips);
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       if (r.verdict === "REDIRECT") throw new Error(`iptables mode never redirects: ${JSON.stringify(r)}`);
       return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };

@@ -24,6 +24,9 @@ export interface NodeSpec {
   readonly ips: readonly string[];
 }
 
+/** No objects. */
+export const EMPTY: ObjectSet = { id: "empty", build: () => ({ services: [], slices: [] }) };
+
 /** node-a with no labels. */
 export const NODE_A: NodeSpec = { id: "node-a", name: NODE, labels: {}, ips: [NODE_IP] };
 /** node-a in zone-a. */

@@ -8,8 +8,8 @@ import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { tracePacket } from "../../iptables/testing/tracer.ts";
 import { cidrContains } from "../../proxier/net.ts";
 import { type Listener, UserspaceProxier } from "../../proxier/userspace/proxier.ts";
-import { baseOptions, makeNode } from "../fixtures.ts";
-import type { Datapath, FlowResult } from "./datapath.ts";
+import { baseOptions } from "../fixtures.ts";
+import { type Datapath, feed, type FlowResult, tracerPacket } from "./datapath.ts";
 
 /** A listener that never accepts or receives, and ends its loop once closed. */
 function fakeListener(protocol: "TCP" | "UDP", hostname: string, port: number): Listener {
@@ -47,22 +47,11 @@ export const userspaceDatapath: Datapath = {
       udpIdleTimeoutMs: 250,
       listen: ({ protocol, hostname, port }) => fakeListener(protocol, hostname, port),
     });
-    proxier.onNodeAdd(makeNode(setup.node.name, setup.node.labels));
-    const { services, slices } = setup.objects.build();
-    for (const s of services) proxier.onServiceAdd(s);
-    for (const s of slices) proxier.onEndpointSliceAdd(s);
-    proxier.onServicesSynced();
-    proxier.onEndpointSlicesSynced();
+    feed(proxier, setup);
     await proxier.syncNow();
     return (p): FlowResult => {
       const protocol = p.proto.toUpperCase() as "TCP" | "UDP" | "SCTP";
-      const t = tracePacket(portals, {
-        src: p.src,
-        dst: p.dst,
-        port: p.port,
-        protocol: p.proto,
-        fromHost: p.fromNode,
-      }, setup.node.ips);
+      const t = tracePacket(portals, tracerPacket(p), setup.node.ips);
       // A portal redirects to the proxy port on the address the packet arrived at; anything else
       // can only be one of our NodePort listeners.
       const route = t.redirects.length > 0
