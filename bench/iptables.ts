@@ -116,7 +116,7 @@ if (import.meta.main) {
   const n = Number(Deno.args[0] ?? "1000");
   const kernelTimeout = Number(Deno.args[1] ?? "0");
   const ipt = new NullIPTables();
-  const config = { ...defaultConfig(), syncPeriodMs: 3_600_000 };
+  const config = { ...defaultConfig(), syncPeriodMs: 3_600_000, clusterCIDRs: ["10.0.0.0/8"] };
   const deps = newModeDeps(config, {
     nodeName: "node-a",
     log: nullLogger,
@@ -128,8 +128,6 @@ if (import.meta.main) {
     iptables: ipt,
     masqueradeAll: false,
     masqueradeBit: 14,
-    clusterCIDRs: ["10.0.0.0/8"],
-    detectLocalMode: "ClusterCIDR",
     nodePortAddresses: [],
     localhostNodePorts: true,
     nodeIPs: [],

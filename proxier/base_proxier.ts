@@ -12,6 +12,7 @@ import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { type NodeTopology, ZONE_LABEL } from "./topology.ts";
+import { cidrFamily } from "./net.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */
@@ -69,6 +70,14 @@ export interface BaseProxierOptions {
   readonly health: ProxyHealth;
   readonly minSyncPeriodMs: number;
   readonly syncPeriodMs: number;
+  /**
+   * How traffic from pods is told from the rest (masquerade decisions): `--cluster-cidr` (any
+   * family; each proxier takes its own) or the Node's podCIDR. Omitted by modes that need none.
+   */
+  readonly localDetection?: {
+    readonly mode: "ClusterCIDR" | "NodeCIDR";
+    readonly clusterCIDRs: readonly string[];
+  };
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -85,7 +94,7 @@ export abstract class BaseProxier implements Provider {
   protected readonly endpointsMap: EndpointsMap = new Map();
   /** The own Node, when known. */
   protected node?: V1Node;
-  #zone = "";
+  readonly #localDetection: BaseProxierOptions["localDetection"];
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #runner: SyncRunner;
@@ -104,6 +113,7 @@ export abstract class BaseProxier implements Provider {
     this.metrics = o.metrics;
     this.health = o.health;
     this.#syncPeriodMs = o.syncPeriodMs;
+    this.#localDetection = o.localDetection;
     this.#services = new ServiceChangeTracker({ family: o.family, log: o.log });
     this.#endpoints = new EndpointsChangeTracker({ family: o.family, nodeName: o.nodeName, log: o.log });
     this.#runner = new SyncRunner({
@@ -178,16 +188,38 @@ export abstract class BaseProxier implements Provider {
 
   /** This node's name and zone, for endpoint selection (`proxier/topology.ts`). */
   protected get topology(): NodeTopology {
-    return { nodeName: this.nodeName, zone: this.#zone };
+    return { nodeName: this.nodeName, zone: this.node?.metadata?.labels?.[ZONE_LABEL] ?? "" };
+  }
+
+  /** The CIDR that tells pod traffic from the rest for this family, or undefined when unknown. */
+  protected get localCIDR(): string | undefined {
+    const d = this.#localDetection;
+    if (d === undefined) return undefined;
+    if (d.mode === "NodeCIDR") {
+      const spec = this.node?.spec;
+      const cidrs = spec?.podCIDRs ?? (spec?.podCIDR ? [spec.podCIDR] : []);
+      return cidrs.find((c) => cidrFamily(c) === this.family);
+    }
+    return d.clusterCIDRs.find((c) => cidrFamily(c) === this.family);
+  }
+
+  /**
+   * Everything about the own Node that rules depend on, as one string; a change forces a full
+   * sync. Modes that depend on more of the Node extend it.
+   */
+  protected nodeDependentState(): string {
+    return JSON.stringify([this.topology.zone, this.localCIDR ?? ""]);
   }
 
   #nodeEvent(n: V1Node | undefined): void {
+    const before = this.nodeDependentState();
+    const zoneBefore = this.topology.zone;
     this.node = n;
-    const zone = n?.metadata?.labels?.[ZONE_LABEL] ?? "";
-    if (zone === this.#zone) return;
-    this.log.info("Node topology changed", { family: this.family, zone });
-    this.#zone = zone;
-    // Every Service with zone hints may pick other endpoints now.
+    if (this.nodeDependentState() === before) return;
+    if (this.topology.zone !== zoneBefore) {
+      this.log.info("Node topology changed", { family: this.family, zone: this.topology.zone });
+    }
+    // Topology hints, the local CIDR (or a mode's own Node fields) may change every Service's rules.
     this.requestFullSync();
   }
   /** @inheritdoc */

@@ -53,6 +53,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     health: d.health,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     syncPeriodMs: d.config.syncPeriodMs,
+    localDetection: { mode: d.config.detectLocalMode, clusterCIDRs: d.config.clusterCIDRs },
   };
 }
 

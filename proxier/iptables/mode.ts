@@ -32,8 +32,6 @@ function newProxier(
     iptables,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.masqueradeBit,
-    clusterCIDRs: c.clusterCIDRs,
-    detectLocalMode: c.detectLocalMode,
     nodePortAddresses: c.nodePortAddresses,
     localhostNodePorts: c.localhostNodePorts,
     ...extra,

@@ -4,7 +4,6 @@
  * per-service chains of Services that changed, and delete chains that are gone.
  * @module
  */
-import type { V1Node } from "@kubernetes/client-node";
 import type { Conntrack } from "../../iptables/conntrack.ts";
 import type { Chain, IPTables } from "../../iptables/iptables.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
@@ -39,8 +38,6 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
   /** `--cluster-cidr` (any family; this proxier takes its own). */
-  readonly clusterCIDRs: readonly string[];
-  readonly detectLocalMode: "ClusterCIDR" | "NodeCIDR";
   /** `--nodeport-addresses` CIDRs (any family); empty means every local address. */
   readonly nodePortAddresses: readonly string[];
   readonly localhostNodePorts: boolean;
@@ -63,7 +60,6 @@ export class IptablesProxier extends BaseProxier {
   #sortedKeys: string[] = [];
   /** The restore input of the last sync (for tests and `render`). */
   lastRestore = "";
-  #lastNodeCIDR: string | undefined;
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: IptablesProxierOptions) {
@@ -73,37 +69,6 @@ export class IptablesProxier extends BaseProxier {
     this.#conntrack = o.conntrack;
     this.#mark = `0x${(2 ** o.masqueradeBit).toString(16)}`;
     this.#loopback = o.family === "IPv4" ? "127.0.0.0/8" : "::1/128";
-  }
-
-  /** The CIDR that tells pod traffic from the rest, or undefined when detection is off. */
-  #localCIDR(): string | undefined {
-    if (this.#o.detectLocalMode === "NodeCIDR") {
-      const cidrs = this.node?.spec?.podCIDRs ?? (this.node?.spec?.podCIDR ? [this.node.spec.podCIDR] : []);
-      return cidrs.find((c) => cidrFamily(c) === this.family);
-    }
-    return this.#o.clusterCIDRs.find((c) => cidrFamily(c) === this.family);
-  }
-
-  /** @inheritdoc */
-  override onNodeUpdate(old: V1Node, n: V1Node): void {
-    super.onNodeUpdate(old, n);
-    this.#nodeChanged();
-  }
-
-  /** @inheritdoc */
-  override onNodeAdd(n: V1Node): void {
-    super.onNodeAdd(n);
-    this.#nodeChanged();
-  }
-
-  #nodeChanged(): void {
-    if (this.#o.detectLocalMode !== "NodeCIDR") return;
-    const cidr = this.#localCIDR();
-    if (cidr !== this.#lastNodeCIDR) {
-      this.#lastNodeCIDR = cidr;
-      // Every service chain's masquerade rule depends on it.
-      this.requestFullSync();
-    }
   }
 
   /** @inheritdoc */
@@ -169,7 +134,7 @@ export class IptablesProxier extends BaseProxier {
   ): { text: string; portRules: Map<string, PortRules> } {
     const ruleOpts: PortRuleOptions = {
       masqueradeAll: this.#o.masqueradeAll,
-      localCIDR: this.#localCIDR(),
+      localCIDR: this.localCIDR,
       nodeIPs: this.#o.nodeIPs,
       topology: this.topology,
       log: this.log,

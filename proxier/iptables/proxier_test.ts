@@ -184,7 +184,7 @@ Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objec
   const { fake, proxier } = iptablesSetup({
     family: "IPv6",
     nodeIPs: ["fd00:0:2::2"],
-    clusterCIDRs: ["10.180.0.0/16", "fd00:180::/64"],
+    localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16", "fd00:180::/64"] },
   }, "empty");
   proxier.onServiceAdd(makeService("ns1", "svc1", (s) => {
     s.spec!.clusterIPs = ["172.30.0.41", "fd00:30::41"];
@@ -208,7 +208,7 @@ Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objec
 });
 
 Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; a change resyncs fully", async () => {
-  const { fake, proxier } = iptablesSetup({ detectLocalMode: "NodeCIDR", clusterCIDRs: [] });
+  const { fake, proxier } = iptablesSetup({ localDetection: { mode: "NodeCIDR", clusterCIDRs: [] } });
   await proxier.syncNow();
   assert(!proxier.lastRestore.includes(`-A ${SVC1} ! -s`), "no local detection before the Node is known");
   const node = (cidr: string) => ({

@@ -1,0 +1,185 @@
+/**
+ * nftables through `nft`: one `nft -f -` transaction at a time (all of it or nothing), state read
+ * with `nft -j list ...`. One instance per family (`ip` or `ip6`).
+ * @module
+ */
+import { ExecError, type Executor } from "./executor.ts";
+import type { IPFamily } from "./ip.ts";
+
+/** The nft family keyword of an IP family. */
+export function nftFamily(family: IPFamily): "ip" | "ip6" {
+  return family === "IPv4" ? "ip" : "ip6";
+}
+
+/** One element of a map or set as `nft -j` lists it: key and value as their concatenated parts. */
+export interface NftElement {
+  /** The key's parts, each as nft prints it (`10.0.0.1`, `tcp`, `80`). */
+  readonly key: readonly string[];
+  /** The value's parts (empty for sets). */
+  readonly value: readonly string[];
+}
+
+/** The operations the nftables mode needs, for one family. */
+export interface NFTables {
+  readonly family: IPFamily;
+  /** Applies `script` as one transaction. @throws {NftError} naming the offending line. */
+  apply(script: string): Promise<void>;
+  /** Checks `script` against the kernel without applying it (`nft -c`). @throws {NftError} */
+  check(script: string): Promise<void>;
+  /** Names of the chains of `table` in this family, or undefined when the table does not exist. */
+  listChains(table: string): Promise<string[] | undefined>;
+  /** The elements of map or set `name` of `table`; empty when it does not exist. */
+  listElements(table: string, name: string): Promise<NftElement[]>;
+}
+
+/** A transaction failed; `line` is the transaction line nft named, when it named one. */
+export class NftError extends ExecError {
+  /** @param line the offending line; @param lineNumber its 1-based number. */
+  constructor(
+    message: string,
+    code: number,
+    readonly line?: string,
+    readonly lineNumber?: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, code, options);
+    this.name = "NftError";
+  }
+}
+
+/** The version `nft --version` reports, parsed. */
+export interface NftVersion {
+  readonly text: string;
+  readonly major: number;
+  readonly minor: number;
+  readonly patch: number;
+}
+
+/** Parses `nftables v1.0.6 (Lester Gooch #5)`; undefined when it is not such a line. */
+export function parseNftVersion(text: string): NftVersion | undefined {
+  const m = /v(\d+)\.(\d+)(?:\.(\d+))?/.exec(text);
+  if (m === null) return undefined;
+  return { text: text.trim(), major: Number(m[1]), minor: Number(m[2]), patch: Number(m[3] ?? 0) };
+}
+
+/** Returns true when `v` is at least `min` ([major, minor, patch]). */
+export function versionAtLeast(v: NftVersion, min: readonly [number, number, number]): boolean {
+  const a = [v.major, v.minor, v.patch];
+  for (let i = 0; i < 3; i++) if (a[i] !== min[i]) return a[i] > min[i];
+  return true;
+}
+
+/** The real implementation: runs `nft`. */
+export class NftRunner implements NFTables {
+  readonly family: IPFamily;
+  readonly #exec: Executor;
+  readonly #family: "ip" | "ip6";
+
+  /** Runs nothing yet. */
+  constructor(opts: { exec: Executor; family: IPFamily }) {
+    this.family = opts.family;
+    this.#exec = opts.exec;
+    this.#family = nftFamily(opts.family);
+  }
+
+  /** Returns the installed nft's version. @throws {ExecError} when nft is missing or fails. */
+  async version(): Promise<NftVersion> {
+    const r = await this.#exec.run("nft", { args: ["--version"] });
+    const v = parseNftVersion(r.stdout);
+    if (r.code !== 0 || v === undefined) {
+      throw new ExecError(`nft --version exited ${r.code}: ${(r.stderr || r.stdout).trim()}`, r.code);
+    }
+    return v;
+  }
+
+  /** @inheritdoc */
+  apply(script: string): Promise<void> {
+    return this.#run(["-f", "-"], script);
+  }
+
+  /** @inheritdoc */
+  check(script: string): Promise<void> {
+    return this.#run(["-c", "-f", "-"], script);
+  }
+
+  async #run(args: string[], script: string): Promise<void> {
+    const r = await this.#exec.run("nft", { args, stdin: script });
+    if (r.code === 0) return;
+    const stderr = r.stderr.trim();
+    const m = /(?:\/dev\/stdin|-):(\d+):/.exec(stderr);
+    const lineNumber = m ? Number(m[1]) : undefined;
+    const line = lineNumber === undefined ? undefined : script.split("\n")[lineNumber - 1];
+    const shown = line === undefined
+      ? ""
+      : ` (line ${lineNumber}: ${line.length > 200 ? line.slice(0, 200) + "..." : line})`;
+    throw new NftError(
+      `nft ${args.join(" ")} exited ${r.code}: ${stderr.split("\n")[0]}${shown}`,
+      r.code,
+      line,
+      lineNumber,
+    );
+  }
+
+  async #list(args: string[]): Promise<unknown[]> {
+    const r = await this.#exec.run("nft", { args: ["-j", "list", ...args] });
+    if (r.code !== 0) {
+      throw new ExecError(`nft -j list ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    }
+    // A dry run answers with nothing: an empty ruleset.
+    if (r.stdout.trim() === "") return [];
+    const doc = JSON.parse(r.stdout) as { nftables?: unknown[] };
+    return doc.nftables ?? [];
+  }
+
+  /** @inheritdoc */
+  async listChains(table: string): Promise<string[] | undefined> {
+    const tables = await this.#list(["tables", this.#family]);
+    const exists = tables.some((o) => (o as { table?: { name?: string } }).table?.name === table);
+    if (!exists) return undefined;
+    return (await this.#list(["chains", this.#family]))
+      .map((o) => (o as { chain?: { table?: string; name?: string } }).chain)
+      .filter((c) => c?.table === table && typeof c.name === "string")
+      .map((c) => c!.name!);
+  }
+
+  /** @inheritdoc */
+  async listElements(table: string, name: string): Promise<NftElement[]> {
+    const chains = await this.listChains(table);
+    if (chains === undefined) return [];
+    let objects: unknown[];
+    try {
+      objects = await this.#list(["map", this.#family, table, name]);
+    } catch {
+      // Not a map (or gone): try it as a set, and treat a missing one as empty.
+      objects = await this.#list(["set", this.#family, table, name]).catch(() => []);
+    }
+    const out: NftElement[] = [];
+    for (const o of objects) {
+      const s = o as { map?: { elem?: unknown[] }; set?: { elem?: unknown[] } };
+      for (const e of (s.map ?? s.set)?.elem ?? []) {
+        if (Array.isArray(e)) out.push({ key: jsonParts(e[0]), value: jsonParts(e[1]) });
+        else out.push({ key: jsonParts(e), value: [] });
+      }
+    }
+    return out;
+  }
+}
+
+/** Flattens nft's JSON for a key or value (`{concat: [...]}`, `{elem: {val}}`, prefixes) to text parts. */
+function jsonParts(v: unknown): string[] {
+  if (v === null || v === undefined) return [];
+  if (typeof v === "string" || typeof v === "number") return [String(v)];
+  if (Array.isArray(v)) return v.flatMap(jsonParts);
+  const o = v as Record<string, unknown>;
+  if ("elem" in o) return jsonParts((o.elem as { val: unknown }).val);
+  if ("concat" in o) return jsonParts(o.concat);
+  if ("prefix" in o) {
+    const p = o.prefix as { addr: string; len: number };
+    return [`${p.addr}/${p.len}`];
+  }
+  if ("range" in o) return [(o.range as unknown[]).map((x) => jsonParts(x).join("")).join("-")];
+  if ("goto" in o) return [`goto ${(o.goto as { target: string }).target}`];
+  if ("jump" in o) return [`jump ${(o.jump as { target: string }).target}`];
+  for (const verdict of ["drop", "accept", "return", "continue"]) if (verdict in o) return [verdict];
+  return [JSON.stringify(o)];
+}
