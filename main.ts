@@ -6,7 +6,7 @@
  */
 import { KubeConfig } from "@kubernetes/client-node";
 import { DryRunExecutor } from "./iptables/dry_run.ts";
-import { DenoExecutor, type Executor } from "./iptables/executor.ts";
+import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
 import { realClock } from "./proxier/clock.ts";
 import { FileSource } from "./proxier/config/file.ts";
 import { KubernetesSource } from "./proxier/config/kubernetes.ts";
@@ -64,21 +64,33 @@ export async function main(argv: readonly string[]): Promise<number> {
   return await run(mode, config, exec, log);
 }
 
-/** `--cleanup`: every mode's kernel objects, in both families; a failure does not stop the rest. */
-async function cleanup(exec: Executor, log: Logger): Promise<number> {
-  let failed = false;
+/**
+ * Removes the kernel objects of every mode but `keep` (all with `--cleanup`), in both families. A
+ * tool that is not installed has nothing to clean; any other failure is logged and the rest still
+ * runs. Returns false when something failed.
+ */
+async function cleanupModes(exec: Executor, log: Logger, keep?: ProxyModeDefinition): Promise<boolean> {
+  let ok = true;
   for (const family of ["IPv4", "IPv6"] as const) {
     for (const mode of MODES.values()) {
+      if (mode === keep) continue;
       try {
         await mode.cleanup(exec, family);
       } catch (e) {
-        failed = true;
+        if (e instanceof ExecError && e.code === -1) continue; // the tool is not installed
+        ok = false;
         log.error("Cleanup failed", { mode: mode.name, family, error: (e as Error).message });
       }
     }
   }
-  log.info("Cleanup done", { ok: !failed });
-  return failed ? 1 : 0;
+  return ok;
+}
+
+/** `--cleanup`: every mode's kernel objects, in both families; a failure does not stop the rest. */
+async function cleanup(exec: Executor, log: Logger): Promise<number> {
+  const ok = await cleanupModes(exec, log);
+  log.info("Cleanup done", { ok });
+  return ok ? 0 : 1;
 }
 
 /**
@@ -128,6 +140,8 @@ async function run(
     log.error(e.message);
     return 1;
   }
+  // Switching modes: what another mode (ours or upstream's) left would shadow or fight ours.
+  await cleanupModes(exec, log, mode);
 
   const ac = new AbortController();
   const stop = () => {

@@ -24,8 +24,8 @@ export class DryRunExecutor implements Executor {
     return Promise.resolve({ code: 0, stdout: "", stderr: "" });
   }
 
-  /** Returns the stdin of the last run of `cmd`, or undefined when it never ran. */
+  /** Returns the stdin of the last run of `cmd` that had one, or undefined when none did. */
   lastInput(cmd: string): string | undefined {
-    return this.commands.findLast((c) => c.cmd === cmd)?.stdin;
+    return this.commands.findLast((c) => c.cmd === cmd && c.stdin !== undefined)?.stdin;
   }
 }

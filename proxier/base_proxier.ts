@@ -70,6 +70,8 @@ export interface BaseProxierOptions {
   readonly health: ProxyHealth;
   readonly minSyncPeriodMs: number;
   readonly syncPeriodMs: number;
+  /** Longest time between full syncs; default `syncPeriodMs`. */
+  readonly fullSyncPeriodMs?: number;
   /**
    * How traffic from pods is told from the rest (masquerade decisions): `--cluster-cidr` (any
    * family; each proxier takes its own) or the Node's podCIDR. Omitted by modes that need none.
@@ -98,7 +100,7 @@ export abstract class BaseProxier implements Provider {
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #runner: SyncRunner;
-  readonly #syncPeriodMs: number;
+  readonly #fullSyncPeriodMs: number;
   #servicesSynced = false;
   #slicesSynced = false;
   #needFull = true;
@@ -112,7 +114,7 @@ export abstract class BaseProxier implements Provider {
     this.clock = o.clock;
     this.metrics = o.metrics;
     this.health = o.health;
-    this.#syncPeriodMs = o.syncPeriodMs;
+    this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
     this.#services = new ServiceChangeTracker({ family: o.family, log: o.log });
     this.#endpoints = new EndpointsChangeTracker({ family: o.family, nodeName: o.nodeName, log: o.log });
@@ -275,7 +277,7 @@ export abstract class BaseProxier implements Provider {
     this.metrics.serviceChangesPending.set(0);
     this.metrics.endpointChangesPending.set(0);
     const now = this.clock.now();
-    const full = this.#needFull || now - this.#lastFull >= this.#syncPeriodMs;
+    const full = this.#needFull || now - this.#lastFull >= this.#fullSyncPeriodMs;
     const changedServices = new Set([...serviceChanges.updatedServices, ...endpointChanges.updatedServices]);
     try {
       await this.syncRules({

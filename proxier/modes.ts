@@ -5,9 +5,10 @@
  */
 import { iptablesMode } from "./iptables/mode.ts";
 import type { ProxyModeDefinition } from "./mode_definition.ts";
+import { nftablesMode } from "./nftables/mode.ts";
 import { userspaceMode } from "./userspace/mode.ts";
 
 /** Every mode this build can run, by `--proxy-mode` name, in `--cleanup` order. */
 export const MODES: ReadonlyMap<string, ProxyModeDefinition> = new Map(
-  [iptablesMode, userspaceMode].map((m) => [m.name, m]),
+  [iptablesMode, nftablesMode, userspaceMode].map((m) => [m.name, m]),
 );

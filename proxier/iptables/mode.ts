@@ -4,7 +4,7 @@
  * @module
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
-import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { probeIptables } from "../kernel_tools.ts";
 import type { Logger } from "../logger.ts";
@@ -17,7 +17,20 @@ import {
 } from "../mode_definition.ts";
 import type { IPFamily } from "../types.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
-import { JUMP_CHAINS, jumpRuleArgs, KUBE_PROXY_CANARY } from "./rules.ts";
+import {
+  JUMP_CHAINS,
+  jumpRuleArgs,
+  KUBE_EXTERNAL_SERVICES,
+  KUBE_FIREWALL,
+  KUBE_FORWARD,
+  KUBE_MARK_MASQ,
+  KUBE_NODEPORTS,
+  KUBE_POSTROUTING,
+  KUBE_PROXY_CANARY,
+  KUBE_PROXY_FIREWALL,
+  KUBE_SERVICES,
+  SERVICE_CHAIN,
+} from "./rules.ts";
 
 /** Builds one family's iptables proxier from the program's configuration. */
 function newProxier(
@@ -101,9 +114,13 @@ export const iptablesMode: ProxyModeDefinition = {
 export async function cleanupIptables(ipt: IPTables): Promise<void> {
   for (const j of JUMP_CHAINS) await ipt.deleteRule(j.table, j.from, jumpRuleArgs(j));
   for (const table of ["nat", "filter"] as const) {
-    const saved = await ipt.save(table);
-    const ours = saved.split("\n").filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")))
-      .filter((c) => c.startsWith("KUBE-") && !c.startsWith("KUBE-PORTALS-"));
+    const saved = (await ipt.save(table)).split("\n");
+    const chains = saved.filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")));
+    const ours = chains.filter((c) => OWN_CHAINS.has(c) || SERVICE_CHAIN.test(c));
+    // Chains kubelet may also have created stay while a rule that is not ours still jumps to them.
+    const foreignJumps = saved.filter((l) => l.startsWith("-A ") && !ours.includes(l.split(" ")[1]))
+      .map((l) => / -[jg] (\S+)/.exec(l)?.[1]);
+    ours.push(...chains.filter((c) => SHARED_CHAINS.has(c) && !foreignJumps.includes(c)));
     if (ours.length === 0) continue;
     // Flush all first (chains reference each other), then delete, in one atomic restore.
     const lines = [
@@ -117,6 +134,20 @@ export async function cleanupIptables(ipt: IPTables): Promise<void> {
   }
   await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
 }
+
+/** Chains only kube-proxy creates (besides the per-service ones). */
+const OWN_CHAINS: ReadonlySet<Chain> = new Set([
+  KUBE_SERVICES,
+  KUBE_EXTERNAL_SERVICES,
+  KUBE_NODEPORTS,
+  KUBE_POSTROUTING,
+  KUBE_FORWARD,
+  KUBE_PROXY_FIREWALL,
+  KUBE_PROXY_CANARY,
+]);
+
+/** Chains kubelet has created too (older versions). */
+const SHARED_CHAINS: ReadonlySet<Chain> = new Set([KUBE_MARK_MASQ, KUBE_FIREWALL]);
 
 /** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */
 async function enableRouteLocalnet(log: Logger): Promise<void> {

@@ -108,7 +108,7 @@ export function jumpRuleArgs(j: JumpChain): string[] {
 }
 
 /** Per-service nat chain prefixes we own (upstream's too), for finding stale chains. */
-export const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP)-[A-Z2-7]{16}$/;
+export const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP|XLB)-[A-Z2-7]{16}$/;
 
 /**
  * The text one service port contributes to each chain (whole lines, each ending in a newline),

@@ -4,7 +4,7 @@
  */
 
 /** The proxy modes a flag or config file may name; `proxier/modes.ts` says which are built. */
-export type ProxyMode = "iptables" | "ipvs" | "userspace";
+export type ProxyMode = "iptables" | "ipvs" | "nftables" | "userspace";
 
 /** Where objects come from. */
 export type SourceSpec = { kind: "kubernetes" } | { kind: "file"; path: string };

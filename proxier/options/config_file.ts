@@ -148,25 +148,41 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
   };
   const cc = sub("clientConnection", ["kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"]);
   if (cc?.kubeconfig !== undefined) c.kubeconfig = str("clientConnection.kubeconfig", cc.kubeconfig);
-  const ipt = sub("iptables", [
-    "masqueradeAll",
-    "masqueradeBit",
-    "syncPeriod",
-    "minSyncPeriod",
-    "localhostNodePorts",
-  ]);
-  if (ipt !== undefined) {
-    if (ipt.masqueradeAll !== undefined) c.masqueradeAll = bool("iptables.masqueradeAll", ipt.masqueradeAll);
-    if (ipt.localhostNodePorts !== undefined) {
-      c.localhostNodePorts = bool("iptables.localhostNodePorts", ipt.localhostNodePorts);
-    }
-    if (ipt.masqueradeBit !== undefined && ipt.masqueradeBit !== null) {
-      c.masqueradeBit = intFlag(where("iptables.masqueradeBit"), String(ipt.masqueradeBit), 0, 31);
-    }
-    if (ipt.syncPeriod !== undefined) c.syncPeriodMs = dur("iptables.syncPeriod", ipt.syncPeriod, 1);
-    if (ipt.minSyncPeriod !== undefined) {
-      c.minSyncPeriodMs = dur("iptables.minSyncPeriod", ipt.minSyncPeriod, 0);
-    }
+  // Each mode reads its own section, as upstream; every section is still checked for unknown fields.
+  const sections = {
+    iptables: sub("iptables", [
+      "masqueradeAll",
+      "masqueradeBit",
+      "syncPeriod",
+      "minSyncPeriod",
+      "localhostNodePorts",
+    ]),
+    nftables: sub("nftables", ["masqueradeAll", "masqueradeBit", "syncPeriod", "minSyncPeriod"]),
+  };
+  const own = c.mode === "nftables" ? "nftables" : "iptables";
+  for (const [name, sec] of Object.entries(sections)) {
+    if (sec === undefined) continue;
+    const field = (f: string) => `${name}.${f}`;
+    // Parse every section (so a bad value is reported), apply the mode's own.
+    const masqueradeAll = sec.masqueradeAll === undefined
+      ? undefined
+      : bool(field("masqueradeAll"), sec.masqueradeAll);
+    const masqueradeBit = sec.masqueradeBit === undefined || sec.masqueradeBit === null
+      ? undefined
+      : intFlag(where(field("masqueradeBit")), String(sec.masqueradeBit), 0, 31);
+    const syncPeriod = sec.syncPeriod === undefined ? undefined : dur(field("syncPeriod"), sec.syncPeriod, 1);
+    const minSync = sec.minSyncPeriod === undefined
+      ? undefined
+      : dur(field("minSyncPeriod"), sec.minSyncPeriod, 0);
+    const localhost = sec.localhostNodePorts === undefined
+      ? undefined
+      : bool(field("localhostNodePorts"), sec.localhostNodePorts);
+    if (name !== own) continue;
+    if (masqueradeAll !== undefined) c.masqueradeAll = masqueradeAll;
+    if (masqueradeBit !== undefined) c.masqueradeBit = masqueradeBit;
+    if (syncPeriod !== undefined) c.syncPeriodMs = syncPeriod;
+    if (minSync !== undefined) c.minSyncPeriodMs = minSync;
+    if (localhost !== undefined) c.localhostNodePorts = localhost;
   }
   sub("ipvs", [
     "scheduler",

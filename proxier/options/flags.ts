@@ -69,10 +69,11 @@ Makes Kubernetes Services reachable on this node (a drop-in kube-proxy).
 
 Commands:
   (none)    run the proxy
-  render    print the iptables-restore input a full sync would apply, touching nothing
+  render    print what a full sync of --proxy-mode would apply (iptables-restore input, nft
+            transaction), touching nothing
 
 Flags (upstream kube-proxy names and defaults):
-  --proxy-mode=iptables|ipvs|userspace   datapath (default iptables)
+  --proxy-mode=iptables|nftables|ipvs|userspace   datapath (default iptables)
   --source=kubernetes|file:PATH          where objects come from (default kubernetes)
   --kubeconfig=PATH  --master=URL        API server access (default: KUBECONFIG, ~/.kube/config, in-cluster)
   --hostname-override=NAME               this node's name (default: the hostname)

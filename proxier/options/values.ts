@@ -22,8 +22,8 @@ export function parsePortRange(s: string): PortRange | undefined {
 /** Returns the mode named `s` (empty: the default). @throws {UsageError} naming `flag`. */
 export function parseMode(flag: string, s: string): ProxyMode {
   if (s === "") return "iptables";
-  if (s === "iptables" || s === "ipvs" || s === "userspace") return s;
-  throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (iptables, ipvs or userspace)`);
+  if (s === "iptables" || s === "ipvs" || s === "nftables" || s === "userspace") return s;
+  throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (iptables, ipvs, nftables or userspace)`);
 }
 
 /** Returns the source `kubernetes` or `file:PATH`. @throws {UsageError} naming --source. */

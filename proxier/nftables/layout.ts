@@ -1,0 +1,521 @@
+/**
+ * The nftables mode's layout: table `kube-proxy` (upstream's name) in family `ip` or `ip6` with a
+ * FIXED set of chains, sets and maps. Services and endpoints exist only as map and set elements,
+ * so the kernel's cost grows with the number of elements, not of chains (it grows superlinearly
+ * with chains). The only chains that depend on the objects are `lb-N` / `lbc-N` (one per distinct
+ * endpoint count N: `numgen random mod N` needs a constant) and `affinity-T` /
+ * `affinity-record-T` (one per distinct ClientIP timeout T); neither grows with the number of
+ * services or endpoints.
+ *
+ * Packet path (every lookup keyed by destination address . protocol . port, "the entry"):
+ * - filter, before DNAT: `firewall-check` (loadBalancerSourceRanges), `service-endpoints-check`
+ *   (REJECT / DROP for services without usable endpoints), as upstream;
+ * - nat: `services` -> `@service-ips` -> `internal` (cluster IPs), `external` (externalTrafficPolicy
+ *   Cluster) or `external-local` (Local, with upstream's short-circuits for pods and the node)
+ *   -> `@affinity-check` (a client already pinned) -> `@lb` -> `lb-N`, which DNATs to
+ *   `@backends[entry . index]` with `index = numgen random mod N`;
+ * - filter, after DNAT: `cluster-ips-check` (REJECT for ports a cluster IP does not serve, as
+ *   upstream) and `affinity-record` (pins the client to the endpoint the DNAT chose);
+ * - nat postrouting: `masquerading` (the masquerade mark, and hairpin via `@hairpin`).
+ *
+ * Every rule is written in the form `nft list` prints it, so a listing reads back as sent.
+ * @module
+ */
+import type { IPFamily } from "../../iptables/ip.ts";
+import { nftFamily } from "../../iptables/nft.ts";
+import type { Logger } from "../logger.ts";
+import { cidrContains } from "../net.ts";
+import {
+  type CategorizedEndpoints,
+  categorizeEndpoints,
+  internalEndpoints,
+  type NodeTopology,
+} from "../topology.ts";
+import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { servicePortNameString } from "../types.ts";
+
+/** A chain, set or map name in our table. */
+export type NftName = string;
+
+/** Our table, in both families (upstream's name: switching from its nftables mode cleans up). */
+export const TABLE: NftName = "kube-proxy";
+/**
+ * An empty chain that marks the table as ours and names the layout version: a `kube-proxy` table
+ * without it (upstream's, or an older layout) is replaced at the first full sync.
+ */
+export const LAYOUT_MARKER: NftName = "kube-proxy-deno-layout-1";
+
+/** filter, prerouting, before DNAT: source-range firewall. */
+export const FILTER_PREROUTING: NftName = "filter-prerouting";
+/** filter, prerouting, after DNAT: affinity recording. */
+export const FILTER_PREROUTING_POST_DNAT: NftName = "filter-prerouting-post-dnat";
+/** filter, input: services without endpoints (also NodePorts on node addresses). */
+export const FILTER_INPUT: NftName = "filter-input";
+/** filter, forward: services without endpoints, unserved cluster IP ports. */
+export const FILTER_FORWARD: NftName = "filter-forward";
+/** filter, output, before DNAT: services without endpoints, firewall. */
+export const FILTER_OUTPUT: NftName = "filter-output";
+/** filter, output, after DNAT: unserved cluster IP ports, affinity recording. */
+export const FILTER_OUTPUT_POST_DNAT: NftName = "filter-output-post-dnat";
+/** nat, prerouting: service dispatch. */
+export const NAT_PREROUTING: NftName = "nat-prerouting";
+/** nat, output: service dispatch for the node's own traffic. */
+export const NAT_OUTPUT: NftName = "nat-output";
+/** nat, postrouting: masquerade. */
+export const NAT_POSTROUTING: NftName = "nat-postrouting";
+/** Service dispatch by entry. */
+export const SERVICES: NftName = "services";
+/** Masquerades marked and hairpin traffic. */
+export const MASQUERADING: NftName = "masquerading";
+/** Sets the masquerade mark. */
+export const MARK_MASQ: NftName = "mark-for-masquerade";
+/** Cluster IP traffic. */
+export const INTERNAL: NftName = "internal";
+/** External traffic of externalTrafficPolicy Cluster services. */
+export const EXTERNAL: NftName = "external";
+/** External traffic of externalTrafficPolicy Local services. */
+export const EXTERNAL_LOCAL: NftName = "external-local";
+/** The cluster-wide endpoints of an externalTrafficPolicy Local entry (short-circuits). */
+export const EXTERNAL_CLUSTER: NftName = "external-cluster";
+/** REJECT / DROP for services without usable endpoints. */
+export const SERVICE_ENDPOINTS_CHECK: NftName = "service-endpoints-check";
+/** REJECT for ports a cluster IP does not serve. */
+export const CLUSTER_IPS_CHECK: NftName = "cluster-ips-check";
+/** Sends firewalled load-balancer entries to {@linkcode FIREWALL}. */
+export const FIREWALL_CHECK: NftName = "firewall-check";
+/** Admits sources listed in `@firewall-allow`, drops the rest. */
+export const FIREWALL: NftName = "firewall";
+/** Helper for REJECT verdicts in maps. */
+export const REJECT_CHAIN: NftName = "reject-chain";
+/** Sends new DNATed connections of affinity entries to their `affinity-record-T`. */
+export const AFFINITY_RECORD: NftName = "affinity-record";
+
+/** Active cluster IPs (unserved ports are rejected). */
+export const CLUSTER_IPS: NftName = "cluster-ips";
+/** `endpoint . endpoint` pairs: a pod reaching itself through a service is masqueraded. */
+export const HAIRPIN: NftName = "hairpin";
+/** `entry . source range` intervals admitted by loadBalancerSourceRanges. */
+export const FIREWALL_ALLOW: NftName = "firewall-allow";
+/** entry -> the kind chain (`internal`, `external`, `external-local`). */
+export const SERVICE_IPS: NftName = "service-ips";
+/** entry -> `goto reject-chain` or `drop`. */
+export const NO_ENDPOINT_SERVICES: NftName = "no-endpoint-services";
+/** firewalled load-balancer entry -> `goto firewall`. */
+export const FIREWALL_IPS: NftName = "firewall-ips";
+/** entry -> `goto lb-N` over its endpoints in {@linkcode BACKENDS}. */
+export const LB: NftName = "lb";
+/** externalTrafficPolicy Local entry -> `goto lbc-N` over its cluster-wide endpoints. */
+export const LB_CLUSTER: NftName = "lb-cluster";
+/** `entry . index` -> endpoint address . port. */
+export const BACKENDS: NftName = "backends";
+/** `entry . index` -> endpoint, cluster-wide set of externalTrafficPolicy Local entries. */
+export const BACKENDS_CLUSTER: NftName = "backends-cluster";
+/** affinity entry -> `jump affinity-T`. */
+export const AFFINITY_CHECK: NftName = "affinity-check";
+/** affinity entry -> `goto affinity-record-T`. */
+export const AFFINITY_RECORDS: NftName = "affinity-records";
+
+/** `lb-N`: DNAT over N endpoints of {@linkcode BACKENDS}. */
+export function lbChain(n: number): NftName {
+  return `lb-${n}`;
+}
+/** `lbc-N`: DNAT over N endpoints of {@linkcode BACKENDS_CLUSTER}. */
+export function lbClusterChain(n: number): NftName {
+  return `lbc-${n}`;
+}
+/** `affinity-T`: the dynamic map (and the chain DNATing from it) for ClientIP timeout T seconds. */
+export function affinityName(t: number): NftName {
+  return `affinity-${t}`;
+}
+/** `affinity-record-T`: records a new connection's endpoint in `affinity-T`. */
+export function affinityRecordChain(t: number): NftName {
+  return `affinity-record-${t}`;
+}
+
+/** Object-dependent chains (and affinity maps), recognised by name for stale cleanup. */
+export const DYNAMIC_CHAIN = /^(lb|lbc|affinity|affinity-record)-([1-9]\d{0,5})$/;
+
+/** The words that differ between families. */
+interface Words {
+  readonly fam: "ip" | "ip6";
+  readonly addr: "ipv4_addr" | "ipv6_addr";
+}
+
+function words(family: IPFamily): Words {
+  const fam = nftFamily(family);
+  return { fam, addr: fam === "ip" ? "ipv4_addr" : "ipv6_addr" };
+}
+
+/** Base chains: name, type, hook, priority as written and as nft prints it. */
+const BASE_CHAINS: ReadonlyArray<{ name: NftName; type: "filter" | "nat"; hook: string; priority: string }> =
+  [
+    { name: FILTER_PREROUTING, type: "filter", hook: "prerouting", priority: "dstnat - 10" },
+    { name: FILTER_PREROUTING_POST_DNAT, type: "filter", hook: "prerouting", priority: "dstnat + 10" },
+    { name: FILTER_INPUT, type: "filter", hook: "input", priority: "-110" },
+    { name: FILTER_FORWARD, type: "filter", hook: "forward", priority: "-110" },
+    { name: FILTER_OUTPUT, type: "filter", hook: "output", priority: "-110" },
+    { name: FILTER_OUTPUT_POST_DNAT, type: "filter", hook: "output", priority: "-90" },
+    { name: NAT_PREROUTING, type: "nat", hook: "prerouting", priority: "dstnat" },
+    { name: NAT_OUTPUT, type: "nat", hook: "output", priority: "-100" },
+    { name: NAT_POSTROUTING, type: "nat", hook: "postrouting", priority: "srcnat" },
+  ];
+
+const REGULAR_CHAINS: readonly NftName[] = [
+  SERVICES,
+  MASQUERADING,
+  MARK_MASQ,
+  INTERNAL,
+  EXTERNAL,
+  EXTERNAL_LOCAL,
+  EXTERNAL_CLUSTER,
+  SERVICE_ENDPOINTS_CHECK,
+  CLUSTER_IPS_CHECK,
+  FIREWALL_CHECK,
+  FIREWALL,
+  REJECT_CHAIN,
+  AFFINITY_RECORD,
+  LAYOUT_MARKER,
+];
+
+/** Every fixed chain, base and regular. */
+export const FIXED_CHAINS: ReadonlySet<NftName> = new Set([
+  ...BASE_CHAINS.map((c) => c.name),
+  ...REGULAR_CHAINS,
+]);
+
+/** The fixed sets and maps whose elements the proxier manages (flushed and refilled by full syncs). */
+export const ELEMENT_CONTAINERS: readonly NftName[] = [
+  CLUSTER_IPS,
+  HAIRPIN,
+  FIREWALL_ALLOW,
+  SERVICE_IPS,
+  NO_ENDPOINT_SERVICES,
+  FIREWALL_IPS,
+  LB,
+  LB_CLUSTER,
+  BACKENDS,
+  BACKENDS_CLUSTER,
+  AFFINITY_CHECK,
+  AFFINITY_RECORDS,
+];
+
+/** What the fixed rules depend on. */
+export interface LayoutOptions {
+  readonly family: IPFamily;
+  readonly masqueradeAll: boolean;
+  /** The masquerade mark, e.g. `0x00004000`. */
+  readonly mark: string;
+  /** Traffic from this CIDR comes from pods; undefined when unknown. */
+  readonly localCIDR: string | undefined;
+}
+
+/** Returns the mark for bit `bit` as nft prints it (`0x00004000`). */
+export function markHex(bit: number): string {
+  return `0x${(2 ** bit).toString(16).padStart(8, "0")}`;
+}
+
+/**
+ * Returns the statements that (re)create the fixed layout: table, chains (flushed), rules, and the
+ * fixed sets and maps (flushed). Elements are added separately.
+ */
+export function fixedLayout(o: LayoutOptions): string[] {
+  const { fam, addr } = words(o.family);
+  const t = `${fam} ${TABLE}`;
+  const entry = `${addr} . inet_proto . inet_service`;
+  const key = `${fam} daddr . meta l4proto . th dport`;
+  const out: string[] = [`add table ${t}`];
+  for (const c of BASE_CHAINS) {
+    out.push(
+      `add chain ${t} ${c.name} { type ${c.type} hook ${c.hook} priority ${c.priority}; policy accept; }`,
+      `flush chain ${t} ${c.name}`,
+    );
+  }
+  for (const c of REGULAR_CHAINS) out.push(`add chain ${t} ${c}`, `flush chain ${t} ${c}`);
+  const sets: Array<[string, NftName, string]> = [
+    ["set", CLUSTER_IPS, `type ${addr}`],
+    ["set", HAIRPIN, `type ${addr} . ${addr}`],
+    ["set", FIREWALL_ALLOW, `type ${entry} . ${addr}; flags interval`],
+    ["map", SERVICE_IPS, `type ${entry} : verdict`],
+    ["map", NO_ENDPOINT_SERVICES, `type ${entry} : verdict`],
+    ["map", FIREWALL_IPS, `type ${entry} : verdict`],
+    ["map", LB, `type ${entry} : verdict`],
+    ["map", LB_CLUSTER, `type ${entry} : verdict`],
+    ["map", BACKENDS, `typeof ${key} . numgen random mod 1 : ${fam} daddr . th dport`],
+    ["map", BACKENDS_CLUSTER, `typeof ${key} . numgen random mod 1 : ${fam} daddr . th dport`],
+    ["map", AFFINITY_CHECK, `type ${entry} : verdict`],
+    ["map", AFFINITY_RECORDS, `type ${entry} : verdict`],
+  ];
+  for (const [kind, name, decl] of sets) {
+    out.push(`add ${kind} ${t} ${name} { ${decl}; }`, `flush ${kind} ${t} ${name}`);
+  }
+  const rule = (chain: NftName, text: string) => out.push(`add rule ${t} ${chain} ${text}`);
+  rule(FILTER_PREROUTING, `ct state new jump ${FIREWALL_CHECK}`);
+  rule(FILTER_PREROUTING_POST_DNAT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
+  rule(FILTER_INPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
+  rule(FILTER_FORWARD, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
+  rule(FILTER_FORWARD, `ct state new jump ${CLUSTER_IPS_CHECK}`);
+  rule(FILTER_OUTPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
+  rule(FILTER_OUTPUT, `ct state new jump ${FIREWALL_CHECK}`);
+  rule(FILTER_OUTPUT_POST_DNAT, `ct state new jump ${CLUSTER_IPS_CHECK}`);
+  rule(FILTER_OUTPUT_POST_DNAT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
+  rule(NAT_PREROUTING, `jump ${SERVICES}`);
+  rule(NAT_OUTPUT, `jump ${SERVICES}`);
+  rule(NAT_POSTROUTING, `jump ${MASQUERADING}`);
+  rule(SERVICES, `${key} vmap @${SERVICE_IPS}`);
+  rule(MARK_MASQ, `meta mark set meta mark | ${o.mark}`);
+  rule(MASQUERADING, `ct status dnat ${fam} saddr . ${fam} daddr @${HAIRPIN} jump ${MARK_MASQ}`);
+  rule(MASQUERADING, `meta mark & ${o.mark} == 0x00000000 return`);
+  rule(MASQUERADING, `meta mark set meta mark ^ ${o.mark}`);
+  rule(MASQUERADING, "masquerade fully-random");
+  // Cluster IP traffic: masquerade what does not come from pods (or everything).
+  if (o.masqueradeAll) rule(INTERNAL, `jump ${MARK_MASQ}`);
+  else if (o.localCIDR !== undefined) rule(INTERNAL, `${fam} saddr != ${o.localCIDR} jump ${MARK_MASQ}`);
+  rule(INTERNAL, `${key} vmap @${AFFINITY_CHECK}`);
+  rule(INTERNAL, `${key} vmap @${LB}`);
+  // externalTrafficPolicy Cluster: the endpoint may be on another node, so always masquerade.
+  rule(EXTERNAL, `jump ${MARK_MASQ}`);
+  rule(EXTERNAL, `${key} vmap @${AFFINITY_CHECK}`);
+  rule(EXTERNAL, `${key} vmap @${LB}`);
+  // externalTrafficPolicy Local: pods and the node itself reach every endpoint (as if going out
+  // to the load balancer and back); the node is masqueraded (its source is the VIP itself).
+  if (o.localCIDR !== undefined) rule(EXTERNAL_LOCAL, `${fam} saddr ${o.localCIDR} goto ${EXTERNAL_CLUSTER}`);
+  rule(EXTERNAL_LOCAL, `fib saddr type local jump ${MARK_MASQ}`);
+  rule(EXTERNAL_LOCAL, `fib saddr type local goto ${EXTERNAL_CLUSTER}`);
+  rule(EXTERNAL_LOCAL, `${key} vmap @${AFFINITY_CHECK}`);
+  rule(EXTERNAL_LOCAL, `${key} vmap @${LB}`);
+  rule(EXTERNAL_CLUSTER, `${key} vmap @${AFFINITY_CHECK}`);
+  rule(EXTERNAL_CLUSTER, `${key} vmap @${LB_CLUSTER}`);
+  rule(SERVICE_ENDPOINTS_CHECK, `${key} vmap @${NO_ENDPOINT_SERVICES}`);
+  rule(CLUSTER_IPS_CHECK, `${fam} daddr @${CLUSTER_IPS} reject`);
+  rule(FIREWALL_CHECK, `${key} vmap @${FIREWALL_IPS}`);
+  rule(FIREWALL, `${key} . ${fam} saddr @${FIREWALL_ALLOW} return`);
+  rule(FIREWALL, "drop");
+  rule(REJECT_CHAIN, "reject");
+  // ct original proto-dst needs a protocol dependency to go into a concatenation.
+  for (const p of ["tcp", "udp", "sctp"]) {
+    rule(
+      AFFINITY_RECORD,
+      `meta l4proto ${p} ct original ${fam} daddr . meta l4proto . ct original proto-dst vmap @${AFFINITY_RECORDS}`,
+    );
+  }
+  return out;
+}
+
+/** Returns the statements that create `lb-N` (or `lbc-N` with `cluster`), flushed. */
+export function lbChainStatements(family: IPFamily, n: number, cluster: boolean): string[] {
+  const { fam } = words(family);
+  const t = `${fam} ${TABLE}`;
+  const chain = cluster ? lbClusterChain(n) : lbChain(n);
+  const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
+  return [
+    `add chain ${t} ${chain}`,
+    `flush chain ${t} ${chain}`,
+    `add rule ${t} ${chain} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . numgen random mod ${n} map @${map}`,
+  ];
+}
+
+/**
+ * Returns the statements that create the affinity map for timeout `t` (kept if it exists: it holds
+ * the clients' pins) and its two chains (flushed).
+ */
+export function affinityStatements(family: IPFamily, t: number): string[] {
+  const { fam } = words(family);
+  const tbl = `${fam} ${TABLE}`;
+  const name = affinityName(t);
+  const rec = affinityRecordChain(t);
+  const out = [
+    `add map ${tbl} ${name} { typeof ${fam} saddr . ${fam} daddr . meta l4proto . th dport : ${fam} daddr . th dport; flags dynamic,timeout; timeout ${t}s; }`,
+    `add chain ${tbl} ${name}`,
+    `flush chain ${tbl} ${name}`,
+    `add rule ${tbl} ${name} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} saddr . ${fam} daddr . meta l4proto . th dport map @${name}`,
+    `add chain ${tbl} ${rec}`,
+    `flush chain ${tbl} ${rec}`,
+  ];
+  // `P dport != 0` is the protocol dependency `ct original proto-dst` needs; after DNAT the port is
+  // the endpoint's, never 0. (`meta l4proto P` would do, but nft prints it in a form it cannot
+  // read back.)
+  for (const p of ["tcp", "udp", "sctp"]) {
+    out.push(
+      `add rule ${tbl} ${rec} ${p} dport != 0 update @${name} { ${fam} saddr . ct original ${fam} daddr . meta l4proto . ct original proto-dst : ${fam} daddr . th dport }`,
+    );
+  }
+  return out;
+}
+
+/** One element a service port contributes: a set member (no value) or a map entry. */
+export interface Element {
+  readonly container: NftName;
+  readonly key: string;
+  /** The map value; undefined for set members. */
+  readonly value?: string;
+  /** Shown by `nft list` beside the element (the service port's name). */
+  readonly comment?: string;
+}
+
+/** What per-port elements depend on beyond the service and its endpoints. */
+export interface PortElementOptions {
+  readonly topology: NodeTopology;
+  /** The node's addresses that answer NodePorts (this family). */
+  readonly nodePortIPs: readonly string[];
+  /** This node's addresses: a source range containing one also admits the VIP as a source. */
+  readonly nodeIPs: readonly string[];
+  /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
+  readonly affinitySupported: boolean;
+  readonly log?: Logger;
+}
+
+/** Everything one service port contributes. */
+export interface PortElements {
+  readonly elements: Element[];
+  /** Endpoint counts N whose `lb-N` / `lbc-N` chains its elements jump to. */
+  readonly lbCounts: ReadonlySet<number>;
+  readonly lbClusterCounts: ReadonlySet<number>;
+  /** Its ClientIP timeout, 0 when none (or unsupported). */
+  readonly affinityTimeout: number;
+  /** Whether it has internal / external endpoints missing on this node (for the metric). */
+  readonly noLocalInternal: boolean;
+  readonly noLocalExternal: boolean;
+}
+
+/** Returns `ip . proto . port`, the key of an entry. */
+export function entryKey(ip: string, proto: string, port: number): string {
+  return `${ip} . ${proto} . ${port}`;
+}
+
+/** Comments are at most 128 bytes in nft; names are DNS labels, so no quoting is needed. */
+function comment(svc: ServicePortInfo): string {
+  const s = servicePortNameString(svc.name);
+  return s.length > 128 ? s.slice(0, 128) : s;
+}
+
+/** Returns every element one service port contributes; see the module doc for their meaning. */
+export function portElements(
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+  o: PortElementOptions,
+): PortElements {
+  const cat: CategorizedEndpoints = categorizeEndpoints(svc, eps, o.topology, o.log);
+  const { hasAny } = cat;
+  const internal = internalEndpoints(svc, cat);
+  const hasInternal = hasAny && (!svc.internalPolicyLocal || cat.local.length > 0);
+  const hasExternal = hasAny && (!svc.externalPolicyLocal || cat.local.length > 0);
+  const proto = svc.protocol.toLowerCase();
+  const elements: Element[] = [];
+  const lbCounts = new Set<number>();
+  const lbClusterCounts = new Set<number>();
+  const note = comment(svc);
+  const affinityTimeout = svc.stickyMaxAgeSeconds > 0 && o.affinitySupported ? svc.stickyMaxAgeSeconds : 0;
+  const served: string[] = [];
+  const lb = (entry: string, list: readonly EndpointInfo[], cluster: boolean) => {
+    if (list.length === 0) return;
+    (cluster ? lbClusterCounts : lbCounts).add(list.length);
+    elements.push({
+      container: cluster ? LB_CLUSTER : LB,
+      key: entry,
+      value: `goto ${cluster ? lbClusterChain(list.length) : lbChain(list.length)}`,
+    });
+    list.forEach((e, i) =>
+      elements.push({
+        container: cluster ? BACKENDS_CLUSTER : BACKENDS,
+        key: `${entry} . ${i}`,
+        value: `${e.ip} . ${e.port}`,
+      })
+    );
+  };
+  const noEndpoints = (entry: string, hasEndpointsHere: boolean) => {
+    if (hasEndpointsHere) return;
+    elements.push({
+      container: NO_ENDPOINT_SERVICES,
+      key: entry,
+      value: hasAny ? "drop" : `goto ${REJECT_CHAIN}`,
+      comment: note,
+    });
+  };
+
+  elements.push({ container: CLUSTER_IPS, key: svc.clusterIP });
+  const clusterEntry = entryKey(svc.clusterIP, proto, svc.port);
+  if (hasInternal) {
+    elements.push({ container: SERVICE_IPS, key: clusterEntry, value: `goto ${INTERNAL}`, comment: note });
+    lb(clusterEntry, internal, false);
+    served.push(clusterEntry);
+  }
+  noEndpoints(clusterEntry, hasInternal);
+
+  const external = [
+    ...svc.externalIPs.map((ip) => entryKey(ip, proto, svc.port)),
+    ...svc.loadBalancerIPs.map((ip) => entryKey(ip, proto, svc.port)),
+    ...(svc.nodePort === 0 ? [] : o.nodePortIPs.map((ip) => entryKey(ip, proto, svc.nodePort))),
+  ];
+  for (const entry of external) {
+    if (hasAny) {
+      const chain = svc.externalPolicyLocal ? EXTERNAL_LOCAL : EXTERNAL;
+      elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}`, comment: note });
+      if (svc.externalPolicyLocal) {
+        lb(entry, cat.local, false);
+        lb(entry, cat.cluster, true);
+      } else lb(entry, cat.cluster, false);
+      served.push(entry);
+    }
+    noEndpoints(entry, hasExternal);
+  }
+
+  if (svc.loadBalancerIPs.length > 0 && svc.hasSourceRanges) {
+    const allowFromNode = o.nodeIPs.some((ip) =>
+      svc.loadBalancerSourceRanges.some((c) => cidrContains(c, ip))
+    );
+    for (const ip of svc.loadBalancerIPs) {
+      const entry = entryKey(ip, proto, svc.port);
+      elements.push({ container: FIREWALL_IPS, key: entry, value: `goto ${FIREWALL}`, comment: note });
+      for (const cidr of svc.loadBalancerSourceRanges) {
+        elements.push({ container: FIREWALL_ALLOW, key: `${entry} . ${cidr}` });
+      }
+      // A VIP routed locally loops back with itself as the source: admit that when the node is admitted.
+      if (allowFromNode) elements.push({ container: FIREWALL_ALLOW, key: `${entry} . ${ip}` });
+    }
+  }
+
+  if (affinityTimeout > 0) {
+    for (const entry of served) {
+      elements.push({
+        container: AFFINITY_CHECK,
+        key: entry,
+        value: `jump ${affinityName(affinityTimeout)}`,
+      });
+      elements.push({
+        container: AFFINITY_RECORDS,
+        key: entry,
+        value: `goto ${affinityRecordChain(affinityTimeout)}`,
+      });
+    }
+  }
+  for (const e of cat.all) elements.push({ container: HAIRPIN, key: `${e.ip} . ${e.ip}` });
+  return {
+    elements,
+    lbCounts,
+    lbClusterCounts,
+    affinityTimeout,
+    noLocalInternal: hasAny && !hasInternal,
+    noLocalExternal: hasAny && !hasExternal && external.length > 0,
+  };
+}
+
+/** Formats an element for `add element`: `key [comment "c"] [: value]`. */
+export function elementText(e: Element): string {
+  const c = e.comment === undefined ? "" : ` comment "${e.comment}"`;
+  return e.value === undefined ? `${e.key}${c}` : `${e.key}${c} : ${e.value}`;
+}
+
+/** Returns `add element` / `delete element` statements for `container`, 1,000 elements per line. */
+export function elementStatements(
+  family: IPFamily,
+  verb: "add" | "delete",
+  container: NftName,
+  items: readonly string[],
+): string[] {
+  const out: string[] = [];
+  const { fam } = words(family);
+  for (let i = 0; i < items.length; i += 1000) {
+    out.push(`${verb} element ${fam} ${TABLE} ${container} { ${items.slice(i, i + 1000).join(", ")} }`);
+  }
+  return out;
+}

@@ -1,0 +1,150 @@
+/**
+ * The nftables mode as the program sees it: checks at start (root, nft, its version, the layout
+ * accepted by this kernel), one proxier per family that works, `render` on a dry run, `--cleanup`.
+ * @module
+ */
+import { ConntrackRunner } from "../../iptables/conntrack.ts";
+import type { Executor } from "../../iptables/executor.ts";
+import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
+import { ModeUnavailableError } from "../errors.ts";
+import { MetaProxier } from "../meta_proxier.ts";
+import {
+  type ModeDeps,
+  type ModeProvider,
+  proxierOptions,
+  type ProxyModeDefinition,
+} from "../mode_definition.ts";
+import type { IPFamily } from "../types.ts";
+import { affinityStatements, fixedLayout, markHex, TABLE } from "./layout.ts";
+import { NftablesProxier, type NftablesProxierOptions } from "./proxier.ts";
+
+/** The oldest nft the layout is known to need features of (upstream's minimum too). */
+export const MIN_NFT_VERSION: readonly [number, number, number] = [1, 0, 1];
+
+/** Full resyncs once an hour, as upstream; the sync period drives partial resyncs. */
+const FULL_SYNC_PERIOD_MS = 3_600_000;
+
+function newProxier(
+  d: ModeDeps,
+  family: IPFamily,
+  nft: NFTables,
+  extra: Pick<NftablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "affinitySupported">,
+): NftablesProxier {
+  const c = d.config;
+  return new NftablesProxier({
+    ...proxierOptions(d, family),
+    fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
+    nft,
+    masqueradeAll: c.masqueradeAll,
+    masqueradeBit: c.masqueradeBit,
+    nodePortAddresses: c.nodePortAddresses,
+    ...extra,
+  });
+}
+
+/** A transaction that builds the whole fixed layout from scratch (checked with `nft -c`, never applied). */
+function probeScript(family: IPFamily, withAffinity: boolean): string {
+  const t = `${nftFamily(family)} ${TABLE}`;
+  return [
+    `add table ${t}`,
+    `delete table ${t}`,
+    ...fixedLayout({ family, masqueradeAll: false, mark: markHex(14), localCIDR: undefined }),
+    ...(withAffinity ? affinityStatements(family, 10800) : []),
+  ].join("\n") + "\n";
+}
+
+/** The nftables mode. */
+export const nftablesMode: ProxyModeDefinition = {
+  name: "nftables",
+
+  async create(d) {
+    if (Deno.uid() !== 0) {
+      throw new ModeUnavailableError("nftables mode needs root; try --proxy-mode=userspace");
+    }
+    const v4 = new NftRunner({ exec: d.exec, family: "IPv4" });
+    let version;
+    try {
+      version = await v4.version();
+    } catch (e) {
+      throw new ModeUnavailableError(
+        `nftables mode needs the nft tool (Debian/Ubuntu package nftables): ${
+          (e as Error).message
+        }; try --proxy-mode=iptables`,
+        { cause: e },
+      );
+    }
+    if (!versionAtLeast(version, MIN_NFT_VERSION)) {
+      throw new ModeUnavailableError(
+        `nftables mode needs nft ${
+          MIN_NFT_VERSION.join(".")
+        } or newer; found "${version.text}"; try --proxy-mode=iptables`,
+      );
+    }
+    d.log.info("Using nft", { version: version.text });
+    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const families: NftablesProxier[] = [];
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const nft = new NftRunner({ exec: d.exec, family });
+      let affinitySupported = true;
+      try {
+        await nft.check(probeScript(family, true));
+      } catch (withAffinity) {
+        try {
+          await nft.check(probeScript(family, false));
+          affinitySupported = false;
+          d.log.warn(
+            "This nft cannot program ClientIP affinity for this family; affinity services are balanced without it",
+            {
+              family,
+              error: (withAffinity as Error).message,
+            },
+          );
+        } catch (e) {
+          if (family === "IPv4") {
+            throw new ModeUnavailableError(
+              `nftables mode: this kernel or nft rejects the layout: ${
+                (e as Error).message
+              }; try --proxy-mode=iptables`,
+              { cause: e },
+            );
+          }
+          d.log.warn("IPv6 nftables layout rejected; serving IPv4 only", { error: (e as Error).message });
+          continue;
+        }
+      }
+      families.push(newProxier(d, family, nft, {
+        conntrack: new ConntrackRunner({ exec: d.exec, family }),
+        healthServer: d.healthServer,
+        nodeIPs,
+        affinitySupported,
+      }));
+    }
+    const p = families.length === 1 ? families[0] : new MetaProxier(families);
+    return Object.assign(p, { close() {} }) as ModeProvider;
+  },
+
+  render(d, dryRun) {
+    const families = (["IPv4", "IPv6"] as const).map((family) =>
+      newProxier(d, family, new NftRunner({ exec: dryRun, family }), { nodeIPs: [], affinitySupported: true })
+    );
+    return {
+      handler: new MetaProxier(families),
+      async render() {
+        let out = "";
+        for (const p of families) {
+          await p.syncNow();
+          // The IPv6 transaction is printed only when some Service has an IPv6 cluster IP.
+          if (p.family === "IPv6" && p.serviceCount === 0) continue;
+          out += `# nft -f - input (${nftFamily(p.family)})\n${p.lastTransaction}`;
+        }
+        return out;
+      },
+    };
+  },
+
+  cleanup(exec: Executor, family: IPFamily) {
+    const t = `${nftFamily(family)} ${TABLE}`;
+    // "add" first makes the delete succeed when the table is already gone.
+    return new NftRunner({ exec, family }).apply(`add table ${t}\ndelete table ${t}\n`);
+  },
+};

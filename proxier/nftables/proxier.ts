@@ -1,0 +1,378 @@
+/**
+ * The nftables mode: the map-centric layout of `layout.ts`, written as one `nft -f -` transaction
+ * per family per sync. A full sync (at start, after a failure, when the table vanished, and once an
+ * hour) recreates the fixed layout and refills every set and map; a partial sync deletes and adds
+ * only the elements of the service ports that changed.
+ * @module
+ */
+import type { Conntrack } from "../../iptables/conntrack.ts";
+import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
+import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import { clearStaleConntrack } from "../conntrack_cleanup.ts";
+import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
+import { cidrContains, ipFamily } from "../net.ts";
+import { ElementBook, type Touched } from "./element_book.ts";
+import {
+  AFFINITY_CHECK,
+  affinityName,
+  affinityRecordChain,
+  affinityStatements,
+  BACKENDS,
+  BACKENDS_CLUSTER,
+  DYNAMIC_CHAIN,
+  ELEMENT_CONTAINERS,
+  elementStatements,
+  fixedLayout,
+  LAYOUT_MARKER,
+  lbChain,
+  lbChainStatements,
+  lbClusterChain,
+  markHex,
+  type NftName,
+  type PortElements,
+  portElements,
+  TABLE,
+} from "./layout.ts";
+
+/** Options of {@linkcode NftablesProxier}. */
+export interface NftablesProxierOptions extends BaseProxierOptions {
+  readonly nft: NFTables;
+  /** Stale UDP entries are deleted through it; undefined skips (render). */
+  readonly conntrack?: Conntrack;
+  readonly masqueradeAll: boolean;
+  readonly masqueradeBit: number;
+  /** `--nodeport-addresses` CIDRs (any family); empty: the node's primary addresses. */
+  readonly nodePortAddresses: readonly string[];
+  /** This node's addresses (any family), from its interfaces. */
+  readonly nodeIPs: readonly string[];
+  /** Health check node ports of ETP=Local services; undefined serves none (render). */
+  readonly healthServer?: ServiceHealthServer;
+  /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
+  readonly affinitySupported: boolean;
+}
+
+/** How long a dynamic chain must have been unused before it is deleted (kernels before 6.2 may
+ * still count a reference from a map element deleted in the previous transaction). */
+const STALE_DELAY_MS = 1000;
+
+/** The nftables proxier; see the module doc. */
+export class NftablesProxier extends BaseProxier {
+  readonly #o: NftablesProxierOptions;
+  readonly #nft: NFTables;
+  readonly #fam: "ip" | "ip6";
+  readonly #book = new ElementBook();
+  /** Per service port key: its Service and the elements it contributed at the last sync. */
+  readonly #ports = new Map<string, { service: string; elements: PortElements }>();
+  /** Dynamic chain (or affinity map) name -> number of service ports using it. */
+  readonly #uses = new Map<NftName, number>();
+  /** Dynamic names the kernel holds, as far as the last successful sync knows. */
+  #inKernel = new Set<NftName>();
+  /** Dynamic names unused since the given time, deleted once {@linkcode STALE_DELAY_MS} passed. */
+  readonly #stale = new Map<NftName, number>();
+  readonly #warnedAffinity = new Set<string>();
+  /** The transaction of the last sync (for tests). */
+  lastTransaction = "";
+
+  /** Builds the proxier; runs nothing until a sync. */
+  constructor(o: NftablesProxierOptions) {
+    super(o);
+    this.#o = o;
+    this.#nft = o.nft;
+    this.#fam = nftFamily(o.family);
+  }
+
+  /** The node's addresses of this family that answer NodePorts. */
+  #nodePortIPs(): string[] {
+    const mine = this.#o.nodeIPs.filter((ip) =>
+      ipFamily(ip) === this.family && !(ip.startsWith("127.") || ip === "::1" || ip.startsWith("fe80:"))
+    );
+    const cidrs = this.#o.nodePortAddresses;
+    if (cidrs.length > 0) return mine.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
+    // Upstream's nftables default: the node's primary address (InternalIP, else ExternalIP).
+    const addrs = this.node?.status?.addresses ?? [];
+    for (const type of ["InternalIP", "ExternalIP"]) {
+      const ips = addrs.filter((a) => a.type === type && ipFamily(a.address) === this.family).map((a) =>
+        a.address
+      );
+      if (ips.length > 0) return ips;
+    }
+    return mine;
+  }
+
+  /** @inheritdoc */
+  protected override nodeDependentState(): string {
+    return JSON.stringify([super.nodeDependentState(), this.#nodePortIPs()]);
+  }
+
+  /** @inheritdoc */
+  protected override async syncRules(ctx: SyncContext): Promise<void> {
+    await this.#deleteStale();
+    let full = ctx.full;
+    if (!full && (await this.#nft.listChains(TABLE))?.includes(LAYOUT_MARKER) !== true) {
+      this.log.warn("The kube-proxy nftables table is gone (ruleset flushed?); doing a full sync", {
+        family: this.family,
+      });
+      full = true;
+    }
+    const affinityDirty = new Set<number>();
+    const lines = full ? await this.#buildFull(ctx, affinityDirty) : this.#buildPartial(ctx, affinityDirty);
+    if (lines.length > 0) {
+      const text = lines.join("\n") + "\n";
+      this.lastTransaction = text;
+      try {
+        await this.#nft.apply(text);
+      } catch (e) {
+        this.metrics.restoreFailuresTotal.inc();
+        // The book describes elements that never reached the kernel: the next sync is full.
+        this.#book.clear();
+        this.#ports.clear();
+        this.log.error("nft transaction failed; previous rules stay in place", {
+          family: this.family,
+          error: (e as Error).message,
+          line: e instanceof NftError ? e.line?.slice(0, 200) : undefined,
+        });
+        throw e;
+      }
+    }
+    this.#markStale();
+    await this.#dropStalePins(affinityDirty);
+    if (this.#o.conntrack !== undefined) {
+      await clearStaleConntrack(this.#o.conntrack, this.family, ctx, this.log);
+    }
+    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology));
+  }
+
+  /** Computes one port's elements (warning once per Service when affinity cannot be programmed). */
+  #elements(ctx: Pick<SyncContext, "endpoints">, key: string, nodePortIPs: string[]): PortElements {
+    const svc = (ctx as SyncContext).services.get(key)!;
+    if (svc.stickyMaxAgeSeconds > 0 && !this.#o.affinitySupported && !this.#warnedAffinity.has(svc.service)) {
+      this.#warnedAffinity.add(svc.service);
+      this.log.warn(
+        "ClientIP affinity is not programmed for this IPv6 service: this nft cannot update an IPv6 affinity map (nft 1.0.6 aborts); connections are balanced without affinity",
+        {
+          service: svc.service,
+        },
+      );
+    }
+    return portElements(svc, ctx.endpoints.get(key) ?? [], {
+      topology: this.topology,
+      nodePortIPs,
+      nodeIPs: this.#o.nodeIPs,
+      affinitySupported: this.#o.affinitySupported,
+      log: this.log,
+    });
+  }
+
+  /** Adds (+1) or removes (-1) a port's uses of dynamic chains; returns names whose use began. */
+  #count(pe: PortElements, delta: 1 | -1, began: Set<NftName>): void {
+    const names = [
+      ...[...pe.lbCounts].map(lbChain),
+      ...[...pe.lbClusterCounts].map(lbClusterChain),
+      ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
+    ];
+    for (const n of names) {
+      const next = (this.#uses.get(n) ?? 0) + delta;
+      if (next <= 0) this.#uses.delete(n);
+      else this.#uses.set(n, next);
+      if (delta > 0 && next === 1) began.add(n);
+    }
+  }
+
+  /** Statements that create dynamic chain (or affinity map) `name`. */
+  #create(name: NftName): string[] {
+    const m = DYNAMIC_CHAIN.exec(name)!;
+    const n = Number(m[2]);
+    if (m[1] === "lb") return lbChainStatements(this.family, n, false);
+    if (m[1] === "lbc") return lbChainStatements(this.family, n, true);
+    return affinityStatements(this.family, n);
+  }
+
+  async #buildFull(ctx: SyncContext, affinityDirty: Set<number>): Promise<string[]> {
+    const existing = await this.#nft.listChains(TABLE);
+    const lines: string[] = [];
+    const t = `${this.#fam} ${TABLE}`;
+    if (existing !== undefined && !existing.includes(LAYOUT_MARKER)) {
+      this.log.info("Replacing a kube-proxy nftables table of another layout (upstream's nftables mode?)", {
+        family: this.family,
+      });
+      lines.push(`add table ${t}`, `delete table ${t}`);
+    }
+    const kept = existing?.includes(LAYOUT_MARKER) ? existing : [];
+    lines.push(...fixedLayout({
+      family: this.family,
+      masqueradeAll: this.#o.masqueradeAll,
+      mark: markHex(this.#o.masqueradeBit),
+      localCIDR: this.localCIDR,
+    }));
+    this.#book.clear();
+    this.#ports.clear();
+    this.#uses.clear();
+    const nodePortIPs = this.#nodePortIPs();
+    const touched: Touched = new Map();
+    for (const key of [...ctx.services.keys()].sort()) {
+      const pe = this.#elements(ctx, key, nodePortIPs);
+      this.#ports.set(key, { service: ctx.services.get(key)!.service, elements: pe });
+      this.#count(pe, 1, new Set());
+      if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
+      this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
+    }
+    for (const name of [...this.#uses.keys()].sort()) lines.push(...this.#create(name));
+    // Dynamic chains no service uses any more: emptied now, deleted once unreferenced.
+    for (const name of kept) {
+      if (DYNAMIC_CHAIN.test(name) && !this.#uses.has(name) && !this.#uses.has(name.replace("-record", ""))) {
+        lines.push(`flush chain ${t} ${name}`);
+      }
+    }
+    this.#inKernel = new Set([
+      ...kept.filter((n) => DYNAMIC_CHAIN.test(n) && !n.includes("-record-")),
+      ...this.#uses.keys(),
+    ]);
+    for (const c of ELEMENT_CONTAINERS) {
+      lines.push(...elementStatements(this.family, "add", c, this.#book.contents(c)));
+    }
+    return lines;
+  }
+
+  #buildPartial(ctx: SyncContext, affinityDirty: Set<number>): string[] {
+    const touched: Touched = new Map();
+    const began = new Set<NftName>();
+    const nodePortIPs = this.#nodePortIPs();
+    for (const [key, old] of [...this.#ports]) {
+      if (!ctx.changedServices.has(old.service)) continue;
+      this.#count(old.elements, -1, began);
+      if (old.elements.affinityTimeout > 0) affinityDirty.add(old.elements.affinityTimeout);
+      if (!ctx.services.has(key)) {
+        this.#ports.delete(key);
+        this.#book.replace(key, [], touched);
+      }
+    }
+    for (const [key, svc] of ctx.services) {
+      if (!ctx.changedServices.has(svc.service) && this.#ports.has(key)) continue;
+      const pe = this.#elements(ctx, key, nodePortIPs);
+      this.#ports.set(key, { service: svc.service, elements: pe });
+      this.#count(pe, 1, began);
+      if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
+      this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
+    }
+    const lines: string[] = [];
+    for (const name of [...began].sort()) {
+      if (this.#inKernel.has(name)) continue;
+      lines.push(...this.#create(name));
+      this.#inKernel.add(name);
+    }
+    const diff = this.#book.diff(touched);
+    for (const [c, { del }] of diff) lines.push(...elementStatements(this.family, "delete", c, del));
+    for (const [c, { add }] of diff) lines.push(...elementStatements(this.family, "add", c, add));
+    return lines;
+  }
+
+  #warnConflicts(conflicts: string[]): void {
+    for (const c of conflicts) {
+      this.log.warn("Two services claim the same address and port; the first keeps it", {
+        family: this.family,
+        conflict: c,
+      });
+    }
+  }
+
+  /** Notes dynamic names no service uses now; names in use again are no longer stale. */
+  #markStale(): void {
+    const now = this.clock.now();
+    for (const name of this.#inKernel) {
+      if (this.#uses.has(name)) this.#stale.delete(name);
+      else if (!this.#stale.has(name)) this.#stale.set(name, now);
+    }
+  }
+
+  /** Deletes dynamic chains (and affinity maps) unused for long enough, in their own transaction. */
+  async #deleteStale(): Promise<void> {
+    const due = [...this.#stale].filter(([n, at]) =>
+      !this.#uses.has(n) && this.clock.now() - at >= STALE_DELAY_MS
+    )
+      .map(([n]) => n);
+    if (due.length === 0) return;
+    const t = `${this.#fam} ${TABLE}`;
+    const lines: string[] = [];
+    for (const name of due) {
+      const m = DYNAMIC_CHAIN.exec(name)!;
+      if (m[1] === "affinity") {
+        const rec = affinityRecordChain(Number(m[2]));
+        lines.push(`add chain ${t} ${rec}`, `delete chain ${t} ${rec}`, `add chain ${t} ${name}`);
+        lines.push(`delete chain ${t} ${name}`, `delete map ${t} ${name}`);
+      } else lines.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
+    }
+    try {
+      await this.#nft.apply(lines.join("\n") + "\n");
+      for (const n of due) {
+        this.#stale.delete(n);
+        this.#inKernel.delete(n);
+      }
+      this.log.debug("Deleted unused nftables chains", { family: this.family, chains: due.length });
+    } catch (e) {
+      this.log.warn("Cannot delete unused nftables chains; will retry", {
+        family: this.family,
+        error: (e as Error).message,
+      });
+    }
+  }
+
+  /**
+   * Deletes affinity pins that lead nowhere valid any more (an endpoint removed from the entry, or
+   * the entry gone), so a pinned client is balanced afresh instead of sent to a dead endpoint.
+   * Each deletion is preceded by an `add` of the same key so that a pin expiring meanwhile cannot
+   * fail the transaction.
+   */
+  async #dropStalePins(timeouts: ReadonlySet<number>): Promise<void> {
+    for (const timeout of timeouts) {
+      const map = affinityName(timeout);
+      if (!this.#inKernel.has(map)) continue;
+      const valid = new Map<string, Set<string>>();
+      for (const { elements } of this.#ports.values()) {
+        if (elements.affinityTimeout !== timeout) continue;
+        for (const e of elements.elements) {
+          if (e.container !== BACKENDS && e.container !== BACKENDS_CLUSTER) continue;
+          const entry = e.key.slice(0, e.key.lastIndexOf(" . "));
+          let set = valid.get(entry);
+          if (set === undefined) valid.set(entry, set = new Set());
+          set.add(e.value!);
+        }
+      }
+      const stale: string[] = [];
+      let pins;
+      try {
+        pins = await this.#nft.listElements(TABLE, map);
+      } catch (e) {
+        this.log.warn("Cannot list affinity pins", { family: this.family, map, error: (e as Error).message });
+        continue;
+      }
+      for (const p of pins) {
+        const entry = p.key.slice(1).join(" . ");
+        const endpoint = p.value.join(" . ");
+        const checked = this.#book.effective(AFFINITY_CHECK, entry) !== undefined;
+        if (!checked || !valid.get(entry)?.has(endpoint)) stale.push(`${p.key.join(" . ")} : ${endpoint}`);
+      }
+      if (stale.length === 0) continue;
+      const t = `${this.#fam} ${TABLE}`;
+      const lines: string[] = [];
+      for (let i = 0; i < stale.length; i += 500) {
+        const chunk = stale.slice(i, i + 500);
+        lines.push(
+          `add element ${t} ${map} { ${chunk.map((s) => s.replace(" : ", " timeout 1s : ")).join(", ")} }`,
+        );
+        lines.push(
+          `delete element ${t} ${map} { ${chunk.map((s) => s.slice(0, s.indexOf(" : "))).join(", ")} }`,
+        );
+      }
+      try {
+        await this.#nft.apply(lines.join("\n") + "\n");
+        this.log.debug("Dropped stale affinity pins", { family: this.family, map, pins: stale.length });
+      } catch (e) {
+        this.log.warn("Cannot drop stale affinity pins", {
+          family: this.family,
+          map,
+          error: (e as Error).message,
+        });
+      }
+    }
+  }
+}
