@@ -52,6 +52,10 @@ const ETP_LOCAL_USERSPACE =
   "externalTrafficPolicy Local keeps the client's address, which a userspace proxy " +
   "cannot: it balances external traffic over the same endpoints as internal traffic";
 const NO_SOURCE_RANGES_USERSPACE = "loadBalancerSourceRanges are not enforced in userspace mode";
+const NFT_REJECTS_UNSERVED_PORTS =
+  "upstream's nftables mode rejects traffic to ports a cluster IP does not serve";
+const NFT_NO_LOCALHOST_NODEPORTS =
+  "upstream's nftables mode serves NodePorts on the node's addresses, never on 127.0.0.1";
 const NO_DROP_USERSPACE = "a userspace proxy accepts the connection and then closes it; it cannot drop or " +
   "reject the packet";
 
@@ -86,6 +90,17 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.41", 81),
     expect: { verdict: "none" },
+    notFor: { nftables: NFT_REJECTS_UNSERVED_PORTS },
+  },
+  {
+    name: "ClusterIP wrong port is rejected (as upstream's nftables mode)",
+    objects: REPRESENTATIVE,
+    packet: tcp(POD, "172.30.0.41", 81),
+    expect: { verdict: "REJECT" },
+    notFor: {
+      iptables: "upstream's iptables mode leaves unserved cluster IP ports alone",
+      userspace: "the userspace mode has no listener there, so nothing is done with the packet",
+    },
   },
   {
     name: "ETP Local NodePort from outside: local endpoint only, source kept",
@@ -111,6 +126,17 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
+    notFor: { nftables: NFT_NO_LOCALHOST_NODEPORTS },
+  },
+  {
+    name: "no NodePorts on 127.0.0.1 (as upstream's nftables mode)",
+    objects: REPRESENTATIVE,
+    packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
+    expect: { verdict: "none" },
+    notFor: {
+      iptables: "--iptables-localhost-nodeports (default true) serves NodePorts on 127.0.0.1",
+      userspace: "userspace NodePorts listen on every address by default",
+    },
   },
   {
     name: "ETP Local external IP from outside",

@@ -1,0 +1,61 @@
+/**
+ * The nftables mode in the flow table: the real proxier on the fake nft, packets walked by the
+ * nftables tracer.
+ * @module
+ */
+import { FakeNft } from "../../iptables/testing/fake_nft.ts";
+import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
+import { traceNft } from "../../iptables/testing/nft_tracer.ts";
+import { TABLE } from "../../proxier/nftables/layout.ts";
+import { NftablesProxier, type NftablesProxierOptions } from "../../proxier/nftables/proxier.ts";
+import { baseOptions } from "../fixtures.ts";
+import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";
+import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
+
+/**
+ * A proxier on a fake nft with `setup`'s objects and node loaded (not yet synced), its options
+ * overridden by `over`.
+ */
+export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup: Partial<FlowSetup> = {}) {
+  const fake = new FakeNft();
+  const conntrack = new RecordingConntrack();
+  const opts = baseOptions();
+  const node = setup.node ?? NODE_A;
+  const o = setup.options ?? {};
+  const family = over.family ?? "IPv4";
+  const proxier = new NftablesProxier({
+    ...opts,
+    fullSyncPeriodMs: 3_600_000,
+    nft: fake.forFamily(family),
+    conntrack,
+    masqueradeAll: o.masqueradeAll ?? false,
+    masqueradeBit: 14,
+    nodePortAddresses: o.nodePortAddresses ?? [],
+    nodeIPs: node.ips,
+    localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },
+    affinitySupported: true,
+    ...over,
+  });
+  feed(proxier, { node, objects: setup.objects ?? REPRESENTATIVE });
+  return { fake, conntrack, proxier, log: opts.log, metrics: opts.metrics, clock: opts.clock };
+}
+
+/** An empty proxier on a fake nft (objects are added by the test). */
+export function emptyNftablesSetup(over: Partial<NftablesProxierOptions> = {}) {
+  return nftablesSetup(over, { objects: EMPTY });
+}
+
+/** The nftables adapter. */
+export const nftablesDatapath: Datapath = {
+  mode: "nftables",
+  reportsMasquerade: true,
+  async load(setup) {
+    const { fake, proxier } = nftablesSetup({}, setup);
+    await proxier.syncNow();
+    return (p) => {
+      const r = traceNft(fake, "IPv4", TABLE, tracerPacket(p), setup.node.ips);
+      if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
+      return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
+    };
+  },
+};
