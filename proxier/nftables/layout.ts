@@ -240,8 +240,6 @@ export function fixedLayout(o: LayoutOptions): string[] {
     ["map", FIREWALL_IPS, `type ${entry} : verdict`],
     ["map", LB, `type ${entry} : verdict`],
     ["map", LB_CLUSTER, `type ${entry} : verdict`],
-    ["map", BACKENDS, `typeof ${key} . numgen random mod 1 : ${fam} daddr . th dport`],
-    ["map", BACKENDS_CLUSTER, `typeof ${key} . numgen random mod 1 : ${fam} daddr . th dport`],
     ["map", AFFINITY_CHECK, `type ${entry} : verdict`],
     ["map", AFFINITY_RECORDS, `type ${entry} : verdict`],
   ];
@@ -301,30 +299,53 @@ export function fixedLayout(o: LayoutOptions): string[] {
   return out;
 }
 
-/** Returns the statements that create `lb-N` (or `lbc-N` with `cluster`), flushed. */
-export function lbChainStatements(family: IPFamily, n: number, cluster: boolean): string[] {
+/** Endpoint counts whose `lb-N` / `lbc-N` chains always exist, so most partial syncs need none. */
+export const PRECREATED_LB_COUNTS: readonly number[] = Array.from({ length: 32 }, (_, i) => i + 1);
+
+/**
+ * Returns the statements that recreate {@linkcode BACKENDS} (or {@linkcode BACKENDS_CLUSTER}) empty,
+ * with an `lb-N` (`lbc-N`) chain for each of `counts`. The map's key holds a `numgen` value, so it
+ * is declared with `typeof`; nft 1.0.6 cannot add a rule that reads such a map once it exists in the
+ * kernel ("conflicting protocols specified"), so the map and every rule reading it are written
+ * together, after `inKernel` (every chain that may still read it) has been flushed.
+ */
+export function backendsStatements(
+  family: IPFamily,
+  cluster: boolean,
+  inKernel: Iterable<NftName>,
+  counts: Iterable<number>,
+): string[] {
   const { fam } = words(family);
   const t = `${fam} ${TABLE}`;
-  const chain = cluster ? lbClusterChain(n) : lbChain(n);
   const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
-  return [
-    `add chain ${t} ${chain}`,
-    `flush chain ${t} ${chain}`,
-    `add rule ${t} ${chain} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . numgen random mod ${n} map @${map}`,
-  ];
+  const decl =
+    `{ typeof ${fam} daddr . meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; }`;
+  const out = [...inKernel].map((c) => `flush chain ${t} ${c}`);
+  // "add" first, so the delete succeeds when the map does not exist yet.
+  out.push(`add map ${t} ${map} ${decl}`, `delete map ${t} ${map}`, `add map ${t} ${map} ${decl}`);
+  for (const n of counts) {
+    const chain = cluster ? lbClusterChain(n) : lbChain(n);
+    out.push(
+      `add chain ${t} ${chain}`,
+      `flush chain ${t} ${chain}`,
+      `add rule ${t} ${chain} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . numgen random mod ${n} map @${map}`,
+    );
+  }
+  return out;
 }
 
 /**
  * Returns the statements that create the affinity map for timeout `t` (kept if it exists: it holds
- * the clients' pins) and its two chains (flushed).
+ * the clients' pins) and its two chains (flushed and rewritten). The map is declared with explicit
+ * types, so its rules can be rewritten while it exists.
  */
 export function affinityStatements(family: IPFamily, t: number): string[] {
-  const { fam } = words(family);
+  const { fam, addr } = words(family);
   const tbl = `${fam} ${TABLE}`;
   const name = affinityName(t);
   const rec = affinityRecordChain(t);
   const out = [
-    `add map ${tbl} ${name} { typeof ${fam} saddr . ${fam} daddr . meta l4proto . th dport : ${fam} daddr . th dport; flags dynamic,timeout; timeout ${t}s; }`,
+    `add map ${tbl} ${name} { type ${addr} . ${addr} . inet_proto . inet_service : ${addr} . inet_service; flags dynamic,timeout; timeout ${t}s; }`,
     `add chain ${tbl} ${name}`,
     `flush chain ${tbl} ${name}`,
     `add rule ${tbl} ${name} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} saddr . ${fam} daddr . meta l4proto . th dport map @${name}`,
@@ -336,7 +357,7 @@ export function affinityStatements(family: IPFamily, t: number): string[] {
   // read back.)
   for (const p of ["tcp", "udp", "sctp"]) {
     out.push(
-      `add rule ${tbl} ${rec} ${p} dport != 0 update @${name} { ${fam} saddr . ct original ${fam} daddr . meta l4proto . ct original proto-dst : ${fam} daddr . th dport }`,
+      `add rule ${tbl} ${rec} ${p} dport != 0 update @${name} { ${fam} saddr . ct original ${fam} daddr . meta l4proto . ct original proto-dst : ${fam} daddr . ${p} dport }`,
     );
   }
   return out;

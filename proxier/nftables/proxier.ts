@@ -19,18 +19,19 @@ import {
   affinityStatements,
   BACKENDS,
   BACKENDS_CLUSTER,
+  backendsStatements,
   DYNAMIC_CHAIN,
   ELEMENT_CONTAINERS,
   elementStatements,
   fixedLayout,
   LAYOUT_MARKER,
   lbChain,
-  lbChainStatements,
   lbClusterChain,
   markHex,
   type NftName,
   type PortElements,
   portElements,
+  PRECREATED_LB_COUNTS,
   TABLE,
 } from "./layout.ts";
 
@@ -163,7 +164,7 @@ export class NftablesProxier extends BaseProxier {
     });
   }
 
-  /** Adds (+1) or removes (-1) a port's uses of dynamic chains; returns names whose use began. */
+  /** Adds (+1) or removes (-1) a port's uses of dynamic chains; notes names whose use began. */
   #count(pe: PortElements, delta: 1 | -1, began: Set<NftName>): void {
     const names = [
       ...[...pe.lbCounts].map(lbChain),
@@ -178,26 +179,43 @@ export class NftablesProxier extends BaseProxier {
     }
   }
 
-  /** Statements that create dynamic chain (or affinity map) `name`. */
-  #create(name: NftName): string[] {
-    const m = DYNAMIC_CHAIN.exec(name)!;
-    const n = Number(m[2]);
-    if (m[1] === "lb") return lbChainStatements(this.family, n, false);
-    if (m[1] === "lbc") return lbChainStatements(this.family, n, true);
-    return affinityStatements(this.family, n);
+  /** The endpoint counts whose `lb-N` (`lbc-N`) chains a rebuild of that backends map writes. */
+  #lbCounts(cluster: boolean, extra: Iterable<NftName> = []): number[] {
+    const prefix = cluster ? "lbc-" : "lb-";
+    const counts = new Set(PRECREATED_LB_COUNTS);
+    for (const name of [...this.#uses.keys(), ...extra]) {
+      if (name.startsWith(prefix)) counts.add(Number(name.slice(prefix.length)));
+    }
+    return [...counts].sort((a, b) => a - b);
+  }
+
+  /** Dynamic names in the kernel that read `@backends` (`@backends-cluster` with `cluster`). */
+  #lbInKernel(cluster: boolean): NftName[] {
+    return [...this.#inKernel].filter((n) => n.startsWith(cluster ? "lbc-" : "lb-"));
+  }
+
+  /** Whether dynamic name `name` must stay: used by a port, or a precreated lb chain. */
+  #needed(name: NftName): boolean {
+    if (this.#uses.has(name)) return true;
+    const m = DYNAMIC_CHAIN.exec(name);
+    return m !== null && (m[1] === "lb" || m[1] === "lbc") && PRECREATED_LB_COUNTS.includes(Number(m[2]));
   }
 
   async #buildFull(ctx: SyncContext, affinityDirty: Set<number>): Promise<string[]> {
     const existing = await this.#nft.listChains(TABLE);
     const lines: string[] = [];
     const t = `${this.#fam} ${TABLE}`;
-    if (existing !== undefined && !existing.includes(LAYOUT_MARKER)) {
+    const ours = existing?.includes(LAYOUT_MARKER) === true;
+    if (existing !== undefined && !ours) {
       this.log.info("Replacing a kube-proxy nftables table of another layout (upstream's nftables mode?)", {
         family: this.family,
       });
       lines.push(`add table ${t}`, `delete table ${t}`);
     }
-    const kept = existing?.includes(LAYOUT_MARKER) ? existing : [];
+    // affinity-record-T chains go with their affinity-T: only the latter is tracked.
+    this.#inKernel = new Set(
+      ours ? existing!.filter((n) => DYNAMIC_CHAIN.test(n) && !n.includes("-record-")) : [],
+    );
     lines.push(...fixedLayout({
       family: this.family,
       masqueradeAll: this.#o.masqueradeAll,
@@ -216,17 +234,25 @@ export class NftablesProxier extends BaseProxier {
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
     }
-    for (const name of [...this.#uses.keys()].sort()) lines.push(...this.#create(name));
-    // Dynamic chains no service uses any more: emptied now, deleted once unreferenced.
-    for (const name of kept) {
-      if (DYNAMIC_CHAIN.test(name) && !this.#uses.has(name) && !this.#uses.has(name.replace("-record", ""))) {
-        lines.push(`flush chain ${t} ${name}`);
+    for (const cluster of [false, true]) {
+      const counts = this.#lbCounts(cluster);
+      lines.push(...backendsStatements(this.family, cluster, this.#lbInKernel(cluster), counts));
+      for (const n of counts) this.#inKernel.add(cluster ? lbClusterChain(n) : lbChain(n));
+    }
+    for (const name of [...this.#uses.keys()].filter((n) => n.startsWith("affinity-")).sort()) {
+      lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
+      this.#inKernel.add(name);
+    }
+    // Affinity chains no service uses any more: emptied now, deleted with their map once
+    // unreferenced (unused lb chains were emptied by the backends rebuild).
+    for (const name of this.#inKernel) {
+      if (!this.#needed(name) && name.startsWith("affinity-")) {
+        lines.push(
+          `flush chain ${t} ${name}`,
+          `flush chain ${t} ${affinityRecordChain(Number(name.slice(9)))}`,
+        );
       }
     }
-    this.#inKernel = new Set([
-      ...kept.filter((n) => DYNAMIC_CHAIN.test(n) && !n.includes("-record-")),
-      ...this.#uses.keys(),
-    ]);
     for (const c of ELEMENT_CONTAINERS) {
       lines.push(...elementStatements(this.family, "add", c, this.#book.contents(c)));
     }
@@ -255,14 +281,33 @@ export class NftablesProxier extends BaseProxier {
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
     }
     const lines: string[] = [];
+    const rebuilt = new Set<NftName>();
+    for (const cluster of [false, true]) {
+      const fresh = [...began].filter((n) =>
+        n.startsWith(cluster ? "lbc-" : "lb-") && !this.#inKernel.has(n)
+      );
+      if (fresh.length === 0) continue;
+      // A new endpoint count needs a new lb chain, so the whole backends map is rewritten.
+      this.log.debug("New endpoint count: rewriting a backends map", { family: this.family, chains: fresh });
+      const counts = this.#lbCounts(cluster, fresh);
+      lines.push(...backendsStatements(this.family, cluster, this.#lbInKernel(cluster), counts));
+      for (const n of counts) this.#inKernel.add(cluster ? lbClusterChain(n) : lbChain(n));
+      const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
+      rebuilt.add(map);
+      lines.push(...elementStatements(this.family, "add", map, this.#book.contents(map)));
+    }
     for (const name of [...began].sort()) {
-      if (this.#inKernel.has(name)) continue;
-      lines.push(...this.#create(name));
+      if (!name.startsWith("affinity-") || this.#inKernel.has(name)) continue;
+      lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
       this.#inKernel.add(name);
     }
     const diff = this.#book.diff(touched);
-    for (const [c, { del }] of diff) lines.push(...elementStatements(this.family, "delete", c, del));
-    for (const [c, { add }] of diff) lines.push(...elementStatements(this.family, "add", c, add));
+    for (const [c, { del }] of diff) {
+      if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "delete", c, del));
+    }
+    for (const [c, { add }] of diff) {
+      if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "add", c, add));
+    }
     return lines;
   }
 
@@ -275,11 +320,11 @@ export class NftablesProxier extends BaseProxier {
     }
   }
 
-  /** Notes dynamic names no service uses now; names in use again are no longer stale. */
+  /** Notes dynamic names no service needs now; names needed again are no longer stale. */
   #markStale(): void {
     const now = this.clock.now();
     for (const name of this.#inKernel) {
-      if (this.#uses.has(name)) this.#stale.delete(name);
+      if (this.#needed(name)) this.#stale.delete(name);
       else if (!this.#stale.has(name)) this.#stale.set(name, now);
     }
   }

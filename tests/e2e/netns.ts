@@ -5,6 +5,8 @@
  * @module
  */
 
+import { DenoExecutor, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
+
 const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** Runs a command; throws with its stderr when it fails. */
@@ -15,6 +17,42 @@ export async function sh(cmd: string, args: string[], opts: { allowFail?: boolea
     throw new Error(`${cmd} ${args.join(" ")} exited ${out.code}: ${dec.decode(out.stderr)}`);
   }
   return dec.decode(out.stdout);
+}
+
+/** Runs every command inside network namespace `ns` (`ip netns exec ns cmd ...`). */
+export class NetnsExecutor implements Executor {
+  readonly #inner = new DenoExecutor();
+  /** @param ns an existing namespace. */
+  constructor(readonly ns: string) {}
+  /** @inheritdoc */
+  run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
+    return this.#inner.run("ip", { ...opts, args: ["netns", "exec", this.ns, cmd, ...opts.args] });
+  }
+}
+
+/**
+ * Runs `fn` with a fresh network namespace (unique name, loopback up) and an executor inside it;
+ * the namespace is deleted afterwards, even when `fn` throws.
+ */
+export async function withNamespace<T>(fn: (exec: NetnsExecutor) => Promise<T>): Promise<T> {
+  const ns = `kpd-${crypto.randomUUID().slice(0, 8)}-scratch`;
+  await sh("ip", ["netns", "add", ns]);
+  try {
+    await sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
+    return await fn(new NetnsExecutor(ns));
+  } finally {
+    await sh("ip", ["netns", "del", ns], { allowFail: true });
+  }
+}
+
+/** Returns true when `cmd` runs here (found on PATH). */
+export async function commandWorks(cmd: string, args: string[] = ["--version"]): Promise<boolean> {
+  try {
+    await new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).output();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Returns true when network namespaces can be created here (root with iproute2). */

@@ -1,0 +1,150 @@
+import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
+import { TOPOLOGY } from "../../tests/flows/objects.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/netns.ts";
+import { NftError, NftRunner } from "../nft.ts";
+import { FakeNft, normalizeListing } from "./fake_nft.ts";
+
+const BASE = `add table ip t
+add chain ip t a
+add chain ip t b { type filter hook input priority 0; policy accept; }
+add map ip t m { type ipv4_addr : verdict; }
+add rule ip t b ip daddr vmap @m
+add element ip t m { 10.0.0.1 : goto a }
+`;
+
+Deno.test("FakeNft: a failing statement leaves the previous state, naming the line", async () => {
+  const f = new FakeNft();
+  await f.apply(BASE);
+  const before = f.listTable("IPv4", "t");
+  const e = await assertRejects(() => f.apply("add chain ip t c\nadd rule ip t c jump nowhere\n"), NftError);
+  assertEquals([e.lineNumber, e.line], [2, "add rule ip t c jump nowhere"]);
+  assertEquals(f.listTable("IPv4", "t"), before);
+  assertEquals(f.listChains("IPv4", "t"), ["a", "b"], "chain c of the failed transaction is not there");
+});
+
+Deno.test("FakeNft: references hold chains and sets; elements behave as the kernel's", async () => {
+  const f = new FakeNft();
+  await f.apply(BASE);
+  for (
+    const [bad, why] of [
+      ["delete chain ip t a", /referenced by map m/],
+      ["delete map ip t m", /referenced by chain b/],
+      ["add element ip t m { 10.0.0.1 : drop }", /File exists/],
+      ["delete element ip t m { 10.0.0.9 }", /No such file/],
+      ["add element ip t m { 10.0.0.2 : goto gone }", /No such file/],
+      ["add map ip t m { type ipv4_addr : verdict; flags interval; }", /another declaration/],
+      ["add chain ip t b { type filter hook input priority 10; policy accept; }", /other properties/],
+    ] as const
+  ) {
+    assertMatch((await assertRejects(() => f.apply(bad + "\n"), NftError)).message, why, bad);
+  }
+  // Re-adding what exists is fine; an unreferenced chain may go with its rules.
+  await f.apply("add element ip t m { 10.0.0.1 : goto a }\nadd chain ip t a\nadd rule ip t a drop\n");
+  await f.apply("delete element ip t m { 10.0.0.1 }\ndelete chain ip t a\n");
+  assertEquals(f.listChains("IPv4", "t"), ["b"]);
+});
+
+/** Full and partial transactions of the real proxier, for comparing the fake with the kernel. */
+async function transactions(family: "IPv4" | "IPv6"): Promise<string[]> {
+  const { fake, proxier, clock } = family === "IPv4"
+    ? nftablesSetup({}, { objects: TOPOLOGY })
+    : nftablesSetup({
+      family: "IPv6",
+      nodeIPs: ["fd00:0:2::2"],
+      localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["fd00:180::/64"] },
+      affinitySupported: false,
+    }, { objects: { id: "none", build: () => ({ services: [], slices: [] }) } });
+  if (family === "IPv6") {
+    proxier.onServiceAdd(makeService("ns1", "v6", (s) => {
+      s.spec!.type = "LoadBalancer";
+      s.spec!.clusterIPs = ["fd00:30::41"];
+      s.spec!.ports![0].nodePort = 30080;
+      s.spec!.loadBalancerSourceRanges = ["fd00:99::/120"];
+      s.status = { loadBalancer: { ingress: [{ ip: "fd00:99::33" }] } };
+    }));
+    proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "v6", (s) => {
+      s.addressType = "IPv6";
+      s.endpoints = [ep("fd00:180::1"), ep("fd00:180::2")];
+    }));
+  } else {
+    proxier.onServiceAdd(makeService("ns9", "sticky", (s) => {
+      s.spec!.clusterIPs = ["172.30.9.9"];
+      s.spec!.sessionAffinity = "ClientIP";
+    }));
+    proxier.onEndpointSliceAdd(makeEndpointSlice("ns9", "sticky", (s) => s.endpoints = [ep("10.180.9.1")]));
+  }
+  await proxier.syncNow();
+  // A partial sync: an endpoint added, a service removed.
+  if (family === "IPv4") {
+    proxier.onEndpointSliceUpdate(
+      makeEndpointSlice("ns9", "sticky"),
+      makeEndpointSlice("ns9", "sticky", (s) => s.endpoints = [ep("10.180.9.1"), ep("10.180.9.2")]),
+    );
+    proxier.onServiceDelete(makeService("topo", "unhinted"));
+  } else {
+    proxier.onEndpointSliceUpdate(
+      makeEndpointSlice("ns1", "v6"),
+      makeEndpointSlice("ns1", "v6", (s) => {
+        s.addressType = "IPv6";
+        s.endpoints = [ep("fd00:180::1"), ep("fd00:180::3"), ep("fd00:180::4")];
+      }),
+    );
+  }
+  await proxier.syncNow();
+  // A partial sync that needs an endpoint count no chain exists for yet (rewrites a backends map).
+  const many = Array.from(
+    { length: 40 },
+    (_, i) => ep(family === "IPv4" ? `10.180.8.${i + 1}` : `fd00:180::8:${i + 1}`),
+  );
+  proxier.onServiceAdd(makeService("ns8", "big", (s) => {
+    s.spec!.clusterIPs = [family === "IPv4" ? "172.30.8.8" : "fd00:30::88"];
+  }));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns8", "big", (s) => {
+    s.addressType = family;
+    s.endpoints = many;
+  }));
+  await proxier.syncNow();
+  // A second full sync on the existing table (the hourly resync).
+  await clock.advance(3_600_000);
+  await proxier.syncNow();
+  assertEquals(fake.transactions.length, 4);
+  return fake.transactions;
+}
+
+Deno.test({
+  name: "FakeNft lists what the real nft lists after the same full and partial transactions, both families",
+  ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
+  async fn() {
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const txs = await transactions(family);
+      const fake = new FakeNft();
+      await withNamespace(async (exec) => {
+        const real = new NftRunner({ exec, family });
+        for (const [i, tx] of txs.entries()) {
+          await fake.apply(tx);
+          await real.apply(tx);
+          const fam = family === "IPv4" ? "ip" : "ip6";
+          const listed = await exec.run("nft", { args: ["list", "table", fam, "kube-proxy"] });
+          assertEquals(listed.code, 0, listed.stderr);
+          assertEquals(
+            normalizeListing(fake.listTable(family, "kube-proxy")).split("\n"),
+            normalizeListing(listed.stdout).split("\n"),
+            `${family} after transaction ${i + 1}`,
+          );
+          assertEquals(
+            (await real.listChains("kube-proxy"))?.sort(),
+            fake.listChains(family, "kube-proxy")?.sort(),
+          );
+        }
+        // What nft lists, it can load again (an operator's `nft list ruleset` backup works).
+        const saved = await exec.run("nft", { args: ["list", "ruleset"] });
+        await exec.run("nft", { args: ["flush", "ruleset"] });
+        const reloaded = await exec.run("nft", { args: ["-f", "-"], stdin: saved.stdout });
+        assertEquals(reloaded.code, 0, reloaded.stderr);
+        assert(saved.stdout.includes("map backends"), "the listing held our maps");
+      });
+    }
+  },
+});
