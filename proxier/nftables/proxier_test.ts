@@ -1,0 +1,261 @@
+import { NftError } from "../../iptables/nft.ts";
+import { traceNft } from "../../iptables/testing/nft_tracer.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
+import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
+import { NODE_IP } from "../../tests/flows/objects.ts";
+import { LAYOUT_MARKER, TABLE } from "./layout.ts";
+
+type Fake = ReturnType<typeof nftablesSetup>["fake"];
+const reach = (fake: Fake, dst: string, src = "10.180.5.5") =>
+  traceNft(fake, "IPv4", TABLE, { src, dst, port: 80, protocol: "tcp" }, [NODE_IP]).endpoints;
+const lines = (tx: string) => tx.split("\n").filter((l) => l !== "");
+
+Deno.test("nftables golden: the representative services' transaction", async () => {
+  const { proxier } = nftablesSetup();
+  await proxier.syncNow();
+  const url = new URL("../../tests/testdata/nftables_golden.nft", import.meta.url);
+  if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(url, proxier.lastTransaction);
+  assertEquals(proxier.lastTransaction.split("\n"), (await Deno.readTextFile(url)).split("\n"));
+});
+
+Deno.test("nftables partial sync: one endpoint change touches only that service's elements", async () => {
+  const { fake, proxier } = nftablesSetup();
+  await proxier.syncNow();
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.10")]),
+  );
+  await proxier.syncNow();
+  assertEquals(lines(fake.transactions[1]), [
+    // Endpoints are indexed in sorted order ("10.180.0.10:80" < "10.180.0.1:80").
+    "delete element ip kube-proxy lb { 172.30.0.41 . tcp . 80 }",
+    "delete element ip kube-proxy backends { 172.30.0.41 . tcp . 80 . 0 }",
+    "add element ip kube-proxy lb { 172.30.0.41 . tcp . 80 : goto lb-2 }",
+    "add element ip kube-proxy backends { 172.30.0.41 . tcp . 80 . 0 : 10.180.0.10 . 80, 172.30.0.41 . tcp . 80 . 1 : 10.180.0.1 . 80 }",
+    "add element ip kube-proxy hairpin { 10.180.0.10 . 10.180.0.10 }",
+  ]);
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.10:80", "10.180.0.1:80"]);
+  assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"], "other services intact");
+  // A sync with nothing changed sends nothing.
+  await proxier.syncNow();
+  assertEquals(fake.transactions.length, 2);
+});
+
+Deno.test("nftables partial sync: a deleted service's elements go, shared ones stay", async () => {
+  const { fake, proxier } = nftablesSetup();
+  await proxier.syncNow();
+  proxier.onServiceDelete(makeService("ns1", "svc1"));
+  await proxier.syncNow();
+  const tx = fake.transactions[1];
+  assert(tx.includes("delete element ip kube-proxy service-ips { 172.30.0.41 . tcp . 80 }"), tx);
+  assert(tx.includes("delete element ip kube-proxy cluster-ips { 172.30.0.41 }"), tx);
+  assert(!tx.includes("add "), `nothing added: ${tx}`);
+  assertEquals(reach(fake, "172.30.0.41"), []);
+  assertEquals(
+    traceNft(fake, "IPv4", TABLE, { src: "10.180.5.5", dst: "172.30.0.41", port: 80, protocol: "tcp" }, [
+      NODE_IP,
+    ])
+      .verdict,
+    "none",
+  );
+});
+
+Deno.test("nftables: a failed transaction keeps the previous rules, is counted, and the next sync is full", async () => {
+  const { fake, proxier, metrics, log } = nftablesSetup();
+  await proxier.syncNow();
+  const before = fake.listTable("IPv4", TABLE);
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.11")]),
+  );
+  fake.failNext = "/dev/stdin:3:1: Error: Could not process rule: No buffer space available";
+  await assertRejects(() => proxier.syncNow(), NftError);
+  assertEquals(fake.listTable("IPv4", TABLE), before);
+  assertEquals((await metrics.restoreFailuresTotal.get()).values[0].value, 1);
+  assert(log.messages("error").includes("nft transaction failed; previous rules stay in place"));
+  await proxier.syncNow();
+  assert(
+    fake.transactions.at(-1)!.startsWith("add table ip kube-proxy\n"),
+    "after a failure the sync is full",
+  );
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.11:80"]);
+});
+
+Deno.test("nftables: a flushed ruleset is recreated by the next sync; a foreign kube-proxy table is replaced", async () => {
+  const { fake, proxier, log } = nftablesSetup();
+  await proxier.syncNow();
+  fake.flushRuleset();
+  proxier.onServiceDelete(makeService("ns5", "svc5"));
+  await proxier.syncNow();
+  assert(log.messages("warn").some((m) => m.includes("table is gone")), "says why it resyncs");
+  assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"]);
+  // Upstream's nftables mode left a table of the same name: replaced, not merged.
+  const other = emptyNftablesSetup();
+  await other.fake.apply(
+    "add table ip kube-proxy\nadd chain ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80\nadd set ip kube-proxy cluster-ips { type ipv4_addr; }\n",
+  );
+  await other.proxier.syncNow();
+  const chains = other.fake.listChains("IPv4", TABLE)!;
+  assert(
+    chains.includes(LAYOUT_MARKER) && !chains.includes("service-ULMVA6XW-ns1/svc1/tcp/p80"),
+    chains.join(" "),
+  );
+});
+
+Deno.test("nftables: an lb chain no service needs is deleted a second later, in its own transaction", async () => {
+  const { fake, proxier, clock } = nftablesSetup();
+  await proxier.syncNow();
+  const big = Array.from({ length: 40 }, (_, i) => ep(`10.180.7.${i + 1}`));
+  proxier.onServiceAdd(makeService("ns8", "big", (s) => s.spec!.clusterIPs = ["172.30.8.8"]));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns8", "big", (s) => s.endpoints = big));
+  await proxier.syncNow();
+  assert(fake.listChains("IPv4", TABLE)!.includes("lb-40"));
+  assertEquals(reach(fake, "172.30.8.8").length, 40);
+  proxier.onServiceDelete(makeService("ns8", "big"));
+  await proxier.syncNow();
+  assert(fake.listChains("IPv4", TABLE)!.includes("lb-40"), "kept while a deleted element may still hold it");
+  await clock.advance(1000);
+  proxier.onServiceDelete(makeService("ns1", "svc1"));
+  await proxier.syncNow();
+  assert(!fake.listChains("IPv4", TABLE)!.includes("lb-40"), "deleted once stale for a second");
+  assert(fake.listChains("IPv4", TABLE)!.includes("lb-32"), "precreated counts stay");
+  assert(fake.transactions.some((t) => t.includes("delete chain ip kube-proxy lb-40")));
+});
+
+Deno.test("nftables affinity: a pin to a removed endpoint is dropped; other pins stay", async () => {
+  const { fake, proxier } = nftablesSetup();
+  await proxier.syncNow();
+  // ns3/svc3 has ClientIP affinity (100 s) over 10.180.0.4 and .5: pin two clients by tracing
+  // with recording, as new connections would.
+  const pin = (src: string) =>
+    traceNft(fake, "IPv4", TABLE, { src, dst: "172.30.0.43", port: 80, protocol: "tcp" }, [NODE_IP], {
+      record: true,
+    });
+  pin("10.180.5.5");
+  pin("10.180.5.6");
+  const pins = () =>
+    fake.listElements("IPv4", TABLE, "affinity-100").map((e) => `${e.key[0]}->${e.value[0]}`);
+  // Both paths recorded: each client holds the last branch's endpoint.
+  assertEquals(pins(), ["10.180.5.5->10.180.0.5", "10.180.5.6->10.180.0.5"]);
+  assertEquals(
+    traceNft(fake, "IPv4", TABLE, { src: "10.180.5.5", dst: "172.30.0.43", port: 80, protocol: "tcp" }, [
+      NODE_IP,
+    ])
+      .endpoints,
+    ["10.180.0.5:80"],
+    "a pinned client reaches only its endpoint",
+  );
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns3", "svc3"),
+    makeEndpointSlice("ns3", "svc3", (s) => s.endpoints = [ep("10.180.0.4"), ep("10.180.0.6")]),
+  );
+  await proxier.syncNow();
+  assertEquals(pins(), [], "pins to 10.180.0.5 are gone");
+  assertEquals(
+    traceNft(fake, "IPv4", TABLE, { src: "10.180.5.5", dst: "172.30.0.43", port: 80, protocol: "tcp" }, [
+      NODE_IP,
+    ])
+      .endpoints,
+    ["10.180.0.4:80", "10.180.0.6:80"],
+  );
+});
+
+Deno.test("nftables: two services on one external IP and port: the first keeps it, the second takes over", async () => {
+  const { fake, proxier, log } = emptyNftablesSetup();
+  const svc = (name: string, ip: string) =>
+    makeService("ns1", name, (s) => {
+      s.spec!.clusterIPs = [ip];
+      s.spec!.externalIPs = ["192.168.99.5"];
+    });
+  proxier.onServiceAdd(svc("a", "172.30.0.1"));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "a", (s) => s.endpoints = [ep("10.180.0.1")]));
+  proxier.onServiceAdd(svc("b", "172.30.0.2"));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "b", (s) => s.endpoints = [ep("10.180.0.2")]));
+  await proxier.syncNow();
+  assert(log.messages("warn").includes("Two services claim the same address and port; the first keeps it"));
+  assertEquals(reach(fake, "192.168.99.5", "192.168.0.10"), ["10.180.0.1:80"]);
+  proxier.onServiceDelete(svc("a", "172.30.0.1"));
+  await proxier.syncNow();
+  assertEquals(reach(fake, "192.168.99.5", "192.168.0.10"), ["10.180.0.2:80"]);
+});
+
+const HOSTILE = [
+  "a b",
+  'x" ; flush ruleset ; "',
+  "x\nflush ruleset",
+  "} ; flush ruleset ; {",
+  "@hostile-set",
+  "x".repeat(5000),
+  "10.0.0.1 . tcp . 80 : goto internal",
+];
+
+Deno.test("nftables: no object field reaches the transaction unvalidated", async () => {
+  const { fake, proxier, log } = emptyNftablesSetup();
+  proxier.onServiceAdd(makeService("ns1", "good"));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "good", (s) => s.endpoints = [ep("10.180.0.1")]));
+  for (const [i, h] of HOSTILE.entries()) {
+    proxier.onServiceAdd(makeService("ns1", `name${i}`, (s) => s.metadata!.name = h));
+    proxier.onServiceAdd(makeService(h, `ns${i}`));
+    proxier.onServiceAdd(makeService("ns1", `port${i}`, (s) => s.spec!.ports![0].name = h));
+    proxier.onServiceAdd(makeService("ns1", `ip${i}`, (s) => s.spec!.clusterIPs = [h]));
+    proxier.onServiceAdd(makeService("ns1", `ann${i}`, (s) => {
+      s.spec!.clusterIPs = [`172.30.1.${i + 1}`];
+      s.metadata!.annotations = { x: h };
+      s.spec!.externalIPs = [h];
+      s.spec!.type = "LoadBalancer";
+      s.spec!.loadBalancerSourceRanges = [h];
+      s.status = { loadBalancer: { ingress: [{ ip: h }] } };
+    }));
+    proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", `ann${i}`, (s) => {
+      s.endpoints = [{ addresses: [h], nodeName: h, hints: { forZones: [{ name: h }] } }];
+    }));
+    proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", `slice${i}`, (s) => {
+      s.metadata!.labels = { "kubernetes.io/service-name": "good" };
+      s.ports = [{ name: h, port: 80, protocol: "TCP" }];
+    }));
+  }
+  await proxier.syncNow();
+  const tx = proxier.lastTransaction;
+  for (const h of HOSTILE) {
+    assert(!tx.includes(h), `hostile ${JSON.stringify(h.slice(0, 20))} reached the transaction`);
+  }
+  assert(!tx.includes("flush ruleset"), tx);
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80"], "the good service works");
+  assert(log.messages("warn").length >= HOSTILE.length * 4, "each bad object or field is warned about");
+});
+
+Deno.test("nftables IPv6: the IPv6 half of dual-stack objects; affinity left out (with a warning) when unsupported", async () => {
+  const { fake, proxier, log } = emptyNftablesSetup({
+    family: "IPv6",
+    nodeIPs: ["fd00:0:2::2"],
+    localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["fd00:180::/64"] },
+    affinitySupported: false,
+  });
+  proxier.onServiceAdd(makeService("ns1", "svc1", (s) => {
+    s.spec!.clusterIPs = ["172.30.0.41", "fd00:30::41"];
+    s.spec!.sessionAffinity = "ClientIP";
+    s.spec!.type = "NodePort";
+    s.spec!.ports![0].nodePort = 30080;
+  }));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => {
+    s.metadata!.name = "svc1-v6";
+    s.addressType = "IPv6";
+    s.endpoints = [ep("fd00:180::1"), ep("fd00:180::2")];
+  }));
+  await proxier.syncNow();
+  const tx = proxier.lastTransaction;
+  assert(tx.includes("fd00:30::41 . tcp . 80") && !tx.includes("172.30.0.41"), tx);
+  assert(!tx.includes("affinity-10800"), "no affinity map");
+  assert(log.messages("warn").some((m) => m.startsWith("ClientIP affinity is not programmed")));
+  const r = traceNft(fake, "IPv6", TABLE, {
+    src: "fd00:99::9",
+    dst: "fd00:0:2::2",
+    port: 30080,
+    protocol: "tcp",
+  }, [
+    "fd00:0:2::2",
+  ]);
+  assertEquals([r.endpoints, r.masq], [["[fd00:180::1]:80", "[fd00:180::2]:80"], true]);
+});
