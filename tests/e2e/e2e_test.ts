@@ -12,6 +12,7 @@ const available = await netnsAvailable();
 /** Per mode: the flags that differ; every run adds the source, node name and server addresses. */
 const MODES: ReadonlyArray<{ mode: string; args: string[] }> = [
   { mode: "iptables", args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"] },
+  { mode: "nftables", args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"] },
   { mode: "userspace", args: ["--proxy-port-range=40000-40100", "--iptables-min-sync-period=100ms"] },
 ];
 

@@ -269,7 +269,54 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
         nat,
       );
     },
-    notFor: { userspace: "userspace mode has portal chains only" },
+    notFor: {
+      userspace: "userspace mode has portal chains only",
+      nftables: "nftables mode programs nftables only (its own scenario checks its table)",
+    },
+  },
+  {
+    id: "nft-layout",
+    name: "the kernel holds the kube-proxy table with a fixed number of chains, services as map elements",
+    objects: () => "",
+    async check({ t }) {
+      const listed = await t.exec(t.node, ["nft", "list", "table", "ip", "kube-proxy"]);
+      assert(listed.includes("chain kube-proxy-deno-layout-1") && listed.includes("map service-ips"), listed);
+      assertMatch(listed, /172\.30\.0\.10 \. tcp \. 80 comment "e2e\/web:p" : goto internal/);
+      // No iptables-mode chains: the mode's start removed what another mode left.
+      assert(!(await t.exec(t.node, ["iptables-save"])).includes("KUBE-SERVICES"));
+    },
+    notFor: {
+      iptables: "iptables mode programs iptables",
+      userspace: "userspace mode has no nftables table",
+    },
+  },
+  {
+    id: "nft-affinity-timeout",
+    name:
+      "ClientIP affinity with a real timeout: the pin is in the kernel, expires when idle, and is made anew",
+    objects: ({ pods }) =>
+      service("brief", "172.30.0.21", {
+        spec: "  sessionAffinity: ClientIP\n  sessionAffinityConfig: { clientIP: { timeoutSeconds: 2 } }",
+      }) +
+      slice("brief", pods),
+    async check({ t, node }) {
+      const pins = async () =>
+        ((await t.exec(t.node, ["nft", "-j", "list", "map", "ip", "kube-proxy", "affinity-2"])).match(
+          /172\.30\.0\.21/g,
+        ) ?? [])
+          .length;
+      await eventually(async () => ok(await node.tcp("172.30.0.21", 80)), 10_000);
+      const got = await answers(6, () => node.tcp("172.30.0.21", 80));
+      assertEquals(got.size, 1, `pinned: ${[...got]}`);
+      assertEquals(await pins(), 1, "one pin, for the node's address");
+      await eventually(async () => assertEquals(await pins(), 0, "the idle pin expired"), 6000);
+      ok(await node.tcp("172.30.0.21", 80));
+      assertEquals(await pins(), 1, "a new connection pins again");
+    },
+    notFor: {
+      iptables: "iptables keeps pins in the recent module (the pinning scenario covers it)",
+      userspace: "userspace keeps pins in the process (unit tests cover their timeout)",
+    },
   },
   {
     id: "portals",
@@ -295,7 +342,10 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
         /-A KUBE-PORTALS-HOST -d 172\.30\.0\.17\/32 -p tcp -m comment --comment "e2e\/rr:p" -m tcp --dport 80 -j REDIRECT --to-ports 400\d\d/,
       );
     },
-    notFor: { iptables: "iptables mode picks endpoints at random and has no portals" },
+    notFor: {
+      iptables: "iptables mode picks endpoints at random and has no portals",
+      nftables: "nftables mode picks endpoints at random and has no portals",
+    },
   },
   {
     id: "deleted",
@@ -331,6 +381,8 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
         const saved = await t.exec(t.node, [tool]);
         assert(!saved.includes("KUBE-"), `${tool} after --cleanup:\n${saved}`);
       }
+      const ruleset = await t.exec(t.node, ["nft", "list", "ruleset"]);
+      assert(!ruleset.includes("table ip kube-proxy") && !ruleset.includes("table ip6 kube-proxy"), ruleset);
       assertMatch(await node.tcp("172.30.0.10", 80, 500), /^ERR/);
     },
   },

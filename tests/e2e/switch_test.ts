@@ -1,0 +1,83 @@
+/**
+ * Switching modes on a live node, as operators do: iptables -> nftables -> iptables, each proxy
+ * started as `deno task start` starts it. After each switch exactly one mode's rules exist and
+ * traffic flows.
+ */
+import { assert, assertEquals } from "../assert.ts";
+import { eventually } from "../net_helpers.ts";
+import { commandWorks, netnsAvailable, type ProxyProcess, Topology } from "./netns.ts";
+
+const available = await netnsAvailable() && await commandWorks("nft");
+
+Deno.test({
+  name:
+    "e2e switching modes: iptables -> nftables -> iptables leaves exactly one mode's rules, traffic flows",
+  ignore: !available,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const t = new Topology();
+    const dir = await Deno.makeTempDir({ prefix: "kpd-e2e-switch-" });
+    let proxy: ProxyProcess | undefined;
+    const logs: string[] = [];
+    try {
+      await t.init();
+      const pods = [await t.addPod("pod-a", 8080), await t.addPod("pod-b", 8080)];
+      await Deno.writeTextFile(
+        `${dir}/web.yaml`,
+        `apiVersion: v1
+kind: Service
+metadata: { namespace: e2e, name: web }
+spec:
+  clusterIP: 172.30.0.10
+  clusterIPs: [172.30.0.10]
+  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: e2e, name: web-1, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ name: p, protocol: TCP, port: 8080 }]
+endpoints:
+${pods.map((p) => `  - { addresses: [${p.ip}], conditions: { ready: true }, nodeName: node-a }`).join("\n")}
+`,
+      );
+      const iptablesRules = async () => (await t.exec(t.node, ["iptables-save"])).includes(":KUBE-SERVICES");
+      const nftTable = async () => (await t.exec(t.node, ["nft", "list", "tables"])).includes("kube-proxy");
+      for (const mode of ["iptables", "nftables", "iptables"]) {
+        if (proxy !== undefined) {
+          await proxy.stop();
+          logs.push(proxy.log());
+        }
+        proxy = t.startProxy([
+          `--proxy-mode=${mode}`,
+          `--source=file:${dir}`,
+          "--hostname-override=node-a",
+          "--cluster-cidr=10.180.0.0/16",
+          "--healthz-bind-address=127.0.0.1:10256",
+          "--metrics-bind-address=127.0.0.1:10249",
+        ]);
+        await eventually(async () => {
+          assertEquals(
+            [await iptablesRules(), await nftTable()],
+            [mode === "iptables", mode === "nftables"],
+            mode,
+          );
+        }, 15_000);
+        const seen = new Set<string>();
+        await eventually(async () => {
+          seen.add(await t.nodeAgent.tcp("172.30.0.10", 80));
+          assert(seen.has("pod-a") && seen.has("pod-b"), `${mode}: ${[...seen]}`);
+        }, 10_000);
+      }
+    } catch (e) {
+      await proxy?.stop();
+      console.error([...logs, proxy?.log() ?? ""].join("\n---\n"));
+      throw e;
+    } finally {
+      await proxy?.stop();
+      await t.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
