@@ -2,6 +2,8 @@
  * The program entry point as operators run it: exit codes, messages, `render`.
  */
 import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
+import { FakeNft } from "../iptables/testing/fake_nft.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "./e2e/netns.ts";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -62,4 +64,37 @@ Deno.test("main: --logging-format=json writes one JSON object per line", async (
   const records = r.stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
   assert(records.some((x) => String(x.message).startsWith("Cannot read --source")), JSON.stringify(r.stderr));
   assert(records.every((x) => typeof x.level === "string"), r.stderr);
+});
+
+Deno.test("main: render --proxy-mode=nftables prints the transaction a full sync applies, and nft accepts it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-render-" });
+  try {
+    // A Node object gives the NodePort address, so the output does not depend on this machine.
+    await Deno.writeTextFile(
+      `${dir}/node.yaml`,
+      "apiVersion: v1\nkind: Node\nmetadata: { name: node-a }\nstatus: { addresses: [{ type: InternalIP, address: 192.168.0.2 }] }\n",
+    );
+    await Deno.copyFile(`${ROOT}demo/objects.yaml`, `${dir}/objects.yaml`);
+    const r = await run([
+      "render",
+      "--proxy-mode=nftables",
+      `--source=file:${dir}`,
+      "--hostname-override=node-a",
+    ]);
+    assertEquals(r.code, 0, r.stderr);
+    assert(r.stdout.startsWith("# nft -f - input (ip)\nadd table ip kube-proxy\n"), r.stdout.slice(0, 80));
+    assert(!r.stdout.includes("(ip6)"), "no IPv6 services, no IPv6 transaction");
+    assertMatch(r.stdout, /192\.168\.0\.2 \. tcp \. 30080 comment "default\/hello:http" : goto external/);
+    const fake = new FakeNft();
+    await fake.apply(r.stdout);
+    assertEquals(fake.listChains("IPv4", "kube-proxy")?.includes("services"), true);
+    if (await netnsAvailable() && await commandWorks("nft")) {
+      await withNamespace(async (exec) => {
+        const loaded = await exec.run("nft", { args: ["-f", "-"], stdin: r.stdout });
+        assertEquals(loaded.code, 0, loaded.stderr);
+      });
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -124,8 +124,10 @@ export const nftablesMode: ProxyModeDefinition = {
   },
 
   render(d, dryRun) {
+    // NodePorts answer on the Node's address from the source or, without one, this machine's.
+    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, new NftRunner({ exec: dryRun, family }), { nodeIPs: [], affinitySupported: true })
+      newProxier(d, family, new NftRunner({ exec: dryRun, family }), { nodeIPs, affinitySupported: true })
     );
     return {
       handler: new MetaProxier(families),
