@@ -5,8 +5,8 @@
  * namespace with iptables-restore, and prints one JSON line of figures.
  * @module
  */
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
+import { generate, peakRssMiB, slice } from "./objects.ts";
 import type { IPTables, RestoreOptions } from "../iptables/iptables.ts";
 import { realClock } from "../proxier/clock.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
@@ -40,47 +40,6 @@ class NullIPTables implements IPTables {
   deleteChain(): Promise<void> {
     return Promise.resolve();
   }
-}
-
-const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
-
-/** The generator: service i has cluster IP 172.30.x.y and 10 endpoints in 10.0.0.0/8. */
-export function generate(n: number): { services: V1Service[]; slices: V1EndpointSlice[] } {
-  const services: V1Service[] = [];
-  const slices: V1EndpointSlice[] = [];
-  for (let i = 0; i < n; i++) {
-    const name = `svc-${i}`;
-    const clusterIP = `172.${30 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-    services.push({
-      metadata: { namespace: "bench", name },
-      spec: {
-        type: "ClusterIP",
-        clusterIP,
-        clusterIPs: [clusterIP],
-        ports: [{ name: "http", port: 80, protocol: "TCP" }],
-      },
-    });
-    slices.push(slice(name, i, 0));
-  }
-  return { services, slices };
-}
-
-function slice(name: string, i: number, generation: number): V1EndpointSlice {
-  return {
-    metadata: { namespace: "bench", name: `${name}-abc`, labels: { "kubernetes.io/service-name": name } },
-    addressType: "IPv4",
-    ports: [{ name: "http", port: 8080, protocol: "TCP" }],
-    endpoints: Array.from({ length: 10 }, (_, k) => ({
-      addresses: [ip(i * 10 + k + 1 + generation * 7, 10)],
-      conditions: { ready: true },
-      nodeName: "node-b",
-    })),
-  };
-}
-
-function peakRssMiB(): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
-  return m ? Number(m[1]) / 1024 : NaN;
 }
 
 async function kernelRestore(text: string, timeoutS: number, tool: string): Promise<number | string> {

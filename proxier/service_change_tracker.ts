@@ -15,6 +15,8 @@ export interface ServiceUpdateResult {
   readonly updatedServices: Set<string>;
   /** Cluster IPs of UDP ports that went away: their conntrack entries are stale. */
   readonly deletedUDPClusterIPs: Set<string>;
+  /** Service port keys of the updated Services, before or after the change. */
+  readonly portKeys: Set<string>;
 }
 
 type PortsByKey = Map<string, ServicePortInfo>;
@@ -60,16 +62,21 @@ export class ServiceChangeTracker {
   apply(map: ServicePortMap): ServiceUpdateResult {
     const updatedServices = new Set<string>();
     const deletedUDPClusterIPs = new Set<string>();
+    const portKeys = new Set<string>();
     for (const [svc, { previous, current }] of this.#items) {
       updatedServices.add(svc);
       for (const [key, info] of previous) {
+        portKeys.add(key);
         map.delete(key);
         if (info.protocol === "UDP" && !current.has(key)) deletedUDPClusterIPs.add(info.clusterIP);
       }
-      for (const [key, info] of current) map.set(key, info);
+      for (const [key, info] of current) {
+        portKeys.add(key);
+        map.set(key, info);
+      }
     }
     this.#items.clear();
-    return { updatedServices, deletedUDPClusterIPs };
+    return { updatedServices, deletedUDPClusterIPs, portKeys };
   }
 
   #toPorts(svc: V1Service | undefined, warn: boolean): PortsByKey {

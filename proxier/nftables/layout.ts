@@ -92,7 +92,7 @@ export const AFFINITY_RECORD: NftName = "affinity-record";
 
 /** Active cluster IPs (unserved ports are rejected). */
 export const CLUSTER_IPS: NftName = "cluster-ips";
-/** `endpoint . endpoint` pairs: a pod reaching itself through a service is masqueraded. */
+/** `endpoint . endpoint` pairs of this node's endpoints: a pod reaching itself through a service is masqueraded. */
 export const HAIRPIN: NftName = "hairpin";
 /** `entry . source range` intervals admitted by loadBalancerSourceRanges. */
 export const FIREWALL_ALLOW: NftName = "firewall-allow";
@@ -456,7 +456,7 @@ export function portElements(
   elements.push({ container: CLUSTER_IPS, key: svc.clusterIP });
   const clusterEntry = entryKey(svc.clusterIP, proto, svc.port);
   if (hasInternal) {
-    elements.push({ container: SERVICE_IPS, key: clusterEntry, value: `goto ${INTERNAL}`, comment: note });
+    elements.push({ container: SERVICE_IPS, key: clusterEntry, value: `goto ${INTERNAL}` });
     lb(clusterEntry, internal, false);
     served.push(clusterEntry);
   }
@@ -470,7 +470,7 @@ export function portElements(
   for (const entry of external) {
     if (hasAny) {
       const chain = svc.externalPolicyLocal ? EXTERNAL_LOCAL : EXTERNAL;
-      elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}`, comment: note });
+      elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}` });
       if (svc.externalPolicyLocal) {
         lb(entry, cat.local, false);
         lb(entry, cat.cluster, true);
@@ -486,7 +486,7 @@ export function portElements(
     );
     for (const ip of svc.loadBalancerIPs) {
       const entry = entryKey(ip, proto, svc.port);
-      elements.push({ container: FIREWALL_IPS, key: entry, value: `goto ${FIREWALL}`, comment: note });
+      elements.push({ container: FIREWALL_IPS, key: entry, value: `goto ${FIREWALL}` });
       for (const cidr of svc.loadBalancerSourceRanges) {
         elements.push({ container: FIREWALL_ALLOW, key: `${entry} . ${cidr}` });
       }
@@ -509,7 +509,10 @@ export function portElements(
       });
     }
   }
-  for (const e of cat.all) elements.push({ container: HAIRPIN, key: `${e.ip} . ${e.ip}` });
+  // A pod reaches services through its own node only, so only this node's endpoints can hairpin
+  // here; the set stays as small as one node's pods (upstream marks every endpoint, which costs
+  // an element per endpoint of the cluster).
+  for (const e of cat.all) if (e.isLocal) elements.push({ container: HAIRPIN, key: `${e.ip} . ${e.ip}` });
   return {
     elements,
     lbCounts,

@@ -64,6 +64,8 @@ export class NftablesProxier extends BaseProxier {
   readonly #book = new ElementBook();
   /** Per service port key: its Service and the elements it contributed at the last sync. */
   readonly #ports = new Map<string, { service: string; elements: PortElements }>();
+  /** Service `ns/name` -> its port keys in {@linkcode #ports}. */
+  readonly #byService = new Map<string, Set<string>>();
   /** Dynamic chain (or affinity map) name -> number of service ports using it. */
   readonly #uses = new Map<NftName, number>();
   /** Dynamic names the kernel holds, as far as the last successful sync knows. */
@@ -127,6 +129,7 @@ export class NftablesProxier extends BaseProxier {
         // The book describes elements that never reached the kernel: the next sync is full.
         this.#book.clear();
         this.#ports.clear();
+        this.#byService.clear();
         this.log.error("nft transaction failed; previous rules stay in place", {
           family: this.family,
           error: (e as Error).message,
@@ -162,6 +165,20 @@ export class NftablesProxier extends BaseProxier {
       affinitySupported: this.#o.affinitySupported,
       log: this.log,
     });
+  }
+
+  #remember(key: string, service: string, elements: PortElements): void {
+    this.#ports.set(key, { service, elements });
+    let keys = this.#byService.get(service);
+    if (keys === undefined) this.#byService.set(service, keys = new Set());
+    keys.add(key);
+  }
+
+  #forget(key: string, service: string): void {
+    this.#ports.delete(key);
+    const keys = this.#byService.get(service);
+    keys?.delete(key);
+    if (keys?.size === 0) this.#byService.delete(service);
   }
 
   /** Adds (+1) or removes (-1) a port's uses of dynamic chains; notes names whose use began. */
@@ -224,12 +241,13 @@ export class NftablesProxier extends BaseProxier {
     }));
     this.#book.clear();
     this.#ports.clear();
+    this.#byService.clear();
     this.#uses.clear();
     const nodePortIPs = this.#nodePortIPs();
     const touched: Touched = new Map();
     for (const key of [...ctx.services.keys()].sort()) {
       const pe = this.#elements(ctx, key, nodePortIPs);
-      this.#ports.set(key, { service: ctx.services.get(key)!.service, elements: pe });
+      this.#remember(key, ctx.services.get(key)!.service, pe);
       this.#count(pe, 1, new Set());
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
@@ -263,19 +281,25 @@ export class NftablesProxier extends BaseProxier {
     const touched: Touched = new Map();
     const began = new Set<NftName>();
     const nodePortIPs = this.#nodePortIPs();
-    for (const [key, old] of [...this.#ports]) {
-      if (!ctx.changedServices.has(old.service)) continue;
-      this.#count(old.elements, -1, began);
-      if (old.elements.affinityTimeout > 0) affinityDirty.add(old.elements.affinityTimeout);
-      if (!ctx.services.has(key)) {
-        this.#ports.delete(key);
-        this.#book.replace(key, [], touched);
-      }
+    // Only the ports of changed Services: their ports at the last sync, and any the Service got.
+    const keys = new Set(ctx.serviceChanges.portKeys);
+    for (const service of ctx.changedServices) {
+      for (const k of this.#byService.get(service) ?? []) keys.add(k);
     }
-    for (const [key, svc] of ctx.services) {
-      if (!ctx.changedServices.has(svc.service) && this.#ports.has(key)) continue;
+    for (const key of keys) {
+      const old = this.#ports.get(key);
+      if (old !== undefined) {
+        this.#count(old.elements, -1, began);
+        if (old.elements.affinityTimeout > 0) affinityDirty.add(old.elements.affinityTimeout);
+      }
+      const svc = ctx.services.get(key);
+      if (svc === undefined) {
+        if (old !== undefined) this.#forget(key, old.service);
+        this.#book.replace(key, [], touched);
+        continue;
+      }
       const pe = this.#elements(ctx, key, nodePortIPs);
-      this.#ports.set(key, { service: svc.service, elements: pe });
+      this.#remember(key, svc.service, pe);
       this.#count(pe, 1, began);
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));

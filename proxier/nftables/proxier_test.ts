@@ -33,7 +33,6 @@ Deno.test("nftables partial sync: one endpoint change touches only that service'
     "delete element ip kube-proxy backends { 172.30.0.41 . tcp . 80 . 0 }",
     "add element ip kube-proxy lb { 172.30.0.41 . tcp . 80 : goto lb-2 }",
     "add element ip kube-proxy backends { 172.30.0.41 . tcp . 80 . 0 : 10.180.0.10 . 80, 172.30.0.41 . tcp . 80 . 1 : 10.180.0.1 . 80 }",
-    "add element ip kube-proxy hairpin { 10.180.0.10 . 10.180.0.10 }",
   ]);
   assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.10:80", "10.180.0.1:80"]);
   assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"], "other services intact");

@@ -281,7 +281,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     async check({ t }) {
       const listed = await t.exec(t.node, ["nft", "list", "table", "ip", "kube-proxy"]);
       assert(listed.includes("chain kube-proxy-deno-layout-1") && listed.includes("map service-ips"), listed);
-      assertMatch(listed, /172\.30\.0\.10 \. tcp \. 80 comment "e2e\/web:p" : goto internal/);
+      assertMatch(listed, /172\.30\.0\.10 \. tcp \. 80 : goto internal/);
       // No iptables-mode chains: the mode's start removed what another mode left.
       assert(!(await t.exec(t.node, ["iptables-save"])).includes("KUBE-SERVICES"));
     },

@@ -84,6 +84,17 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp("10.180.0.1", "172.30.0.41", 80),
     expect: dnat(["10.180.0.1:80"], true),
+    notFor: {
+      nftables: "10.180.0.1 runs on node-b, whose proxy handles its traffic; nftables mode marks hairpin " +
+        "traffic of this node's endpoints only (the next row)",
+    },
+  },
+  {
+    name: "hairpin: a local endpoint reaching itself through its service is masqueraded",
+    objects: TOPOLOGY,
+    node: NODE_A_ZONE_A,
+    packet: tcp("10.180.1.7", "172.30.1.4", 80),
+    expect: dnat(["10.180.1.7:80"], true),
   },
   {
     name: "ClusterIP wrong port",

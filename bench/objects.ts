@@ -1,0 +1,52 @@
+/**
+ * The one object generator every benchmark uses: N ClusterIP Services of one TCP port, each with
+ * one EndpointSlice of 10 ready endpoints.
+ * @module
+ */
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+
+const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+
+/** The generator: service i has cluster IP 172.30.x.y and 10 endpoints in 10.0.0.0/8. */
+export function generate(n: number): { services: V1Service[]; slices: V1EndpointSlice[] } {
+  const services: V1Service[] = [];
+  const slices: V1EndpointSlice[] = [];
+  for (let i = 0; i < n; i++) {
+    const name = `svc-${i}`;
+    const clusterIP = `172.${30 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+    services.push({
+      metadata: { namespace: "bench", name },
+      spec: {
+        type: "ClusterIP",
+        clusterIP,
+        clusterIPs: [clusterIP],
+        ports: [{ name: "http", port: 80, protocol: "TCP" }],
+      },
+    });
+    slices.push(slice(name, i, 0));
+  }
+  return { services, slices };
+}
+
+/**
+ * Service `name` (the i-th)'s slice of 10 endpoints in 10.0.0.0/8. Generation g > 0 replaces exactly
+ * one of them (the first) with an address in 11.0.0.0/8: a one-endpoint change.
+ */
+export function slice(name: string, i: number, generation: number): V1EndpointSlice {
+  return {
+    metadata: { namespace: "bench", name: `${name}-abc`, labels: { "kubernetes.io/service-name": name } },
+    addressType: "IPv4",
+    ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+    endpoints: Array.from({ length: 10 }, (_, k) => ({
+      addresses: [k === 0 && generation > 0 ? ip(i + generation * 65536, 11) : ip(i * 10 + k + 1, 10)],
+      conditions: { ready: true },
+      nodeName: "node-b",
+    })),
+  };
+}
+
+/** This process's peak resident memory (VmHWM), MiB. */
+export function peakRssMiB(): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
