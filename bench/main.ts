@@ -1,11 +1,21 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables]   (default: all)
+ * Usage: deno task bench [userspace] [iptables] [nftables]   (default: all)
  * @module
  */
 import { benchUserspace } from "./userspace.ts";
 
-const which = new Set(Deno.args.length > 0 ? Deno.args : ["userspace", "iptables"]);
+const which = new Set(Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables"]);
+
+/** Runs a bench program in its own process (so peak memory is its own); returns its JSON lines merged. */
+async function child(file: string, args: string[]): Promise<Record<string, unknown>> {
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL(file, import.meta.url).pathname, ...args],
+    stderr: "inherit",
+  }).output();
+  const lines = new TextDecoder().decode(r.stdout).split("\n").filter((l) => l.startsWith("{"));
+  return Object.assign({}, ...lines.map((l) => JSON.parse(l)));
+}
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(s + "\n"));
 out(
   `# kube-proxy-deno benchmarks: deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores, ${Deno.build.target}`,
@@ -64,5 +74,41 @@ if (which.has("iptables")) {
         (j.bytes / 2 ** 20).toFixed(1)
       } | ${j.partialMs} ms | ${j.partialLines} | ${kernel} | ${j.peakRssMiB} |`,
     );
+  }
+}
+
+if (which.has("nftables")) {
+  const root = Deno.uid() === 0;
+  out(
+    `\n## nftables mode, N services x 10 endpoints (same generator); build: our work on a dry run; kernel: ` +
+      `the real proxier on the real nft in a fresh network namespace; change: one endpoint, from the event until ` +
+      `the kernel holds it (median / max of 10)`,
+  );
+  out(
+    "| services | build full transaction | lines | MiB | partial build, 1 endpoint | nft -f of the full transaction | full sync (build + kernel) | change to kernel median / max | peak RSS MiB (build / kernel) |",
+  );
+  out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const n of [1000, 10_000, 50_000]) {
+    const b = await child("./nftables.ts", ["build", String(n), "120"]);
+    const k = root ? await child("./nftables.ts", ["kernel", String(n)]) : {};
+    const kernelLoad = typeof b.kernelLoadS === "number" ? `${b.kernelLoadS} s` : b.kernelLoadS ?? "not root";
+    out(
+      `| ${n} | ${b.buildMs} ms | ${b.lines} | ${
+        (Number(b.bytes) / 2 ** 20).toFixed(1)
+      } | ${b.partialMs} ms | ${kernelLoad} | ${k.fullSyncS ?? "-"} s | ${k.changeMedianMs ?? "-"} / ${
+        k.changeMaxMs ?? "-"
+      } ms | ${b.peakRssMiB} / ${k.peakRssMiB ?? "-"} |`,
+    );
+  }
+  if (root) {
+    out(
+      "\nUpstream's nftables layout (a chain per service and per endpoint) for the same objects, `nft -f` into a fresh namespace:",
+    );
+    out("| services | upstream layout load |");
+    out("| ---: | ---: |");
+    for (const n of [1000, 5000]) {
+      const u = await child("./nftables.ts", ["upstream", String(n), "300"]);
+      out(`| ${n} | ${typeof u.upstreamLoadS === "number" ? `${u.upstreamLoadS} s` : u.upstreamLoadS} |`);
+    }
   }
 }

@@ -72,6 +72,31 @@ export class ElementBook {
     return conflicts;
   }
 
+  /**
+   * Adds `port`'s claims to a book filled from scratch (a full sync writes every element anyway, so
+   * nothing is noted for a diff). Returns one message per claim that lost to another port's value.
+   */
+  fill(port: string, elements: readonly Element[]): string[] {
+    const conflicts: string[] = [];
+    for (const e of elements) {
+      let keys = this.#slots.get(e.container);
+      if (keys === undefined) this.#slots.set(e.container, keys = new Map());
+      const text = elementText(e);
+      const claims = keys.get(e.key);
+      if (claims === undefined) {
+        keys.set(e.key, [{ owner: port, text }]);
+        continue;
+      }
+      if (claims.some((c) => c.owner === port)) continue;
+      if (e.value !== undefined && claims[0].text !== text) {
+        conflicts.push(`${e.container} ${e.key}: claimed by ${claims[0].owner}; ${port} waits`);
+      }
+      claims.push({ owner: port, text });
+    }
+    this.#byPort.set(port, elements);
+    return conflicts;
+  }
+
   /** Returns the claims of `key`, noting its text before the first change of this round. */
   #slot(container: NftName, key: string, touched: Touched): Claim[] {
     let keys = this.#slots.get(container);
@@ -109,6 +134,11 @@ export class ElementBook {
       if (del.length > 0 || add.length > 0) out.set(container, { del, add });
     }
     return out;
+  }
+
+  /** Number of keys of `container` someone claims (after {@linkcode diff} dropped empty ones). */
+  size(container: NftName): number {
+    return this.#slots.get(container)?.size ?? 0;
   }
 
   /** Returns every effective element text of `container` (for a full sync's refill). */

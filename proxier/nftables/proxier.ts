@@ -19,6 +19,7 @@ import {
   affinityStatements,
   BACKENDS,
   BACKENDS_CLUSTER,
+  backendsSize,
   backendsStatements,
   DYNAMIC_CHAIN,
   ELEMENT_CONTAINERS,
@@ -68,6 +69,8 @@ export class NftablesProxier extends BaseProxier {
   readonly #byService = new Map<string, Set<string>>();
   /** Dynamic chain (or affinity map) name -> number of service ports using it. */
   readonly #uses = new Map<NftName, number>();
+  /** The size each backends map was created with. */
+  readonly #backendsSize = new Map<NftName, number>();
   /** Dynamic names the kernel holds, as far as the last successful sync knows. */
   #inKernel = new Set<NftName>();
   /** Dynamic names unused since the given time, deleted once {@linkcode STALE_DELAY_MS} passed. */
@@ -211,6 +214,17 @@ export class NftablesProxier extends BaseProxier {
     return [...this.#inKernel].filter((n) => n.startsWith(cluster ? "lbc-" : "lb-"));
   }
 
+  /** Statements recreating a backends map sized for the book, with its lb chains (plus `fresh`). */
+  #rebuildBackends(cluster: boolean, fresh: readonly NftName[]): string[] {
+    const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
+    const counts = this.#lbCounts(cluster, fresh);
+    const size = backendsSize(this.#book.size(map));
+    this.#backendsSize.set(map, size);
+    const lines = backendsStatements(this.family, cluster, this.#lbInKernel(cluster), counts, size);
+    for (const n of counts) this.#inKernel.add(cluster ? lbClusterChain(n) : lbChain(n));
+    return lines;
+  }
+
   /** Whether dynamic name `name` must stay: used by a port, or a precreated lb chain. */
   #needed(name: NftName): boolean {
     if (this.#uses.has(name)) return true;
@@ -244,19 +258,15 @@ export class NftablesProxier extends BaseProxier {
     this.#byService.clear();
     this.#uses.clear();
     const nodePortIPs = this.#nodePortIPs();
-    const touched: Touched = new Map();
+    const began = new Set<NftName>();
     for (const key of [...ctx.services.keys()].sort()) {
       const pe = this.#elements(ctx, key, nodePortIPs);
       this.#remember(key, ctx.services.get(key)!.service, pe);
-      this.#count(pe, 1, new Set());
+      this.#count(pe, 1, began);
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
-      this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
+      this.#warnConflicts(this.#book.fill(key, pe.elements));
     }
-    for (const cluster of [false, true]) {
-      const counts = this.#lbCounts(cluster);
-      lines.push(...backendsStatements(this.family, cluster, this.#lbInKernel(cluster), counts));
-      for (const n of counts) this.#inKernel.add(cluster ? lbClusterChain(n) : lbChain(n));
-    }
+    for (const cluster of [false, true]) lines.push(...this.#rebuildBackends(cluster, []));
     for (const name of [...this.#uses.keys()].filter((n) => n.startsWith("affinity-")).sort()) {
       lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
       this.#inKernel.add(name);
@@ -304,19 +314,20 @@ export class NftablesProxier extends BaseProxier {
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
     }
+    const diff = this.#book.diff(touched);
     const lines: string[] = [];
     const rebuilt = new Set<NftName>();
     for (const cluster of [false, true]) {
+      const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
       const fresh = [...began].filter((n) =>
         n.startsWith(cluster ? "lbc-" : "lb-") && !this.#inKernel.has(n)
       );
-      if (fresh.length === 0) continue;
-      // A new endpoint count needs a new lb chain, so the whole backends map is rewritten.
-      this.log.debug("New endpoint count: rewriting a backends map", { family: this.family, chains: fresh });
-      const counts = this.#lbCounts(cluster, fresh);
-      lines.push(...backendsStatements(this.family, cluster, this.#lbInKernel(cluster), counts));
-      for (const n of counts) this.#inKernel.add(cluster ? lbClusterChain(n) : lbChain(n));
-      const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
+      const outgrown = this.#book.size(map) > (this.#backendsSize.get(map) ?? 0);
+      if (fresh.length === 0 && !outgrown) continue;
+      // A new endpoint count needs a new lb chain, and a full map a bigger one: either way the
+      // whole backends map is rewritten.
+      this.log.debug("Rewriting a backends map", { family: this.family, map, chains: fresh, outgrown });
+      lines.push(...this.#rebuildBackends(cluster, fresh));
       rebuilt.add(map);
       lines.push(...elementStatements(this.family, "add", map, this.#book.contents(map)));
     }
@@ -325,7 +336,6 @@ export class NftablesProxier extends BaseProxier {
       lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
       this.#inKernel.add(name);
     }
-    const diff = this.#book.diff(touched);
     for (const [c, { del }] of diff) {
       if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "delete", c, del));
     }

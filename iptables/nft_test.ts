@@ -1,0 +1,74 @@
+import { assertEquals, assertMatch, assertRejects } from "../tests/assert.ts";
+import type { ExecOptions, ExecResult, Executor } from "./executor.ts";
+import { NftError, NftRunner, parseNftVersion, versionAtLeast } from "./nft.ts";
+
+/** Answers every command with `result`, recording what was asked. */
+class Scripted implements Executor {
+  readonly calls: Array<{ cmd: string; args: readonly string[]; stdin?: string }> = [];
+  constructor(readonly result: (args: readonly string[]) => ExecResult) {}
+  run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
+    this.calls.push({ cmd, args: opts.args, stdin: opts.stdin });
+    return Promise.resolve(this.result(opts.args));
+  }
+}
+
+Deno.test("NftRunner: a failed transaction names the exit code and the offending line", async () => {
+  const exec = new Scripted(() => ({
+    code: 1,
+    stdout: "",
+    stderr:
+      "/dev/stdin:3:22-28: Error: Could not process rule: No such file or directory\nadd rule ...\n   ^^^\n",
+  }));
+  const nft = new NftRunner({ exec, family: "IPv6" });
+  const e = await assertRejects(
+    () => nft.apply("add table ip6 t\nadd chain ip6 t c\nadd rule ip6 t c jump x\n"),
+    NftError,
+  );
+  assertEquals([e.code, e.lineNumber, e.line], [1, 3, "add rule ip6 t c jump x"]);
+  assertMatch(
+    e.message,
+    /^nft -f - exited 1: .*No such file or directory \(line 3: add rule ip6 t c jump x\)$/,
+  );
+  assertEquals(exec.calls[0], {
+    cmd: "nft",
+    args: ["-f", "-"],
+    stdin: "add table ip6 t\nadd chain ip6 t c\nadd rule ip6 t c jump x\n",
+  });
+});
+
+Deno.test("NftRunner: lists one table's chains (undefined without the table) and a map's elements", async () => {
+  const exec = new Scripted((args) => {
+    const doc = args.includes("chains")
+      ? {
+        nftables: [{ chain: { family: "ip6", table: "other", name: "x" } }, {
+          chain: { family: "ip6", table: "t", name: "c" },
+        }],
+      }
+      : {
+        nftables: [{
+          map: {
+            name: "m",
+            elem: [[{ elem: { val: { concat: ["fd00::1", "fd00:30::1", "tcp", 80] }, timeout: 10 } }, {
+              concat: ["fd00:180::1", 8080],
+            }]],
+          },
+        }],
+      };
+    return { code: 0, stdout: JSON.stringify(doc), stderr: "" };
+  });
+  const nft = new NftRunner({ exec, family: "IPv6" });
+  assertEquals(await nft.listChains("t"), ["c"]);
+  assertEquals(await nft.listChains("missing"), undefined);
+  assertEquals(await nft.listElements("t", "m"), [{
+    key: ["fd00::1", "fd00:30::1", "tcp", "80"],
+    value: ["fd00:180::1", "8080"],
+  }]);
+});
+
+Deno.test("nft versions parse and compare", () => {
+  const v = parseNftVersion("nftables v1.0.6 (Lester Gooch #5)")!;
+  assertEquals([v.major, v.minor, v.patch], [1, 0, 6]);
+  assertEquals(versionAtLeast(v, [1, 0, 1]), true);
+  assertEquals(versionAtLeast(parseNftVersion("nftables v0.9.8 (E.D.S.)")!, [1, 0, 1]), false);
+  assertEquals(parseNftVersion("garbage"), undefined);
+});
