@@ -88,7 +88,7 @@ if (which.has("nftables")) {
     "| services | build full transaction | lines | MiB | partial build, 1 endpoint | nft -f of the full transaction | full sync (build + kernel) | change to kernel median / max | peak RSS MiB (build / kernel) |",
   );
   out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  for (const n of [1000, 10_000, 50_000]) {
+  for (const n of [1000, 5000, 10_000, 50_000]) {
     const b = await child("./nftables.ts", ["build", String(n), "120"]);
     const k = root ? await child("./nftables.ts", ["kernel", String(n)]) : {};
     const kernelLoad = typeof b.kernelLoadS === "number" ? `${b.kernelLoadS} s` : b.kernelLoadS ?? "not root";

@@ -20,6 +20,8 @@ export class ProxyMetrics {
   readonly restoreFailuresTotal: Counter;
   readonly queuedTimestamp: Gauge;
   readonly syncFailuresTotal: Counter;
+  readonly nftablesSyncFailuresTotal: Counter;
+  readonly nftablesCleanupFailuresTotal: Counter;
 
   /** Registers every metric on a fresh registry. */
   constructor() {
@@ -133,6 +135,16 @@ export class ProxyMetrics {
     this.queuedTimestamp = new Gauge({
       name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
       help: "The last time a sync of proxy rules was queued",
+      registers,
+    });
+    this.nftablesSyncFailuresTotal = new Counter({
+      name: "kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+      help: "Cumulative proxy nftables sync failures",
+      registers,
+    });
+    this.nftablesCleanupFailuresTotal = new Counter({
+      name: "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
+      help: "Cumulative proxy nftables cleanup failures",
       registers,
     });
     this.syncFailuresTotal = new Counter({

@@ -128,7 +128,7 @@ export class NftablesProxier extends BaseProxier {
       try {
         await this.#nft.apply(text);
       } catch (e) {
-        this.metrics.restoreFailuresTotal.inc();
+        this.metrics.nftablesSyncFailuresTotal.inc();
         // The book describes elements that never reached the kernel: the next sync is full.
         this.#book.clear();
         this.#ports.clear();
@@ -388,6 +388,7 @@ export class NftablesProxier extends BaseProxier {
       }
       this.log.debug("Deleted unused nftables chains", { family: this.family, chains: due.length });
     } catch (e) {
+      this.metrics.nftablesCleanupFailuresTotal.inc();
       this.log.warn("Cannot delete unused nftables chains; will retry", {
         family: this.family,
         error: (e as Error).message,
