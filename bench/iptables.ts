@@ -6,7 +6,7 @@
  * @module
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { generate, peakRssMiB, slice } from "./objects.ts";
+import { feedGenerated, peakRssMiB, slice } from "./objects.ts";
 import type { IPTables, RestoreOptions } from "../iptables/iptables.ts";
 import { realClock } from "../proxier/clock.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
@@ -91,14 +91,8 @@ if (import.meta.main) {
     localhostNodePorts: true,
     nodeIPs: [],
   });
-  const { services, slices } = generate(n);
+  const eventsMs = feedGenerated(p, n);
   let t = performance.now();
-  for (const s of services) p.onServiceAdd(s);
-  for (const s of slices) p.onEndpointSliceAdd(s);
-  p.onServicesSynced();
-  p.onEndpointSlicesSynced();
-  const eventsMs = performance.now() - t;
-  t = performance.now();
   await p.syncNow();
   const fullMs = performance.now() - t;
   const full = ipt.last;

@@ -20,7 +20,7 @@ import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
 import { defaultConfig } from "../proxier/options/config.ts";
 import { withNamespace } from "../tests/e2e/netns.ts";
-import { generate, peakRssMiB, slice } from "./objects.ts";
+import { feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
 
 /**
  * A dry run whose kernel holds our table after the first sync, so that later syncs stay partial
@@ -53,14 +53,8 @@ async function loaded(
     nodeIPs: ["192.168.0.2"],
     affinitySupported: true,
   });
-  const { services, slices } = generate(n);
-  let t = performance.now();
-  for (const s of services) p.onServiceAdd(s);
-  for (const s of slices) p.onEndpointSliceAdd(s);
-  p.onServicesSynced();
-  p.onEndpointSlicesSynced();
-  const eventsMs = performance.now() - t;
-  t = performance.now();
+  const eventsMs = feedGenerated(p, n);
+  const t = performance.now();
   await p.syncNow();
   return { p, fullMs: performance.now() - t, eventsMs };
 }

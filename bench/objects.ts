@@ -4,6 +4,7 @@
  * @module
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { EventHandler } from "../proxier/config/handlers.ts";
 
 const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 
@@ -49,4 +50,15 @@ export function slice(name: string, i: number, generation: number): V1EndpointSl
 export function peakRssMiB(): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
   return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** Feeds N generated services to `p` with both "synced" calls; returns the milliseconds it took. */
+export function feedGenerated(p: EventHandler, n: number): number {
+  const { services, slices } = generate(n);
+  const t = performance.now();
+  for (const s of services) p.onServiceAdd(s);
+  for (const s of slices) p.onEndpointSliceAdd(s);
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  return performance.now() - t;
 }

@@ -5,7 +5,8 @@
  */
 import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
-import type { BaseProxierOptions, Provider } from "./base_proxier.ts";
+import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
+import { MetaProxier } from "./meta_proxier.ts";
 import type { Clock } from "./clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
@@ -68,6 +69,37 @@ export interface ModeRenderer {
   readonly handler: Provider;
   /** Runs one full sync on the dry run; returns the batches it would apply, each under a heading. */
   render(): Promise<string>;
+}
+
+/**
+ * Returns the provider of a kernel mode over its per-family proxiers (one, or both behind a
+ * {@linkcode MetaProxier}); `close()` does nothing, as the kernel datapath stays.
+ */
+export function familyProvider(families: readonly Provider[]): ModeProvider {
+  const p = families.length === 1 ? families[0] : new MetaProxier(families);
+  return Object.assign(p, { close() {} });
+}
+
+/**
+ * Returns a renderer over one proxier per family: `render()` syncs each once and prints `section(p)`,
+ * the IPv6 one only when some Service has an IPv6 cluster IP.
+ */
+export function familyRenderer<P extends BaseProxier>(
+  families: readonly P[],
+  section: (p: P) => string,
+): ModeRenderer {
+  return {
+    handler: new MetaProxier(families),
+    async render() {
+      let out = "";
+      for (const p of families) {
+        await p.syncNow();
+        if (p.family === "IPv6" && p.serviceCount === 0) continue;
+        out += section(p);
+      }
+      return out;
+    },
+  };
 }
 
 /** One datapath, as the program sees it. */

@@ -8,10 +8,10 @@ import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptabl
 import { ModeUnavailableError } from "../errors.ts";
 import { probeIptables } from "../kernel_tools.ts";
 import type { Logger } from "../logger.ts";
-import { MetaProxier } from "../meta_proxier.ts";
 import {
+  familyProvider,
+  familyRenderer,
   type ModeDeps,
-  type ModeProvider,
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
@@ -51,12 +51,6 @@ function newProxier(
   });
 }
 
-/** A provider over the families that work here; nothing to close (the datapath stays). */
-function provider(families: readonly IptablesProxier[]): ModeProvider {
-  const p = families.length === 1 ? families[0] : new MetaProxier(families);
-  return Object.assign(p, { close() {} });
-}
-
 /** The iptables mode (upstream's default). */
 export const iptablesMode: ProxyModeDefinition = {
   name: "iptables",
@@ -79,27 +73,17 @@ export const iptablesMode: ProxyModeDefinition = {
       );
     }
     if (d.config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(d.log);
-    return provider(families);
+    return familyProvider(families);
   },
 
   render(d, dryRun) {
     const families = (["IPv4", "IPv6"] as const).map((family) =>
       newProxier(d, family, new IptablesRunner({ exec: dryRun, family }), { nodeIPs: [] })
     );
-    return {
-      handler: new MetaProxier(families),
-      async render() {
-        let out = "";
-        for (const p of families) {
-          await p.syncNow();
-          // The IPv6 rule set is printed only when some Service has an IPv6 cluster IP.
-          if (p.family === "IPv6" && p.serviceCount === 0) continue;
-          const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
-          out += `# ${tool} --noflush input\n${dryRun.lastInput(tool) ?? ""}`;
-        }
-        return out;
-      },
-    };
+    return familyRenderer(families, (p) => {
+      const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
+      return `# ${tool} --noflush input\n${dryRun.lastInput(tool) ?? ""}`;
+    });
   },
 
   cleanup(exec, family) {

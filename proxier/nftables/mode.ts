@@ -7,10 +7,10 @@ import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { MetaProxier } from "../meta_proxier.ts";
 import {
+  familyProvider,
+  familyRenderer,
   type ModeDeps,
-  type ModeProvider,
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
@@ -119,8 +119,7 @@ export const nftablesMode: ProxyModeDefinition = {
         affinitySupported,
       }));
     }
-    const p = families.length === 1 ? families[0] : new MetaProxier(families);
-    return Object.assign(p, { close() {} }) as ModeProvider;
+    return familyProvider(families);
   },
 
   render(d, dryRun) {
@@ -129,19 +128,7 @@ export const nftablesMode: ProxyModeDefinition = {
     const families = (["IPv4", "IPv6"] as const).map((family) =>
       newProxier(d, family, new NftRunner({ exec: dryRun, family }), { nodeIPs, affinitySupported: true })
     );
-    return {
-      handler: new MetaProxier(families),
-      async render() {
-        let out = "";
-        for (const p of families) {
-          await p.syncNow();
-          // The IPv6 transaction is printed only when some Service has an IPv6 cluster IP.
-          if (p.family === "IPv6" && p.serviceCount === 0) continue;
-          out += `# nft -f - input (${nftFamily(p.family)})\n${p.lastTransaction}`;
-        }
-        return out;
-      },
-    };
+    return familyRenderer(families, (p) => `# nft -f - input (${nftFamily(p.family)})\n${p.lastTransaction}`);
   },
 
   cleanup(exec: Executor, family: IPFamily) {
