@@ -245,6 +245,34 @@ Deno.test("a zone label change on the Node re-selects hinted endpoints with a fu
   assertEquals(reach(fake, "172.30.1.2"), ["10.180.1.3:80", "10.180.1.4:80"], "unaffected service kept");
 });
 
+Deno.test("large cluster mode: above 1,000 endpoints the per-endpoint comments go, with a full sync", async () => {
+  const { fake, proxier } = iptablesSetup({}, "empty");
+  const add = (i: number) => {
+    proxier.onServiceAdd(
+      makeService("big", `s${i}`, (s) => s.spec!.clusterIPs = [`172.30.${i >> 8}.${i & 255}`]),
+    );
+    proxier.onEndpointSliceAdd(makeEndpointSlice("big", `s${i}`, (s) => {
+      s.endpoints = Array.from({ length: 10 }, (_, k) => ep(`10.180.${i}.${k + 1}`));
+    }));
+  };
+  for (let i = 0; i < 100; i++) add(i);
+  await proxier.syncNow();
+  assert(
+    fake.restores[0].includes(`-m comment --comment "big/s0:p80 -> 10.180.0.1:80"`),
+    "1,000 endpoints: comments",
+  );
+  add(100);
+  await proxier.syncNow();
+  const large = fake.restores[1];
+  assert(
+    large.includes(`-A ${servicePortChainName("KUBE-SVC-", "big/s0:p80", "tcp")} `),
+    "the switch is a full sync",
+  );
+  assert(!large.includes(" -> 10.180."), "no per-endpoint comments");
+  assert(large.includes(`"big/s0:p80 cluster IP"`), "service-level comments stay");
+  assertEquals(reach(fake, "172.30.0.100").length, 10, "still balanced over 10 endpoints");
+});
+
 Deno.test("iptables golden: the representative services' rules", async () => {
   const { proxier } = iptablesSetup();
   await proxier.syncNow();

@@ -123,7 +123,6 @@ export interface PortRules {
   readonly filterFirewall: string;
   /** Its own nat chains, their declarations and their rules. */
   readonly chains: Chain[];
-  readonly chainDecls: string;
   readonly chainRules: string;
 }
 
@@ -153,7 +152,6 @@ function done(r: PortLines): PortRules {
     filterNodePorts: joinLines(r.filterNodePorts),
     filterFirewall: joinLines(r.filterFirewall),
     chains: r.chains,
-    chainDecls: r.chains.map((c) => `:${c} - [0:0]\n`).join(""),
     chainRules: joinLines(r.chainRules),
   };
 }
@@ -169,7 +167,12 @@ export interface PortRuleOptions {
   readonly topology: NodeTopology;
   /** Where endpoint selection says why it ignores hints (debug). */
   readonly log?: Logger;
+  /** More than {@linkcode LARGE_CLUSTER_ENDPOINTS} endpoints: per-endpoint comments are left out. */
+  readonly largeCluster: boolean;
 }
+
+/** Upstream's threshold for "large cluster mode". */
+export const LARGE_CLUSTER_ENDPOINTS = 1000;
 
 /** Generates everything one service port contributes, as upstream's syncProxyRules loop body. */
 export function servicePortRules(
@@ -331,15 +334,16 @@ export function servicePortRules(
     if (!used) continue;
     declare(chain);
     if (chain === internalChain && internalMasq !== undefined) rules.push(internalMasq);
-    serviceToEndpoints(rules, name, proto, svc, chain, eps);
+    serviceToEndpoints(rules, name, proto, svc, chain, eps, o.largeCluster);
   }
+  // Large clusters drop the per-endpoint comments, as upstream: they are most of the text.
+  const c = o.largeCluster ? "" : ` -m comment --comment "${name}"`;
   for (const e of all) {
     const sep = endpointChainName(name, proto, e.key);
     declare(sep);
-    const c = `-m comment --comment "${name}"`;
-    rules.push(`-A ${sep} -s ${e.ip}${hostPrefix(e.ip)} ${c} -j ${KUBE_MARK_MASQ}`);
+    rules.push(`-A ${sep} -s ${e.ip}${hostPrefix(e.ip)}${c} -j ${KUBE_MARK_MASQ}`);
     const recent = svc.stickyMaxAgeSeconds > 0 ? ` -m recent --set --name ${sep}` : "";
-    rules.push(`-A ${sep} -p ${proto} ${c}${recent} -m ${proto} -j DNAT --to-destination ${e.key}`);
+    rules.push(`-A ${sep} -p ${proto}${c}${recent} -m ${proto} -j DNAT --to-destination ${e.key}`);
   }
   return done(r);
 }
@@ -351,12 +355,14 @@ function serviceToEndpoints(
   svc: ServicePortInfo,
   chain: Chain,
   eps: readonly EndpointInfo[],
+  largeCluster: boolean,
 ): void {
   const seps = eps.map((e) => endpointChainName(name, proto, e.key));
+  const comment = (e: EndpointInfo) => largeCluster ? "" : ` -m comment --comment "${name} -> ${e.key}"`;
   if (svc.stickyMaxAgeSeconds > 0) {
     eps.forEach((e, i) =>
       rules.push(
-        `-A ${chain} -m comment --comment "${name} -> ${e.key}" -m recent --rcheck --seconds ${svc.stickyMaxAgeSeconds} --reap --name ${
+        `-A ${chain}${comment(e)} -m recent --rcheck --seconds ${svc.stickyMaxAgeSeconds} --reap --name ${
           seps[i]
         } -j ${seps[i]}`,
       )
@@ -365,7 +371,7 @@ function serviceToEndpoints(
   const n = eps.length;
   eps.forEach((e, i) => {
     const stat = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n - i)}` : "";
-    rules.push(`-A ${chain} -m comment --comment "${name} -> ${e.key}"${stat} -j ${seps[i]}`);
+    rules.push(`-A ${chain}${comment(e)}${stat} -j ${seps[i]}`);
   });
 }
 
