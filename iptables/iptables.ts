@@ -55,17 +55,29 @@ export class RestoreError extends ExecError {
   }
 }
 
+/** An iptables backend: nf_tables (`iptables-nft`) or the legacy x_tables (`iptables-legacy`). */
+export type IptablesBackendName = "nft" | "legacy";
+
 /** The real implementation, running `iptables`/`ip6tables` and their save/restore tools. */
 export class IptablesRunner implements IPTables {
   readonly family: IPFamily;
   readonly #exec: Executor;
   readonly #cmd: string;
 
-  /** Uses `iptables*` for IPv4 and `ip6tables*` for IPv6; runs nothing yet. */
-  constructor(opts: { exec: Executor; family: IPFamily }) {
+  /**
+   * Uses `iptables*` for IPv4 and `ip6tables*` for IPv6, or their `-nft`/`-legacy` variants when
+   * `backend` names one; runs nothing yet.
+   */
+  constructor(opts: { exec: Executor; family: IPFamily; backend?: IptablesBackendName }) {
     this.family = opts.family;
     this.#exec = opts.exec;
-    this.#cmd = opts.family === "IPv4" ? "iptables" : "ip6tables";
+    const base = opts.family === "IPv4" ? "iptables" : "ip6tables";
+    this.#cmd = opts.backend === undefined ? base : `${base}-${opts.backend}`;
+  }
+
+  /** The command this runner runs (`iptables`, `ip6tables-legacy`, ...). */
+  get command(): string {
+    return this.#cmd;
   }
 
   /** Returns the version line (e.g. `iptables v1.8.9 (nf_tables)`), naming the backend. */

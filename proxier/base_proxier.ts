@@ -8,7 +8,7 @@ import type { Clock } from "./clock.ts";
 import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { Logger } from "./logger.ts";
-import type { ProxyMetrics } from "./metrics.ts";
+import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { type NodeTopology, ZONE_LABEL } from "./topology.ts";
@@ -49,7 +49,7 @@ export interface Provider extends ServiceHandler, EndpointSliceHandler, NodeHand
 
 /** Everything a mode needs to program one sync. */
 export interface SyncContext {
-  /** Rewrite everything (first sync, after a failure, every syncPeriod). */
+  /** Rewrite everything (first sync, after a failure, every fullSyncPeriodMs). */
   readonly full: boolean;
   readonly services: ServicePortMap;
   readonly endpoints: EndpointsMap;
@@ -58,6 +58,9 @@ export interface SyncContext {
   readonly serviceChanges: ServiceUpdateResult;
   readonly endpointChanges: EndpointsUpdateResult;
 }
+
+/** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
+export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
 /** Options shared by every proxier. */
 export interface BaseProxierOptions {
@@ -70,7 +73,11 @@ export interface BaseProxierOptions {
   readonly health: ProxyHealth;
   readonly minSyncPeriodMs: number;
   readonly syncPeriodMs: number;
-  /** Longest time between full syncs; default `syncPeriodMs`. */
+  /**
+   * Longest time between full syncs, from the end of one to the start of the next; default
+   * `syncPeriodMs` (modes without partial syncs). Modes with partial syncs pass
+   * {@linkcode FULL_SYNC_PERIOD_MS}; their periodic syncs are then partial.
+   */
   readonly fullSyncPeriodMs?: number;
   /**
    * How traffic from pods is told from the rest (masquerade decisions): `--cluster-cidr` (any
@@ -89,7 +96,8 @@ export abstract class BaseProxier implements Provider {
   protected readonly nodeName: string;
   protected readonly log: Logger;
   protected readonly clock: Clock;
-  protected readonly metrics: ProxyMetrics;
+  /** The metrics, bound to this proxier's `ip_family` label. */
+  protected readonly metrics: FamilyMetrics;
   protected readonly health: ProxyHealth;
   /** The model as of the last sync; only `#syncOnce` writes it. */
   protected readonly serviceMap: ServicePortMap = new Map();
@@ -112,7 +120,7 @@ export abstract class BaseProxier implements Provider {
     this.nodeName = o.nodeName;
     this.log = o.log;
     this.clock = o.clock;
-    this.metrics = o.metrics;
+    this.metrics = o.metrics.family(o.family);
     this.health = o.health;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
@@ -296,7 +304,8 @@ export abstract class BaseProxier implements Provider {
     }
     if (full) {
       this.#needFull = false;
-      this.#lastFull = now;
+      // Measured from the end: a full sync longer than the period must not make the next one full.
+      this.#lastFull = this.clock.now();
     }
     const elapsed = (performance.now() - start) / 1000;
     this.metrics.syncDuration.observe(elapsed);

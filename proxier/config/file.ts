@@ -3,7 +3,8 @@
  * as they change.
  * @module
  */
-import { type KubernetesObject, loadAllYaml } from "@kubernetes/client-node";
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { loadAll as loadAllYaml } from "js-yaml";
 import type { Logger } from "../logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey } from "./handlers.ts";
 
@@ -18,17 +19,28 @@ export interface FileSourceOptions {
 
 const KINDS = new Set(["Service", "EndpointSlice", "Node"]);
 
+/** The annotation upstream's EndpointSlice controller sets; network programming latency starts there. */
+const TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time";
+
+/** Editors write in bursts (truncate, write, rename): a path is re-read once it is quiet this long. */
+const SETTLE_MS = 100;
+
 /**
  * Reads Services, EndpointSlices and Nodes from files and follows changes to them. A file that
- * does not parse is reported by path and line, and its previous objects stay.
+ * does not parse is reported by path and line, and its previous objects stay. After the first
+ * read only the files the watcher names are read again, so an edit costs one file's parse
+ * whatever the directory holds. When two files define the same object, the one whose path
+ * sorts last wins.
  */
 export class FileSource {
   readonly #o: FileSourceOptions;
   readonly #h: ReturnType<typeof kindHandlers>;
-  /** Objects per file, as last parsed successfully. */
+  /** Objects per file, as last parsed successfully, keyed by `Kind/namespace/name`. */
   readonly #byFile = new Map<string, Map<string, KubernetesObject>>();
-  /** The merged view handlers last saw, keyed by `Kind/namespace/name`. */
-  #current = new Map<string, KubernetesObject>();
+  /** Per object key, the files defining it, sorted. */
+  readonly #owners = new Map<string, string[]>();
+  /** The objects handlers last saw, keyed by `Kind/namespace/name`. */
+  readonly #current = new Map<string, KubernetesObject>();
 
   /** Builds the source; reads nothing until {@linkcode load}. */
   constructor(opts: FileSourceOptions) {
@@ -38,33 +50,61 @@ export class FileSource {
 
   /** Reads every file, delivers the objects and then the synced calls. */
   async load(): Promise<void> {
-    await this.#reload();
+    await this.#readAll(false);
     this.#h.Service.synced();
     this.#h.EndpointSlice.synced();
     this.#h.Node.synced();
   }
 
-  /** Re-reads the files whenever they change, until `signal` aborts. */
+  /**
+   * Re-reads the files the watcher reports as they change, until `signal` aborts; everything
+   * when the watcher lost events. EndpointSlices changed here get the file's modification time as
+   * their trigger time (unless they carry one), so network programming latency is measured from
+   * the edit.
+   */
   async watch(signal: AbortSignal): Promise<void> {
     const info = await Deno.stat(this.#o.path);
-    const dir = info.isDirectory ? this.#o.path : dirname(this.#o.path);
+    const dirMode = info.isDirectory;
+    const dir = dirMode ? this.#o.path : dirname(this.#o.path);
     const watcher = Deno.watchFs(dir, { recursive: false });
     signal.addEventListener("abort", () => watcher.close(), { once: true });
     // Edits between load() and the watcher's start would otherwise be missed.
-    await this.#reload();
+    await this.#readAll(true);
+    const pending = new Set<string>();
+    let rescan = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let reading = Promise.resolve();
+    const flush = () => {
+      const paths = [...pending];
+      const all = rescan;
+      pending.clear();
+      rescan = false;
+      // Reads run one after another, so a slow read never races a newer one of the same file.
+      reading = reading.then(() => all ? this.#readAll(true) : this.#readPaths(paths))
+        .catch((e) => this.#o.log.error("Reading source files failed", { error: String(e) }));
+    };
     try {
-      for await (const _ of watcher) {
-        // Editors write in bursts (truncate, write, rename): reload once they settle.
+      for await (const ev of watcher) {
+        if (ev.flag === "rescan") rescan = true;
+        for (const p of ev.paths) {
+          const f = this.#sourcePath(basename(p), dirMode);
+          if (f !== undefined) pending.add(f);
+        }
+        if (!rescan && pending.size === 0) continue;
         clearTimeout(timer);
-        timer = setTimeout(
-          () => this.#reload().catch((e) => this.#o.log.error("Reload failed", { error: String(e) })),
-          100,
-        );
+        timer = setTimeout(flush, SETTLE_MS);
       }
     } finally {
       clearTimeout(timer);
+      await reading;
     }
+  }
+
+  /** Returns the source file `name` names (a manifest in the directory, or the file itself), if any. */
+  #sourcePath(name: string, dirMode: boolean): string | undefined {
+    const { path } = this.#o;
+    if (!dirMode) return name === basename(path) ? path : undefined;
+    return /\.(ya?ml|json)$/.test(name) && !name.startsWith(".") ? `${path}/${name}` : undefined;
   }
 
   async #files(): Promise<string[]> {
@@ -73,61 +113,89 @@ export class FileSource {
     if (!info.isDirectory) return [path];
     const out: string[] = [];
     for await (const e of Deno.readDir(path)) {
-      if (e.isFile && /\.(ya?ml|json)$/.test(e.name) && !e.name.startsWith(".")) {
-        out.push(`${path}/${e.name}`);
-      }
+      const f = e.isFile ? this.#sourcePath(e.name, true) : undefined;
+      if (f !== undefined) out.push(f);
     }
     return out.sort();
   }
 
-  async #reload(): Promise<void> {
-    const { log, nodeName } = this.#o;
+  /** Reads every file (files gone since the last read lose their objects). */
+  async #readAll(trigger: boolean): Promise<void> {
     const files = await this.#files();
-    for (const f of [...this.#byFile.keys()]) if (!files.includes(f)) this.#byFile.delete(f);
-    for (const f of files) {
-      let text: string;
-      try {
-        text = await Deno.readTextFile(f);
-      } catch (e) {
-        if (e instanceof Deno.errors.NotFound) {
-          this.#byFile.delete(f);
-          continue;
-        }
-        log.error("Cannot read source file; keeping its previous objects", { path: f, error: String(e) });
+    const present = new Set(files);
+    for (const f of [...this.#byFile.keys()]) if (!present.has(f)) this.#apply(f, undefined, undefined);
+    for (const f of files) await this.#readFile(f, trigger);
+  }
+
+  async #readPaths(paths: readonly string[]): Promise<void> {
+    for (const f of [...paths].sort()) await this.#readFile(f, true);
+  }
+
+  /** Reads and parses `f`, then applies its objects; a file that vanished loses its objects. */
+  async #readFile(f: string, trigger: boolean): Promise<void> {
+    const { log, nodeName } = this.#o;
+    let text: string;
+    let mtime: Date | null = null;
+    try {
+      if (trigger) mtime = (await Deno.stat(f)).mtime;
+      text = await Deno.readTextFile(f);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return this.#apply(f, undefined, undefined);
+      if (e instanceof Deno.errors.IsADirectory) return;
+      log.error("Cannot read source file; keeping its previous objects", { path: f, error: String(e) });
+      return;
+    }
+    let docs: unknown[];
+    try {
+      docs = loadAllYaml(text);
+    } catch (e) {
+      const mark = (e as { mark?: { line: number } }).mark;
+      log.error("Source file does not parse; keeping its previous objects", {
+        path: f,
+        line: mark ? mark.line + 1 : undefined,
+        error: (e as Error).message.split("\n")[0],
+      });
+      return;
+    }
+    const objects = new Map<string, KubernetesObject>();
+    for (const doc of docs.flatMap(expandList)) {
+      const o = doc as KubernetesObject;
+      if (o === null || typeof o !== "object" || !KINDS.has(String(o.kind))) continue;
+      if (o.kind === "Node" && o.metadata?.name !== nodeName) continue;
+      objects.set(`${o.kind}/${objectKey(o)}`, o);
+    }
+    this.#apply(f, objects, mtime?.toISOString());
+  }
+
+  /** Makes `objects` the content of `f` (undefined: gone) and tells handlers what changed. */
+  #apply(
+    f: string,
+    objects: Map<string, KubernetesObject> | undefined,
+    triggerTime: string | undefined,
+  ): void {
+    const old = this.#byFile.get(f);
+    if (objects === undefined) this.#byFile.delete(f);
+    else this.#byFile.set(f, objects);
+    const keys = new Set([...(old?.keys() ?? []), ...(objects?.keys() ?? [])]);
+    for (const k of keys) {
+      let owners = this.#owners.get(k) ?? [];
+      const has = objects?.has(k) ?? false;
+      if (has && !owners.includes(f)) owners = [...owners, f].sort();
+      else if (!has) owners = owners.filter((x) => x !== f);
+      if (owners.length > 0) this.#owners.set(k, owners);
+      else this.#owners.delete(k);
+      const next = owners.length > 0 ? this.#byFile.get(owners.at(-1)!)!.get(k)! : undefined;
+      const prev = this.#current.get(k);
+      if (next === prev) continue;
+      if (next === undefined) {
+        this.#current.delete(k);
+        this.#dispatch(prev!, "delete");
         continue;
       }
-      let docs: unknown[];
-      try {
-        docs = loadAllYaml(text);
-      } catch (e) {
-        const mark = (e as { mark?: { line: number } }).mark;
-        log.error("Source file does not parse; keeping its previous objects", {
-          path: f,
-          line: mark ? mark.line + 1 : undefined,
-          error: (e as Error).message.split("\n")[0],
-        });
-        continue;
-      }
-      const objects = new Map<string, KubernetesObject>();
-      for (const doc of docs.flatMap(expandList)) {
-        const o = doc as KubernetesObject;
-        if (o === null || typeof o !== "object" || !KINDS.has(String(o.kind))) continue;
-        if (o.kind === "Node" && o.metadata?.name !== nodeName) continue;
-        // Round-trip through JSON so objects look as the API serves them (no Date instances).
-        objects.set(`${o.kind}/${objectKey(o)}`, JSON.parse(JSON.stringify(o)));
-      }
-      this.#byFile.set(f, objects);
+      this.#current.set(k, next);
+      if (prev !== undefined && JSON.stringify(prev) === JSON.stringify(next)) continue;
+      this.#dispatch(withTriggerTime(next, triggerTime), prev === undefined ? "add" : "update", prev);
     }
-    const next = new Map<string, KubernetesObject>();
-    for (const objs of this.#byFile.values()) for (const [k, o] of objs) next.set(k, o);
-    const prev = this.#current;
-    this.#current = next;
-    for (const [k, o] of next) {
-      const old = prev.get(k);
-      if (old === undefined) this.#dispatch(o, "add");
-      else if (JSON.stringify(old) !== JSON.stringify(o)) this.#dispatch(o, "update", old);
-    }
-    for (const [k, o] of prev) if (!next.has(k)) this.#dispatch(o, "delete");
   }
 
   #dispatch(o: KubernetesObject, verb: "add" | "update" | "delete", old?: KubernetesObject): void {
@@ -135,6 +203,17 @@ export class FileSource {
     if (verb === "update") h.update(old!, o);
     else h[verb](o);
   }
+}
+
+/** Returns `o` with `time` as its trigger time when it is an EndpointSlice without one (a copy). */
+function withTriggerTime(o: KubernetesObject, time: string | undefined): KubernetesObject {
+  if (
+    time === undefined || o.kind !== "EndpointSlice" || o.metadata?.annotations?.[TRIGGER_TIME_ANNOTATION]
+  ) {
+    return o;
+  }
+  const annotations = { ...o.metadata?.annotations, [TRIGGER_TIME_ANNOTATION]: time };
+  return { ...o, metadata: { ...o.metadata, annotations } };
 }
 
 function expandList(doc: unknown): unknown[] {
@@ -148,4 +227,8 @@ function expandList(doc: unknown): unknown[] {
 function dirname(p: string): string {
   const i = p.lastIndexOf("/");
   return i <= 0 ? (i === 0 ? "/" : ".") : p.slice(0, i);
+}
+
+function basename(p: string): string {
+  return p.slice(p.lastIndexOf("/") + 1);
 }

@@ -99,3 +99,117 @@ Deno.test("FileSource: reads a directory, then turns file edits into add/update/
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+const slice = (name: string, ip: string, annotations = "") =>
+  `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {namespace: ns1, name: ${name}, ` +
+  `labels: {kubernetes.io/service-name: ${name}}${annotations}}\naddressType: IPv4\n` +
+  `endpoints: [{addresses: [${ip}]}]\nports: [{port: 80}]\n`;
+
+/** Records EndpointSlices as delivered (with their annotations). */
+class SliceRecorder extends Recorder {
+  slices: V1EndpointSlice[] = [];
+  override onEndpointSliceAdd(s: V1EndpointSlice) {
+    super.onEndpointSliceAdd(s);
+    this.slices.push(s);
+  }
+  override onEndpointSliceUpdate(o: V1EndpointSlice, s: V1EndpointSlice) {
+    super.onEndpointSliceUpdate(o, s);
+    this.slices.push(s);
+  }
+}
+
+const TRIGGER = "endpoints.kubernetes.io/last-change-trigger-time";
+
+Deno.test("FileSource: an edit re-reads only that file; a broken file elsewhere is not reported again", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  try {
+    for (let i = 0; i < 50; i++) {
+      await Deno.writeTextFile(`${dir}/svc-${i}.yaml`, svc(`s${i}`, `172.30.1.${i}`));
+    }
+    await Deno.writeTextFile(`${dir}/broken.yaml`, "kind: Service\nmetadata: [\n");
+    const rec = new Recorder();
+    const log = new MemoryLogger();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log });
+    await src.load();
+    const watching = src.watch(ac.signal);
+    // Reported by load() and by the watch's first full read.
+    await eventually(() => assertEquals(log.messages("error").length, 2));
+    rec.events = [];
+    await Deno.writeTextFile(`${dir}/svc-7.yaml`, svc("s7", "172.30.2.7"));
+    await eventually(() => assertEquals(rec.events, ["update Service ns1/s7 172.30.1.7->172.30.2.7"]));
+    await new Promise((r) => setTimeout(r, 300));
+    assertEquals(log.messages("error").length, 2, "broken.yaml was not read again");
+    ac.abort();
+    await watching;
+  } finally {
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("FileSource: of two files defining one object the later wins; removing it brings back the other", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  try {
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("x", "172.30.0.1"));
+    await Deno.writeTextFile(`${dir}/b.yaml`, svc("x", "172.30.0.2"));
+    const rec = new Recorder();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log: new MemoryLogger() });
+    await src.load();
+    assertEquals(rec.events.slice(0, 1), ["add Service ns1/x"]);
+    const watching = src.watch(ac.signal);
+    rec.events = [];
+    await Deno.remove(`${dir}/b.yaml`);
+    await eventually(() => assertEquals(rec.events, ["update Service ns1/x 172.30.0.2->172.30.0.1"]));
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("y", "172.30.0.3"));
+    await eventually(() =>
+      assertEquals(rec.events, [
+        "update Service ns1/x 172.30.0.2->172.30.0.1",
+        "delete Service ns1/x",
+        "add Service ns1/y",
+      ])
+    );
+    ac.abort();
+    await watching;
+  } finally {
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("FileSource: an edited EndpointSlice carries the file's modification time as its trigger time", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  try {
+    await Deno.writeTextFile(`${dir}/s.yaml`, slice("a", "10.0.0.1"));
+    await Deno.writeTextFile(
+      `${dir}/t.yaml`,
+      slice("b", "10.0.0.2", `, annotations: {${TRIGGER}: "2020-01-01T00:00:00Z"}`),
+    );
+    const rec = new SliceRecorder();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log: new MemoryLogger() });
+    await src.load();
+    assertEquals(rec.slices.map((s) => s.metadata?.annotations?.[TRIGGER]), [
+      undefined,
+      "2020-01-01T00:00:00Z",
+    ]);
+    const watching = src.watch(ac.signal);
+    rec.slices = [];
+    await Deno.writeTextFile(`${dir}/s.yaml`, slice("a", "10.0.0.3"));
+    const mtime = (await Deno.stat(`${dir}/s.yaml`)).mtime!.toISOString();
+    await Deno.writeTextFile(
+      `${dir}/t.yaml`,
+      slice("b", "10.0.0.4", `, annotations: {${TRIGGER}: "2021-01-01T00:00:00Z"}`),
+    );
+    await eventually(() => assertEquals(rec.slices.length, 2));
+    const byName = new Map(rec.slices.map((s) => [s.metadata?.name, s.metadata?.annotations?.[TRIGGER]]));
+    assertEquals(byName.get("a"), mtime);
+    assertEquals(byName.get("b"), "2021-01-01T00:00:00Z", "an explicit trigger time is kept");
+    ac.abort();
+    await watching;
+  } finally {
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -5,8 +5,9 @@
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { probeIptables } from "../kernel_tools.ts";
+import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../kernel_tools.ts";
 import type { Logger } from "../logger.ts";
 import {
   familyProvider,
@@ -42,6 +43,7 @@ function newProxier(
   const c = d.config;
   return new IptablesProxier({
     ...proxierOptions(d, family),
+    fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     iptables,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.masqueradeBit,
@@ -57,9 +59,10 @@ export const iptablesMode: ProxyModeDefinition = {
 
   async create(d) {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
     const families: IptablesProxier[] = [];
     for (const family of ["IPv4", "IPv6"] as const) {
-      const ipt = await probeIptables(d.exec, d.log, family);
+      const ipt = await probeIptables(d.exec, d.log, family, backend);
       if (ipt === undefined) continue;
       families.push(newProxier(d, family, ipt, {
         conntrack: new ConntrackRunner({ exec: d.exec, family }),
@@ -73,6 +76,18 @@ export const iptablesMode: ProxyModeDefinition = {
       );
     }
     if (d.config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(d.log);
+    // Our chains in the other backend (a previous run chose it) would act on packets too.
+    const other = backend === "nft" ? "legacy" : backend === "legacy" ? "nft" : undefined;
+    for (const p of other === undefined ? [] : families) {
+      await cleanupIptables(new IptablesRunner({ exec: d.exec, family: p.family, backend: other }))
+        .catch((e) =>
+          d.log.warn("Cannot remove our rules from the other iptables backend", {
+            backend: other,
+            family: p.family,
+            error: (e as Error).message,
+          })
+        );
+    }
     return familyProvider(families);
   },
 
@@ -87,7 +102,7 @@ export const iptablesMode: ProxyModeDefinition = {
   },
 
   cleanup(exec, family) {
-    return cleanupIptables(new IptablesRunner({ exec, family }));
+    return onEveryIptablesBackend(exec, family, cleanupIptables);
   },
 };
 

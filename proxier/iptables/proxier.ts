@@ -111,6 +111,7 @@ export class IptablesProxier extends BaseProxier {
       await this.#ipt.restoreAll(text, { flush: false, counters: false });
     } catch (e) {
       this.metrics.restoreFailuresTotal.inc();
+      if (!full) this.metrics.partialRestoreFailuresTotal.inc();
       // The rule cache may describe rules that never reached the kernel: rebuild all next time.
       this.#portRules = new Map();
       this.log.error("iptables-restore failed; previous rules stay in place", {

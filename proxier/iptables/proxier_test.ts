@@ -53,7 +53,16 @@ Deno.test("a failed restore keeps the previous rules, is counted, and the next s
   fake.failNextRestore = "line 7 failed";
   await assertRejects(() => proxier.syncNow(), RestoreError);
   assertEquals(fake.saveSync("nat"), before);
-  assertEquals((await metrics.restoreFailuresTotal.get()).values[0].value, 1);
+  const exposed = await metrics.registry.metrics();
+  assert(
+    exposed.includes('kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 1'),
+    exposed,
+  );
+  assert(
+    exposed.includes(
+      'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total{ip_family="IPv4"} 1',
+    ),
+  );
   assert(log.messages("error").includes("iptables-restore failed; previous rules stay in place"));
   await proxier.syncNow();
   const next = fake.restores.at(-1)!;

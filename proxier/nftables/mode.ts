@@ -6,6 +6,7 @@
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
+import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import {
   familyProvider,
@@ -20,9 +21,6 @@ import { NftablesProxier, type NftablesProxierOptions } from "./proxier.ts";
 
 /** The oldest nft the layout is known to need features of (upstream's minimum too). */
 export const MIN_NFT_VERSION: readonly [number, number, number] = [1, 0, 1];
-
-/** Full resyncs once an hour, as upstream; the sync period drives partial resyncs. */
-const FULL_SYNC_PERIOD_MS = 3_600_000;
 
 function newProxier(
   d: ModeDeps,

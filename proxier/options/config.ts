@@ -9,6 +9,9 @@ export type ProxyMode = "iptables" | "ipvs" | "nftables" | "userspace";
 /** Where objects come from. */
 export type SourceSpec = { kind: "kubernetes" } | { kind: "file"; path: string };
 
+/** Which iptables backend to run: as the host's other rules (auto), or forced. */
+export type IptablesBackend = "auto" | "nft" | "legacy";
+
 /** A `host:port` to listen on; undefined disables the server. */
 export interface BindAddress {
   readonly hostname: string;
@@ -27,6 +30,8 @@ export interface ProxyConfig {
   masqueradeAll: boolean;
   masqueradeBit: number;
   localhostNodePorts: boolean;
+  /** Ours (upstream's images decide in a wrapper script): `--iptables-backend`. */
+  iptablesBackend: IptablesBackend;
   /** Userspace mode: program REDIRECT portals for cluster/external IPs (ours, default true). */
   userspacePortals: boolean;
   detectLocalMode: "ClusterCIDR" | "NodeCIDR";
@@ -61,6 +66,7 @@ export function defaultConfig(): ProxyConfig {
     masqueradeAll: false,
     masqueradeBit: 14,
     localhostNodePorts: true,
+    iptablesBackend: "auto",
     userspacePortals: true,
     detectLocalMode: "ClusterCIDR",
     syncPeriodMs: 30_000,

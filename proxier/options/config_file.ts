@@ -2,7 +2,7 @@
  * `kubeproxy.config.k8s.io/v1alpha1` KubeProxyConfiguration files, strictly decoded as upstream.
  * @module
  */
-import { loadYaml } from "@kubernetes/client-node";
+import { load as loadYaml } from "js-yaml";
 import { UsageError } from "../errors.ts";
 import type { ProxyConfig } from "./config.ts";
 import {

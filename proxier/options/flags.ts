@@ -10,6 +10,7 @@ import { defaultConfig, type ProxyConfig } from "./config.ts";
 import {
   durationFlag,
   intFlag,
+  parseBackend,
   parseBind,
   parseCIDRs,
   parseIP,
@@ -42,6 +43,7 @@ const STRING_FLAGS = [
   "iptables-sync-period",
   "iptables-min-sync-period",
   "iptables-masquerade-bit",
+  "iptables-backend",
   "config-sync-period",
   "healthz-bind-address",
   "metrics-bind-address",
@@ -84,7 +86,9 @@ Flags (upstream kube-proxy names and defaults):
   --masquerade-all                       SNAT all traffic to service IPs
   --iptables-masquerade-bit=14           fwmark bit for masquerading (0-31)
   --iptables-localhost-nodeports=true    allow NodePorts on 127.0.0.1
-  --iptables-sync-period=30s             maximum interval between full syncs
+  --iptables-backend=auto|nft|legacy     iptables backend; auto: the one the host's rules are in
+                                         (kubelet's chains first, else more rules; nft when none)
+  --iptables-sync-period=30s             interval of periodic (partial) resyncs; full ones hourly
   --iptables-min-sync-period=1s          minimum interval between syncs
   --config-sync-period=15m               informer resync period
   --healthz-bind-address=0.0.0.0:10256   health server ("" disables)
@@ -141,6 +145,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
         "version",
         "help",
         "source",
+        "iptables-backend",
       ].includes(k)
     );
     if (others.length > 0) {
@@ -172,6 +177,9 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     config.loggingFormat = f;
   }
   if (v["source"] !== undefined) config.source = parseSource(v["source"] as string);
+  if (v["iptables-backend"] !== undefined) {
+    config.iptablesBackend = parseBackend("--iptables-backend", v["iptables-backend"] as string);
+  }
   if (config.minSyncPeriodMs > config.syncPeriodMs) {
     throw new UsageError(
       `--iptables-min-sync-period (${config.minSyncPeriodMs}ms) must not exceed --iptables-sync-period (${config.syncPeriodMs}ms)`,

@@ -34,6 +34,7 @@ Deno.test("parseCommandLine: every flag is read", () => {
     "--masquerade-all",
     "--iptables-masquerade-bit=15",
     "--iptables-localhost-nodeports=false",
+    "--iptables-backend=legacy",
     "--iptables-sync-period=1m30s",
     "--iptables-min-sync-period=500ms",
     "--config-sync-period=0",
@@ -57,6 +58,7 @@ Deno.test("parseCommandLine: every flag is read", () => {
     masqueradeAll: true,
     masqueradeBit: 15,
     localhostNodePorts: false,
+    iptablesBackend: "legacy",
     userspacePortals: true,
     detectLocalMode: "NodeCIDR",
     syncPeriodMs: 90_000,
@@ -75,6 +77,7 @@ Deno.test("parseCommandLine: every flag is read", () => {
 Deno.test("parseCommandLine: each bad value names the flag and the value", () => {
   const cases: Array<[string[], RegExp]> = [
     [["--proxy-mode=nft"], /^--proxy-mode: invalid value "nft"/],
+    [["--iptables-backend=xtables"], /^--iptables-backend: invalid value "xtables" \(auto, nft or legacy\)/],
     [["--master=ftp://x"], /^--master: invalid URL "ftp:\/\/x"/],
     [["--hostname-override=bad_name"], /^--hostname-override: invalid node name "bad_name"/],
     [["--bind-address=1.2.3"], /^--bind-address: invalid IP address "1.2.3"/],

@@ -5,7 +5,7 @@
  */
 import { UsageError } from "../errors.ts";
 import { cidrFamily, ipFamily } from "../net.ts";
-import type { BindAddress, PortRange, ProxyMode, SourceSpec } from "./config.ts";
+import type { BindAddress, IptablesBackend, PortRange, ProxyMode, SourceSpec } from "./config.ts";
 import { parseDuration } from "./duration.ts";
 
 /** Parses `MIN-MAX`, `MIN+COUNT` or a single port; returns undefined when malformed. */
@@ -73,6 +73,12 @@ export function parseCIDRs(flag: string, s: string): string[] {
 export function parseLocalMode(flag: string, s: string): "ClusterCIDR" | "NodeCIDR" {
   if (s === "ClusterCIDR" || s === "NodeCIDR") return s;
   throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (ClusterCIDR or NodeCIDR)`);
+}
+
+/** Returns an `--iptables-backend` value. @throws {UsageError} naming `flag`. */
+export function parseBackend(flag: string, s: string): IptablesBackend {
+  if (s === "auto" || s === "nft" || s === "legacy") return s;
+  throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (auto, nft or legacy)`);
 }
 
 /** Returns `IP:PORT` as a bind address, or undefined for "" (disabled). @throws {UsageError} naming `flag`. */

@@ -3,8 +3,7 @@
  * works (and `--userspace-portals` allows), NodePort listeners always, and `--cleanup`.
  * @module
  */
-import { IptablesRunner } from "../../iptables/iptables.ts";
-import { probeIptables } from "../kernel_tools.ts";
+import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../kernel_tools.ts";
 import { proxierOptions, type ProxyModeDefinition } from "../mode_definition.ts";
 import { cidrContains } from "../net.ts";
 import { cleanupUserspace } from "./portals.ts";
@@ -26,7 +25,14 @@ export const userspaceMode: ProxyModeDefinition = {
     const c = d.config;
     return new UserspaceProxier({
       ...proxierOptions(d, "IPv4"),
-      iptables: c.userspacePortals ? await probeIptables(d.exec, d.log, "IPv4") : undefined,
+      iptables: c.userspacePortals
+        ? await probeIptables(
+          d.exec,
+          d.log,
+          "IPv4",
+          await probeIptablesBackend(d.exec, d.log, c.iptablesBackend),
+        )
+        : undefined,
       listenAddress: c.bindAddress,
       nodePortAddresses: nodePortAddresses(c.nodePortAddresses),
       portRange: c.portRange,
@@ -35,6 +41,6 @@ export const userspaceMode: ProxyModeDefinition = {
   },
 
   cleanup(exec, family) {
-    return cleanupUserspace(new IptablesRunner({ exec, family }));
+    return onEveryIptablesBackend(exec, family, cleanupUserspace);
   },
 };

@@ -1,0 +1,133 @@
+import { assertEquals } from "../tests/assert.ts";
+import { ep, makeEndpointSlice, makeService, MemoryLogger } from "../tests/fixtures.ts";
+import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext } from "./base_proxier.ts";
+import { FakeClock } from "./clock.ts";
+import { ProxyHealth } from "./healthcheck/proxier_health.ts";
+import { ProxyMetrics } from "./metrics.ts";
+
+const SYNC_PERIOD_MS = 30_000;
+
+interface SyncRecord {
+  readonly full: boolean;
+  readonly at: number;
+  readonly changed: readonly string[];
+  readonly endpoints: readonly string[];
+}
+
+/** A proxier whose datapath takes `durationMs` of fake time per sync and can be told to fail. */
+class SlowProxier extends BaseProxier {
+  readonly syncs: SyncRecord[] = [];
+  durationMs = 0;
+  failNext = false;
+  readonly #clock: FakeClock;
+
+  constructor(clock: FakeClock) {
+    const health = new ProxyHealth({ clock, timeoutMs: 2 * SYNC_PERIOD_MS });
+    super({
+      family: "IPv4",
+      nodeName: "node-a",
+      log: new MemoryLogger(),
+      clock,
+      metrics: new ProxyMetrics(),
+      health,
+      minSyncPeriodMs: 1_000,
+      syncPeriodMs: SYNC_PERIOD_MS,
+      fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
+    });
+    this.#clock = clock;
+  }
+
+  protected override async syncRules(ctx: SyncContext): Promise<void> {
+    const eps = [...ctx.endpoints.values()].flat().map((e) => e.ip).sort();
+    this.syncs.push({
+      full: ctx.full,
+      at: this.#clock.now(),
+      changed: [...ctx.changedServices],
+      endpoints: eps,
+    });
+    await new Promise<void>((r) => this.#clock.setTimer(r, this.durationMs));
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error("restore failed");
+    }
+  }
+}
+
+function started(durationMs: number): { clock: FakeClock; p: SlowProxier; stop: () => Promise<void> } {
+  const clock = new FakeClock();
+  const p = new SlowProxier(clock);
+  p.durationMs = durationMs;
+  p.onServiceAdd(makeService("ns1", "svc1"));
+  p.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  const ac = new AbortController();
+  const done = p.syncLoop(ac.signal);
+  return {
+    clock,
+    p,
+    stop: async () => {
+      ac.abort();
+      await clock.advance(10 * SYNC_PERIOD_MS);
+      await done;
+    },
+  };
+}
+
+function moveEndpoint(p: SlowProxier, from: string, to: string): void {
+  p.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep(from)]),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep(to)]),
+  );
+}
+
+Deno.test("a full sync slower than the sync period does not make the next sync full", async () => {
+  const { clock, p, stop } = started(45_000);
+  await clock.advance(0);
+  assertEquals(p.syncs.map((s) => s.full), [true]);
+  // A change arriving during the long first sync is applied by the very next sync, a partial one.
+  await clock.advance(10_000);
+  moveEndpoint(p, "10.180.0.1", "10.180.0.2");
+  p.durationMs = 100;
+  await clock.advance(35_000);
+  assertEquals(p.syncs.length, 2);
+  assertEquals(p.syncs[1].full, false);
+  assertEquals(p.syncs[1].changed, ["ns1/svc1"]);
+  assertEquals(p.syncs[1].endpoints, ["10.180.0.2"]);
+  assertEquals(p.syncs[1].at - p.syncs[0].at, 45_000, "runs as soon as the long sync ends");
+  await stop();
+});
+
+Deno.test("the sync period drives partial resyncs; a full one comes an hour after the last full ended", async () => {
+  const { clock, p, stop } = started(5_000);
+  await clock.advance(FULL_SYNC_PERIOD_MS);
+  const periodic = p.syncs.slice(1);
+  assertEquals(periodic.every((s) => !s.full), true, "periodic resyncs are partial");
+  // One every syncPeriod (measured from the start of the previous run, as upstream's runner).
+  assertEquals(periodic.length, Math.floor(FULL_SYNC_PERIOD_MS / SYNC_PERIOD_MS));
+  await clock.advance(2 * SYNC_PERIOD_MS);
+  const fulls = p.syncs.filter((s) => s.full).map((s) => s.at - p.syncs[0].at);
+  assertEquals(fulls.length, 2);
+  assertEquals(fulls[1] >= FULL_SYNC_PERIOD_MS + 5_000, true, `second full at ${fulls[1]} ms`);
+  assertEquals(
+    fulls[1] < FULL_SYNC_PERIOD_MS + 5_000 + SYNC_PERIOD_MS,
+    true,
+    `second full at ${fulls[1]} ms`,
+  );
+  await stop();
+});
+
+Deno.test("after a failed sync the retry is full, and later periodic syncs are partial again", async () => {
+  const { clock, p, stop } = started(100);
+  await clock.advance(1_000);
+  moveEndpoint(p, "10.180.0.1", "10.180.0.3");
+  p.failNext = true;
+  await clock.advance(1_000);
+  assertEquals(p.syncs.map((s) => s.full), [true, false]);
+  await clock.advance(2_000);
+  assertEquals(p.syncs.map((s) => s.full), [true, false, true], "the retry (after 1 s) is full");
+  assertEquals(p.syncs[2].endpoints, ["10.180.0.3"]);
+  await clock.advance(2 * SYNC_PERIOD_MS);
+  assertEquals(p.syncs.slice(3).map((s) => s.full), [false, false]);
+  await stop();
+});
