@@ -4,13 +4,11 @@
  * It names no mode.
  * @module
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { DryRunExecutor } from "./iptables/dry_run.ts";
 import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
 import { realClock } from "./proxier/clock.ts";
 import { FileSource } from "./proxier/config/file.ts";
-import { KubernetesSource } from "./proxier/config/kubernetes.ts";
-import { ModeUnavailableError, UsageError } from "./proxier/errors.ts";
+import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
 import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
 import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
@@ -130,6 +128,11 @@ async function run(
 ): Promise<number> {
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
+  // Loaded only for the Kubernetes source (the file source, render, --cleanup and --help never
+  // load the client library), while the mode probes the kernel.
+  const kubernetesModules = config.source.kind === "kubernetes"
+    ? Promise.all([import("./proxier/config/api_access.ts"), import("./proxier/config/kubernetes.ts")])
+    : undefined;
   const healthServer = new ServiceHealthServer({ log });
   const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer });
   let proxier: ModeProvider;
@@ -140,8 +143,9 @@ async function run(
     log.error(e.message);
     return 1;
   }
-  // Switching modes: what another mode (ours or upstream's) left would shadow or fight ours.
-  await cleanupModes(exec, log, mode);
+  // Switching modes: what another mode (ours or upstream's) left would shadow or fight ours. It
+  // runs while the source loads; the first sync waits for it.
+  const cleaned = Promise.all([cleanupModes(exec, log, mode), proxier.removeLeftovers?.()]);
 
   const ac = new AbortController();
   const stop = () => {
@@ -168,7 +172,7 @@ async function run(
     node: nodeName,
     source: config.source.kind,
   });
-  tasks.push(proxier.syncLoop(ac.signal));
+  tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
   if (config.source.kind === "file") {
     const src = new FileSource({ path: config.source.path, nodeName, handler: proxier, log });
     try {
@@ -181,30 +185,24 @@ async function run(
     }
     tasks.push(src.watch(ac.signal));
   } else {
-    const kc = new KubeConfig();
+    const [{ loadApiAccess }, { KubernetesSource }] = await kubernetesModules!;
+    let access;
     try {
-      if (config.kubeconfig !== "") kc.loadFromFile(config.kubeconfig);
-      else if (config.master !== "") {
-        kc.loadFromOptions({
-          clusters: [{ name: "master", server: config.master, skipTLSVerify: false }],
-          users: [{ name: "anonymous" }],
-          contexts: [{ name: "master", cluster: "master", user: "anonymous" }],
-          currentContext: "master",
-        });
-      } else kc.loadFromDefault();
-      if (config.master !== "" && config.kubeconfig !== "") {
-        const cluster = kc.getCurrentCluster();
-        if (cluster) (cluster as { server: string }).server = config.master;
-      }
+      access = await loadApiAccess({
+        kubeconfig: config.kubeconfig,
+        master: config.master,
+        env: (name) => Deno.env.get(name),
+        readFile: (path) => Deno.readTextFile(path),
+      });
     } catch (e) {
-      log.error("Cannot load kubeconfig", { error: (e as Error).message });
+      if (!(e instanceof KubeconfigError)) throw e;
+      log.error("Cannot reach the API server as configured", { error: e.message });
       ac.abort();
       await Promise.allSettled(tasks);
       return 1;
     }
-    tasks.push(
-      new KubernetesSource({ kubeConfig: kc, nodeName, handler: proxier, log, clock }).run(ac.signal),
-    );
+    log.info("Using the API server", { server: access.server, from: access.origin });
+    tasks.push(new KubernetesSource({ access, nodeName, handler: proxier, log, clock }).run(ac.signal));
   }
   await Promise.allSettled(tasks);
   proxier.close();

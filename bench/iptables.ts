@@ -7,7 +7,8 @@
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { feedGenerated, peakRssMiB, slice } from "./objects.ts";
-import type { IPTables, RestoreOptions } from "../iptables/iptables.ts";
+import type { IPTables, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
+import { inputText } from "../iptables/executor.ts";
 import { realClock } from "../proxier/clock.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { nullLogger } from "../proxier/logger.ts";
@@ -21,8 +22,8 @@ class NullIPTables implements IPTables {
   save(): Promise<string> {
     return Promise.resolve("");
   }
-  restoreAll(data: string, _opts: RestoreOptions): Promise<void> {
-    this.last = data;
+  restoreAll(input: RestoreInput, _opts: RestoreOptions): Promise<void> {
+    this.last = inputText(input);
     return Promise.resolve();
   }
   ensureChain(): Promise<boolean> {

@@ -155,9 +155,9 @@ if (import.meta.main) {
   if (what === "build") {
     const dry = new TableKeepingDryRun();
     const { p, fullMs, eventsMs } = await loaded(n, dry);
-    const full = p.lastTransaction;
+    const full = dry.lastInput("nft")!;
     const partial = await changes(p, n, 5);
-    const partialText = p.lastTransaction;
+    const partialText = dry.lastInput("nft")!;
     console.log(JSON.stringify({
       services: n,
       eventsMs: Math.round(eventsMs),

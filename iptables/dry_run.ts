@@ -4,7 +4,7 @@
  * it and prints what they would apply.
  * @module
  */
-import type { ExecOptions, ExecResult, Executor } from "./executor.ts";
+import { type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
 
 /** One command a dry run recorded. */
 export interface RecordedCommand {
@@ -20,7 +20,8 @@ export class DryRunExecutor implements Executor {
 
   /** @inheritdoc */
   run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
-    this.commands.push({ cmd, args: [...opts.args], stdin: opts.stdin });
+    const stdin = opts.stdin === undefined ? undefined : inputText(opts.stdin);
+    this.commands.push({ cmd, args: [...opts.args], stdin });
     return Promise.resolve({ code: 0, stdout: "", stderr: "" });
   }
 

@@ -13,8 +13,11 @@ export interface ExecResult {
 /** Options of one command run. */
 export interface ExecOptions {
   readonly args: readonly string[];
-  /** Written to the command's stdin, which is then closed. */
-  readonly stdin?: string;
+  /**
+   * Written to the command's stdin, which is then closed. Chunks are written in order as one
+   * text, without ever joining them (a full restore at scale is tens of MiB).
+   */
+  readonly stdin?: string | Iterable<string>;
   readonly signal?: AbortSignal;
 }
 
@@ -49,14 +52,48 @@ export class DenoExecutor implements Executor {
     } catch (cause) {
       throw new ExecError(`${cmd}: cannot start: ${(cause as Error).message}`, -1, { cause });
     }
+    // Output is read while stdin is written: a tool that answers as it reads must not stall us.
+    const output = child.output();
     if (opts.stdin !== undefined) {
       const w = child.stdin.getWriter();
       // A tool that exits early closes its stdin; its exit code then tells what went wrong.
-      await w.write(new TextEncoder().encode(opts.stdin)).catch(() => {});
+      await writeText(w, typeof opts.stdin === "string" ? [opts.stdin] : opts.stdin).catch(() => {});
       await w.close().catch(() => {});
     }
-    const out = await child.output();
+    const out = await output;
     const dec = new TextDecoder();
     return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
   }
+}
+
+const WRITE_BUFFER = 64 * 1024;
+
+/** Writes `chunks` as UTF-8 through one reused 64 KiB buffer (a whole text is never encoded at once). */
+async function writeText(
+  w: WritableStreamDefaultWriter<Uint8Array>,
+  chunks: Iterable<string>,
+): Promise<void> {
+  const encoder = new TextEncoder();
+  const buf = new Uint8Array(WRITE_BUFFER);
+  let used = 0;
+  for (const chunk of chunks) {
+    let rest = chunk;
+    while (rest.length > 0) {
+      const { read, written } = encoder.encodeInto(rest, buf.subarray(used));
+      used += written;
+      rest = rest.slice(read);
+      // A chunk that did not fit (or a full buffer) is flushed; writes are awaited, so the
+      // buffer is free again afterwards.
+      if (rest.length > 0 || used === WRITE_BUFFER) {
+        await w.write(buf.slice(0, used));
+        used = 0;
+      }
+    }
+  }
+  if (used > 0) await w.write(buf.slice(0, used));
+}
+
+/** Returns the text of `input` (chunks joined): for fakes and dry runs, never on a live path. */
+export function inputText(input: string | Iterable<string>): string {
+  return typeof input === "string" ? input : [...input].join("");
 }

@@ -15,6 +15,12 @@ export type Chain = string;
 /** Seconds to wait for the xtables lock, as upstream's `-w 5`. */
 const LOCK_WAIT = ["-w", "5"];
 
+/**
+ * A restore input: one text, or chunks written in order (never joined on the live path). An
+ * iterable must be re-iterable: a failed restore reads it again to quote the failing line.
+ */
+export type RestoreInput = string | Iterable<string>;
+
 /** Options of a restore. */
 export interface RestoreOptions {
   /** False adds `--noflush`: chains not named in the input are kept. */
@@ -27,8 +33,11 @@ export interface IPTables {
   readonly family: IPFamily;
   /** Returns `iptables-save -t table` output. */
   save(table: Table): Promise<string>;
-  /** Applies a whole restore input atomically. @throws {RestoreError} on failure. */
-  restoreAll(data: string, opts: RestoreOptions): Promise<void>;
+  /**
+   * Applies a whole restore input (one text, or chunks that form it) atomically.
+   * @throws {RestoreError} on failure.
+   */
+  restoreAll(input: RestoreInput, opts: RestoreOptions): Promise<void>;
   /** Creates the chain; returns true when it already existed. */
   ensureChain(table: Table, chain: Chain): Promise<boolean>;
   /** Adds the rule unless present; returns true when it already existed. */
@@ -99,15 +108,15 @@ export class IptablesRunner implements IPTables {
   }
 
   /** @inheritdoc */
-  async restoreAll(data: string, opts: RestoreOptions): Promise<void> {
+  async restoreAll(input: RestoreInput, opts: RestoreOptions): Promise<void> {
     const args = [...LOCK_WAIT];
     if (!opts.flush) args.push("--noflush");
     if (opts.counters) args.push("--counters");
-    const r = await this.#exec.run(`${this.#cmd}-restore`, { args, stdin: data });
+    const r = await this.#exec.run(`${this.#cmd}-restore`, { args, stdin: input });
     if (r.code === 0) return;
     const stderr = r.stderr.trim();
     const m = /line (\d+) failed/.exec(stderr);
-    const line = m ? data.split("\n")[Number(m[1]) - 1] : undefined;
+    const line = m ? lineOf(input, Number(m[1])) : undefined;
     throw new RestoreError(
       `${this.#cmd}-restore exited ${r.code}: ${stderr}${line === undefined ? "" : ` (line: ${line})`}`,
       r.code,
@@ -165,4 +174,27 @@ export class IptablesRunner implements IPTables {
     await this.#must(["-t", table, "-F", chain]);
     await this.#must(["-t", table, "-X", chain]);
   }
+}
+
+/** Returns line `n` (1-based) of `input`, without joining chunks. */
+function lineOf(input: RestoreInput, n: number): string | undefined {
+  let seen = 1;
+  let partial = "";
+  for (const chunk of typeof input === "string" ? [input] : input) {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf("\n", start);
+      if (seen === n) {
+        if (nl < 0) {
+          partial += chunk.slice(start);
+          break;
+        }
+        return partial + chunk.slice(start, nl);
+      }
+      if (nl < 0) break;
+      seen++;
+      start = nl + 1;
+    }
+  }
+  return seen === n && partial !== "" ? partial : undefined;
 }

@@ -1,5 +1,5 @@
 import { assertEquals, assertMatch, assertRejects } from "../tests/assert.ts";
-import type { ExecOptions, ExecResult, Executor } from "./executor.ts";
+import { type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
 import { NftError, NftRunner, parseNftVersion, versionAtLeast } from "./nft.ts";
 
 /** Answers every command with `result`, recording what was asked. */
@@ -7,7 +7,11 @@ class Scripted implements Executor {
   readonly calls: Array<{ cmd: string; args: readonly string[]; stdin?: string }> = [];
   constructor(readonly result: (args: readonly string[]) => ExecResult) {}
   run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
-    this.calls.push({ cmd, args: opts.args, stdin: opts.stdin });
+    this.calls.push({
+      cmd,
+      args: opts.args,
+      stdin: opts.stdin === undefined ? undefined : inputText(opts.stdin),
+    });
     return Promise.resolve(this.result(opts.args));
   }
 }

@@ -46,3 +46,12 @@ export class ModeUnavailableError extends Error {
     this.name = "ModeUnavailableError";
   }
 }
+
+/** The API server cannot be reached as configured: a kubeconfig that is missing, unreadable or unsupported. */
+export class KubeconfigError extends Error {
+  /** @param message names the file (or flag) and the field. */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "KubeconfigError";
+  }
+}

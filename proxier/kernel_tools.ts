@@ -76,8 +76,7 @@ export async function probeIptables(
   if (Deno.uid() !== 0) return undefined;
   const ipt = new IptablesRunner({ exec, family, backend });
   try {
-    const version = await ipt.version();
-    await ipt.save("nat");
+    const [version] = await Promise.all([ipt.version(), ipt.save("nat")]);
     log.info("Using iptables", { family, version, command: ipt.command });
     return ipt;
   } catch (e) {

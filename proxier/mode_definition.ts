@@ -62,6 +62,12 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
 export interface ModeProvider extends Provider {
   /** Releases what the process holds (listeners); the kernel datapath stays, as upstream. */
   close(): void;
+  /**
+   * Removes what an earlier run of this same mode left that this run does not own (our rules in
+   * the other iptables backend); run at start beside the other modes' cleanup, before the first
+   * sync. Failures are logged, not thrown.
+   */
+  removeLeftovers?(): Promise<void>;
 }
 
 /** A mode's provider on a dry run: feed it objects, then ask for what a full sync applies. */
@@ -75,9 +81,12 @@ export interface ModeRenderer {
  * Returns the provider of a kernel mode over its per-family proxiers (one, or both behind a
  * {@linkcode MetaProxier}); `close()` does nothing, as the kernel datapath stays.
  */
-export function familyProvider(families: readonly Provider[]): ModeProvider {
+export function familyProvider(
+  families: readonly Provider[],
+  removeLeftovers?: () => Promise<void>,
+): ModeProvider {
   const p = families.length === 1 ? families[0] : new MetaProxier(families);
-  return Object.assign(p, { close() {} });
+  return Object.assign(p, { close() {}, removeLeftovers });
 }
 
 /**

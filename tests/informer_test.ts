@@ -1,8 +1,8 @@
 /**
  * The real client-node informers (through KubernetesSource) against the test API server.
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { realClock } from "../proxier/clock.ts";
+import { type ApiAccess, loadApiAccess } from "../proxier/config/api_access.ts";
 import { KubernetesSource } from "../proxier/config/kubernetes.ts";
 import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
@@ -26,15 +26,8 @@ class RecordingProxier extends BaseProxier {
   }
 }
 
-function kubeConfig(url: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "test", server: url, skipTLSVerify: true }],
-    users: [{ name: "test" }],
-    contexts: [{ name: "test", cluster: "test", user: "test" }],
-    currentContext: "test",
-  });
-  return kc;
+function access(url: string): Promise<ApiAccess> {
+  return loadApiAccess({ kubeconfig: "", master: url, env: () => undefined, readFile: Deno.readTextFile });
 }
 
 async function withSource(api: TestApiServer, fn: (p: RecordingProxier) => Promise<void>) {
@@ -43,7 +36,7 @@ async function withSource(api: TestApiServer, fn: (p: RecordingProxier) => Promi
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);
   const src = new KubernetesSource({
-    kubeConfig: kubeConfig(api.url),
+    access: await access(api.url),
     nodeName: NODE,
     handler: p,
     log: opts.log,

@@ -3,14 +3,18 @@
  */
 import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
 import { FakeNft } from "../iptables/testing/fake_nft.ts";
-import { commandWorks, netnsAvailable, withNamespace } from "./e2e/netns.ts";
+import { commandWorks, netnsAvailable, ProxyProcess, withNamespace } from "./e2e/netns.ts";
+import { TestApiServer } from "./api_server.ts";
+import { startArgs } from "./program.ts";
+import { makeService } from "./fixtures.ts";
+import { eventually } from "./net_helpers.ts";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
 async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--unstable-net", "-P=proxy", "--config", `${ROOT}deno.json`, `${ROOT}main.ts`, ...args],
+    args: startArgs(args),
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -38,7 +42,10 @@ Deno.test("main: render prints the restore input the real proxier builds, and ip
     "--cluster-cidr=10.180.0.0/16",
   ]);
   assertEquals(r.code, 0, r.stderr);
-  assert(r.stdout.startsWith("# iptables-restore --noflush input\n*filter\n"), r.stdout.slice(0, 80));
+  assert(r.stdout.startsWith("# iptables-restore --noflush input\n*mangle\n"), r.stdout.slice(0, 80));
+  assert(
+    r.stdout.includes('\n-I PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES\n'),
+  );
   assert(!r.stdout.includes("ip6tables"), "no IPv6 services, no IPv6 rule set");
   assertMatch(
     r.stdout,
@@ -64,6 +71,52 @@ Deno.test("main: --logging-format=json writes one JSON object per line", async (
   const records = r.stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
   assert(records.some((x) => String(x.message).startsWith("Cannot read --source")), JSON.stringify(r.stderr));
   assert(records.every((x) => typeof x.level === "string"), r.stderr);
+});
+
+Deno.test("main: --master=http://... is reached with the shipped permissions; a kubeconfig that cannot work exits 1", async () => {
+  const api = new TestApiServer();
+  api.apply("services", makeService("ns1", "svc1", (s) => s.spec!.type = "ClusterIP"));
+  const url = api.start();
+  const dir = await Deno.makeTempDir({ prefix: "kpd-kubeconfig-" });
+  try {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: startArgs([
+        "--proxy-mode=userspace",
+        "--userspace-portals=false",
+        "--bind-address=127.0.0.1",
+        "--hostname-override=node-a",
+        `--master=${url}`,
+        "--healthz-bind-address=",
+        "--metrics-bind-address=",
+      ]),
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const proc = new ProxyProcess(child);
+    await eventually(() => assertMatch(proc.log(), /Initial list complete kind="Service" objects=1/), 20_000);
+    assertMatch(proc.log(), new RegExp(`Using the API server server="${url}" from="--master"`));
+    assertEquals((await proc.stop()).code, 0);
+    await Deno.writeTextFile(
+      `${dir}/kubeconfig`,
+      "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n" +
+        "clusters: [{name: c, cluster: {server: 'https://10.0.0.1'}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\n",
+    );
+    const bad = await run([
+      "--proxy-mode=userspace",
+      "--userspace-portals=false",
+      `--kubeconfig=${dir}/kubeconfig`,
+      "--healthz-bind-address=",
+      "--metrics-bind-address=",
+    ]);
+    assertEquals(bad.code, 1);
+    assertMatch(
+      bad.stderr,
+      /Cannot reach the API server as configured .*kubeconfig: users.*exec is not supported/,
+    );
+  } finally {
+    await api.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("main: render --proxy-mode=nftables prints the transaction a full sync applies, and nft accepts it", async () => {

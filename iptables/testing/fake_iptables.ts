@@ -5,7 +5,15 @@
  * @module
  */
 import type { IPFamily } from "../ip.ts";
-import { type Chain, type IPTables, RestoreError, type RestoreOptions, type Table } from "../iptables.ts";
+import {
+  type Chain,
+  type IPTables,
+  RestoreError,
+  type RestoreInput,
+  type RestoreOptions,
+  type Table,
+} from "../iptables.ts";
+import { inputText } from "../executor.ts";
 import { jumpTarget, splitArgs } from "./parse.ts";
 
 const BUILTIN: Record<Table, readonly string[]> = {
@@ -82,7 +90,8 @@ export class FakeIPTables implements IPTables {
   }
 
   /** @inheritdoc */
-  restoreAll(data: string, opts: RestoreOptions): Promise<void> {
+  restoreAll(input: RestoreInput, opts: RestoreOptions): Promise<void> {
+    const data = inputText(input);
     this.restores.push(data);
     if (this.failNextRestore !== undefined) {
       const msg = this.failNextRestore;

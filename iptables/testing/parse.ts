@@ -2,37 +2,9 @@
  * Tokenizing of iptables rule text as iptables-restore reads it (double quotes group words).
  * @module
  */
+import { splitArgs } from "../rule_args.ts";
 
-/** Splits a rule line into arguments; `"a b"` is one argument. Throws on an unclosed quote. */
-export function splitArgs(line: string): string[] {
-  const out: string[] = [];
-  let cur = "";
-  let inQuote = false;
-  let has = false;
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i];
-    if (inQuote) {
-      if (c === "\\" && line[i + 1] === '"') {
-        cur += '"';
-        i++;
-      } else if (c === '"') inQuote = false;
-      else cur += c;
-    } else if (c === '"') {
-      inQuote = true;
-      has = true;
-    } else if (c === " " || c === "\t") {
-      if (has) out.push(cur);
-      cur = "";
-      has = false;
-    } else {
-      cur += c;
-      has = true;
-    }
-  }
-  if (inQuote) throw new Error(`unterminated quote in: ${line}`);
-  if (has) out.push(cur);
-  return out;
-}
+export { splitArgs };
 
 /** Returns the value following `flag` in `args`, or undefined. */
 export function argValue(args: readonly string[], flag: string): string | undefined {

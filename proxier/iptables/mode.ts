@@ -30,6 +30,7 @@ import {
   KUBE_PROXY_CANARY,
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
+  missingJumps,
   SERVICE_CHAIN,
 } from "./rules.ts";
 
@@ -61,11 +62,13 @@ export const iptablesMode: ProxyModeDefinition = {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
     const families: IptablesProxier[] = [];
-    for (const family of ["IPv4", "IPv6"] as const) {
-      const ipt = await probeIptables(d.exec, d.log, family, backend);
+    const runners = await Promise.all(
+      (["IPv4", "IPv6"] as const).map((family) => probeIptables(d.exec, d.log, family, backend)),
+    );
+    for (const ipt of runners) {
       if (ipt === undefined) continue;
-      families.push(newProxier(d, family, ipt, {
-        conntrack: new ConntrackRunner({ exec: d.exec, family }),
+      families.push(newProxier(d, ipt.family, ipt, {
+        conntrack: new ConntrackRunner({ exec: d.exec, family: ipt.family }),
         healthServer: d.healthServer,
         nodeIPs,
       }));
@@ -78,17 +81,18 @@ export const iptablesMode: ProxyModeDefinition = {
     if (d.config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(d.log);
     // Our chains in the other backend (a previous run chose it) would act on packets too.
     const other = backend === "nft" ? "legacy" : backend === "legacy" ? "nft" : undefined;
-    for (const p of other === undefined ? [] : families) {
-      await cleanupIptables(new IptablesRunner({ exec: d.exec, family: p.family, backend: other }))
-        .catch((e) =>
-          d.log.warn("Cannot remove our rules from the other iptables backend", {
-            backend: other,
-            family: p.family,
-            error: (e as Error).message,
-          })
-        );
-    }
-    return familyProvider(families);
+    return familyProvider(families, async () => {
+      for (const p of other === undefined ? [] : families) {
+        await cleanupIptables(new IptablesRunner({ exec: d.exec, family: p.family, backend: other }))
+          .catch((e) =>
+            d.log.warn("Cannot remove our rules from the other iptables backend", {
+              backend: other,
+              family: p.family,
+              error: (e as Error).message,
+            })
+          );
+      }
+    });
   },
 
   render(d, dryRun) {
@@ -111,9 +115,15 @@ export const iptablesMode: ProxyModeDefinition = {
  * family; running it again finds nothing to do.
  */
 export async function cleanupIptables(ipt: IPTables): Promise<void> {
-  for (const j of JUMP_CHAINS) await ipt.deleteRule(j.table, j.from, jumpRuleArgs(j));
   for (const table of ["nat", "filter"] as const) {
-    const saved = (await ipt.save(table)).split("\n");
+    let text = await ipt.save(table);
+    // The jumps from the built-in chains go first: a chain cannot be deleted while one points at it.
+    const jumps = JUMP_CHAINS.filter((j) => j.table === table);
+    const absent = new Set(missingJumps(jumps, text));
+    const present = jumps.filter((j) => !absent.has(j));
+    for (const j of present) await ipt.deleteRule(table, j.from, jumpRuleArgs(j));
+    if (present.length > 0) text = await ipt.save(table);
+    const saved = text.split("\n");
     const chains = saved.filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")));
     const ours = chains.filter((c) => OWN_CHAINS.has(c) || SERVICE_CHAIN.test(c));
     // Chains kubelet may also have created stay while a rule that is not ours still jumps to them.

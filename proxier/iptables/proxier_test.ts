@@ -5,7 +5,9 @@ import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { servicePortChainName } from "./chain_name.ts";
-import { KUBE_PROXY_CANARY } from "./rules.ts";
+import { JUMP_CHAINS, jumpRuleArgs, jumpRuleLine, KUBE_PROXY_CANARY } from "./rules.ts";
+import { IptablesRunner } from "../../iptables/iptables.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/netns.ts";
 
 const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";
 const SVC2 = "KUBE-SVC-GNZBNJ2PO5MGZ6GT";
@@ -161,7 +163,7 @@ Deno.test("hostile input never changes rule text beyond quoted comments", async 
     }));
   }
   await proxier.syncNow();
-  const text = proxier.lastRestore;
+  const text = fake.restores.at(-1)!;
   for (const h of HOSTILE.filter((h) => h !== "-j ACCEPT")) {
     assert(!text.includes(h), `hostile text leaked: ${JSON.stringify(h.slice(0, 40))}`);
   }
@@ -173,7 +175,8 @@ Deno.test("hostile input never changes rule text beyond quoted comments", async 
   // Every line has the shape of our rules: declarations, -A with known chains, -X, table markers.
   for (const line of text.split("\n")) {
     assert(
-      line === "" || line === "COMMIT" || /^\*(filter|nat)$/.test(line) ||
+      line === "" || line === "COMMIT" || /^\*(filter|nat|mangle)$/.test(line) ||
+        JUMP_CHAINS.map(jumpRuleLine).includes(line) ||
         /^:KUBE-[A-Z0-9-]+ - \[0:0\]$/.test(line) ||
         /^-A KUBE-[A-Z0-9-]+ [-!a-z0-9A-Z./:" >;,]+$/.test(line),
       line,
@@ -206,7 +209,7 @@ Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objec
     s.endpoints = [ep("fd00:180::1")];
   }));
   await proxier.syncNow();
-  const text = proxier.lastRestore;
+  const text = fake.restores.at(-1)!;
   assert(text.includes("-d fd00:30::41/128 -p tcp") && !text.includes("172.30.0.41"), text);
   assert(text.includes("--to-destination [fd00:180::1]:80") && text.includes("! -s fd00:180::/64"), text);
   assert(text.includes("! -d ::1/128") && !text.includes("KUBE-FIREWALL"), "no localhost node ports on IPv6");
@@ -219,7 +222,7 @@ Deno.test("dual-stack: the IPv6 proxier programs the IPv6 half of the same objec
 Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; a change resyncs fully", async () => {
   const { fake, proxier } = iptablesSetup({ localDetection: { mode: "NodeCIDR", clusterCIDRs: [] } });
   await proxier.syncNow();
-  assert(!proxier.lastRestore.includes(`-A ${SVC1} ! -s`), "no local detection before the Node is known");
+  assert(!fake.restores.at(-1)!.includes(`-A ${SVC1} ! -s`), "no local detection before the Node is known");
   const node = (cidr: string) => ({
     metadata: { name: "node-a" },
     spec: { podCIDR: cidr, podCIDRs: [cidr] },
@@ -227,15 +230,15 @@ Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; 
   proxier.onNodeAdd(node("10.180.0.0/24"));
   await proxier.syncNow();
   assert(
-    proxier.lastRestore.includes(`-A ${SVC1} ! -s 10.180.0.0/24 -d 172.30.0.41/32`),
-    proxier.lastRestore,
+    fake.restores.at(-1)!.includes(`-A ${SVC1} ! -s 10.180.0.0/24 -d 172.30.0.41/32`),
+    fake.restores.at(-1)!,
   );
   const masq = (src: string) =>
     tracePacket(fake, { src, dst: "172.30.0.41", port: 80, protocol: "tcp" }, [NODE_IP]).masq;
   assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [false, true]);
   proxier.onNodeUpdate(node("10.180.0.0/24"), node("10.180.1.0/24"));
   await proxier.syncNow();
-  assert(proxier.lastRestore.includes(`:${SVC2} - [0:0]`), "podCIDR change: full sync");
+  assert(fake.restores.at(-1)!.includes(`:${SVC2} - [0:0]`), "podCIDR change: full sync");
   assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [true, false]);
 });
 
@@ -283,7 +286,7 @@ Deno.test("large cluster mode: above 1,000 endpoints the per-endpoint comments g
 });
 
 Deno.test("iptables golden: the representative services' rules", async () => {
-  const { proxier } = iptablesSetup();
+  const { fake, proxier } = iptablesSetup();
   await proxier.syncNow();
   const expected = await Deno.readTextFile(
     new URL("../../tests/testdata/iptables_golden.txt", import.meta.url),
@@ -291,8 +294,55 @@ Deno.test("iptables golden: the representative services' rules", async () => {
   if (Deno.env.get("UPDATE_GOLDEN") === "1") {
     await Deno.writeTextFile(
       new URL("../../tests/testdata/iptables_golden.txt", import.meta.url),
-      proxier.lastRestore,
+      fake.restores.at(-1)!,
     );
   }
-  assertEquals(proxier.lastRestore.split("\n"), expected.split("\n"));
+  assertEquals(fake.restores.at(-1)!.split("\n"), expected.split("\n"));
 });
+
+const BUILT_IN = { filter: ["INPUT", "FORWARD", "OUTPUT"], nat: ["PREROUTING", "OUTPUT", "POSTROUTING"] };
+/** The rules of the built-in chains as iptables-save prints them. */
+async function builtInRules(ipt: { save(t: "filter" | "nat"): Promise<string> }): Promise<string[]> {
+  const out: string[] = [];
+  for (const t of ["filter", "nat"] as const) {
+    const lines = (await ipt.save(t)).split("\n");
+    out.push(
+      ...lines.filter((l) => BUILT_IN[t].some((c) => l.startsWith(`-A ${c} `))).map((l) => `${t} ${l}`),
+    );
+  }
+  return out.sort();
+}
+
+Deno.test("full syncs insert each jump from the built-in chains once, and put back one that was deleted", async () => {
+  const { fake, proxier } = iptablesSetup();
+  await proxier.syncNow();
+  const first = await builtInRules(fake);
+  assertEquals(first.length, JUMP_CHAINS.length, first.join("\n"));
+  await fake.deleteRule("filter", "INPUT", jumpRuleArgs(JUMP_CHAINS[0]));
+  // A zone change makes the next sync full.
+  proxier.onNodeUpdate(makeNode(NODE), makeNode(NODE, { [ZONE_LABEL]: "zone-b" }));
+  await proxier.syncNow();
+  assertEquals(await builtInRules(fake), first);
+  assertEquals(fake.restores.at(-1)!.split("\n").filter((l) => l.startsWith("-I ")), [
+    jumpRuleLine(JUMP_CHAINS[0]),
+  ]);
+});
+
+for (const backend of ["nft", "legacy"] as const) {
+  Deno.test({
+    name: `real iptables (${backend}): the jumps are recognised in iptables-save's form, never doubled`,
+    ignore: !(await netnsAvailable()) || !(await commandWorks(`iptables-${backend}`)),
+    async fn() {
+      await withNamespace(async (exec) => {
+        const iptables = new IptablesRunner({ exec, family: "IPv4", backend });
+        const { proxier } = iptablesSetup({ iptables });
+        await proxier.syncNow();
+        const first = await builtInRules(iptables);
+        assertEquals(first.length, JUMP_CHAINS.length, first.join("\n"));
+        proxier.onNodeUpdate(makeNode(NODE), makeNode(NODE, { [ZONE_LABEL]: "zone-b" }));
+        await proxier.syncNow();
+        assertEquals(await builtInRules(iptables), first);
+      });
+    },
+  });
+}

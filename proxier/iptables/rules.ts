@@ -4,6 +4,7 @@
  * options, so the proxier can cache it between partial syncs).
  * @module
  */
+import { linesStartingWith, splitArgs } from "../../iptables/rule_args.ts";
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import { cidrContains, hostPrefix } from "../net.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
@@ -32,7 +33,8 @@ export const KUBE_FIREWALL: Chain = "KUBE-FIREWALL";
 export const KUBE_PROXY_CANARY: Chain = "KUBE-PROXY-CANARY";
 
 /** A jump from a built-in chain into ours, as upstream's iptablesJumpChains. */
-interface JumpChain {
+/** A jump from a built-in chain into one of ours. */
+export interface JumpChain {
   readonly table: Table;
   readonly to: Chain;
   readonly from: Chain;
@@ -107,6 +109,28 @@ export function jumpRuleArgs(j: JumpChain): string[] {
   return [...j.extra, ...(j.comment === "" ? [] : ["-m", "comment", "--comment", j.comment]), "-j", j.to];
 }
 
+/** Returns the restore line that inserts jump `j` at the top of its built-in chain. */
+export function jumpRuleLine(j: JumpChain): string {
+  return `-I ${j.from} ${jumpRuleArgs(j).map((a) => a.includes(" ") ? `"${a}"` : a).join(" ")}`;
+}
+
+/**
+ * Returns the jumps of `jumps` that `saved` (iptables-save output of their table) lacks. A rule
+ * matches when it has the same chain and the same arguments in any order, as iptables-save may
+ * order matches differently than they were given.
+ */
+export function missingJumps(jumps: readonly JumpChain[], saved: string): JumpChain[] {
+  const key = (chain: string, args: readonly string[]) => `${chain} ${[...args].sort().join("\u0000")}`;
+  const present = new Set<string>();
+  for (const from of new Set(jumps.map((j) => j.from))) {
+    for (const line of linesStartingWith(saved, `-A ${from} `)) {
+      const [, chain, ...args] = splitArgs(line);
+      present.add(key(chain, args));
+    }
+  }
+  return jumps.filter((j) => !present.has(key(j.from, jumpRuleArgs(j))));
+}
+
 /** Per-service nat chain prefixes we own (upstream's too), for finding stale chains. */
 export const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP|XLB)-[A-Z2-7]{16}$/;
 
@@ -121,10 +145,17 @@ export interface PortRules {
   readonly filterExternal: string;
   readonly filterNodePorts: string;
   readonly filterFirewall: string;
-  /** Its own nat chains, their declarations and their rules. */
+  /** Its own nat chains (declared in every restore that writes them). */
   readonly chains: Chain[];
-  readonly chainRules: string;
+  /**
+   * Writes the rules of its own chains: called while the restore input streams out, so the
+   * largest part of the text never sits in memory for all services at once.
+   */
+  readonly chainRules: () => string;
 }
+
+/** The chain rules of a cached entry: a service that is not rewritten writes none. */
+export const NO_CHAIN_RULES = (): string => "";
 
 /** Lines in construction; {@linkcode done} turns them into cached text. */
 interface PortLines {
@@ -135,7 +166,6 @@ interface PortLines {
   filterNodePorts: string[];
   filterFirewall: string[];
   chains: Chain[];
-  chainRules: string[];
 }
 
 /** Returns the lines joined, each ending in a newline ("" for none). */
@@ -143,7 +173,7 @@ export function joinLines(lines: readonly string[]): string {
   return lines.length === 0 ? "" : lines.join("\n") + "\n";
 }
 
-function done(r: PortLines): PortRules {
+function done(r: PortLines, chainRules: () => string): PortRules {
   return {
     natServices: joinLines(r.natServices),
     natNodePorts: joinLines(r.natNodePorts),
@@ -152,7 +182,7 @@ function done(r: PortLines): PortRules {
     filterNodePorts: joinLines(r.filterNodePorts),
     filterFirewall: joinLines(r.filterFirewall),
     chains: r.chains,
-    chainRules: joinLines(r.chainRules),
+    chainRules,
   };
 }
 
@@ -205,7 +235,6 @@ export function servicePortRules(
     filterNodePorts: [],
     filterFirewall: [],
     chains: [],
-    chainRules: [],
   };
   const noEndpoints = `"${name} has no endpoints"`;
   const noLocal = `"${name} has no local endpoints"`;
@@ -276,88 +305,94 @@ export function servicePortRules(
     );
   }
 
-  const rules = r.chainRules;
+  // The chains this port owns, in declaration order; their rules are written later, on demand.
   const declare = (c: Chain) => r.chains.push(c);
-  // Internal traffic: masquerade what does not come from pods (or everything); this rule leads
-  // the internal chain, before the endpoint jumps.
-  let internalMasq: string | undefined;
-  if (hasInternal) {
-    const match = `-p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${svc.port}`;
-    const d = `-d ${svc.clusterIP}${hostPrefix(svc.clusterIP)}`;
-    if (o.masqueradeAll) internalMasq = `-A ${internalChain} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
-    else if (localCIDR !== undefined) {
-      internalMasq = `-A ${internalChain} ! -s ${localCIDR} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
+  if (usesExt) declare(extChain);
+  if (usesFW) declare(fwChain);
+  if (usesCluster) declare(svcChain);
+  if (usesLocal) declare(svlChain);
+  const seps = all.map((e) => endpointChainName(name, proto, e.key));
+  for (const sep of seps) declare(sep);
+  return done(r, () => {
+    const rules: string[] = [];
+    const sepOf = new Map(all.map((e, i) => [e.key, seps[i]]));
+    // Internal traffic: masquerade what does not come from pods (or everything); this rule leads
+    // the internal chain, before the endpoint jumps.
+    let internalMasq: string | undefined;
+    if (hasInternal) {
+      const match = `-p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${svc.port}`;
+      const d = `-d ${svc.clusterIP}${hostPrefix(svc.clusterIP)}`;
+      if (o.masqueradeAll) internalMasq = `-A ${internalChain} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
+      else if (localCIDR !== undefined) {
+        internalMasq = `-A ${internalChain} ! -s ${localCIDR} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
+      }
     }
-  }
-  // External traffic.
-  if (usesExt) {
-    declare(extChain);
-    if (!svc.externalPolicyLocal) {
-      rules.push(
-        `-A ${extChain} -m comment --comment "masquerade traffic for ${name} external destinations" -j ${KUBE_MARK_MASQ}`,
-      );
-    } else {
-      if (localCIDR !== undefined) {
+    // External traffic.
+    if (usesExt) {
+      if (!svc.externalPolicyLocal) {
         rules.push(
-          `-A ${extChain} -s ${localCIDR} -m comment --comment "pod traffic for ${name} external destinations" -j ${svcChain}`,
+          `-A ${extChain} -m comment --comment "masquerade traffic for ${name} external destinations" -j ${KUBE_MARK_MASQ}`,
+        );
+      } else {
+        if (localCIDR !== undefined) {
+          rules.push(
+            `-A ${extChain} -s ${localCIDR} -m comment --comment "pod traffic for ${name} external destinations" -j ${svcChain}`,
+          );
+        }
+        rules.push(
+          `-A ${extChain} -m comment --comment "masquerade LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${KUBE_MARK_MASQ}`,
+          `-A ${extChain} -m comment --comment "route LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${svcChain}`,
         );
       }
+      if (hasExternal) rules.push(`-A ${extChain} -j ${externalPolicyChain}`);
+    }
+    // Firewall for loadBalancerSourceRanges.
+    if (usesFW) {
+      const c = `-m comment --comment "${name} loadbalancer IP"`;
+      let allowFromNode = false;
+      for (const cidr of svc.loadBalancerSourceRanges) {
+        rules.push(`-A ${fwChain} -s ${cidr} ${c} -j ${extChain}`);
+        if (o.nodeIPs.some((ip) => cidrContains(cidr, ip))) allowFromNode = true;
+      }
+      // A VIP routed locally loops back with itself as the source: admit that when the node is admitted.
+      if (allowFromNode) {
+        for (const ip of svc.loadBalancerIPs) {
+          rules.push(`-A ${fwChain} -s ${ip}${hostPrefix(ip)} ${c} -j ${extChain}`);
+        }
+      }
       rules.push(
-        `-A ${extChain} -m comment --comment "masquerade LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${KUBE_MARK_MASQ}`,
-        `-A ${extChain} -m comment --comment "route LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${svcChain}`,
+        `-A ${fwChain} -m comment --comment "other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL"`,
       );
     }
-    if (hasExternal) rules.push(`-A ${extChain} -j ${externalPolicyChain}`);
-  }
-  // Firewall for loadBalancerSourceRanges.
-  if (usesFW) {
-    declare(fwChain);
-    const c = `-m comment --comment "${name} loadbalancer IP"`;
-    let allowFromNode = false;
-    for (const cidr of svc.loadBalancerSourceRanges) {
-      rules.push(`-A ${fwChain} -s ${cidr} ${c} -j ${extChain}`);
-      if (o.nodeIPs.some((ip) => cidrContains(cidr, ip))) allowFromNode = true;
+    for (
+      const [chain, eps, used] of [[svcChain, cluster, usesCluster], [svlChain, local, usesLocal]] as const
+    ) {
+      if (!used) continue;
+      if (chain === internalChain && internalMasq !== undefined) rules.push(internalMasq);
+      serviceToEndpoints(rules, name, svc, chain, eps, sepOf, o.largeCluster);
     }
-    // A VIP routed locally loops back with itself as the source: admit that when the node is admitted.
-    if (allowFromNode) {
-      for (const ip of svc.loadBalancerIPs) {
-        rules.push(`-A ${fwChain} -s ${ip}${hostPrefix(ip)} ${c} -j ${extChain}`);
-      }
-    }
-    rules.push(
-      `-A ${fwChain} -m comment --comment "other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL"`,
-    );
-  }
-  for (
-    const [chain, eps, used] of [[svcChain, cluster, usesCluster], [svlChain, local, usesLocal]] as const
-  ) {
-    if (!used) continue;
-    declare(chain);
-    if (chain === internalChain && internalMasq !== undefined) rules.push(internalMasq);
-    serviceToEndpoints(rules, name, proto, svc, chain, eps, o.largeCluster);
-  }
-  // Large clusters drop the per-endpoint comments, as upstream: they are most of the text.
-  const c = o.largeCluster ? "" : ` -m comment --comment "${name}"`;
-  for (const e of all) {
-    const sep = endpointChainName(name, proto, e.key);
-    declare(sep);
-    rules.push(`-A ${sep} -s ${e.ip}${hostPrefix(e.ip)}${c} -j ${KUBE_MARK_MASQ}`);
-    const recent = svc.stickyMaxAgeSeconds > 0 ? ` -m recent --set --name ${sep}` : "";
-    rules.push(`-A ${sep} -p ${proto}${c}${recent} -m ${proto} -j DNAT --to-destination ${e.key}`);
-  }
-  return done(r);
+    // Large clusters drop the per-endpoint comments, as upstream: they are most of the text.
+    const c = o.largeCluster ? "" : ` -m comment --comment "${name}"`;
+    all.forEach((e, i) => {
+      const sep = seps[i];
+      rules.push(`-A ${sep} -s ${e.ip}${hostPrefix(e.ip)}${c} -j ${KUBE_MARK_MASQ}`);
+      const recent = svc.stickyMaxAgeSeconds > 0 ? ` -m recent --set --name ${sep}` : "";
+      rules.push(`-A ${sep} -p ${proto}${c}${recent} -m ${proto} -j DNAT --to-destination ${e.key}`);
+    });
+    return joinLines(rules);
+  });
 }
 
 function serviceToEndpoints(
   rules: string[],
   name: string,
-  proto: string,
   svc: ServicePortInfo,
   chain: Chain,
   eps: readonly EndpointInfo[],
+  sepOf: ReadonlyMap<string, Chain>,
   largeCluster: boolean,
 ): void {
-  const seps = eps.map((e) => endpointChainName(name, proto, e.key));
+  const seps = eps.map((e) => sepOf.get(e.key)!);
   const comment = (e: EndpointInfo) => largeCluster ? "" : ` -m comment --comment "${name} -> ${e.key}"`;
   if (svc.stickyMaxAgeSeconds > 0) {
     eps.forEach((e, i) =>

@@ -126,7 +126,10 @@ export const nftablesMode: ProxyModeDefinition = {
     const families = (["IPv4", "IPv6"] as const).map((family) =>
       newProxier(d, family, new NftRunner({ exec: dryRun, family }), { nodeIPs, affinitySupported: true })
     );
-    return familyRenderer(families, (p) => `# nft -f - input (${nftFamily(p.family)})\n${p.lastTransaction}`);
+    return familyRenderer(
+      families,
+      (p) => `# nft -f - input (${nftFamily(p.family)})\n${dryRun.lastInput("nft") ?? ""}`,
+    );
   },
 
   cleanup(exec: Executor, family: IPFamily) {

@@ -76,8 +76,6 @@ export class NftablesProxier extends BaseProxier {
   /** Dynamic names unused since the given time, deleted once {@linkcode STALE_DELAY_MS} passed. */
   readonly #stale = new Map<NftName, number>();
   readonly #warnedAffinity = new Set<string>();
-  /** The transaction of the last sync (for tests). */
-  lastTransaction = "";
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: NftablesProxierOptions) {
@@ -124,7 +122,6 @@ export class NftablesProxier extends BaseProxier {
     const lines = full ? await this.#buildFull(ctx, affinityDirty) : this.#buildPartial(ctx, affinityDirty);
     if (lines.length > 0) {
       const text = lines.join("\n") + "\n";
-      this.lastTransaction = text;
       try {
         await this.#nft.apply(text);
       } catch (e) {

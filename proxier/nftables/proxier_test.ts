@@ -12,11 +12,11 @@ const reach = (fake: Fake, dst: string, src = "10.180.5.5") =>
 const lines = (tx: string) => tx.split("\n").filter((l) => l !== "");
 
 Deno.test("nftables golden: the representative services' transaction", async () => {
-  const { proxier } = nftablesSetup();
+  const { fake, proxier } = nftablesSetup();
   await proxier.syncNow();
   const url = new URL("../../tests/testdata/nftables_golden.nft", import.meta.url);
-  if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(url, proxier.lastTransaction);
-  assertEquals(proxier.lastTransaction.split("\n"), (await Deno.readTextFile(url)).split("\n"));
+  if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(url, fake.transactions.at(-1)!);
+  assertEquals(fake.transactions.at(-1)!.split("\n"), (await Deno.readTextFile(url)).split("\n"));
 });
 
 Deno.test("nftables partial sync: one endpoint change touches only that service's elements", async () => {
@@ -217,7 +217,7 @@ Deno.test("nftables: no object field reaches the transaction unvalidated", async
     }));
   }
   await proxier.syncNow();
-  const tx = proxier.lastTransaction;
+  const tx = fake.transactions.at(-1)!;
   for (const h of HOSTILE) {
     assert(!tx.includes(h), `hostile ${JSON.stringify(h.slice(0, 20))} reached the transaction`);
   }
@@ -246,7 +246,7 @@ Deno.test("nftables IPv6: the IPv6 half of dual-stack objects; affinity left out
     s.endpoints = [ep("fd00:180::1"), ep("fd00:180::2")];
   }));
   await proxier.syncNow();
-  const tx = proxier.lastTransaction;
+  const tx = fake.transactions.at(-1)!;
   assert(tx.includes("fd00:30::41 . tcp . 80") && !tx.includes("172.30.0.41"), tx);
   assert(!tx.includes("affinity-10800"), "no affinity map");
   assert(log.messages("warn").some((m) => m.startsWith("ClientIP affinity is not programmed")));

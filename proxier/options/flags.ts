@@ -77,7 +77,8 @@ Commands:
 Flags (upstream kube-proxy names and defaults):
   --proxy-mode=iptables|nftables|ipvs|userspace   datapath (default iptables)
   --source=kubernetes|file:PATH          where objects come from (default kubernetes)
-  --kubeconfig=PATH  --master=URL        API server access (default: KUBECONFIG, ~/.kube/config, in-cluster)
+  --kubeconfig=PATH  --master=URL        API server access (default: in-cluster, else $KUBECONFIG,
+                                         else ~/.kube/config; client certificate, token or basic auth)
   --hostname-override=NAME               this node's name (default: the hostname)
   --bind-address=IP                      userspace listen address (default 0.0.0.0)
   --cluster-cidr=CIDR[,CIDR]             pod CIDRs, to tell local traffic from external

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { startArgs } from "../program.ts";
 import { DenoExecutor, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -341,19 +342,7 @@ export class Topology {
 
   /** `ip netns exec` arguments that run main.ts in `ns` with deno.json's permission set. */
   #programArgs(ns: string, args: string[]): string[] {
-    return [
-      "netns",
-      "exec",
-      ns,
-      Deno.execPath(),
-      "run",
-      "--unstable-net",
-      "-P=proxy",
-      "--config",
-      `${ROOT}deno.json`,
-      `${ROOT}main.ts`,
-      ...args,
-    ];
+    return ["netns", "exec", ns, Deno.execPath(), ...startArgs(args)];
   }
 
   /** Runs the program to completion inside `ns` (e.g. `--cleanup`); returns its exit code and stderr. */

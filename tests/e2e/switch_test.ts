@@ -1,17 +1,17 @@
 /**
- * Switching modes on a live node, as operators do: iptables -> nftables -> iptables, each proxy
- * started as `deno task start` starts it. After each switch exactly one mode's rules exist and
- * traffic flows.
+ * Switching modes on a live node, as operators do: iptables -> nftables -> iptables on the legacy
+ * backend -> iptables on nf_tables, each proxy started as `deno task start` starts it. After each
+ * switch exactly one mode's (and one backend's) rules exist and traffic flows.
  */
 import { assert, assertEquals } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
 import { commandWorks, netnsAvailable, type ProxyProcess, Topology } from "./netns.ts";
 
-const available = await netnsAvailable() && await commandWorks("nft");
+const available = await netnsAvailable() && await commandWorks("nft") &&
+  await commandWorks("iptables-legacy") && await commandWorks("iptables-nft");
 
 Deno.test({
-  name:
-    "e2e switching modes: iptables -> nftables -> iptables leaves exactly one mode's rules, traffic flows",
+  name: "e2e switching modes and backends: exactly one mode's and one backend's rules remain, traffic flows",
   ignore: !available,
   sanitizeResources: false,
   sanitizeOps: false,
@@ -42,15 +42,22 @@ endpoints:
 ${pods.map((p) => `  - { addresses: [${p.ip}], conditions: { ready: true }, nodeName: node-a }`).join("\n")}
 `,
       );
-      const iptablesRules = async () => (await t.exec(t.node, ["iptables-save"])).includes(":KUBE-SERVICES");
+      const rulesIn = async (backend: string) =>
+        (await t.exec(t.node, [`iptables-${backend}-save`])).includes(":KUBE-SERVICES");
       const nftTable = async () => (await t.exec(t.node, ["nft", "list", "tables"])).includes("kube-proxy");
-      for (const mode of ["iptables", "nftables", "iptables"]) {
+      for (
+        const [mode, backend] of [["iptables", "nft"], ["nftables"], ["iptables", "legacy"], [
+          "iptables",
+          "nft",
+        ]]
+      ) {
         if (proxy !== undefined) {
           await proxy.stop();
           logs.push(proxy.log());
         }
         proxy = t.startProxy([
           `--proxy-mode=${mode}`,
+          ...(backend === undefined ? [] : [`--iptables-backend=${backend}`]),
           `--source=file:${dir}`,
           "--hostname-override=node-a",
           "--cluster-cidr=10.180.0.0/16",
@@ -59,9 +66,9 @@ ${pods.map((p) => `  - { addresses: [${p.ip}], conditions: { ready: true }, node
         ]);
         await eventually(async () => {
           assertEquals(
-            [await iptablesRules(), await nftTable()],
-            [mode === "iptables", mode === "nftables"],
-            mode,
+            [await rulesIn("nft"), await rulesIn("legacy"), await nftTable()],
+            [backend === "nft", backend === "legacy", mode === "nftables"],
+            `${mode} ${backend ?? ""}`,
           );
         }, 15_000);
         const seen = new Set<string>();

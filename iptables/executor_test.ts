@@ -1,0 +1,28 @@
+import { assertEquals } from "../tests/assert.ts";
+import { DenoExecutor, type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
+import { IptablesRunner, RestoreError } from "./iptables.ts";
+
+Deno.test("DenoExecutor writes chunked stdin in order, multi-byte characters across buffer edges intact", async () => {
+  const chunks = ["a", "é".repeat(40_000), "", "ü€".repeat(30_001), "\nend\n", "x".repeat(65_536)];
+  const r = await new DenoExecutor().run("cat", { args: [], stdin: chunks });
+  assertEquals(r.code, 0);
+  assertEquals(r.stdout, chunks.join(""));
+});
+
+/** Fails every restore the way iptables-restore names a bad line. */
+class FailingAt implements Executor {
+  constructor(readonly line: number) {}
+  run(_cmd: string, _opts: ExecOptions): Promise<ExecResult> {
+    return Promise.resolve({ code: 2, stdout: "", stderr: `iptables-restore: line ${this.line} failed` });
+  }
+}
+
+Deno.test("a failed chunked restore names the input line, found across chunk boundaries", async () => {
+  const chunks = ["*nat\n:A - [0:0]\n-A A -j ", "DROP\n-A A -j RE", "TURN\nCOMMIT\n"];
+  for (const [n, want] of [[3, "-A A -j DROP"], [4, "-A A -j RETURN"], [5, "COMMIT"]] as const) {
+    const ipt = new IptablesRunner({ exec: new FailingAt(n), family: "IPv4" });
+    const e = await ipt.restoreAll(chunks, { flush: false, counters: false }).catch((e) => e);
+    assertEquals(e instanceof RestoreError && e.line, want, `line ${n}`);
+    assertEquals(inputText(chunks).split("\n")[n - 1], want);
+  }
+});

@@ -1,0 +1,207 @@
+/**
+ * How to reach the API server, resolved as upstream kube-proxy does: `--kubeconfig` (its current
+ * context) with `--master` overriding the server, `--master` alone, or the in-cluster service
+ * account. Read with our own small loader: client-node's `KubeConfig` pulls in every generated
+ * API model (about 80 MiB of resident memory) for what is a few fields of YAML.
+ * @module
+ */
+import { load as loadYaml } from "js-yaml";
+import { KubeconfigError } from "../errors.ts";
+
+/** The server, its TLS material and the credentials to present. */
+export interface ApiAccess {
+  /** Base URL, no trailing slash. */
+  readonly server: string;
+  /** Where it came from, for logs: `in-cluster`, `--master` or the kubeconfig path. */
+  readonly origin: string;
+  /** Headers for a request (a token file is re-read at most once a minute, as client-go). */
+  headers(): Promise<Headers>;
+  /** An HTTP client carrying the CA, client certificate and proxy; undefined when none is needed. */
+  readonly client?: Deno.HttpClient;
+}
+
+/** What {@linkcode loadApiAccess} reads; injected so tests need no files or environment. */
+export interface ApiAccessInputs {
+  readonly kubeconfig: string;
+  readonly master: string;
+  readonly env: (name: string) => string | undefined;
+  readonly readFile: (path: string) => Promise<string>;
+}
+
+const SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount";
+const TOKEN_RELOAD_MS = 60_000;
+
+/**
+ * Returns the API access the flags describe. With neither flag: the in-cluster service account
+ * when `KUBERNETES_SERVICE_HOST` is set, else `$KUBECONFIG` (its first file), else
+ * `~/.kube/config`.
+ * @throws {KubeconfigError} naming the file and field that is missing, unreadable or unsupported.
+ */
+export async function loadApiAccess(i: ApiAccessInputs): Promise<ApiAccess> {
+  if (i.kubeconfig !== "") return await fromKubeconfig(i, i.kubeconfig, i.master);
+  if (i.master !== "") return build(i, { server: i.master, origin: "--master", label: "--master" });
+  const host = i.env("KUBERNETES_SERVICE_HOST");
+  if (host !== undefined && host !== "") {
+    const port = i.env("KUBERNETES_SERVICE_PORT") ?? "443";
+    const ca = await read(i, `${SERVICE_ACCOUNT}/ca.crt`, "in-cluster config");
+    return build(i, {
+      server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
+      origin: "in-cluster",
+      label: "in-cluster config",
+      ca,
+      tokenFile: `${SERVICE_ACCOUNT}/token`,
+    });
+  }
+  const fromEnv = i.env("KUBECONFIG")?.split(":").find((p) => p !== "");
+  const home = i.env("HOME");
+  const path = fromEnv ?? (home ? `${home}/.kube/config` : undefined);
+  if (path === undefined) {
+    throw new KubeconfigError("no API server: give --kubeconfig or --master, or run in a cluster");
+  }
+  return await fromKubeconfig(i, path, "");
+}
+
+interface Parts {
+  server: string;
+  origin: string;
+  /** Prefix of error messages: the flag or `kubeconfig PATH`. */
+  label: string;
+  ca?: string;
+  cert?: string;
+  key?: string;
+  token?: string;
+  tokenFile?: string;
+  basic?: { username: string; password: string };
+  proxyURL?: string;
+}
+
+async function read(i: ApiAccessInputs, path: string, what: string): Promise<string> {
+  try {
+    return await i.readFile(path);
+  } catch (e) {
+    throw new KubeconfigError(`${what}: cannot read ${path}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+type Named<T> = { name?: unknown; cluster?: T; user?: T; context?: T };
+
+async function fromKubeconfig(i: ApiAccessInputs, path: string, master: string): Promise<ApiAccess> {
+  const text = await read(i, path, "kubeconfig");
+  let doc: Record<string, unknown>;
+  try {
+    doc = (loadYaml(text) ?? {}) as Record<string, unknown>;
+  } catch (e) {
+    throw new KubeconfigError(`kubeconfig ${path}: ${(e as Error).message.split("\n")[0]}`, { cause: e });
+  }
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "./";
+  const where = (f: string) => `kubeconfig ${path}: ${f}`;
+  const pick = <T>(list: unknown, name: unknown, kind: "cluster" | "user" | "context"): T | undefined => {
+    if (!Array.isArray(list)) return undefined;
+    const entry = (list as Named<T>[]).find((e) => e?.name === name);
+    return entry?.[kind];
+  };
+  const current = doc["current-context"];
+  const ctx = pick<{ cluster?: string; user?: string }>(doc.contexts, current, "context");
+  if (ctx === undefined && master === "") {
+    throw new KubeconfigError(
+      where(`current-context ${JSON.stringify(current ?? "")} not found in contexts`),
+    );
+  }
+  const cluster = pick<Record<string, unknown>>(doc.clusters, ctx?.cluster, "cluster") ?? {};
+  const user = pick<Record<string, unknown>>(doc.users, ctx?.user, "user") ?? {};
+  const str = (o: Record<string, unknown>, k: string): string | undefined => {
+    const v = o[k];
+    if (v === undefined || v === null || v === "") return undefined;
+    if (typeof v !== "string") throw new KubeconfigError(where(`${k} must be a string`));
+    return v;
+  };
+  const file = (p: string) => p.startsWith("/") ? p : dir + p;
+  const data = async (o: Record<string, unknown>, dataKey: string, fileKey: string) => {
+    const inline = str(o, dataKey);
+    if (inline !== undefined) {
+      try {
+        return new TextDecoder().decode(Uint8Array.from(atob(inline), (c) => c.charCodeAt(0)));
+      } catch (e) {
+        throw new KubeconfigError(where(`${dataKey} is not base64`), { cause: e });
+      }
+    }
+    const f = str(o, fileKey);
+    return f === undefined ? undefined : await read(i, file(f), where(fileKey));
+  };
+  for (const k of ["exec", "auth-provider"]) {
+    if (user[k] !== undefined && user[k] !== null) {
+      throw new KubeconfigError(
+        where(
+          `users[${
+            JSON.stringify(ctx?.user)
+          }].${k} is not supported (it runs other programs); use a client certificate or token`,
+        ),
+      );
+    }
+  }
+  if (cluster["insecure-skip-tls-verify"] === true) {
+    throw new KubeconfigError(
+      where("insecure-skip-tls-verify is not supported; give certificate-authority(-data) instead"),
+    );
+  }
+  const server = master !== "" ? master : str(cluster, "server");
+  if (server === undefined) {
+    throw new KubeconfigError(where(`clusters[${JSON.stringify(ctx?.cluster)}].server is missing`));
+  }
+  const username = str(user, "username");
+  const tokenFile = str(user, "tokenFile");
+  return build(i, {
+    server,
+    origin: path,
+    label: `kubeconfig ${path}`,
+    ca: await data(cluster, "certificate-authority-data", "certificate-authority"),
+    cert: await data(user, "client-certificate-data", "client-certificate"),
+    key: await data(user, "client-key-data", "client-key"),
+    token: str(user, "token"),
+    tokenFile: tokenFile === undefined ? undefined : file(tokenFile),
+    basic: username === undefined ? undefined : { username, password: str(user, "password") ?? "" },
+    proxyURL: str(cluster, "proxy-url"),
+  });
+}
+
+function build(i: ApiAccessInputs, p: Parts): ApiAccess {
+  let url: URL;
+  try {
+    url = new URL(p.server);
+  } catch (e) {
+    throw new KubeconfigError(`${p.label}: invalid server URL ${JSON.stringify(p.server)}`, { cause: e });
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new KubeconfigError(`${p.label}: server URL ${JSON.stringify(p.server)} is not http(s)`);
+  }
+  if ((p.cert === undefined) !== (p.key === undefined)) {
+    throw new KubeconfigError(`${p.label}: a client certificate needs its key, and a key its certificate`);
+  }
+  const needsClient = p.ca !== undefined || p.cert !== undefined || p.proxyURL !== undefined;
+  const client = needsClient
+    ? Deno.createHttpClient({
+      caCerts: p.ca === undefined ? undefined : [p.ca],
+      proxy: p.proxyURL === undefined ? undefined : { url: p.proxyURL },
+      ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert, key: p.key } : {}),
+    })
+    : undefined;
+  let token = p.token;
+  let tokenReadAt = -Infinity;
+  return {
+    server: url.href.replace(/\/+$/, ""),
+    origin: p.origin,
+    client,
+    async headers() {
+      const h = new Headers({ accept: "application/json" });
+      if (p.tokenFile !== undefined && performance.now() - tokenReadAt >= TOKEN_RELOAD_MS) {
+        token = (await read(i, p.tokenFile, `${p.label}: tokenFile`)).trim();
+        tokenReadAt = performance.now();
+      }
+      if (token !== undefined) h.set("authorization", `Bearer ${token}`);
+      else if (p.basic !== undefined) {
+        h.set("authorization", `Basic ${btoa(`${p.basic.username}:${p.basic.password}`)}`);
+      }
+      return h;
+    },
+  };
+}
