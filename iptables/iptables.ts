@@ -26,6 +26,11 @@ export interface RestoreOptions {
   /** False adds `--noflush`: chains not named in the input are kept. */
   readonly flush: boolean;
   readonly counters: boolean;
+  /**
+   * Aborting kills the restore: a table whose COMMIT it had not reached keeps its previous rules
+   * (each table commits atomically).
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** The operations the proxiers need, for one family. */
@@ -112,7 +117,7 @@ export class IptablesRunner implements IPTables {
     const args = [...LOCK_WAIT];
     if (!opts.flush) args.push("--noflush");
     if (opts.counters) args.push("--counters");
-    const r = await this.#exec.run(`${this.#cmd}-restore`, { args, stdin: input });
+    const r = await this.#exec.run(`${this.#cmd}-restore`, { args, stdin: input, signal: opts.signal });
     if (r.code === 0) return;
     const stderr = r.stderr.trim();
     const m = /line (\d+) failed/.exec(stderr);

@@ -22,8 +22,11 @@ export interface NftElement {
 /** The operations the nftables mode needs, for one family. */
 export interface NFTables {
   readonly family: IPFamily;
-  /** Applies `script` as one transaction. @throws {NftError} naming the offending line. */
-  apply(script: string): Promise<void>;
+  /**
+   * Applies `script` as one transaction; aborting `signal` kills nft, and then nothing of it is
+   * applied. @throws {NftError} naming the offending line.
+   */
+  apply(script: string, signal?: AbortSignal): Promise<void>;
   /** Checks `script` against the kernel without applying it (`nft -c`). @throws {NftError} */
   check(script: string): Promise<void>;
   /** Names of the chains of `table` in this family, or undefined when it has none (or does not exist). */
@@ -93,8 +96,8 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
-  apply(script: string): Promise<void> {
-    return this.#run(["-f", "-"], script);
+  apply(script: string, signal?: AbortSignal): Promise<void> {
+    return this.#run(["-f", "-"], script, signal);
   }
 
   /** @inheritdoc */
@@ -102,8 +105,8 @@ export class NftRunner implements NFTables {
     return this.#run(["-c", "-f", "-"], script);
   }
 
-  async #run(args: string[], script: string): Promise<void> {
-    const r = await this.#exec.run("nft", { args, stdin: script });
+  async #run(args: string[], script: string, signal?: AbortSignal): Promise<void> {
+    const r = await this.#exec.run("nft", { args, stdin: script, signal });
     if (r.code === 0) return;
     const stderr = r.stderr.trim();
     const m = /(?:\/dev\/stdin|-):(\d+):/.exec(stderr);

@@ -57,6 +57,11 @@ export interface SyncContext {
   readonly changedServices: ReadonlySet<string>;
   readonly serviceChanges: ServiceUpdateResult;
   readonly endpointChanges: EndpointsUpdateResult;
+  /**
+   * Aborted when the program stops: kernel tools still running are killed, so stopping never
+   * waits for a long restore. A sync that sees it aborted throws without counting a failure.
+   */
+  readonly signal: AbortSignal;
 }
 
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
@@ -123,6 +128,8 @@ export abstract class BaseProxier implements Provider {
   #slicesSynced = false;
   #needFull = true;
   #lastFull = 0;
+  /** The sync loop's signal; never aborted outside {@linkcode syncLoop} (render, tests). */
+  #signal: AbortSignal = new AbortController().signal;
 
   /** Builds trackers and the runner; starts nothing. */
   constructor(o: BaseProxierOptions) {
@@ -141,8 +148,15 @@ export abstract class BaseProxier implements Provider {
       minIntervalMs: o.minSyncPeriodMs,
       maxIntervalMs: o.syncPeriodMs,
       clock: o.clock,
-      onError: (err, retryInMs) =>
-        this.log.error("Sync failed, will retry", { error: String(err), retryInMs, family: this.family }),
+      onError: (err, retryInMs) => {
+        if (this.#signal.aborted) {
+          this.log.info("Sync interrupted by shutdown; the previous rules stay", { family: this.family });
+        } else {this.log.error("Sync failed, will retry", {
+            error: String(err),
+            retryInMs,
+            family: this.family,
+          });}
+      },
     });
   }
 
@@ -250,8 +264,9 @@ export abstract class BaseProxier implements Provider {
     if (this.isInitialized) this.#runner.run();
   }
 
-  /** Runs the sync loop until `signal` aborts. */
+  /** Runs the sync loop until `signal` aborts, which also interrupts a sync in progress. */
   syncLoop(signal: AbortSignal): Promise<void> {
+    this.#signal = signal;
     return this.#runner.loop(signal);
   }
 
@@ -305,11 +320,12 @@ export abstract class BaseProxier implements Provider {
         changedServices,
         serviceChanges,
         endpointChanges,
+        signal: this.#signal,
       });
     } catch (e) {
       // The maps already hold the new state; a full sync rewrites all of it.
       this.#needFull = true;
-      this.metrics.syncFailuresTotal.inc();
+      if (!this.#signal.aborted) this.metrics.syncFailuresTotal.inc();
       throw e;
     }
     if (full) {

@@ -131,3 +131,48 @@ Deno.test("after a failed sync the retry is full, and later periodic syncs are p
   assertEquals(p.syncs.slice(3).map((s) => s.full), [false, false]);
   await stop();
 });
+
+/** A proxier whose sync waits until the loop's signal aborts it, as a long restore killed at stop. */
+class HangingProxier extends BaseProxier {
+  started = 0;
+  constructor(clock: FakeClock, log: MemoryLogger, metrics: ProxyMetrics) {
+    super({
+      family: "IPv4",
+      nodeName: "node-a",
+      log,
+      clock,
+      metrics,
+      health: new ProxyHealth({ clock, timeoutMs: 60_000 }),
+      minSyncPeriodMs: 1_000,
+      syncPeriodMs: SYNC_PERIOD_MS,
+    });
+  }
+  protected override syncRules(ctx: SyncContext): Promise<void> {
+    this.started++;
+    return new Promise((_, reject) =>
+      ctx.signal.addEventListener("abort", () => reject(new Error("iptables-restore killed")), { once: true })
+    );
+  }
+}
+
+Deno.test("stopping interrupts a sync in progress at once, counts no failure and says why", async () => {
+  const clock = new FakeClock();
+  const log = new MemoryLogger();
+  const metrics = new ProxyMetrics();
+  const p = new HangingProxier(clock, log, metrics);
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  const ac = new AbortController();
+  let stopped = false;
+  const loop = p.syncLoop(ac.signal).then(() => stopped = true);
+  await clock.advance(0);
+  assertEquals([p.started, stopped], [1, false], "the sync hangs until stopped");
+  ac.abort();
+  await clock.advance(0);
+  await loop;
+  assertEquals(stopped, true);
+  assertEquals(log.messages("info"), ["Sync interrupted by shutdown; the previous rules stay"]);
+  assertEquals(log.messages("error"), []);
+  const page = await metrics.registry.metrics();
+  assertEquals(/kubeproxy_sync_proxy_rules_failures_total\{ip_family="IPv4"\} [1-9]/.test(page), false, page);
+});

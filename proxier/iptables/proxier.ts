@@ -130,12 +130,14 @@ export class IptablesProxier extends BaseProxier {
     const { input, portRules } = this.#build({ ...ctx, full }, kernel);
     const t2 = performance.now();
     try {
-      await this.#ipt.restoreAll(input, { flush: false, counters: false });
+      await this.#ipt.restoreAll(input, { flush: false, counters: false, signal: ctx.signal });
     } catch (e) {
-      this.metrics.restoreFailuresTotal.inc();
-      if (!full) this.metrics.partialRestoreFailuresTotal.inc();
       // The rule cache may describe rules that never reached the kernel: rebuild all next time.
       this.#portRules = new Map();
+      // Stopping: each table's commit is atomic, so the kernel holds the previous or the new rules.
+      if (ctx.signal.aborted) throw e;
+      this.metrics.restoreFailuresTotal.inc();
+      if (!full) this.metrics.partialRestoreFailuresTotal.inc();
       this.log.error("iptables-restore failed; previous rules stay in place", {
         family: this.family,
         error: (e as Error).message,

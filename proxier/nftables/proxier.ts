@@ -123,13 +123,15 @@ export class NftablesProxier extends BaseProxier {
     if (lines.length > 0) {
       const text = lines.join("\n") + "\n";
       try {
-        await this.#nft.apply(text);
+        await this.#nft.apply(text, ctx.signal);
       } catch (e) {
-        this.metrics.nftablesSyncFailuresTotal.inc();
         // The book describes elements that never reached the kernel: the next sync is full.
         this.#book.clear();
         this.#ports.clear();
         this.#byService.clear();
+        // Stopping: nft was killed before its one transaction, or after it; never half of it.
+        if (ctx.signal.aborted) throw e;
+        this.metrics.nftablesSyncFailuresTotal.inc();
         this.log.error("nft transaction failed; previous rules stay in place", {
           family: this.family,
           error: (e as Error).message,

@@ -1,0 +1,69 @@
+/**
+ * Stopping during a long sync, as systemd does (SIGTERM, then SIGKILL after 90 s): the program
+ * exits within 2 s, and the kernel holds either the previous rules or the new ones, never part.
+ */
+import { generate } from "../../bench/objects.ts";
+import { assert, assertEquals } from "../assert.ts";
+import { eventually } from "../net_helpers.ts";
+import { commandWorks, netnsAvailable, type ProxyProcess, Topology } from "./netns.ts";
+
+const available = await netnsAvailable() && await commandWorks("iptables-nft");
+
+/** Services loaded by the first sync: on nf_tables, about 5 s of iptables-restore. */
+const SERVICES = 2000;
+
+Deno.test({
+  name: "e2e stop: SIGTERM during a long first sync exits within 2 s; each table is all or nothing",
+  ignore: !available,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const t = new Topology();
+    const dir = await Deno.makeTempDir({ prefix: "kpd-e2e-stop-" });
+    let proxy: ProxyProcess | undefined;
+    try {
+      await t.init();
+      const { services, slices } = generate(SERVICES);
+      await Deno.writeTextFile(
+        `${dir}/objects.json`,
+        JSON.stringify({
+          kind: "List",
+          items: [
+            ...services.map((s) => ({ apiVersion: "v1", kind: "Service", ...s })),
+            ...slices.map((s) => ({ apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s })),
+          ],
+        }),
+      );
+      proxy = t.startProxy([
+        "--proxy-mode=iptables",
+        "--iptables-backend=nft",
+        `--source=file:${dir}`,
+        "--hostname-override=node-a",
+        "--healthz-bind-address=127.0.0.1:10256",
+        "--metrics-bind-address=127.0.0.1:10249",
+      ]);
+      const restoring = async () =>
+        (await t.exec(t.node, ["pgrep", "-f", "iptables-nft-restore"], { allowFail: true })).trim() !== "";
+      await eventually(async () => assert(await restoring(), "the first sync's restore runs"), 20_000);
+      await new Promise((r) => setTimeout(r, 500));
+      assert(await restoring(), "still restoring: the sync is long enough to interrupt");
+      const start = performance.now();
+      const status = await proxy.stop("SIGTERM");
+      const seconds = (performance.now() - start) / 1000;
+      assertEquals(status.code, 0, proxy.log());
+      assert(seconds < 2, `stopped in ${seconds.toFixed(2)} s`);
+      assert(proxy.log().includes("Sync interrupted by shutdown"), proxy.log());
+      assertEquals(await restoring(), false, "no restore left running");
+      const nat = await t.exec(t.node, ["iptables-nft-save", "-t", "nat"]);
+      const svcChains = nat.split("\n").filter((l) => l.startsWith(":KUBE-SVC-")).length;
+      assert(svcChains === 0 || svcChains === SERVICES, `nat holds ${svcChains} of ${SERVICES} services`);
+    } catch (e) {
+      console.error(proxy?.log());
+      throw e;
+    } finally {
+      await proxy?.stop("SIGKILL");
+      await t.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
