@@ -7,6 +7,8 @@
 import { DryRunExecutor } from "./iptables/dry_run.ts";
 import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
 import { realClock } from "./proxier/clock.ts";
+import { loadApiAccess } from "./proxier/config/api_access.ts";
+import { ApiClient, prefetchLists } from "./proxier/config/api_client.ts";
 import { FileSource } from "./proxier/config/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
 import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
@@ -128,11 +130,8 @@ async function run(
 ): Promise<number> {
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
-  // Loaded only for the Kubernetes source (the file source, render, --cleanup and --help never
-  // load the client library), while the mode probes the kernel.
-  const kubernetesModules = config.source.kind === "kubernetes"
-    ? Promise.all([import("./proxier/config/api_access.ts"), import("./proxier/config/kubernetes.ts")])
-    : undefined;
+  const kubernetes = config.source.kind === "kubernetes" ? startKubernetes(config, nodeName) : undefined;
+  kubernetes?.catch(() => {}); // awaited (and its error reported) below
   const healthServer = new ServiceHealthServer({ log });
   const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer });
   let proxier: ModeProvider;
@@ -185,15 +184,9 @@ async function run(
     }
     tasks.push(src.watch(ac.signal));
   } else {
-    const [{ loadApiAccess }, { KubernetesSource }] = await kubernetesModules!;
-    let access;
+    let k;
     try {
-      access = await loadApiAccess({
-        kubeconfig: config.kubeconfig,
-        master: config.master,
-        env: (name) => Deno.env.get(name),
-        readFile: (path) => Deno.readTextFile(path),
-      });
+      k = await kubernetes!;
     } catch (e) {
       if (!(e instanceof KubeconfigError)) throw e;
       log.error("Cannot reach the API server as configured", { error: e.message });
@@ -201,8 +194,16 @@ async function run(
       await Promise.allSettled(tasks);
       return 1;
     }
-    log.info("Using the API server", { server: access.server, from: access.origin });
-    tasks.push(new KubernetesSource({ access, nodeName, handler: proxier, log, clock }).run(ac.signal));
+    log.info("Using the API server", { server: k.access.server, from: k.access.origin });
+    const src = new k.KubernetesSource({
+      access: k.access,
+      prefetched: k.prefetched,
+      nodeName,
+      handler: proxier,
+      log,
+      clock,
+    });
+    tasks.push(src.run(ac.signal));
   }
   await Promise.allSettled(tasks);
   proxier.close();
@@ -210,6 +211,25 @@ async function run(
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return 0;
+}
+
+/**
+ * Resolves API access and requests the first lists at once, while the informer module (the only
+ * part of the client library loaded, and only for this source) loads and the mode probes the kernel.
+ * @throws {KubeconfigError} when the access cannot work.
+ */
+async function startKubernetes(config: ProxyConfig, nodeName: string) {
+  const informer = import("./proxier/config/kubernetes.ts");
+  informer.catch(() => {}); // awaited below
+  const access = await loadApiAccess({
+    kubeconfig: config.kubeconfig,
+    master: config.master,
+    env: (name) => Deno.env.get(name),
+    readFile: (path) => Deno.readTextFile(path),
+  });
+  const prefetched = prefetchLists(new ApiClient(access), nodeName);
+  const { KubernetesSource } = await informer;
+  return { access, prefetched, KubernetesSource };
 }
 
 if (import.meta.main) {

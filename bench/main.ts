@@ -1,11 +1,13 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables]   (default: all)
+ * Usage: deno task bench [userspace] [iptables] [nftables] [npl]   (default: all)
+ * `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS shortens each run.
  * @module
  */
+import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
 
-const which = new Set(Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables"]);
+const which = new Set(Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "npl"]);
 
 /** Runs a bench program in its own process (so peak memory is its own); returns its JSON lines merged. */
 async function child(file: string, args: string[]): Promise<Record<string, unknown>> {
@@ -110,5 +112,65 @@ if (which.has("nftables")) {
       const u = await child("./nftables.ts", ["upstream", String(n), "300"]);
       out(`| ${n} | ${typeof u.upstreamLoadS === "number" ? `${u.upstreamLoadS} s` : u.upstreamLoadS} |`);
     }
+  }
+}
+
+if (which.has("npl") || which.has("memory")) {
+  // The start task's V8 flags, so the floor is the program's.
+  const task = JSON.parse(Deno.readTextFileSync(new URL("../deno.json", import.meta.url))).tasks
+    .start as string;
+  const v8 = /--v8-flags=(\S+)/.exec(task)?.[1] ?? "";
+  const floor: Record<string, number> = {};
+  for (const what of ["none", "program", "informer"]) {
+    const r = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `--v8-flags=${v8}`, new URL("./memory_floor.ts", import.meta.url).pathname, what],
+      stderr: "inherit",
+    }).output();
+    floor[what] = JSON.parse(new TextDecoder().decode(r.stdout)).rssMiB;
+  }
+  out(
+    `\nMemory floor (RSS before any object, V8 flags ${v8}): Deno alone ${floor.none} MiB; with the program's ` +
+      `modules ${floor.program} MiB; plus client-node's informer (the Kubernetes source) ${floor.informer} MiB.`,
+  );
+}
+
+if (which.has("npl") && Deno.uid() === 0) {
+  const spreadS = Number(Deno.env.get("NPL_SPREAD") ?? "180");
+  const changes = Math.max(10, Math.round(spreadS / 3));
+  out(
+    `\n## iptables mode, the real program (deno task start) in a network namespace, N services x 10 endpoints`,
+  );
+  out(
+    `Source: the test API server (real client-node informers) or a directory of one file per object. ` +
+      `First sync: program start until the first full sync's restore returned; floor: the same rules as ` +
+      `iptables-save prints them, restored with --noflush into an empty namespace, same run. ` +
+      `${changes} single-endpoint changes over ${spreadS} s; latency: from the change until the new ` +
+      `endpoint's chain is in the kernel; partial floor: the kernel's time for one such partial restore.`,
+  );
+  out(
+    "| services | backend | source | first sync | floor | ratio | change to kernel median / p90 / max | partial floor | full / partial syncs | RSS after first sync / end / peak MiB | SIGTERM to exit |",
+  );
+  out("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const runs: Array<Omit<NplOptions, "changes" | "spreadS">> = [
+    { services: 1000, backend: "nft", source: "api" },
+    { services: 1000, backend: "legacy", source: "api" },
+    { services: 2000, backend: "nft", source: "api" },
+    { services: 2000, backend: "nft", source: "file" },
+    { services: 5000, backend: "legacy", source: "api" },
+    { services: 5000, backend: "nft", source: "api" },
+  ];
+  for (const run of runs) {
+    const r = await benchNpl({ ...run, changes, spreadS });
+    const s = (x: number | string) => typeof x === "number" ? `${x} s` : x;
+    const ratio = typeof r.floorS === "number" ? `${(r.firstSyncS / r.floorS).toFixed(2)}x` : "-";
+    out(
+      `| ${r.services} | ${r.backend} | ${r.source} | ${r.firstSyncS} s | ${
+        s(r.floorS)
+      } | ${ratio} | ${r.npl.median} / ${r.npl.p90} / ${r.npl.max} s${
+        r.npl.missed > 0 ? ` (${r.npl.missed} missed)` : ""
+      } | ${
+        s(r.partialFloorS)
+      } | ${r.fullSyncs} / ${r.partialSyncs} | ${r.rssAfterFirstSyncMiB} / ${r.rssEndMiB} / ${r.peakRssMiB} | ${r.stopS} s |`,
+    );
   }
 }

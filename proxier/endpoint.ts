@@ -40,6 +40,10 @@ export function sliceEndpoints(
   family: IPFamily,
   nodeName: string,
 ): SliceEndpoints | undefined {
+  // The other family's tracker validates its slices; this one skips them without a second warning.
+  if ((slice?.addressType === "IPv4" || slice?.addressType === "IPv6") && slice.addressType !== family) {
+    return undefined;
+  }
   const namespace = slice?.metadata?.namespace ?? "default";
   const obj = `EndpointSlice ${sliceId(slice)}`;
   if (!isDNSLabel(namespace)) throw new ValidationError(obj, "metadata.namespace", show(namespace));

@@ -4,6 +4,7 @@
 import { realClock } from "../proxier/clock.ts";
 import { type ApiAccess, loadApiAccess } from "../proxier/config/api_access.ts";
 import { KubernetesSource } from "../proxier/config/kubernetes.ts";
+import { ApiClient, type PrefetchedLists, prefetchLists } from "../proxier/config/api_client.ts";
 import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
 import { assert, assertEquals } from "./assert.ts";
@@ -30,13 +31,18 @@ function access(url: string): Promise<ApiAccess> {
   return loadApiAccess({ kubeconfig: "", master: url, env: () => undefined, readFile: Deno.readTextFile });
 }
 
-async function withSource(api: TestApiServer, fn: (p: RecordingProxier) => Promise<void>) {
+async function withSource(
+  api: TestApiServer,
+  fn: (p: RecordingProxier) => Promise<void>,
+  prefetched?: PrefetchedLists,
+) {
   const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
   const p = new RecordingProxier(opts);
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);
   const src = new KubernetesSource({
     access: await access(api.url),
+    prefetched,
     nodeName: NODE,
     handler: p,
     log: opts.log,
@@ -131,6 +137,26 @@ Deno.test("informers: API server killed mid-watch, changed meanwhile, restarted:
       assert(api.watchRequests > watchesBefore, "watches reconnected");
       assert(api.listRequests > listsBefore, "relisted after 410 Gone");
     });
+  } finally {
+    await api.stop();
+  }
+});
+
+Deno.test("informers: lists requested ahead (as main does while it starts) serve the first list, once", async () => {
+  const api = new TestApiServer();
+  api.start();
+  api.apply("services", makeService("ns1", "svc1"));
+  api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  try {
+    const prefetched = prefetchLists(new ApiClient(await access(api.url)), NODE);
+    await Promise.all(Object.values(prefetched));
+    assertEquals(api.listRequests, 3);
+    // Changed after the prefetch: the watch, which starts from the prefetched list's version, brings it.
+    api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.2")]));
+    await withSource(api, async (p) => {
+      await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.2:80"] }));
+      assertEquals(api.listRequests, 3, "no list asked twice");
+    }, prefetched);
   } finally {
     await api.stop();
   }

@@ -11,9 +11,16 @@
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
 import { WatchError } from "../errors.ts";
 import type { ApiAccess } from "./api_access.ts";
+import { PROXY_LABEL_SELECTOR } from "./handlers.ts";
 
 /** The callback signature of client-node's `Watch.watch`. */
 export type WatchCallback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
+
+/** The selectors of a list (and of the watch that follows it). */
+export interface ListQuery {
+  readonly labelSelector?: string;
+  readonly fieldSelector?: string;
+}
 
 /** Options of {@linkcode ApiClient}. */
 export interface ApiClientOptions {
@@ -48,7 +55,7 @@ export class ApiClient {
     this.#minTimeoutSeconds = opts.minTimeoutSeconds ?? 300;
   }
 
-  #url(path: string, query: Record<string, unknown>): URL {
+  #url(path: string, query: object): URL {
     const url = new URL(this.#access.server + path);
     for (const [k, v] of Object.entries(query)) {
       if (v !== undefined) url.searchParams.set(k, String(v));
@@ -62,7 +69,7 @@ export class ApiClient {
    */
   async list<T extends KubernetesObject>(
     path: string,
-    query: { labelSelector?: string; fieldSelector?: string } = {},
+    query: ListQuery = {},
   ): Promise<KubernetesListObject<T>> {
     const res = await fetch(this.#url(path, query), {
       headers: await this.#access.headers(),
@@ -150,4 +157,37 @@ export class ApiClient {
     }
     return controller;
   }
+}
+
+/** What the Kubernetes source lists and watches: each kind's path and selectors, as kube-proxy's. */
+export type SourceKind = "Service" | "EndpointSlice" | "Node";
+
+/** Returns each kind's path and query for `nodeName` (the own Node is selected by name). */
+export function sourceQueries(nodeName: string): Record<SourceKind, { path: string; query: ListQuery }> {
+  return {
+    Service: { path: "/api/v1/services", query: { labelSelector: PROXY_LABEL_SELECTOR } },
+    EndpointSlice: {
+      path: "/apis/discovery.k8s.io/v1/endpointslices",
+      query: { labelSelector: PROXY_LABEL_SELECTOR },
+    },
+    Node: { path: "/api/v1/nodes", query: { fieldSelector: `metadata.name=${nodeName}` } },
+  };
+}
+
+/** The first list of each kind, requested before the informers exist. */
+export type PrefetchedLists = Record<SourceKind, Promise<KubernetesListObject<KubernetesObject>>>;
+
+/**
+ * Starts the first list of every kind now (while the program still loads the informer and probes
+ * the kernel); the informers take these as their first lists. A failure surfaces when an informer
+ * takes it, and is retried like any failed list.
+ */
+export function prefetchLists(api: ApiClient, nodeName: string): PrefetchedLists {
+  const q = sourceQueries(nodeName);
+  const start = (k: SourceKind) => {
+    const p = api.list(q[k].path, q[k].query);
+    p.catch(() => {}); // handled by the informer that takes it
+    return p;
+  };
+  return { Service: start("Service"), EndpointSlice: start("EndpointSlice"), Node: start("Node") };
 }

@@ -24,6 +24,8 @@ const TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-tim
 
 /** Editors write in bursts (truncate, write, rename): a path is re-read once it is quiet this long. */
 const SETTLE_MS = 100;
+/** ...but no later than this after the first event, however busy the directory stays. */
+const MAX_SETTLE_MS = 1000;
 
 /**
  * Reads Services, EndpointSlices and Nodes from files and follows changes to them. A file that
@@ -73,8 +75,10 @@ export class FileSource {
     const pending = new Set<string>();
     let rescan = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let firstEventAt: number | undefined;
     let reading = Promise.resolve();
     const flush = () => {
+      firstEventAt = undefined;
       const paths = [...pending];
       const all = rescan;
       pending.clear();
@@ -91,8 +95,10 @@ export class FileSource {
           if (f !== undefined) pending.add(f);
         }
         if (!rescan && pending.size === 0) continue;
+        const now = performance.now();
+        firstEventAt ??= now;
         clearTimeout(timer);
-        timer = setTimeout(flush, SETTLE_MS);
+        timer = setTimeout(flush, Math.min(SETTLE_MS, Math.max(0, firstEventAt + MAX_SETTLE_MS - now)));
       }
     } finally {
       clearTimeout(timer);

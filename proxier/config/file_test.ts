@@ -1,5 +1,5 @@
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import { assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { eventually } from "../../tests/net_helpers.ts";
 import { FileSource } from "./file.ts";
@@ -206,6 +206,39 @@ Deno.test("FileSource: an edited EndpointSlice carries the file's modification t
     const byName = new Map(rec.slices.map((s) => [s.metadata?.name, s.metadata?.annotations?.[TRIGGER]]));
     assertEquals(byName.get("a"), mtime);
     assertEquals(byName.get("b"), "2021-01-01T00:00:00Z", "an explicit trigger time is kept");
+    ac.abort();
+    await watching;
+  } finally {
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("FileSource: a file rewritten without pause is still read within about a second", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  try {
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("a", "172.30.0.1"));
+    const rec = new Recorder();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log: new MemoryLogger() });
+    await src.load();
+    const watching = src.watch(ac.signal);
+    await new Promise((r) => setTimeout(r, 100));
+    rec.events = [];
+    // A writer that never pauses for the 100 ms settle time.
+    let i = 2;
+    const writer = setInterval(
+      () => Deno.writeTextFileSync(`${dir}/a.yaml`, svc("a", `172.30.0.${i++}`)),
+      30,
+    );
+    try {
+      await eventually(
+        () => assert(rec.events.some((e) => e.startsWith("update Service ns1/a")), "an update"),
+        2000,
+      );
+    } finally {
+      clearInterval(writer);
+    }
     ac.abort();
     await watching;
   } finally {

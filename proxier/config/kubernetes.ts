@@ -4,26 +4,13 @@
  * model: about 50 MiB more resident memory).
  * @module
  */
-import type {
-  KubernetesObject,
-  ListPromise,
-  V1EndpointSlice,
-  V1Node,
-  V1Service,
-  Watch,
-} from "@kubernetes/client-node";
+import type { KubernetesObject, ListPromise, Watch } from "@kubernetes/client-node";
 import { ListWatch } from "@kubernetes/client-node/dist/cache.js";
 import type { ApiAccess } from "./api_access.ts";
-import { ApiClient } from "./api_client.ts";
+import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../logger.ts";
-import {
-  type EventHandler,
-  type KindHandler,
-  kindHandlers,
-  objectKey,
-  PROXY_LABEL_SELECTOR,
-} from "./handlers.ts";
+import { type EventHandler, type KindHandler, kindHandlers, objectKey } from "./handlers.ts";
 
 const BACKOFF_START_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
@@ -35,6 +22,8 @@ export interface KubernetesSourceOptions {
   readonly handler: EventHandler;
   readonly log: Logger;
   readonly clock: Clock;
+  /** First lists already requested ({@linkcode prefetchLists}); each informer's first list uses its own. */
+  readonly prefetched?: PrefetchedLists;
 }
 
 /**
@@ -52,45 +41,27 @@ export class KubernetesSource {
 
   /** Runs the informers until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
-    const { access, nodeName } = this.#o;
+    const { access, nodeName, prefetched } = this.#o;
     const api = new ApiClient(access);
     const watch = api as unknown as Watch;
-    const h = kindHandlers(this.#o.handler);
-    const stops = [
-      this.#inform<V1Service>(
-        "Service",
-        h.Service,
+    const h = kindHandlers(this.#o.handler) as unknown as Record<SourceKind, KindHandler<KubernetesObject>>;
+    const queries = sourceQueries(nodeName);
+    await Promise.all((["Service", "EndpointSlice", "Node"] as const).map((kind) => {
+      const q = queries[kind];
+      let first = prefetched?.[kind];
+      return this.#inform(
+        kind,
+        h[kind],
         signal,
-        (listFn) => new ListWatch("/api/v1/services", watch, listFn, false, PROXY_LABEL_SELECTOR),
-        () => api.list<V1Service>("/api/v1/services", { labelSelector: PROXY_LABEL_SELECTOR }),
-      ),
-      this.#inform<V1EndpointSlice>(
-        "EndpointSlice",
-        h.EndpointSlice,
-        signal,
-        (listFn) =>
-          new ListWatch(
-            "/apis/discovery.k8s.io/v1/endpointslices",
-            watch,
-            listFn,
-            false,
-            PROXY_LABEL_SELECTOR,
-          ),
-        () =>
-          api.list<V1EndpointSlice>("/apis/discovery.k8s.io/v1/endpointslices", {
-            labelSelector: PROXY_LABEL_SELECTOR,
-          }),
-      ),
-      this.#inform<V1Node>(
-        "Node",
-        h.Node,
-        signal,
-        (listFn) =>
-          new ListWatch("/api/v1/nodes", watch, listFn, false, undefined, `metadata.name=${nodeName}`),
-        () => api.list<V1Node>("/api/v1/nodes", { fieldSelector: `metadata.name=${nodeName}` }),
-      ),
-    ];
-    await Promise.all(stops);
+        (listFn) => new ListWatch(q.path, watch, listFn, false, q.query.labelSelector, q.query.fieldSelector),
+        () => {
+          // The prefetched list serves the first call only; relists ask again.
+          const p = first ?? api.list(q.path, q.query);
+          first = undefined;
+          return p;
+        },
+      );
+    }));
   }
 
   /** Drives one informer until aborted; resolves after it is stopped. */
