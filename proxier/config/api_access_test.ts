@@ -123,8 +123,10 @@ Deno.test("kubeconfig: a real HTTPS API server is reached through its CA, with t
           name: "a",
           namespace: "ns",
           managedFields: [{ manager: "kubectl" }],
+          ownerReferences: [{ kind: "Service", name: "a" }],
           annotations: { "kubectl.kubernetes.io/last-applied-configuration": "{}", keep: "me" },
         },
+        endpoints: [{ addresses: ["10.0.0.1"], targetRef: { kind: "Pod", name: "p" } }],
       }],
     });
   });

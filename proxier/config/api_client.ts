@@ -4,8 +4,9 @@
  * which under Deno does not notice a connection the API server dropped mid-stream (the informer
  * then stalls until its inactivity timeout); Deno's fetch reports the drop at once.
  *
- * Objects are slimmed as they arrive, as upstream kube-proxy's informers do: `managedFields` and
- * kubectl's last-applied annotation (often larger than the rest of the object) are dropped.
+ * Objects are slimmed as they arrive, as upstream kube-proxy's informers drop `managedFields`: also
+ * kubectl's last-applied annotation (often larger than the rest of the object), `ownerReferences`
+ * and each endpoint's `targetRef` (a pod reference per endpoint), none of which a proxy reads.
  * @module
  */
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
@@ -37,7 +38,14 @@ export function slim<T>(o: T): T {
   const meta = (o as KubernetesObject | null)?.metadata;
   if (meta !== undefined && meta !== null) {
     delete meta.managedFields;
+    delete meta.ownerReferences;
     if (meta.annotations?.[LAST_APPLIED] !== undefined) delete meta.annotations[LAST_APPLIED];
+  }
+  const endpoints = (o as { endpoints?: unknown }).endpoints;
+  if (Array.isArray(endpoints)) {
+    for (const e of endpoints) {
+      if (e !== null && typeof e === "object") delete (e as { targetRef?: unknown }).targetRef;
+    }
   }
   return o;
 }
