@@ -14,7 +14,7 @@ import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/err
 import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
 import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
-import { flushLogging, type Logger, nullLogger, setupLogging } from "./proxier/logger.ts";
+import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier/logger.ts";
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import type { ProxyConfig } from "./proxier/options/config.ts";
@@ -54,11 +54,22 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (mode === undefined) {
     print(
       Deno.stderr,
-      `kube-proxy-deno: --proxy-mode: mode ${JSON.stringify(config.mode)} is not built yet (built: ${
+      `kube-proxy-deno: ${cmd.modeOrigin}: mode ${JSON.stringify(config.mode)} is not built yet (built: ${
         [...MODES.keys()].join(", ")
       })\n`,
     );
     return 2;
+  }
+  if (config.source.kind === "file") {
+    try {
+      await Deno.stat(config.source.path);
+    } catch (e) {
+      print(
+        Deno.stderr,
+        `kube-proxy-deno: --source: ${JSON.stringify(config.source.path)}: ${(e as Error).message}\n`,
+      );
+      return 2;
+    }
   }
   if (cmd.command === "render") return await render(mode, config, log);
   return await run(mode, config, exec, log);
@@ -109,11 +120,18 @@ async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logge
   const dryRun = new DryRunExecutor();
   const nodeName = config.hostnameOverride || "render";
   const renderer = mode.render(
-    newModeDeps(config, { nodeName, log: nullLogger, clock: realClock, exec: dryRun }),
+    // The live proxy's warnings (objects skipped, and why) on stderr; stdout stays the batches.
+    newModeDeps(config, { nodeName, log: warningsOnly(log), clock: realClock, exec: dryRun }),
     dryRun,
   );
   try {
-    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log }).load();
+    await new FileSource({
+      path: config.source.path,
+      nodeName,
+      handler: renderer.handler,
+      log: warningsOnly(log),
+    })
+      .load();
   } catch (e) {
     print(Deno.stderr, `kube-proxy-deno: --source: ${(e as Error).message}\n`);
     return 1;
@@ -148,7 +166,7 @@ async function run(
 
   const ac = new AbortController();
   const stop = () => {
-    if (!ac.signal.aborted) log.info("Shutting down; the datapath stays in place");
+    if (!ac.signal.aborted) log.info(`Shutting down; ${proxier.onStop}`);
     ac.abort();
   };
   Deno.addSignalListener("SIGTERM", stop);

@@ -8,6 +8,7 @@ import type { Clock } from "./clock.ts";
 import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { Logger } from "./logger.ts";
+import { ObjectWarnings } from "./object_warnings.ts";
 import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
@@ -78,6 +79,8 @@ export interface BaseProxierOptions {
   readonly health: ProxyHealth;
   readonly minSyncPeriodMs: number;
   readonly syncPeriodMs: number;
+  /** Object problems, logged once per object version; shared by the families. Default: its own. */
+  readonly warnings?: ObjectWarnings;
   /**
    * Longest time between full syncs, from the end of one to the start of the next; default
    * `syncPeriodMs` (modes without partial syncs). Modes with partial syncs pass
@@ -141,8 +144,9 @@ export abstract class BaseProxier implements Provider {
     this.health = o.health;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
-    this.#services = new ServiceChangeTracker({ family: o.family, log: o.log });
-    this.#endpoints = new EndpointsChangeTracker({ family: o.family, nodeName: o.nodeName, log: o.log });
+    const warnings = o.warnings ?? new ObjectWarnings(o.log);
+    this.#services = new ServiceChangeTracker({ family: o.family, warnings });
+    this.#endpoints = new EndpointsChangeTracker({ family: o.family, nodeName: o.nodeName, warnings });
     this.#runner = new SyncRunner({
       fn: () => this.#syncOnce(),
       minIntervalMs: o.minSyncPeriodMs,

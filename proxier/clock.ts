@@ -11,13 +11,34 @@ export interface Clock {
   setTimer(fn: () => void, ms: number): () => void;
 }
 
-/** The wall clock and real timers. */
+/** The longest delay `setTimeout` honours (a signed 32-bit millisecond count); longer ones fire at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Calls `fn` after `ms` through `set`/`clear` (the platform's timers by default), chaining timers
+ * of at most {@linkcode MAX_TIMER_MS} so that any delay is honoured; returns a function that cancels it.
+ */
+export function longTimer(
+  fn: () => void,
+  ms: number,
+  set: (fn: () => void, ms: number) => unknown = (f, t) => setTimeout(f, t),
+  clear: (id: unknown) => void = (id) => clearTimeout(id as number),
+): () => void {
+  let left = Math.max(0, ms);
+  let id: unknown;
+  const arm = () => {
+    const step = Math.min(left, MAX_TIMER_MS);
+    left -= step;
+    id = set(left > 0 ? arm : fn, step);
+  };
+  arm();
+  return () => clear(id);
+}
+
+/** The wall clock and real timers (any delay, split into what the platform allows). */
 export const realClock: Clock = {
   now: () => Date.now(),
-  setTimer(fn, ms) {
-    const id = setTimeout(fn, Math.max(0, ms));
-    return () => clearTimeout(id);
-  },
+  setTimer: (fn, ms) => longTimer(fn, ms),
 };
 
 /** A clock that moves only when told; timers fire in time order inside {@linkcode advance}. */

@@ -4,7 +4,7 @@
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { ipFamily, isDNSLabel, isDNSSubdomain, isLabelValue, isPort, parseProtocol } from "./net.ts";
-import { show, ValidationError } from "./errors.ts";
+import { objectName, show, ValidationError } from "./errors.ts";
 import type { EndpointInfo, IPFamily, ServicePortName } from "./types.ts";
 import { joinHostPort, servicePortKey } from "./types.ts";
 
@@ -22,18 +22,17 @@ export interface SliceEndpoints {
   readonly ports: Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>;
   /** Milliseconds since the epoch, or undefined when the slice carries no trigger time. */
   readonly triggerTime?: number;
-}
-
-/** Returns `namespace/name` of a slice, for messages and keys; never throws. */
-export function sliceId(slice: V1EndpointSlice): string {
-  return `${show(slice?.metadata?.namespace ?? "default")}/${show(slice?.metadata?.name)}`;
+  /** Endpoints left out because a field of theirs is malformed, one error each (usually none). */
+  readonly skipped: readonly ValidationError[];
 }
 
 /**
  * Converts one EndpointSlice. Returns undefined for slices of another family, FQDN slices and
  * slices without the service-name label.
- * @throws {ValidationError} when any address, port or condition is malformed (the whole slice
- * is then unusable: a partial slice would silently drop endpoints).
+ * An endpoint with a malformed address, condition or hint is left out (listed in `skipped`); the
+ * slice's other endpoints stay.
+ * @throws {ValidationError} when a field of the slice itself (names, address type, ports) is
+ * malformed: no endpoint of it can then be programmed correctly.
  */
 export function sliceEndpoints(
   slice: V1EndpointSlice,
@@ -45,7 +44,7 @@ export function sliceEndpoints(
     return undefined;
   }
   const namespace = slice?.metadata?.namespace ?? "default";
-  const obj = `EndpointSlice ${sliceId(slice)}`;
+  const obj = objectName("EndpointSlice", slice?.metadata?.namespace, slice?.metadata?.name);
   if (!isDNSLabel(namespace)) throw new ValidationError(obj, "metadata.namespace", show(namespace));
   if (!isDNSSubdomain(slice.metadata?.name)) {
     throw new ValidationError(obj, "metadata.name", show(slice.metadata?.name));
@@ -62,37 +61,14 @@ export function sliceEndpoints(
   if (slice.addressType !== family) return undefined;
 
   const endpoints: Array<Omit<EndpointInfo, "port" | "key">> = [];
+  let skipped: ValidationError[] | undefined;
   (Array.isArray(slice.endpoints) ? slice.endpoints : []).forEach((ep, i) => {
-    const field = `endpoints[${i}]`;
-    const addrs = ep?.addresses;
-    if (!Array.isArray(addrs) || addrs.length === 0) {
-      throw new ValidationError(obj, `${field}.addresses`, "empty");
+    try {
+      endpoints.push(parseEndpoint(obj, `endpoints[${i}]`, ep, family, nodeName));
+    } catch (e) {
+      if (!(e instanceof ValidationError)) throw e;
+      (skipped ??= []).push(e);
     }
-    // Upstream uses only the first address of an endpoint.
-    const ip = addrs[0];
-    if (ipFamily(ip) !== family) {
-      throw new ValidationError(obj, `${field}.addresses[0]`, `${show(ip)} is not an ${family} address`);
-    }
-    const c = ep.conditions ?? {};
-    for (const k of ["ready", "serving", "terminating"] as const) {
-      if (c[k] !== undefined && c[k] !== null && typeof c[k] !== "boolean") {
-        throw new ValidationError(obj, `${field}.conditions.${k}`, show(c[k]));
-      }
-    }
-    // Unset conditions mean: ready, serving when ready, not terminating (as upstream).
-    const ready = c.ready ?? true;
-    const serving = c.serving ?? ready;
-    const terminating = c.terminating ?? false;
-    const isLocal = nodeName !== "" && ep.nodeName === nodeName;
-    const hints = ep.hints ?? {};
-    const zoneHints = hintNames(
-      obj,
-      `${field}.hints.forZones`,
-      hints.forZones,
-      (z) => isLabelValue(z) && z !== "",
-    );
-    const nodeHints = hintNames(obj, `${field}.hints.forNodes`, hints.forNodes, isDNSSubdomain);
-    endpoints.push({ ip, ready, serving, terminating, isLocal, zoneHints, nodeHints });
   });
 
   const ports = new Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>();
@@ -120,7 +96,49 @@ export function sliceEndpoints(
     service: `${namespace}/${svcName}`,
     ports,
     triggerTime: Number.isFinite(triggerTime) ? triggerTime : undefined,
+    skipped: skipped ?? NONE_SKIPPED,
   };
+}
+
+const NONE_SKIPPED: readonly ValidationError[] = Object.freeze([]);
+
+/** Parses one endpoint of a slice. @throws {ValidationError} naming the field. */
+function parseEndpoint(
+  obj: string,
+  field: string,
+  ep: NonNullable<V1EndpointSlice["endpoints"]>[number],
+  family: IPFamily,
+  nodeName: string,
+): Omit<EndpointInfo, "port" | "key"> {
+  const addrs = ep?.addresses;
+  if (!Array.isArray(addrs) || addrs.length === 0) {
+    throw new ValidationError(obj, `${field}.addresses`, "empty");
+  }
+  // Upstream uses only the first address of an endpoint.
+  const ip = addrs[0];
+  if (ipFamily(ip) !== family) {
+    throw new ValidationError(obj, `${field}.addresses[0]`, `${show(ip)} is not an ${family} address`);
+  }
+  const c = ep.conditions ?? {};
+  for (const k of ["ready", "serving", "terminating"] as const) {
+    if (c[k] !== undefined && c[k] !== null && typeof c[k] !== "boolean") {
+      throw new ValidationError(obj, `${field}.conditions.${k}`, show(c[k]));
+    }
+  }
+  // Unset conditions mean: ready, serving when ready, not terminating (as upstream).
+  const ready = c.ready ?? true;
+  const serving = c.serving ?? ready;
+  const terminating = c.terminating ?? false;
+  const isLocal = nodeName !== "" && ep.nodeName === nodeName;
+  const hints = ep.hints ?? {};
+  const zoneHints = hintNames(
+    obj,
+    `${field}.hints.forZones`,
+    hints.forZones,
+    (z) => isLabelValue(z) && z !== "",
+  );
+  const nodeHints = hintNames(obj, `${field}.hints.forNodes`, hints.forNodes, isDNSSubdomain);
+  return { ip, ready, serving, terminating, isLocal, zoneHints, nodeHints };
 }
 
 /** Shared by every endpoint without hints, which is most of them. */

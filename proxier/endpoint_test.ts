@@ -37,17 +37,28 @@ Deno.test("sliceEndpoints ignores FQDN, other-family and unlabelled slices", () 
   );
 });
 
-Deno.test("sliceEndpoints rejects each malformed field", () => {
+Deno.test("sliceEndpoints leaves out each malformed endpoint, naming the field, and keeps the others", () => {
+  const good = ep("10.180.0.7");
+  const cases: Array<[string, unknown]> = [
+    ["endpoints[0].addresses[0]", ep("10.180.0.300")],
+    ["endpoints[0].addresses[0]", ep("fd00::1")],
+    ["endpoints[0].addresses[0]", ep("10.180.0.1 -j ACCEPT")],
+    ["endpoints[0].addresses", { addresses: [] }],
+    ["endpoints[0].conditions.ready", { addresses: ["10.180.0.1"], conditions: { ready: "yes" } }],
+  ];
+  for (const [field, bad] of cases) {
+    const r = sliceEndpoints(
+      makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [bad as never, good]),
+      "IPv4",
+      NODE,
+    )!;
+    assertEquals(r.skipped.map((e) => e.field), [field]);
+    assertEquals(r.ports.get("ns1/svc1:p80/TCP")!.endpoints.map((e) => e.key), ["10.180.0.7:80"]);
+  }
+});
+
+Deno.test("sliceEndpoints rejects a slice whose own fields are malformed", () => {
   const cases: Array<[string, (s: V1EndpointSlice) => void]> = [
-    ["endpoints[0].addresses[0]", (s) => s.endpoints = [ep("10.180.0.300")]],
-    ["endpoints[0].addresses[0]", (s) => s.endpoints = [ep("fd00::1")]],
-    ["endpoints[0].addresses[0]", (s) => s.endpoints = [ep("10.180.0.1 -j ACCEPT")]],
-    ["endpoints[0].addresses", (s) => s.endpoints = [{ addresses: [] }]],
-    [
-      "endpoints[0].conditions.ready",
-      (s) =>
-        s.endpoints = [{ addresses: ["10.180.0.1"], conditions: { ready: "yes" as unknown as boolean } }],
-    ],
     ["ports[0].port", (s) => s.ports = [{ name: "p80", port: 0, protocol: "TCP" }]],
     ["ports[0].protocol", (s) => s.ports = [{ name: "p80", port: 80, protocol: "tcp" }]],
     ["ports[0].name", (s) => s.ports = [{ name: "P 80", port: 80, protocol: "TCP" }]],
@@ -104,7 +115,7 @@ Deno.test("IPv6 endpoint keys are bracketed", () => {
   assertEquals(r.ports.get("ns1/svc1:p80/TCP")!.endpoints[0].key, "[fd00:180::1]:80");
 });
 
-Deno.test("sliceEndpoints reads zone and node hints, and rejects malformed ones naming the field", () => {
+Deno.test("sliceEndpoints reads zone and node hints; an endpoint with malformed ones is left out, naming the field", () => {
   const slice = makeEndpointSlice("ns1", "svc1", (s) => {
     s.endpoints = [ep("10.180.0.1", { forZones: ["zone-a"], forNodes: [NODE] }), ep("10.180.0.2")];
   });
@@ -124,6 +135,6 @@ Deno.test("sliceEndpoints reads zone and node hints, and rejects malformed ones 
     const bad = makeEndpointSlice("ns1", "svc1", (s) => {
       s.endpoints = [{ addresses: ["10.180.0.1"], hints: hints as never }];
     });
-    assertEquals(assertThrows(() => sliceEndpoints(bad, "IPv4", NODE), ValidationError).field, field);
+    assertEquals(sliceEndpoints(bad, "IPv4", NODE)!.skipped.map((e) => e.field), [field]);
   }
 });

@@ -4,7 +4,7 @@
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { mergeSlices, type SliceEndpoints, sliceEndpoints } from "./endpoint.ts";
-import type { Logger } from "./logger.ts";
+import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "./errors.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily } from "./types.ts";
 import { sameEntries } from "./types.ts";
@@ -26,7 +26,7 @@ type PortEndpoints = Map<string, EndpointInfo[]>;
 /** Tracks EndpointSlice changes for one IP family until the next sync checks them out. */
 export class EndpointsChangeTracker {
   readonly #family: IPFamily;
-  readonly #log: Logger;
+  readonly #warnings: ObjectWarnings;
   #nodeName: string;
   /** The current slices per service: `namespace/service` -> slice name -> parsed slice. */
   readonly #slices = new Map<string, Map<string, SliceEndpoints>>();
@@ -35,10 +35,10 @@ export class EndpointsChangeTracker {
   readonly #triggerTimes = new Map<string, number[]>();
 
   /** Builds an empty tracker; `nodeName` decides which endpoints are local. */
-  constructor(opts: { family: IPFamily; nodeName: string; log: Logger }) {
+  constructor(opts: { family: IPFamily; nodeName: string; warnings: ObjectWarnings }) {
     this.#family = opts.family;
     this.#nodeName = opts.nodeName;
-    this.#log = opts.log;
+    this.#warnings = opts.warnings;
   }
 
   /** Number of Services with endpoint changes not yet applied. */
@@ -48,16 +48,24 @@ export class EndpointsChangeTracker {
 
   /**
    * Records one slice event. Returns true when the slice's Service now has a change pending.
-   * A malformed slice is logged and dropped, as if deleted; the other slices keep working.
+   * A malformed slice is logged and dropped, as if deleted; a malformed endpoint is logged and
+   * left out; the rest keeps working. Each problem is logged once per slice version.
    */
   update(slice: V1EndpointSlice, removed: boolean): boolean {
     let parsed: SliceEndpoints | undefined;
+    const problems: ObjectProblem[] = [];
+    const problem = (e: ValidationError, what: string) =>
+      problems.push({ msg: `${what} ${e.message}`, fields: { object: e.object, field: e.field } });
     try {
       parsed = sliceEndpoints(slice, this.#family, this.#nodeName);
+      for (const e of parsed?.skipped ?? []) problem(e, "Skipping malformed endpoint of");
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
-      this.#log.warn(`Skipping malformed ${e.message}`, { object: e.object, field: e.field });
+      problem(e, "Skipping malformed");
     }
+    const warningKey = `EndpointSlice/${slice?.metadata?.namespace ?? "default"}/${slice?.metadata?.name}`;
+    if (removed) this.#warnings.forget(warningKey);
+    else this.#warnings.report(warningKey, slice, problems);
     const sliceName = String(slice?.metadata?.name);
     const service = parsed?.service ?? this.#findService(sliceName, slice);
     if (service === undefined) return false;

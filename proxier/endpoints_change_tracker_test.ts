@@ -1,3 +1,4 @@
+import { ObjectWarnings } from "./object_warnings.ts";
 import { assertEquals } from "../tests/assert.ts";
 import { ep, makeEndpointSlice, MemoryLogger, NODE } from "../tests/fixtures.ts";
 import { EndpointsChangeTracker } from "./endpoints_change_tracker.ts";
@@ -6,7 +7,7 @@ import type { EndpointsMap } from "./types.ts";
 function tracker() {
   const log = new MemoryLogger();
   return {
-    t: new EndpointsChangeTracker({ family: "IPv4", nodeName: NODE, log }),
+    t: new EndpointsChangeTracker({ family: "IPv4", nodeName: NODE, warnings: new ObjectWarnings(log) }),
     log,
     map: new Map() as EndpointsMap,
   };
@@ -74,14 +75,42 @@ Deno.test("EndpointsChangeTracker: a malformed slice is dropped with a warning; 
   t.update(
     makeEndpointSlice("ns1", "svc1", (s) => {
       s.metadata!.name = "svc1-b";
-      s.endpoints = [ep("10.180.0.2;rm")];
+      s.ports = [{ name: "p80", port: 80, protocol: "tcp;rm" }];
     }),
     false,
   );
   t.apply(map);
   assertEquals(keys(map), ["10.180.0.1:80"]);
-  assertEquals(log.messages("warn").length, 1);
-  assertEquals(log.messages("warn")[0].includes('EndpointSlice "ns1"/"svc1-b"'), true);
+  assertEquals(log.messages("warn"), [
+    'Skipping malformed EndpointSlice "ns1/svc1-b": invalid ports[0].protocol: "tcp;rm"',
+  ]);
+});
+
+Deno.test("EndpointsChangeTracker: a malformed endpoint is left out with one warning per slice version", () => {
+  const log = new MemoryLogger();
+  const warnings = new ObjectWarnings(log);
+  // Both families' trackers see every slice; the problem is logged once.
+  const v4 = new EndpointsChangeTracker({ family: "IPv4", nodeName: NODE, warnings });
+  const v6 = new EndpointsChangeTracker({ family: "IPv6", nodeName: NODE, warnings });
+  const map = new Map() as EndpointsMap;
+  const slice = (bad: string, rv: string) =>
+    makeEndpointSlice("ns1", "svc1", (s) => {
+      s.metadata!.resourceVersion = rv;
+      s.endpoints = [ep("10.180.0.1"), ep(bad), ep("10.180.0.3")];
+    });
+  for (const t of [v4, v6, v4]) t.update(slice("10.180.0.999", "1"), false);
+  v4.apply(map);
+  assertEquals(keys(map), ["10.180.0.1:80", "10.180.0.3:80"]);
+  const warned = [
+    'Skipping malformed endpoint of EndpointSlice "ns1/svc1-abcde": invalid endpoints[1].addresses[0]: "10.180.0.999" is not an IPv4 address',
+  ];
+  assertEquals(log.messages("warn"), warned);
+  // A new version with the same problem says it again; a fixed one keeps quiet.
+  v4.update(slice("10.180.0.998", "2"), false);
+  v4.update(slice("10.180.0.2", "3"), false);
+  v4.apply(map);
+  assertEquals(log.messages("warn").length, 2);
+  assertEquals(keys(map), ["10.180.0.1:80", "10.180.0.2:80", "10.180.0.3:80"]);
 });
 
 Deno.test("EndpointsChangeTracker reports lost UDP endpoints and trigger times", () => {

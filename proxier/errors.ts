@@ -38,6 +38,14 @@ export function show(v: unknown): string {
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
 
+/**
+ * Returns how messages name an object: its kind and `namespace/name` as one quoted string
+ * (`Service "evil/badip"`), whatever the fields hold; never throws.
+ */
+export function objectName(kind: string, namespace: unknown, name: unknown): string {
+  return `${kind} ${show(`${namespace ?? "default"}/${typeof name === "string" ? name : show(name)}`)}`;
+}
+
 /** The chosen mode cannot run on this node; the message says what is missing. main exits 1. */
 export class ModeUnavailableError extends Error {
   /** @param message names what is missing and what to do. */

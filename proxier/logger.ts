@@ -31,6 +31,11 @@ export const nullLogger: Logger = {
   error() {},
 };
 
+/** Returns `log` without its debug and info records: what `render` shows beside its output. */
+export function warningsOnly(log: Logger): Logger {
+  return { debug() {}, info() {}, warn: (m, f) => log.warn(m, f), error: (m, f) => log.error(m, f) };
+}
+
 /**
  * Configures LogTape to write to stderr (text or JSON lines) and returns a logger for the
  * program. `verbosity` follows klog: 4 and above enables debug records.

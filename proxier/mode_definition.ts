@@ -12,6 +12,7 @@ import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import type { Logger } from "./logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
+import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
 import type { IPFamily } from "./types.ts";
 
@@ -28,6 +29,8 @@ export interface ModeDeps {
   readonly exec: Executor;
   /** Health check node ports of externalTrafficPolicy=Local services; undefined serves none. */
   readonly healthServer?: ServiceHealthServer;
+  /** Object problems, logged once per object version whichever family's proxier finds them. */
+  readonly warnings: ObjectWarnings;
 }
 
 /** Returns deps with fresh metrics and health (the health timeout is 2 x syncPeriod, as upstream). */
@@ -38,6 +41,7 @@ export function newModeDeps(
   return {
     config,
     ...o,
+    warnings: new ObjectWarnings(o.log),
     metrics: new ProxyMetrics(),
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
   };
@@ -52,6 +56,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     clock: d.clock,
     metrics: d.metrics,
     health: d.health,
+    warnings: d.warnings,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     syncPeriodMs: d.config.syncPeriodMs,
     localDetection: { mode: d.config.detectLocalMode, clusterCIDRs: d.config.clusterCIDRs },
@@ -62,6 +67,8 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
 export interface ModeProvider extends Provider {
   /** Releases what the process holds (listeners); the kernel datapath stays, as upstream. */
   close(): void;
+  /** What stopping the program does to traffic, for the shutdown line. */
+  readonly onStop: string;
   /**
    * Removes what an earlier run of this same mode left that this run does not own (our rules in
    * the other iptables backend); run at start beside the other modes' cleanup, before the first
@@ -86,7 +93,11 @@ export function familyProvider(
   removeLeftovers?: () => Promise<void>,
 ): ModeProvider {
   const p = families.length === 1 ? families[0] : new MetaProxier(families);
-  return Object.assign(p, { close() {}, removeLeftovers });
+  return Object.assign(p, {
+    close() {},
+    removeLeftovers,
+    onStop: "the kernel rules stay in place and keep serving",
+  });
 }
 
 /**

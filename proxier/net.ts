@@ -75,3 +75,44 @@ export function cidrContains(cidr: string, ip: string): boolean {
   const f = cidrFamily(cidr);
   return f !== undefined && ipFamily(ip) === f && inCIDR(ip, cidr);
 }
+
+/**
+ * Returns a valid CIDR with its host bits cleared (`10.244.1.0/16` -> `10.244.0.0/16`), as Go's
+ * `net.ParseCIDR` gives upstream the network; IPv6 networks come back in canonical form.
+ */
+export function normalizeCIDR(cidr: string): string {
+  const [ip, bitsText] = cidr.split("/");
+  const bits = Number(bitsText);
+  if (ipFamily(ip) === "IPv4") {
+    const n = ip.split(".").reduce((a, o) => a * 256 + Number(o), 0);
+    const net = bits === 0 ? 0 : n - (n % 2 ** (32 - bits));
+    return `${[24, 16, 8, 0].map((s) => Math.floor(net / 2 ** s) % 256).join(".")}/${bits}`;
+  }
+  const [head, tail = ""] = ip.split("::");
+  // A trailing dotted quad (`::ffff:1.2.3.4`) is the last two groups.
+  const groups = (s: string) =>
+    s === "" ? [] : s.split(":").flatMap((g) => {
+      if (!g.includes(".")) return [g];
+      const o = g.split(".").map(Number);
+      return [((o[0] << 8) | o[1]).toString(16), ((o[2] << 8) | o[3]).toString(16)];
+    });
+  const h = groups(head);
+  const t = groups(tail);
+  const all = ip.includes("::") ? [...h, ...Array(8 - h.length - t.length).fill("0"), ...t] : h;
+  let n = all.reduce((a, g) => (a << 16n) + BigInt(parseInt(g, 16)), 0n);
+  n &= ((1n << 128n) - 1n) ^ ((1n << BigInt(128 - bits)) - 1n);
+  const out = Array.from({ length: 8 }, (_, i) => Number((n >> BigInt(112 - 16 * i)) & 0xffffn).toString(16));
+  // The longest run of zero groups (two or more) becomes "::".
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8;) {
+    let j = i;
+    while (j < 8 && out[j] === "0") j++;
+    if (j - i > bestLen) [best, bestLen] = [i, j - i];
+    i = j === i ? i + 1 : j;
+  }
+  const text = best < 0
+    ? out.join(":")
+    : `${out.slice(0, best).join(":")}::${out.slice(best + bestLen).join(":")}`;
+  return `${text}/${bits}`;
+}

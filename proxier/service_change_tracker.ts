@@ -3,7 +3,7 @@
  * @module
  */
 import type { V1Service } from "@kubernetes/client-node";
-import type { Logger } from "./logger.ts";
+import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "./errors.ts";
 import { servicePorts } from "./service_port.ts";
 import type { IPFamily, ServicePortInfo, ServicePortMap } from "./types.ts";
@@ -24,14 +24,14 @@ type PortsByKey = Map<string, ServicePortInfo>;
 /** Tracks Service changes for one IP family until the next sync checks them out. */
 export class ServiceChangeTracker {
   readonly #family: IPFamily;
-  readonly #log: Logger;
+  readonly #warnings: ObjectWarnings;
   /** Per `namespace/name`: the ports at the last sync and the ports now. */
   readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey }>();
 
   /** Builds an empty tracker; nothing runs until events arrive. */
-  constructor(opts: { family: IPFamily; log: Logger }) {
+  constructor(opts: { family: IPFamily; warnings: ObjectWarnings }) {
     this.#family = opts.family;
-    this.#log = opts.log;
+    this.#warnings = opts.warnings;
   }
 
   /** Number of Services with changes not yet applied. */
@@ -54,6 +54,7 @@ export class ServiceChangeTracker {
       this.#items.set(key, item);
     }
     item.current = this.#toPorts(current, true);
+    if (current === undefined) this.#warnings.forget(`Service/${key}`);
     if (sameEntries(item.previous, item.current)) this.#items.delete(key);
     return this.#items.has(key);
   }
@@ -82,13 +83,18 @@ export class ServiceChangeTracker {
   #toPorts(svc: V1Service | undefined, warn: boolean): PortsByKey {
     const out: PortsByKey = new Map();
     if (svc === undefined) return out;
+    const problems: ObjectProblem[] = [];
     try {
       const { ports, warnings } = servicePorts(svc, this.#family);
-      if (warn) { for (const w of warnings) this.#log.warn(w); }
+      problems.push(...warnings.map((msg) => ({ msg })));
       for (const p of ports) out.set(servicePortKey(p.name), p);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
-      if (warn) this.#log.warn(`Skipping malformed ${e.message}`, { object: e.object, field: e.field });
+      problems.push({ msg: `Skipping malformed ${e.message}`, fields: { object: e.object, field: e.field } });
+    }
+    if (warn) {
+      const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
+      this.#warnings.report(`Service/${key}`, svc, problems);
     }
     return out;
   }

@@ -1,3 +1,4 @@
+import { ObjectWarnings } from "./object_warnings.ts";
 import { assertEquals } from "../tests/assert.ts";
 import { makeService, MemoryLogger } from "../tests/fixtures.ts";
 import { ServiceChangeTracker } from "./service_change_tracker.ts";
@@ -5,7 +6,11 @@ import type { ServicePortMap } from "./types.ts";
 
 function tracker() {
   const log = new MemoryLogger();
-  return { t: new ServiceChangeTracker({ family: "IPv4", log }), log, map: new Map() as ServicePortMap };
+  return {
+    t: new ServiceChangeTracker({ family: "IPv4", warnings: new ObjectWarnings(log) }),
+    log,
+    map: new Map() as ServicePortMap,
+  };
 }
 
 Deno.test("ServiceChangeTracker: add, update and delete reach the map at apply", () => {
@@ -48,8 +53,33 @@ Deno.test("ServiceChangeTracker: a malformed service is skipped with a warning, 
   t.apply(map);
   assertEquals([...map.keys()], ["ns1/good:p80/TCP"]);
   assertEquals(log.messages("warn"), [
-    "Skipping malformed Service ns1/bad: invalid spec.ports[0].port: 99999",
+    'Skipping malformed Service "ns1/bad": invalid spec.ports[0].port: 99999',
   ]);
+});
+
+Deno.test("ServiceChangeTracker: one warning per Service version, whichever family's tracker sees it", () => {
+  const log = new MemoryLogger();
+  const warnings = new ObjectWarnings(log);
+  const v4 = new ServiceChangeTracker({ family: "IPv4", warnings });
+  const v6 = new ServiceChangeTracker({ family: "IPv6", warnings });
+  const bad = (rv: string) =>
+    makeService("evil", "badip", (s) => {
+      s.metadata!.resourceVersion = rv;
+      s.spec!.clusterIP = "10.0.0.1 -j ACCEPT";
+      s.spec!.clusterIPs = ["10.0.0.1 -j ACCEPT"];
+    });
+  v4.update(undefined, bad("1"));
+  v6.update(undefined, bad("1"));
+  v4.update(bad("1"), bad("1")); // a resync re-delivers it unchanged
+  const want =
+    'Skipping malformed Service "evil/badip": invalid spec.clusterIPs[0]: "10.0.0.1 -j ACCEPT" is not an IP address';
+  assertEquals(log.messages("warn"), [want]);
+  v4.update(bad("1"), bad("2"));
+  assertEquals(log.messages("warn"), [want, want]);
+  // Deleted and created again broken: said again.
+  v4.update(bad("2"), undefined);
+  v4.update(undefined, bad("2"));
+  assertEquals(log.messages("warn").length, 3);
 });
 
 Deno.test("ServiceChangeTracker: removed UDP ports report their cluster IP as stale", () => {

@@ -7,7 +7,7 @@ import type { V1Service } from "@kubernetes/client-node";
 import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.ts";
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
-import { show, ValidationError } from "./errors.ts";
+import { objectName, show, ValidationError } from "./errors.ts";
 
 /** Default ClientIP affinity timeout, as upstream (3 hours). */
 export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
@@ -28,10 +28,9 @@ export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResu
   const meta = svc?.metadata;
   const namespace = meta?.namespace ?? "default";
   const name = meta?.name;
-  const id = `Service ${show(namespace)}/${show(name)}`;
-  if (!isDNSLabel(namespace)) throw new ValidationError(id, "metadata.namespace", show(namespace));
-  if (!isDNSLabel(name)) throw new ValidationError(id, "metadata.name", show(name));
-  const obj = `Service ${namespace}/${name}`;
+  const obj = objectName("Service", namespace, name);
+  if (!isDNSLabel(namespace)) throw new ValidationError(obj, "metadata.namespace", show(namespace));
+  if (!isDNSLabel(name)) throw new ValidationError(obj, "metadata.name", show(name));
   const spec = svc.spec;
   if (spec === undefined || spec === null || typeof spec !== "object") {
     throw new ValidationError(obj, "spec", "missing");

@@ -77,7 +77,7 @@ Deno.test("servicePorts rejects each malformed field, naming the object and the 
   for (const [field, mutate] of cases) {
     const err = assertThrows(() => servicePorts(makeService("ns1", "svc1", mutate), "IPv4"), ValidationError);
     assertEquals((err as ValidationError).field, field);
-    if (field.startsWith("spec")) assertEquals((err as ValidationError).object, "Service ns1/svc1");
+    if (field.startsWith("spec")) assertEquals((err as ValidationError).object, 'Service "ns1/svc1"');
   }
 });
 
@@ -101,7 +101,7 @@ Deno.test("servicePorts skips bad external IPs, LB IPs and source ranges with wa
   assertEquals(ports[0].loadBalancerIPs, ["192.168.99.20"]);
   assertEquals(ports[0].loadBalancerSourceRanges, ["192.168.99.0/24", "10.1.0.0/16"]);
   assertEquals(warnings.length, 5);
-  for (const w of warnings) assertEquals(w.startsWith("Service ns1/lb: skipped "), true);
+  for (const w of warnings) assertEquals(w.startsWith('Service "ns1/lb": skipped '), true);
 });
 
 Deno.test("servicePorts: source ranges only for the other family deny this family", () => {

@@ -3,6 +3,7 @@
  */
 import { realClock } from "../proxier/clock.ts";
 import { type ApiAccess, loadApiAccess } from "../proxier/config/api_access.ts";
+import { FileSource } from "../proxier/config/file.ts";
 import { KubernetesSource } from "../proxier/config/kubernetes.ts";
 import { ApiClient, type PrefetchedLists, prefetchLists } from "../proxier/config/api_client.ts";
 import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
@@ -159,5 +160,56 @@ Deno.test("informers: lists requested ahead (as main does while it starts) serve
     }, prefetched);
   } finally {
     await api.stop();
+  }
+});
+
+Deno.test("kube-proxy's label selector: the file source and the API source program the same objects", async () => {
+  const services = [
+    makeService("ns1", "mine"),
+    makeService("ns1", "other", (s) => {
+      s.metadata!.labels = { "service.kubernetes.io/service-proxy-name": "other" };
+      s.spec!.clusterIPs = ["172.30.0.61"];
+    }),
+    makeService("ns1", "hl", (s) => {
+      s.metadata!.labels = { "service.kubernetes.io/headless": "" };
+      s.spec!.clusterIPs = ["172.30.0.62"];
+    }),
+  ];
+  const slices = [
+    makeEndpointSlice("ns1", "mine", (s) => s.endpoints = [ep("10.180.0.1")]),
+    makeEndpointSlice("ns1", "mine", (s) => {
+      s.metadata!.name = "mine-headless";
+      s.metadata!.labels!["service.kubernetes.io/headless"] = "";
+      s.endpoints = [ep("10.180.0.9")];
+    }),
+  ];
+  const want = { "ns1/mine:p80/TCP": ["10.180.0.1:80"] };
+
+  const api = new TestApiServer();
+  api.start();
+  for (const s of services) api.apply("services", s);
+  for (const s of slices) api.apply("endpointslices", s);
+  try {
+    await withSource(api, async (p) => {
+      await eventually(() => assertEquals(state(p), want));
+    });
+  } finally {
+    await api.stop();
+  }
+
+  const dir = await Deno.makeTempDir();
+  try {
+    const docs = [
+      ...services.map((s) => ({ apiVersion: "v1", kind: "Service", ...s })),
+      ...slices.map((s) => ({ apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s })),
+    ];
+    await Deno.writeTextFile(`${dir}/all.json`, JSON.stringify({ kind: "List", items: docs }));
+    const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
+    const p = new RecordingProxier(opts);
+    await new FileSource({ path: dir, nodeName: NODE, handler: p, log: opts.log }).load();
+    await p.syncNow();
+    assertEquals(state(p), want);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

@@ -6,7 +6,7 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { loadAll as loadAllYaml } from "js-yaml";
 import type { Logger } from "../logger.ts";
-import { type EventHandler, type KindHandler, kindHandlers, objectKey } from "./handlers.ts";
+import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
 
 /** Options of {@linkcode FileSource}. */
 export interface FileSourceOptions {
@@ -43,6 +43,8 @@ export class FileSource {
   readonly #owners = new Map<string, string[]>();
   /** The objects handlers last saw, keyed by `Kind/namespace/name`. */
   readonly #current = new Map<string, KubernetesObject>();
+  /** Per file, the problem last reported (parse error, ignored kinds), so each is said once. */
+  readonly #reported = new Map<string, { broken?: string; ignored?: string }>();
 
   /** Builds the source; reads nothing until {@linkcode load}. */
   constructor(opts: FileSourceOptions) {
@@ -146,30 +148,54 @@ export class FileSource {
       if (trigger) mtime = (await Deno.stat(f)).mtime;
       text = await Deno.readTextFile(f);
     } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return this.#apply(f, undefined, undefined);
+      if (e instanceof Deno.errors.NotFound) {
+        this.#reported.delete(f);
+        return this.#apply(f, undefined, undefined);
+      }
       if (e instanceof Deno.errors.IsADirectory) return;
       log.error("Cannot read source file; keeping its previous objects", { path: f, error: String(e) });
       return;
     }
     let docs: unknown[];
+    const reported = this.#reported.get(f) ?? {};
+    this.#reported.set(f, reported);
     try {
       docs = loadAllYaml(text);
     } catch (e) {
       const mark = (e as { mark?: { line: number } }).mark;
-      log.error("Source file does not parse; keeping its previous objects", {
-        path: f,
-        line: mark ? mark.line + 1 : undefined,
-        error: (e as Error).message.split("\n")[0],
-      });
+      const error = (e as Error).message.split("\n")[0];
+      // Said once per distinct error: re-reading an unchanged broken file adds nothing.
+      if (reported.broken !== error) {
+        log.error("Source file does not parse; keeping its previous objects", {
+          path: f,
+          line: mark ? mark.line + 1 : undefined,
+          error,
+        });
+      }
+      reported.broken = error;
       return;
     }
+    if (reported.broken !== undefined) log.info("Source file parses again", { path: f });
+    reported.broken = undefined;
     const objects = new Map<string, KubernetesObject>();
+    const ignored = new Set<string>();
     for (const doc of docs.flatMap(expandList)) {
       const o = doc as KubernetesObject;
-      if (o === null || typeof o !== "object" || !KINDS.has(String(o.kind))) continue;
+      if (o === null || o === undefined) continue; // an empty document (`---` twice)
+      if (typeof o !== "object" || !KINDS.has(String(o.kind))) {
+        ignored.add(typeof o === "object" ? String(o.kind ?? "(no kind)") : typeof o);
+        continue;
+      }
       if (o.kind === "Node" && o.metadata?.name !== nodeName) continue;
+      // kube-proxy's label selector, as the API source asks the server to apply it.
+      if (!selectedByProxy(o)) continue;
       objects.set(`${o.kind}/${objectKey(o)}`, o);
     }
+    const kinds = [...ignored].sort().join(", ");
+    if (kinds !== "" && kinds !== reported.ignored) {
+      log.warn("Ignoring documents that are not Services, EndpointSlices or Nodes", { path: f, kinds });
+    }
+    reported.ignored = kinds === "" ? undefined : kinds;
     this.#apply(f, objects, mtime?.toISOString());
   }
 

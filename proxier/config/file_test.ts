@@ -45,7 +45,7 @@ class Recorder implements EventHandler {
 }
 
 const svc = (name: string, ip: string) =>
-  `apiVersion: v1\nkind: Service\nmetadata: {namespace: ns1, name: ${name}}\nspec: {clusterIP: ${ip}, ports: [{port: 80}]}\n`;
+  `apiVersion: v1\nkind: Service\nmetadata: {namespace: ns1, name: ${name} }\nspec: {clusterIP: ${ip}, ports: [{port: 80}]}\n`;
 
 Deno.test("FileSource: reads a directory, then turns file edits into add/update/delete events", async () => {
   const dir = await Deno.makeTempDir();
@@ -120,7 +120,7 @@ class SliceRecorder extends Recorder {
 
 const TRIGGER = "endpoints.kubernetes.io/last-change-trigger-time";
 
-Deno.test("FileSource: an edit re-reads only that file; a broken file elsewhere is not reported again", async () => {
+Deno.test("FileSource: a broken file is reported once, edits elsewhere do not repeat it, and its repair is said", async () => {
   const dir = await Deno.makeTempDir();
   const ac = new AbortController();
   try {
@@ -133,17 +133,58 @@ Deno.test("FileSource: an edit re-reads only that file; a broken file elsewhere 
     const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log });
     await src.load();
     const watching = src.watch(ac.signal);
-    // Reported by load() and by the watch's first full read.
-    await eventually(() => assertEquals(log.messages("error").length, 2));
     rec.events = [];
     await Deno.writeTextFile(`${dir}/svc-7.yaml`, svc("s7", "172.30.2.7"));
     await eventually(() => assertEquals(rec.events, ["update Service ns1/s7 172.30.1.7->172.30.2.7"]));
+    // Rewritten with the same error: still nothing new to say.
+    await Deno.writeTextFile(`${dir}/broken.yaml`, "kind: Service\nmetadata: [\n");
     await new Promise((r) => setTimeout(r, 300));
-    assertEquals(log.messages("error").length, 2, "broken.yaml was not read again");
+    assertEquals(log.messages("error").length, 1, log.messages("error").join("\n"));
+    const err = log.records.find((r) => r.level === "error")!;
+    assertEquals([err.msg, err.fields?.path, err.fields?.line], [
+      "Source file does not parse; keeping its previous objects",
+      `${dir}/broken.yaml`,
+      3,
+    ]);
+    await Deno.writeTextFile(`${dir}/broken.yaml`, svc("fixed", "172.30.3.1"));
+    await eventually(() => assertEquals(rec.events.at(-1), "add Service ns1/fixed"));
+    assertEquals(log.messages("info").filter((m) => m.startsWith("Source file parses again")).length, 1);
     ac.abort();
     await watching;
   } finally {
     ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("FileSource: documents of other kinds are named once per file; kube-proxy's label selector applies", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const other = svc("other", "172.30.0.5").replace(
+      "metadata: {",
+      "metadata: {labels: {service.kubernetes.io/service-proxy-name: other}, ",
+    );
+    const headless = svc("hl", "172.30.0.6").replace(
+      "metadata: {",
+      'metadata: {labels: {service.kubernetes.io/headless: ""}, ',
+    );
+    await Deno.writeTextFile(
+      `${dir}/a.yaml`,
+      `${
+        svc("mine", "172.30.0.4")
+      }\n---\n${other}\n---\n${headless}\n---\nkind: ConfigMap\nmetadata: { name: cm }\n---\nkind: Secret\n`,
+    );
+    const rec = new Recorder();
+    const log = new MemoryLogger();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log });
+    await src.load();
+    assertEquals(rec.events.filter((e) => e.startsWith("add")), ["add Service ns1/mine"]);
+    assertEquals(log.records.filter((r) => r.level === "warn"), [{
+      level: "warn",
+      msg: "Ignoring documents that are not Services, EndpointSlices or Nodes",
+      fields: { path: `${dir}/a.yaml`, kinds: "ConfigMap, Secret" },
+    }]);
+  } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });

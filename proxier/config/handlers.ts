@@ -9,9 +9,21 @@ import type { EndpointSliceHandler, NodeHandler, ServiceHandler } from "../base_
 /** What a source feeds: every handler kind. */
 export type EventHandler = ServiceHandler & EndpointSliceHandler & NodeHandler;
 
+const HEADLESS_LABEL = "service.kubernetes.io/headless";
+const SERVICE_PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name";
+
 /** kube-proxy's selector: skip headless endpoints and objects owned by another service proxy. */
-export const PROXY_LABEL_SELECTOR =
-  "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+export const PROXY_LABEL_SELECTOR = `!${HEADLESS_LABEL},!${SERVICE_PROXY_NAME_LABEL}`;
+
+/**
+ * Returns true when {@linkcode PROXY_LABEL_SELECTOR} selects `o`: what the file source applies
+ * itself, since no API server filters for it.
+ */
+export function selectedByProxy(o: KubernetesObject): boolean {
+  const labels = o.metadata?.labels;
+  return labels === undefined || labels === null ||
+    (!Object.hasOwn(labels, HEADLESS_LABEL) && !Object.hasOwn(labels, SERVICE_PROXY_NAME_LABEL));
+}
 
 /** Per-kind dispatch of (old, new) events to a handler. */
 export interface KindHandler<T> {

@@ -5,6 +5,7 @@
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../kernel_tools.ts";
@@ -78,7 +79,9 @@ export const iptablesMode: ProxyModeDefinition = {
         "iptables mode needs root and a working iptables; try --proxy-mode=userspace",
       );
     }
-    if (d.config.localhostNodePorts && families[0].family === "IPv4") await enableRouteLocalnet(d.log);
+    if (d.config.localhostNodePorts && families[0].family === "IPv4") {
+      await enableRouteLocalnet(new SysctlRunner({ exec: d.exec }), d.log);
+    }
     // Our chains in the other backend (a previous run chose it) would act on packets too.
     const other = backend === "nft" ? "legacy" : backend === "legacy" ? "nft" : undefined;
     return familyProvider(families, async () => {
@@ -159,10 +162,11 @@ const OWN_CHAINS: ReadonlySet<Chain> = new Set([
 const SHARED_CHAINS: ReadonlySet<Chain> = new Set([KUBE_MARK_MASQ, KUBE_FIREWALL]);
 
 /** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */
-async function enableRouteLocalnet(log: Logger): Promise<void> {
-  const path = "/proc/sys/net/ipv4/conf/all/route_localnet";
+async function enableRouteLocalnet(sysctl: Sysctl, log: Logger): Promise<void> {
   try {
-    if ((await Deno.readTextFile(path)).trim() !== "1") await Deno.writeTextFile(path, "1");
+    if (await ensureSysctl(sysctl, ROUTE_LOCALNET, "1")) {
+      log.info("Enabled route_localnet", { key: ROUTE_LOCALNET });
+    }
   } catch (e) {
     log.warn("Cannot enable route_localnet; NodePorts on 127.0.0.1 will not work", {
       error: (e as Error).message,

@@ -30,6 +30,8 @@ export interface ParsedCommand {
   readonly warnings: string[];
   /** Path given to --config, if any (its content is already merged into `config`). */
   readonly configFile?: string;
+  /** Where the mode was chosen, for messages: `--proxy-mode` or the config file's `mode` field. */
+  readonly modeOrigin: string;
 }
 
 const STRING_FLAGS = [
@@ -83,6 +85,8 @@ Flags (upstream kube-proxy names and defaults):
   --bind-address=IP                      userspace listen address (default 0.0.0.0)
   --cluster-cidr=CIDR[,CIDR]             pod CIDRs, to tell local traffic from external
   --detect-local-mode=ClusterCIDR|NodeCIDR
+                                         how traffic from local pods is told apart: by --cluster-cidr
+                                         (default), or by the Node's spec.podCIDRs
   --nodeport-addresses=CIDR[,CIDR]       addresses NodePorts answer on (default all)
   --masquerade-all                       SNAT all traffic to service IPs
   --iptables-masquerade-bit=14           fwmark bit for masquerading (0-31)
@@ -129,8 +133,13 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   }
   const v = { ...parsed.values, ...bools } as Record<string, string | boolean | undefined>;
   const positionals = parsed.positionals;
-  if (positionals.length > 1 || (positionals.length === 1 && positionals[0] !== "render")) {
-    throw new UsageError(`unknown command ${JSON.stringify(positionals.join(" "))} (only "render")`);
+  if (positionals.length > 0 && positionals[0] !== "render") {
+    throw new UsageError(`unknown command ${JSON.stringify(positionals[0])} (only "render")`);
+  }
+  if (positionals.length > 1) {
+    throw new UsageError(
+      `render: unexpected argument ${JSON.stringify(positionals[1])} (render takes flags only)`,
+    );
   }
   const warnings: string[] = [];
   const config = defaultConfig();
@@ -195,7 +204,8 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     : positionals[0] === "render"
     ? "render"
     : "run";
-  return { command, config, warnings, configFile };
+  const modeOrigin = configFile === undefined ? "--proxy-mode" : `--config: ${configFile}: mode`;
+  return { command, config, warnings, configFile, modeOrigin };
 }
 
 /**

@@ -4,7 +4,7 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { cidrFamily, ipFamily } from "../net.ts";
+import { cidrFamily, ipFamily, normalizeCIDR } from "../net.ts";
 import type { BindAddress, IptablesBackend, PortRange, ProxyMode, SourceSpec } from "./config.ts";
 import { parseDuration } from "./duration.ts";
 
@@ -65,7 +65,8 @@ export function parseCIDRs(flag: string, s: string): string[] {
   return s.split(",").map((x) => {
     const t = x.trim();
     if (cidrFamily(t) === undefined) throw new UsageError(`${flag}: invalid CIDR ${JSON.stringify(t)}`);
-    return t;
+    // Rules match the network, as upstream's (Go's ParseCIDR drops the host bits).
+    return normalizeCIDR(t);
   });
 }
 

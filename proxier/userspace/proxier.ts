@@ -118,6 +118,9 @@ export class UserspaceProxier extends BaseProxier {
     return this.#ports.get(key)?.proxyPort ?? 0;
   }
 
+  /** @inheritdoc */
+  readonly onStop = "closing the proxy ports (connections in flight finish; portal rules stay)";
+
   /** Closes every listener (connections in flight keep going); the kernel rules stay. */
   close(): void {
     for (const key of [...this.#ports.keys()]) this.#closePort(key);
@@ -189,11 +192,13 @@ export class UserspaceProxier extends BaseProxier {
       if ("accept" in l) this.#serveTCP(l, key);
       else this.#serveUDP(l, key);
     }
+    // Without portals a ClusterIP-only port has nothing to listen on here; nothing worth a line.
+    if (listeners.length === 0) return;
     this.log.info("Opened proxy port", {
       service: servicePortNameString(info.name),
       protocol: info.protocol,
-      proxyPort,
-      nodePort: info.nodePort,
+      ...(proxyPort !== 0 ? { proxyPort } : {}),
+      ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
     });
   }
 
@@ -214,7 +219,9 @@ export class UserspaceProxier extends BaseProxier {
     if (p.proxyPort !== 0) this.#allocator.release(p.proxyPort);
     this.#balancer.remove(key);
     this.#dropSessionsNotIn(key, new Set());
-    this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
+    if (p.listeners.length > 0) {
+      this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
+    }
   }
 
   async #serveTCP(listener: Deno.TcpListener, key: string): Promise<void> {

@@ -224,7 +224,6 @@ export class Topology {
   async init(): Promise<void> {
     await this.#addNs(this.node);
     await this.exec(this.node, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-    await this.exec(this.node, ["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"]);
     // The node's external link; like a real node, it has a default route (service IPs are
     // routed before NAT, so without one the kernel answers "network unreachable").
     await this.exec(this.node, ["ip", "link", "add", "br0", "type", "bridge"]);

@@ -132,6 +132,20 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
+    id: "localhost-node-port",
+    name: "NodePort on 127.0.0.1 from the node itself (route_localnet set by the program)",
+    objects: ({ pods }) =>
+      service("local", "172.30.0.21", { type: "NodePort", nodePort: 30082 }) + slice("local", pods),
+    notFor: {
+      nftables:
+        "upstream's nftables mode does not serve NodePorts on 127.0.0.1 (it never sets route_localnet)",
+    },
+    async check({ node }) {
+      await eventually(async () => assertMatch(await node.tcp("127.0.0.1", 30082), /^pod-[ab]$/), 10_000);
+      assertEquals(await answers(12, () => node.tcp("127.0.0.1", 30082)), BOTH);
+    },
+  },
+  {
     id: "lb",
     name: "LoadBalancer IP from an admitted client",
     objects: ({ pods }) =>

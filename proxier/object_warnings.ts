@@ -1,0 +1,63 @@
+/**
+ * Warnings about objects (a malformed Service, a skipped endpoint), logged once per object version
+ * however many trackers (one per IP family) and re-deliveries (resyncs, file re-reads) see it.
+ * @module
+ */
+import type { Fields, Logger } from "./logger.ts";
+
+/** One problem found in an object. */
+export interface ObjectProblem {
+  readonly msg: string;
+  readonly fields?: Fields;
+}
+
+/** The identity of an object version: `resourceVersion` when the API gave one, else its content. */
+function versionOf(o: { metadata?: { resourceVersion?: string } }): string {
+  return o?.metadata?.resourceVersion ?? JSON.stringify(o);
+}
+
+/**
+ * Logs object problems once per object version. Holds state only for objects that currently have
+ * problems, so its size follows the broken objects, not the cluster.
+ */
+export class ObjectWarnings {
+  readonly #log: Logger;
+  /** Per `Kind/namespace/name`: the version last reported on and the problems logged for it. */
+  readonly #seen = new Map<string, { version: string; logged: Set<string> }>();
+
+  /** Logs through `log`. */
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  /**
+   * Logs the problems of `o` (identified by `key`) not yet logged for this version of it; a new
+   * version starts afresh, and a version without problems forgets the object.
+   */
+  report(
+    key: string,
+    o: { metadata?: { resourceVersion?: string } },
+    problems: readonly ObjectProblem[],
+  ): void {
+    const version = versionOf(o);
+    let entry = this.#seen.get(key);
+    if (entry?.version !== version) {
+      entry = { version, logged: new Set() };
+      if (problems.length === 0) {
+        this.#seen.delete(key);
+        return;
+      }
+      this.#seen.set(key, entry);
+    }
+    for (const p of problems) {
+      if (entry.logged.has(p.msg)) continue;
+      entry.logged.add(p.msg);
+      this.#log.warn(p.msg, p.fields);
+    }
+  }
+
+  /** Forgets a deleted object: if it comes back broken, that is worth saying again. */
+  forget(key: string): void {
+    this.#seen.delete(key);
+  }
+}
