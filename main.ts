@@ -11,6 +11,7 @@ import { loadApiAccess } from "./proxier/config/api_access.ts";
 import { ApiClient, prefetchLists } from "./proxier/config/api_client.ts";
 import { FileSource } from "./proxier/config/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
+import { checkTools, onPath } from "./proxier/kernel_tools.ts";
 import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
 import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
@@ -27,8 +28,11 @@ function print(stream: { writeSync(p: Uint8Array): number }, text: string): void
   while (off < data.length) off += stream.writeSync(data.subarray(off));
 }
 
-/** Runs the program; returns the exit code. */
-export async function main(argv: readonly string[]): Promise<number> {
+/**
+ * Runs the program; returns the exit code. `stop` (for embedders such as the demo) ends a running
+ * proxy as SIGTERM does.
+ */
+export async function main(argv: readonly string[], opts: { stop?: AbortSignal } = {}): Promise<number> {
   let cmd;
   try {
     cmd = parseCommandLine(argv);
@@ -72,7 +76,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
   if (cmd.command === "render") return await render(mode, config, log);
-  return await run(mode, config, exec, log);
+  return await run(mode, config, exec, log, opts.stop);
 }
 
 /**
@@ -145,7 +149,16 @@ async function run(
   config: ProxyConfig,
   exec: Executor,
   log: Logger,
+  external?: AbortSignal,
 ): Promise<number> {
+  const missing = await checkTools(mode.tools, config, (t) => onPath(t, Deno.env.get("PATH")), log);
+  const required = missing.filter((m) => m.required);
+  if (required.length > 0) {
+    log.error(`${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`, {
+      tools: required.map((m) => `${m.tool}: ${m.without}`),
+    });
+    return 1;
+  }
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
   const kubernetes = config.source.kind === "kubernetes" ? startKubernetes(config, nodeName) : undefined;
@@ -171,16 +184,28 @@ async function run(
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
+  external?.addEventListener("abort", stop, { once: true });
   const tasks: Promise<unknown>[] = [];
+  let listening: ProxyConfig["healthzBindAddress"];
   try {
+    listening = config.healthzBindAddress;
     if (config.healthzBindAddress !== undefined) {
-      tasks.push(serveHealthz(deps.health, config.healthzBindAddress, ac.signal).finished);
+      tasks.push(
+        serveHealthz(deps.health, config.healthzBindAddress, ac.signal, {
+          healthz: deps.metrics.healthzTotal,
+          livez: deps.metrics.livezTotal,
+        }).finished,
+      );
     }
+    listening = config.metricsBindAddress;
     if (config.metricsBindAddress !== undefined) {
       tasks.push(serveMetrics(deps.metrics, config.metricsBindAddress, ac.signal).finished);
     }
   } catch (e) {
-    log.error("Cannot listen", { error: (e as Error).message });
+    log.error("Cannot listen", {
+      address: listening && `${listening.hostname}:${listening.port}`,
+      error: (e as Error).message,
+    });
     return 1;
   }
   log.info("Starting kube-proxy-deno", {

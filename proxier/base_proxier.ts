@@ -12,7 +12,7 @@ import { ObjectWarnings } from "./object_warnings.ts";
 import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
-import { type NodeTopology, ZONE_LABEL } from "./topology.ts";
+import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology.ts";
 import { cidrFamily } from "./net.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 
@@ -342,6 +342,8 @@ export abstract class BaseProxier implements Provider {
     this.metrics.syncDuration.observe(elapsed);
     (full ? this.metrics.syncFullDuration : this.metrics.syncPartialDuration).observe(elapsed);
     this.metrics.lastSyncTimestamp.set(this.clock.now() / 1000);
+    const noLocal = countNoLocalEndpoints(this.serviceMap, this.endpointsMap);
+    this.metrics.noLocalEndpoints(noLocal.internal, noLocal.external);
     for (const t of endpointChanges.lastChangeTriggerTimes) {
       this.metrics.networkProgrammingDuration.observe(Math.max(0, this.clock.now() - t) / 1000);
     }

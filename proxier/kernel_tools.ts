@@ -5,7 +5,7 @@
 import { ExecError, type Executor } from "../iptables/executor.ts";
 import { type IptablesBackendName, IptablesRunner } from "../iptables/iptables.ts";
 import type { Logger } from "./logger.ts";
-import type { IptablesBackend } from "./options/config.ts";
+import type { IptablesBackend, ProxyConfig } from "./options/config.ts";
 import type { IPFamily } from "./types.ts";
 
 /** Chains kubelet (1.17+) creates in mangle: where they are is the backend the host uses. */
@@ -116,4 +116,56 @@ export async function onEveryIptablesBackend(
     }
   }
   if (!ran) await fn(new IptablesRunner({ exec, family }));
+}
+
+/** A kernel tool a mode runs, and what stops working without it. */
+export interface ToolNeed {
+  readonly tool: string;
+  /** True: the mode cannot run without it. */
+  readonly required: boolean;
+  /** What an operator loses without it (for optional tools), or what it does (required ones). */
+  readonly without: string;
+  /** Set: only needed when this holds for the configuration (e.g. portals enabled). */
+  readonly when?: (config: ProxyConfig) => boolean;
+}
+
+/** The tool most modes share: stale UDP flows are cleared through it. */
+export const CONNTRACK_NEED: ToolNeed = {
+  tool: "conntrack",
+  required: false,
+  without: "stale UDP conntrack entries are not cleared: UDP clients keep reaching removed endpoints " +
+    "(and REJECTed services) until their flows time out (Debian/Ubuntu package conntrack)",
+};
+
+/** Returns true when an executable file `name` is in one of `path`'s directories. */
+export async function onPath(name: string, path: string | undefined): Promise<boolean> {
+  for (const dir of (path ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {
+    if (dir === "") continue;
+    try {
+      const info = await Deno.stat(`${dir}/${name}`);
+      if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) return true;
+    } catch { /* not here */ }
+  }
+  return false;
+}
+
+/**
+ * Returns the tools of `needs` that apply to `config` and that `found` does not find, each once,
+ * logging one line per missing optional tool saying what stops working. Required ones are for
+ * the caller to report (the mode cannot start).
+ */
+export async function checkTools(
+  needs: readonly ToolNeed[],
+  config: ProxyConfig,
+  found: (tool: string) => Promise<boolean>,
+  log: Logger,
+): Promise<ToolNeed[]> {
+  const missing: ToolNeed[] = [];
+  for (const n of needs) {
+    if (n.when !== undefined && !n.when(config)) continue;
+    if (missing.some((m) => m.tool === n.tool) || await found(n.tool)) continue;
+    missing.push(n);
+    if (!n.required) log.warn(`${n.tool} is not installed: ${n.without}`, { tool: n.tool });
+  }
+  return missing;
 }

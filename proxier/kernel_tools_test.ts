@@ -1,6 +1,15 @@
 import { ExecError, type ExecOptions, type ExecResult, type Executor } from "../iptables/executor.ts";
-import { assertEquals } from "../tests/assert.ts";
-import { chooseIptablesBackend, onEveryIptablesBackend } from "./kernel_tools.ts";
+import { assert, assertEquals } from "../tests/assert.ts";
+import { MemoryLogger } from "../tests/fixtures.ts";
+import { iptablesMode } from "./iptables/mode.ts";
+import {
+  checkTools,
+  chooseIptablesBackend,
+  CONNTRACK_NEED,
+  onEveryIptablesBackend,
+  onPath,
+} from "./kernel_tools.ts";
+import { defaultConfig } from "./options/config.ts";
 
 /** Answers `*-save` from canned tables per command; commands not listed are not installed. */
 class SaveOnly implements Executor {
@@ -77,4 +86,45 @@ Deno.test("cleanup runs on every installed backend, and on plain iptables when n
     await saved(new SaveOnly({ "ip6tables": {} })),
     ["ip6tables-nft-save", "ip6tables-legacy-save", "ip6tables-save"],
   );
+});
+
+Deno.test("checkTools: each missing tool once; optional ones logged with what stops working", async () => {
+  const log = new MemoryLogger();
+  const installed = new Set(["iptables-save", "iptables-restore"]);
+  const config = { ...defaultConfig(), localhostNodePorts: true };
+  const missing = await checkTools(
+    [...iptablesMode.tools, CONNTRACK_NEED],
+    config,
+    (t) => Promise.resolve(installed.has(t)),
+    log,
+  );
+  assertEquals(missing.map((m) => m.tool), ["conntrack", "sysctl"]);
+  assertEquals(log.messages("warn").length, 2);
+  assert(
+    log.messages("warn")[0].startsWith(
+      "conntrack is not installed: stale UDP conntrack entries are not cleared",
+    ),
+  );
+  // Without localhost NodePorts sysctl is not needed; without iptables the mode cannot run.
+  installed.delete("iptables-restore");
+  const again = await checkTools(
+    iptablesMode.tools,
+    { ...config, localhostNodePorts: false },
+    (t) => Promise.resolve(installed.has(t)),
+    new MemoryLogger(),
+  );
+  assertEquals(again.map((m) => [m.tool, m.required]), [["iptables-restore", true], ["conntrack", false]]);
+});
+
+Deno.test("onPath finds executables in PATH's directories only", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/tool`, "#!/bin/sh\n", { mode: 0o755 });
+    await Deno.writeTextFile(`${dir}/data`, "", { mode: 0o644 });
+    assertEquals(await onPath("tool", `/nonexistent:${dir}`), true);
+    assertEquals(await onPath("data", dir), false);
+    assertEquals(await onPath("tool", "/nonexistent"), false);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

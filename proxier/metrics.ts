@@ -4,6 +4,7 @@
  * @module
  */
 import { Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry } from "prom-client";
+import { registerProcessMetrics } from "./process_metrics.ts";
 import type { IPFamily } from "./types.ts";
 
 const FAMILY = "ip_family";
@@ -34,6 +35,10 @@ export interface FamilyMetrics {
   readonly syncFailuresTotal: { inc(v?: number): void };
   readonly nftablesSyncFailuresTotal: { inc(v?: number): void };
   readonly nftablesCleanupFailuresTotal: { inc(v?: number): void };
+  /** Sets `kubeproxy_sync_proxy_rules_iptables_total` (rules the kernel holds from us) and `_last` (written). */
+  iptablesRules(table: "filter" | "nat", total: number, lastWritten: number): void;
+  /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
+  noLocalEndpoints(internal: number, external: number): void;
 }
 
 /** The metrics every mode updates; names, buckets and labels as upstream kube-proxy. */
@@ -45,20 +50,29 @@ export class ProxyMetrics {
   readonly syncPartialDuration: Histogram<typeof FAMILY>;
   readonly lastSyncTimestamp: Gauge<typeof FAMILY>;
   readonly networkProgrammingDuration: Histogram<typeof FAMILY>;
-  readonly serviceChangesTotal: Counter<typeof FAMILY>;
-  readonly serviceChangesPending: Gauge<typeof FAMILY>;
-  readonly endpointChangesTotal: Counter<typeof FAMILY>;
-  readonly endpointChangesPending: Gauge<typeof FAMILY>;
+  readonly serviceChangesTotal: Counter;
+  readonly serviceChangesPending: Gauge;
+  readonly endpointChangesTotal: Counter;
+  readonly endpointChangesPending: Gauge;
   readonly restoreFailuresTotal: Counter<typeof FAMILY>;
   readonly partialRestoreFailuresTotal: Counter<typeof FAMILY>;
   readonly queuedTimestamp: Gauge<typeof FAMILY>;
   readonly syncFailuresTotal: Counter<typeof FAMILY>;
   readonly nftablesSyncFailuresTotal: Counter<typeof FAMILY>;
   readonly nftablesCleanupFailuresTotal: Counter<typeof FAMILY>;
+  readonly iptablesRulesTotal: Gauge<typeof FAMILY | "table">;
+  readonly iptablesRulesLast: Gauge<typeof FAMILY | "table">;
+  readonly noLocalEndpointsTotal: Gauge<typeof FAMILY | "traffic_policy">;
+  readonly healthzTotal: Counter<"code">;
+  readonly livezTotal: Counter<"code">;
 
-  /** Registers every metric on a fresh registry. */
-  constructor() {
+  /**
+   * Registers the metrics on a fresh registry: the common ones, and those of `mode` (iptables
+   * rule metrics for iptables, sync failures for nftables), as upstream registers per mode.
+   */
+  constructor(mode = "iptables") {
     const common = { registers: [this.registry], labelNames: [FAMILY] as const };
+    const only = (modes: string[]) => ({ registers: modes.includes(mode) ? [this.registry] : [] });
     const syncBuckets = exponentialBuckets(0.001, 2, 15);
     this.syncDuration = new Histogram({
       name: "kubeproxy_sync_proxy_rules_duration_seconds",
@@ -92,32 +106,34 @@ export class ProxyMetrics {
     this.serviceChangesTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_service_changes_total",
       help: "Cumulative proxy rules Service changes",
-      ...common,
+      registers: [this.registry],
     });
     this.serviceChangesPending = new Gauge({
       name: "kubeproxy_sync_proxy_rules_service_changes_pending",
       help: "Pending proxy rules Service changes",
-      ...common,
+      registers: [this.registry],
     });
     this.endpointChangesTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_endpoint_changes_total",
       help: "Cumulative proxy rules Endpoint changes",
-      ...common,
+      registers: [this.registry],
     });
     this.endpointChangesPending = new Gauge({
       name: "kubeproxy_sync_proxy_rules_endpoint_changes_pending",
       help: "Pending proxy rules Endpoint changes",
-      ...common,
+      registers: [this.registry],
     });
     this.restoreFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
       help: "Cumulative proxy iptables restore failures",
       ...common,
+      ...only(["iptables", "ipvs"]),
     });
     this.partialRestoreFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
       help: "Cumulative proxy iptables partial restore failures",
       ...common,
+      ...only(["iptables", "ipvs"]),
     });
     this.queuedTimestamp = new Gauge({
       name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
@@ -128,12 +144,45 @@ export class ProxyMetrics {
       name: "kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
       help: "Cumulative proxy nftables sync failures",
       ...common,
+      ...only(["nftables"]),
     });
     this.nftablesCleanupFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
       help: "Cumulative proxy nftables cleanup failures",
       ...common,
+      ...only(["nftables"]),
     });
+    this.iptablesRulesTotal = new Gauge({
+      name: "kubeproxy_sync_proxy_rules_iptables_total",
+      help: "Total number of iptables rules owned by kube-proxy",
+      ...only(["iptables", "ipvs"]),
+      labelNames: [FAMILY, "table"] as const,
+    });
+    this.iptablesRulesLast = new Gauge({
+      name: "kubeproxy_sync_proxy_rules_iptables_last",
+      help: "Number of iptables rules written by kube-proxy in last sync",
+      ...only(["iptables", "ipvs"]),
+      labelNames: [FAMILY, "table"] as const,
+    });
+    this.noLocalEndpointsTotal = new Gauge({
+      name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+      help: "Number of services with a Local traffic policy and no endpoints",
+      registers: [this.registry],
+      labelNames: [FAMILY, "traffic_policy"] as const,
+    });
+    this.healthzTotal = new Counter({
+      name: "kubeproxy_proxy_healthz_total",
+      help: "Cumulative proxy healthz HTTP status",
+      registers: [this.registry],
+      labelNames: ["code"] as const,
+    });
+    this.livezTotal = new Counter({
+      name: "kubeproxy_proxy_livez_total",
+      help: "Cumulative proxy livez HTTP status",
+      registers: [this.registry],
+      labelNames: ["code"] as const,
+    });
+    registerProcessMetrics(this.registry);
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
       help: "Cumulative failed syncs of proxy rules (any mode)",
@@ -150,16 +199,24 @@ export class ProxyMetrics {
       syncPartialDuration: this.syncPartialDuration.labels(l),
       lastSyncTimestamp: this.lastSyncTimestamp.labels(l),
       networkProgrammingDuration: this.networkProgrammingDuration.labels(l),
-      serviceChangesTotal: this.serviceChangesTotal.labels(l),
-      serviceChangesPending: this.serviceChangesPending.labels(l),
-      endpointChangesTotal: this.endpointChangesTotal.labels(l),
-      endpointChangesPending: this.endpointChangesPending.labels(l),
+      serviceChangesTotal: this.serviceChangesTotal,
+      serviceChangesPending: this.serviceChangesPending,
+      endpointChangesTotal: this.endpointChangesTotal,
+      endpointChangesPending: this.endpointChangesPending,
       restoreFailuresTotal: this.restoreFailuresTotal.labels(l),
       partialRestoreFailuresTotal: this.partialRestoreFailuresTotal.labels(l),
       queuedTimestamp: this.queuedTimestamp.labels(l),
       syncFailuresTotal: this.syncFailuresTotal.labels(l),
       nftablesSyncFailuresTotal: this.nftablesSyncFailuresTotal.labels(l),
       nftablesCleanupFailuresTotal: this.nftablesCleanupFailuresTotal.labels(l),
+      iptablesRules: (table, total, lastWritten) => {
+        this.iptablesRulesTotal.set({ ...l, table }, total);
+        this.iptablesRulesLast.set({ ...l, table }, lastWritten);
+      },
+      noLocalEndpoints: (internal, external) => {
+        this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
+        this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);
+      },
     };
   }
 }

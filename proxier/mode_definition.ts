@@ -10,6 +10,7 @@ import { MetaProxier } from "./meta_proxier.ts";
 import type { Clock } from "./clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
+import type { ToolNeed } from "./kernel_tools.ts";
 import type { Logger } from "./logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
@@ -42,7 +43,7 @@ export function newModeDeps(
     config,
     ...o,
     warnings: new ObjectWarnings(o.log),
-    metrics: new ProxyMetrics(),
+    metrics: new ProxyMetrics(config.mode),
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
   };
 }
@@ -125,6 +126,8 @@ export function familyRenderer<P extends BaseProxier>(
 /** One datapath, as the program sees it. */
 export interface ProxyModeDefinition {
   readonly name: ProxyMode;
+  /** The kernel tools it runs: checked at start, each missing one reported once. */
+  readonly tools: readonly ToolNeed[];
   /**
    * Builds the provider for this node; starts nothing.
    * @throws {ModeUnavailableError} when the node lacks what the mode needs (the message says what).

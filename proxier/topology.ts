@@ -138,3 +138,24 @@ export function categorizeEndpoints(
 export function internalEndpoints(svc: ServicePortInfo, c: CategorizedEndpoints): EndpointInfo[] {
   return svc.internalPolicyLocal ? c.local : c.cluster;
 }
+
+/**
+ * Counts the service ports with a Local traffic policy and no usable local endpoint, per policy
+ * (upstream's `kubeproxy_sync_proxy_rules_no_local_endpoints_total`): their traffic is dropped here.
+ */
+export function countNoLocalEndpoints(
+  services: ReadonlyMap<string, ServicePortInfo>,
+  endpoints: ReadonlyMap<string, readonly EndpointInfo[]>,
+): { internal: number; external: number } {
+  let internal = 0;
+  let external = 0;
+  for (const [key, svc] of services) {
+    const externalLocal = svc.externalPolicyLocal && externallyAccessible(svc);
+    if (!svc.internalPolicyLocal && !externalLocal) continue;
+    const eps = endpoints.get(key) ?? [];
+    if (eps.some((e) => e.isLocal && (e.ready || (e.serving && e.terminating)))) continue;
+    if (svc.internalPolicyLocal) internal++;
+    if (externalLocal) external++;
+  }
+  return { internal, external };
+}

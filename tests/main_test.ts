@@ -12,9 +12,13 @@ import { assert, assertEquals, assertMatch } from "./assert.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function run(
+  args: string[],
+  env?: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: startArgs(args),
+    env,
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -62,14 +66,15 @@ Deno.test("main: --logging-format=json writes one JSON object per line", async (
     "--proxy-mode=userspace",
     // Runs on the host: never program portal rules here.
     "--userspace-portals=false",
-    "--source=file:/nonexistent",
+    `--source=file:${ROOT}demo/objects.yaml`,
     "--logging-format=json",
     "--healthz-bind-address=",
-    "--metrics-bind-address=",
+    // Not an address of this host: the metrics server cannot listen, and the program says so.
+    "--metrics-bind-address=192.0.2.1:10249",
   ]);
   assertEquals(r.code, 1);
   const records = r.stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
-  assert(records.some((x) => String(x.message).startsWith("Cannot read --source")), JSON.stringify(r.stderr));
+  assert(records.some((x) => String(x.message).startsWith("Cannot listen")), JSON.stringify(r.stderr));
   assert(records.every((x) => typeof x.level === "string"), r.stderr);
 });
 
@@ -150,4 +155,111 @@ Deno.test("main: render --proxy-mode=nftables prints the transaction a full sync
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("main: CLI details name what is wrong, and bad values exit 2", async () => {
+  const extra = await run(["render", "extra-arg"]);
+  assertEquals(extra.code, 2);
+  assertMatch(extra.stderr, /render: unexpected argument "extra-arg"/);
+  const missing = await run(["--source=file:/nonexistent/objects", "--proxy-mode=userspace"]);
+  assertEquals(missing.code, 2, missing.stderr);
+  assertMatch(missing.stderr, /^kube-proxy-deno: --source: "\/nonexistent\/objects": /);
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(
+      `${dir}/kp.yaml`,
+      "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n",
+    );
+    const cfg = await run([`--config=${dir}/kp.yaml`]);
+    assertEquals(cfg.code, 2);
+    assertMatch(cfg.stderr, new RegExp(`--config: ${dir}/kp.yaml: mode: mode "ipvs" is not built yet`));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  const help = await run(["--help"]);
+  assertMatch(help.stdout, /--detect-local-mode=ClusterCIDR\|NodeCIDR\n +how traffic from local pods/);
+  // A CIDR with host bits set is used as its network.
+  const r = await run(["render", `--source=file:${ROOT}demo/objects.yaml`, "--cluster-cidr=10.244.1.0/16"]);
+  assertEquals(r.code, 0, r.stderr);
+  assert(r.stdout.includes(" ! -s 10.244.0.0/16 "), "normalised cluster CIDR in the rules");
+  assert(!r.stdout.includes("10.244.1.0/16"));
+});
+
+Deno.test("main: a mode whose required tool is missing exits 1 naming it; no noise from Deno on start", async () => {
+  const r = await run(["--proxy-mode=nftables", "--source=file:" + ROOT + "demo/objects.yaml"], {
+    PATH: "/nonexistent",
+  });
+  assertEquals(r.code, 1, r.stderr);
+  assertMatch(r.stderr, /nftables mode cannot run: nft not found on PATH/);
+  assert(!r.stderr.includes("Permissions in the config file"), r.stderr);
+  assert(!r.stderr.includes("Failed to resolve"), r.stderr);
+  assert(!r.stderr.includes("\x1b["), "no colour codes when stderr is not a terminal");
+});
+
+Deno.test("main: render prints the live proxy's warnings on stderr; stdout stays the restore input", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(
+      `${dir}/objects.yaml`,
+      `apiVersion: v1
+kind: Service
+metadata: { namespace: evil, name: badip }
+spec: { clusterIP: "10.0.0.1 -j ACCEPT", ports: [{ port: 80 }] }
+---
+apiVersion: v1
+kind: Service
+metadata: { namespace: default, name: good }
+spec: { clusterIP: 172.30.0.10, ports: [{ name: http, port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: default, name: good-1, labels: { kubernetes.io/service-name: good } }
+addressType: IPv4
+ports: [{ name: http, port: 8080, protocol: TCP }]
+endpoints:
+- addresses: [10.1.0.1]
+- addresses: [10.1.0.999]
+`,
+    );
+    const r = await run(["render", `--source=file:${dir}`]);
+    assertEquals(r.code, 0, r.stderr);
+    const warnings = r.stderr.trim().split("\n").sort();
+    assertEquals(warnings.length, 2, r.stderr);
+    assertMatch(warnings[0], /Skipping malformed Service "evil\/badip": invalid spec.clusterIPs\[0\]/);
+    assertMatch(
+      warnings[1],
+      /Skipping malformed endpoint of EndpointSlice "default\/good-1": invalid endpoints\[1\]/,
+    );
+    assert(r.stdout.startsWith("# iptables-restore --noflush input\n"));
+    assert(!r.stdout.includes("WRN"));
+    // The valid endpoint of the slice is still programmed.
+    assertMatch(r.stdout, /-A KUBE-SEP-\w+ -p tcp .* -j DNAT --to-destination 10.1.0.1:8080\n/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("main: --iptables-sync-period=1000h runs quietly (timers beyond 2^31 ms are chained)", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: startArgs([
+      "--proxy-mode=userspace",
+      "--userspace-portals=false",
+      `--source=file:${ROOT}demo/objects.yaml`,
+      "--iptables-sync-period=1000h",
+      "--healthz-bind-address=127.0.0.1:0",
+      "--metrics-bind-address=127.0.0.1:0",
+      "--hostname-override=node-a",
+    ]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const p = new ProxyProcess(child);
+  try {
+    await eventually(() => assertMatch(p.log(), /Opened proxy port/), 10_000);
+    await new Promise((r) => setTimeout(r, 1000));
+  } finally {
+    await p.stop();
+  }
+  assert(!p.log().includes("TimeoutOverflowWarning"), p.log().slice(0, 500));
+  assert(p.log().split("\n").length < 12, p.log());
 });

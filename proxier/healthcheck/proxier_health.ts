@@ -3,6 +3,7 @@
  * longer than the health timeout (2 x syncPeriod) without a sync completing.
  * @module
  */
+import type { Counter } from "prom-client";
 import type { Clock } from "../clock.ts";
 
 /** Tracks when updates were queued and applied. */
@@ -51,11 +52,14 @@ export function serveHealthz(
   health: ProxyHealth,
   addr: { hostname: string; port: number },
   signal: AbortSignal,
+  counters?: { healthz: Counter<"code">; livez: Counter<"code"> },
 ): Deno.HttpServer<Deno.NetAddr> {
   return Deno.serve({ ...addr, signal, onListen() {} }, (req) => {
     const path = new URL(req.url).pathname;
     if (path !== "/healthz" && path !== "/livez") return new Response("not found\n", { status: 404 });
     const { healthy, body } = health.status();
-    return Response.json(body, { status: healthy ? 200 : 503 });
+    const code = healthy ? 200 : 503;
+    (path === "/healthz" ? counters?.healthz : counters?.livez)?.inc({ code: String(code) });
+    return Response.json(body, { status: code });
   });
 }

@@ -8,7 +8,12 @@ import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptabl
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../kernel_tools.ts";
+import {
+  CONNTRACK_NEED,
+  onEveryIptablesBackend,
+  probeIptables,
+  probeIptablesBackend,
+} from "../kernel_tools.ts";
 import type { Logger } from "../logger.ts";
 import {
   familyProvider,
@@ -58,6 +63,22 @@ function newProxier(
 /** The iptables mode (upstream's default). */
 export const iptablesMode: ProxyModeDefinition = {
   name: "iptables",
+  tools: [
+    {
+      tool: "iptables-restore",
+      required: true,
+      without: "writes the rules (Debian/Ubuntu package iptables)",
+    },
+    { tool: "iptables-save", required: true, without: "reads the rules (Debian/Ubuntu package iptables)" },
+    CONNTRACK_NEED,
+    {
+      tool: "sysctl",
+      required: false,
+      without: "route_localnet cannot be set: NodePorts on 127.0.0.1 answer only if " +
+        "net.ipv4.conf.all.route_localnet is already 1 (Debian/Ubuntu package procps)",
+      when: (c) => c.localhostNodePorts,
+    },
+  ],
 
   async create(d) {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);

@@ -8,6 +8,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
+import { CONNTRACK_NEED } from "../kernel_tools.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -54,6 +55,10 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
 /** The nftables mode. */
 export const nftablesMode: ProxyModeDefinition = {
   name: "nftables",
+  tools: [
+    { tool: "nft", required: true, without: "writes the rules (Debian/Ubuntu package nftables)" },
+    CONNTRACK_NEED,
+  ],
 
   async create(d) {
     if (Deno.uid() !== 0) {

@@ -20,6 +20,8 @@ function nodePortAddresses(cidrs: readonly string[]): string[] {
 /** The userspace mode: the fallback when the kernel tools are missing. */
 export const userspaceMode: ProxyModeDefinition = {
   name: "userspace",
+  // Its one tool, iptables for the portals, is probed at start; the proxier says what is lost.
+  tools: [],
 
   async create(d) {
     const c = d.config;

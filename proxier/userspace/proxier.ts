@@ -154,6 +154,7 @@ export class UserspaceProxier extends BaseProxier {
         } catch (e) {
           this.log.error("Cannot open proxy port; retrying at the next sync", {
             service: servicePortNameString(info.name),
+            ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
             error: (e as Error).message,
           });
         }

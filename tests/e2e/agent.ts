@@ -6,7 +6,8 @@
  * - `{"op":"tcp","host":"172.30.0.10","port":80,"timeoutMs":2000}`: connect, return what the
  *   server sends before closing (`{"ok":true,"data":"a"}`, or `{"ok":false,"error":"..."}`);
  * - `{"op":"udp","host":..,"port":..,"srcPort":0,"timeoutMs":1000}`: send "ping", return the reply;
- * - `{"op":"http","host":..,"port":..}`: GET /, return `{"ok":true,"status":200,"data":"..."}`.
+ * - `{"op":"http","host":..,"port":..,"path"?:..}`: GET path (default /), return
+ *   `{"ok":true,"status":200,"data":"..."}`.
  * Requests run one after another, in order.
  * @module
  */
@@ -37,7 +38,15 @@ function serve(name: string, port: number): void {
   })();
 }
 
-type Cmd = { op: string; name?: string; host?: string; port: number; timeoutMs?: number; srcPort?: number };
+type Cmd = {
+  op: string;
+  name?: string;
+  host?: string;
+  port: number;
+  timeoutMs?: number;
+  srcPort?: number;
+  path?: string;
+};
 
 async function handle(cmd: Cmd): Promise<unknown> {
   const timeout = cmd.timeoutMs ?? 2000;
@@ -78,7 +87,9 @@ async function handle(cmd: Cmd): Promise<unknown> {
     }
   }
   if (cmd.op === "http") {
-    const res = await fetch(`http://${cmd.host}:${cmd.port}/`, { signal: AbortSignal.timeout(timeout) });
+    const res = await fetch(`http://${cmd.host}:${cmd.port}${cmd.path ?? "/"}`, {
+      signal: AbortSignal.timeout(timeout),
+    });
     return { ok: true, status: res.status, data: await res.text() };
   }
   throw new Error(`unknown op ${cmd.op}`);

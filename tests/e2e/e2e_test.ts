@@ -4,22 +4,36 @@
  * on veth pairs, client hosts and a second node on the node's external link. Then each scenario of
  * `scenarios.ts` runs as a step. Everything lives in namespaces this test creates and removes.
  */
-import { netnsAvailable, type ProxyProcess, Topology } from "./netns.ts";
+import { type ProxyProcess, realKernel, Topology } from "./netns.ts";
 import { type E2EEnv, SCENARIOS } from "./scenarios.ts";
 
-const available = await netnsAvailable();
-
-/** Per mode: the flags that differ; every run adds the source, node name and server addresses. */
-const MODES: ReadonlyArray<{ mode: string; args: string[] }> = [
-  { mode: "iptables", args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"] },
-  { mode: "nftables", args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"] },
-  { mode: "userspace", args: ["--proxy-port-range=40000-40100", "--iptables-min-sync-period=100ms"] },
+/**
+ * Per mode: the flags that differ (every run adds the source, node name and server addresses) and
+ * the tools its scenarios need (conntrack: the stale-UDP scenario; sysctl: NodePorts on 127.0.0.1).
+ */
+const MODES: ReadonlyArray<{ mode: string; args: string[]; tools: string[] }> = [
+  {
+    mode: "iptables",
+    args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"],
+    tools: ["iptables-restore", "iptables-save", "conntrack", "sysctl"],
+  },
+  {
+    mode: "nftables",
+    args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"],
+    tools: ["nft", "conntrack"],
+  },
+  {
+    mode: "userspace",
+    args: ["--proxy-port-range=40000-40100", "--iptables-min-sync-period=100ms"],
+    tools: ["iptables-restore", "iptables-save"],
+  },
 ];
 
-for (const { mode, args } of MODES) {
+for (const { mode, args, tools } of MODES) {
+  const { ignore, note } = await realKernel(tools);
   Deno.test({
-    name: `e2e ${mode}: the real program in a network namespace sends real packets where they belong`,
-    ignore: !available,
+    name: `e2e ${mode}: the real program in a network namespace sends real packets where they belong${note}`,
+    ignore,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn(ctx) {

@@ -6,6 +6,7 @@
  */
 
 import { startArgs } from "../program.ts";
+import { onPath } from "../../proxier/kernel_tools.ts";
 import { DenoExecutor, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -54,6 +55,20 @@ export async function commandWorks(cmd: string, args: string[] = ["--version"]):
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether a real-kernel test can run here: root, network namespaces and every one of `tools` on
+ * PATH. `note` is empty, or says why the test is skipped (put it in the test's name, so the
+ * report shows it; CI installs every tool, so CI never skips).
+ */
+export async function realKernel(tools: readonly string[]): Promise<{ ignore: boolean; note: string }> {
+  if (!await netnsAvailable()) return { ignore: true, note: " (skipped: needs root and network namespaces)" };
+  const missing: string[] = [];
+  for (const t of tools) if (!await onPath(t, Deno.env.get("PATH"))) missing.push(t);
+  return missing.length === 0
+    ? { ignore: false, note: "" }
+    : { ignore: true, note: ` (skipped: ${missing.join(", ")} not installed)` };
 }
 
 /** Returns true when network namespaces can be created here (root with iproute2). */
@@ -135,9 +150,9 @@ export class Agent {
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
 
-  /** HTTP GET /: `status body`, or `ERR <reason>`. */
-  async http(host: string, port: number, timeoutMs = 2000): Promise<string> {
-    const r = await this.request({ op: "http", host, port, timeoutMs });
+  /** HTTP GET `path`: `status body`, or `ERR <reason>`. */
+  async http(host: string, port: number, timeoutMs = 2000, path = "/"): Promise<string> {
+    const r = await this.request({ op: "http", host, port, timeoutMs, path });
     return r.ok ? `${r.status} ${r.data}` : `ERR ${r.error}`;
   }
 

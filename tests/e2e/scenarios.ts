@@ -209,6 +209,74 @@ export const SCENARIOS: readonly Scenario[] = [
     notFor: { userspace: USERSPACE_ETP },
   },
   {
+    id: "metrics",
+    name:
+      "/metrics carries upstream's names, labels and buckets, process metrics, and the kernel's rule count",
+    objects: ({ pods }) =>
+      service("nolocal", "172.30.0.22", {
+        type: "NodePort",
+        nodePort: 30084,
+        spec: "  externalTrafficPolicy: Local",
+      }) + slice("nolocal", [{ ip: pods[1].ip, node: "node-b" }]),
+    async check({ node, mode, t }) {
+      assertMatch(await node.http("127.0.0.1", 10256, 2000, "/healthz"), /^200 /);
+      const scrape = async () => {
+        const r = await node.http("127.0.0.1", 10249, 2000, "/metrics");
+        assertMatch(r, /^200 /);
+        return r;
+      };
+      const value = (text: string, series: string) => {
+        const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+        assert(line !== undefined, `${series} is missing`);
+        return Number(line.slice(series.length + 1));
+      };
+      await eventually(async () => {
+        const m = await scrape();
+        assertEquals(
+          value(
+            m,
+            'kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"}',
+          ),
+          1,
+        );
+        assert(value(m, 'kubeproxy_proxy_healthz_total{code="200"}') >= 1);
+      }, 10_000);
+      const m = await scrape();
+      for (const le of ["0.25", "0.5", "1", "59", "60", "115", "120", "300"]) {
+        assert(
+          m.includes(`kubeproxy_network_programming_duration_seconds_bucket{le="${le}",ip_family="IPv4"}`),
+          le,
+        );
+      }
+      assert(!m.includes('kubeproxy_network_programming_duration_seconds_bucket{le="0.001"'));
+      assert(
+        value(m, "kubeproxy_sync_proxy_rules_service_changes_total") > 0,
+        "no ip_family label, as upstream",
+      );
+      assert(value(m, "process_resident_memory_bytes") > 10_000_000);
+      assert(value(m, "process_cpu_seconds_total") > 0);
+      assert(Math.abs(value(m, "process_start_time_seconds") - Date.now() / 1000) < 3600);
+      if (mode === "iptables") {
+        // The rules the metric counts are the rules of our chains the kernel holds.
+        await eventually(async () => {
+          const saved = await t.exec(t.node, ["iptables-save", "-t", "nat"]);
+          const kernel = saved.split("\n").filter((l) => l.startsWith("-A KUBE-")).length;
+          assertEquals(
+            value(await scrape(), 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}'),
+            kernel,
+          );
+        }, 10_000);
+        assert(m.includes("kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total"));
+      } else {
+        assert(
+          !m.includes("kubeproxy_sync_proxy_rules_iptables_total"),
+          "iptables metrics only in iptables mode",
+        );
+      }
+      if (mode === "nftables") assert(m.includes("kubeproxy_sync_proxy_rules_nftables_sync_failures_total"));
+    },
+  },
+  {
     id: "no-endpoints",
     name: "a service without endpoints refuses at once",
     objects: () => service("empty", "172.30.0.14"),

@@ -5,16 +5,16 @@
 import { generate } from "../../bench/objects.ts";
 import { assert, assertEquals } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
-import { commandWorks, netnsAvailable, type ProxyProcess, Topology } from "./netns.ts";
+import { type ProxyProcess, realKernel, Topology } from "./netns.ts";
 
-const available = await netnsAvailable() && await commandWorks("iptables-nft");
+const { ignore, note } = await realKernel(["iptables-nft", "iptables-nft-restore", "iptables-nft-save"]);
 
 /** Services loaded by the first sync: on nf_tables, about 5 s of iptables-restore. */
 const SERVICES = 2000;
 
 Deno.test({
-  name: "e2e stop: SIGTERM during a long first sync exits within 2 s; each table is all or nothing",
-  ignore: !available,
+  name: `e2e stop: SIGTERM during a long first sync exits within 2 s; each table is all or nothing${note}`,
+  ignore,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

@@ -5,14 +5,21 @@
  */
 import { assert, assertEquals } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
-import { commandWorks, netnsAvailable, type ProxyProcess, Topology } from "./netns.ts";
+import { type ProxyProcess, realKernel, Topology } from "./netns.ts";
 
-const available = await netnsAvailable() && await commandWorks("nft") &&
-  await commandWorks("iptables-legacy") && await commandWorks("iptables-nft");
+const { ignore, note } = await realKernel([
+  "nft",
+  "iptables-nft-restore",
+  "iptables-legacy-restore",
+  "iptables-nft-save",
+  "iptables-legacy-save",
+  "conntrack",
+]);
 
 Deno.test({
-  name: "e2e switching modes and backends: exactly one mode's and one backend's rules remain, traffic flows",
-  ignore: !available,
+  name:
+    `e2e switching modes and backends: exactly one mode's and one backend's rules remain, traffic flows${note}`,
+  ignore,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

@@ -1,0 +1,94 @@
+/**
+ * The demo as a new user starts it: through a launcher chain like `npx ... task demo` (each step a
+ * child process), inside a network namespace so its fixed ports cannot collide with anything.
+ */
+import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { type NetnsExecutor, realKernel, sh, withNamespace } from "./e2e/netns.ts";
+import { eventually } from "./net_helpers.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const { ignore, note } = await realKernel(["ps", "sh"]);
+
+/** The demo task's command (deno.json's `demo` task), with absolute paths. */
+function demoCommand(): string {
+  const config = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`));
+  const words = String(config.tasks.demo).split(/\s+/);
+  assertEquals([words[0], words[1], words.at(-1)], ["deno", "run", "demo.ts"]);
+  return [Deno.execPath(), "run", "--config", `${ROOT}deno.json`, ...words.slice(2, -1), `${ROOT}demo.ts`]
+    .join(" ");
+}
+
+/** GET http://127.0.0.1:30080/ inside the namespace: the body, or `ERR ...`. */
+async function get(exec: { run: NetnsExecutor["run"] }): Promise<string> {
+  const code =
+    "try { const r = await fetch('http://127.0.0.1:30080/', { signal: AbortSignal.timeout(1000) }); " +
+    "console.log(await r.text()) } catch (e) { console.log('ERR ' + e) }";
+  return (await exec.run(Deno.execPath(), { args: ["eval", code] })).stdout;
+}
+
+Deno.test({
+  name: `demo: killing the launcher (not the demo) stops the demo and frees its ports${note}`,
+  ignore,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await withNamespace(async (exec) => {
+      // launcher (sh) -> runner (sh) -> demo: as npm exec -> sh -> deno task -> deno run demo.ts.
+      const launcher = new Deno.Command("ip", {
+        args: ["netns", "exec", exec.ns, "sh", "-c", `sh -c '${demoCommand()}; :'; :`],
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      const pids = async () =>
+        (await sh("ip", ["netns", "pids", exec.ns])).trim().split("\n").filter((l) => l);
+      try {
+        await eventually(async () => assertMatch(await get(exec), /^hello from backend-[ab]/), 20_000);
+        assertEquals((await pids()).length, 3);
+        launcher.kill("SIGTERM");
+        await launcher.status;
+        // The runner is orphaned; the demo notices its grandparent is gone and exits.
+        await eventually(
+          async () => assert((await pids()).length <= 1, "at most the runner shell is left"),
+          5000,
+        );
+        assertMatch(await get(exec), /^ERR/, "nothing answers on 30080 any more");
+      } finally {
+        for (const pid of await pids()) await sh("kill", ["-KILL", pid], { allowFail: true });
+        await launcher.stderr.cancel().catch(() => {});
+      }
+    });
+  },
+});
+
+Deno.test({
+  name: `demo: a port already in use is one line naming the port${note}`,
+  ignore,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await withNamespace(async (exec) => {
+      const holder = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          exec.ns,
+          Deno.execPath(),
+          "eval",
+          "Deno.listen({ hostname: '127.0.0.1', port: 18081 }); setTimeout(() => {}, 30_000)",
+        ],
+      }).spawn();
+      try {
+        await eventually(async () => {
+          const r = await exec.run("ss", { args: ["-Htln", "sport = :18081"] });
+          assert(r.stdout.includes("18081"), "the holder listens");
+        }, 5000);
+        const out = await exec.run("sh", { args: ["-c", demoCommand()] });
+        assertEquals(out.code, 1, out.stderr);
+        assertEquals(out.stderr, "demo: 127.0.0.1:18081 is in use (is another demo still running?)\n");
+      } finally {
+        holder.kill("SIGKILL");
+        await holder.status;
+      }
+    });
+  },
+});
