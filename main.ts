@@ -19,7 +19,8 @@ import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import type { ProxyConfig } from "./proxier/options/config.ts";
-import { parseCommandLine, USAGE, VERSION } from "./proxier/options/flags.ts";
+import { parseCommandLine, type TraceQuery, USAGE, VERSION } from "./proxier/options/flags.ts";
+import { formatTrace } from "./proxier/trace_output.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -76,6 +77,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
     }
   }
   if (cmd.command === "render") return await render(mode, config, log);
+  if (cmd.command === "trace") return await trace(mode, config, cmd.trace!, exec);
   return await run(mode, config, exec, log, opts.stop);
 }
 
@@ -141,6 +143,32 @@ async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logge
     return 1;
   }
   print(Deno.stdout, await renderer.render());
+  return 0;
+}
+
+/** `trace`: which endpoint one new connection reaches, from the live rules or a file; writes nothing. */
+async function trace(
+  mode: ProxyModeDefinition,
+  config: ProxyConfig,
+  q: TraceQuery,
+  exec: Executor,
+): Promise<number> {
+  if (mode.trace === undefined) {
+    print(Deno.stderr, `kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
+    return 2;
+  }
+  const nodeIPs = [...q.nodeIPs, ...Deno.networkInterfaces().map((i) => i.address)];
+  let result;
+  try {
+    result = await mode.trace(q, { exec, config, nodeIPs });
+  } catch (e) {
+    const what = q.rulesFile === undefined
+      ? "cannot read the live rules"
+      : `--rules: ${JSON.stringify(q.rulesFile)}`;
+    print(Deno.stderr, `kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
+    return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
+  }
+  print(Deno.stdout, formatTrace(q, result));
   return 0;
 }
 

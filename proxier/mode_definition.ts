@@ -5,6 +5,7 @@
  */
 import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
+import type { TraceResult } from "../iptables/trace.ts";
 import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
 import { MetaProxier } from "./meta_proxier.ts";
 import type { Clock } from "./clock.ts";
@@ -15,6 +16,7 @@ import type { Logger } from "./logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
+import type { TraceQuery } from "./options/flags.ts";
 import type { IPFamily } from "./types.ts";
 
 /** Everything the program hands a mode. */
@@ -135,6 +137,15 @@ export interface ProxyModeDefinition {
   create(deps: ModeDeps): Promise<ModeProvider>;
   /** Builds the provider on `dryRun` (which is `deps.exec`); absent when the mode has no render. */
   render?(deps: ModeDeps, dryRun: DryRunExecutor): ModeRenderer;
+  /**
+   * Traces one new connection through this mode's rules: the live ones (read only) or those of
+   * `q.rulesFile`. Absent when the mode has no tracer yet.
+   * @throws {Error} when the rules cannot be read; the message says which.
+   */
+  trace?(
+    q: TraceQuery,
+    d: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+  ): Promise<TraceResult>;
   /**
    * Removes every kernel object this mode (or upstream kube-proxy's same mode) creates in `family`;
    * succeeds when there is nothing to remove.

@@ -263,3 +263,50 @@ Deno.test("main: --iptables-sync-period=1000h runs quietly (timers beyond 2^31 m
   assert(!p.log().includes("TimeoutOverflowWarning"), p.log().slice(0, 500));
   assert(p.log().split("\n").length < 12, p.log());
 });
+
+Deno.test("main: trace over rendered rules names the rules hit, the endpoints with their shares, and the verdict", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const rendered = await run([
+      "render",
+      `--source=file:${ROOT}demo/objects.yaml`,
+      "--cluster-cidr=10.180.0.0/16",
+    ]);
+    assertEquals(rendered.code, 0, rendered.stderr);
+    await Deno.writeTextFile(`${dir}/rules`, rendered.stdout);
+    const text = await run([
+      "trace",
+      `--rules=${dir}/rules`,
+      "--src=10.180.1.5",
+      "--dst=172.30.0.10",
+      "--dport=80",
+    ]);
+    assertEquals(text.code, 0, text.stderr);
+    assertMatch(
+      text.stdout,
+      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\npath:\n  nat -A PREROUTING /,
+    );
+    assertMatch(text.stdout, /\n {4}nat -A KUBE-SERVICES -d 172.30.0.10\/32 .* -j KUBE-SVC-\w+\n/);
+    assertMatch(
+      text.stdout,
+      /endpoints:\n {2}127.0.0.1:18081 {2}50.0%\n {2}127.0.0.1:18082 {2}50.0%\nmasquerade: no\nverdict: DNAT\n$/,
+    );
+    const json = await run([
+      "trace",
+      `--rules=${dir}/rules`,
+      "--src=10.180.1.5",
+      "--dst=172.30.0.99",
+      "--dport=80",
+      "--output=json",
+    ]);
+    assertEquals(JSON.parse(json.stdout).verdict, "none", "not a service");
+    const usage = await run(["trace", "--dport=80"]);
+    assertEquals(usage.code, 2);
+    assertMatch(usage.stderr, /--dst: trace needs the destination address/);
+    const misplaced = await run(["--dst=1.2.3.4"]);
+    assertEquals(misplaced.code, 2);
+    assertMatch(misplaced.stderr, /--dst: only the trace command takes it/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

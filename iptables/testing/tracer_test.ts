@@ -1,5 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { FakeIPTables } from "./fake_iptables.ts";
+import { parseRules } from "../trace.ts";
 import { tracePacket } from "./tracer.ts";
 
 const RULES = `*filter
@@ -40,13 +41,56 @@ Deno.test("tracer: both probabilistic branches are explored", async () => {
     { src: "10.180.5.5", dst: "172.30.0.1", port: 80, protocol: "tcp" },
     [],
   );
-  assertEquals(r, {
+  assertEquals({ ...r, path: undefined }, {
     endpoints: ["10.180.0.1:8080", "10.180.0.2:8080"],
+    reach: [
+      { endpoint: "10.180.0.1:8080", probability: 0.5 },
+      { endpoint: "10.180.0.2:8080", probability: 0.5 },
+    ],
     masq: false,
     masqMixed: false,
     redirects: [],
+    affinity: false,
     verdict: "DNAT",
+    path: undefined,
+    unsupported: [],
   });
+  // The rules hit, in order, indented by jump depth.
+  assertEquals(r.path.map((s) => `${s.depth} ${s.table} ${s.rule}`), [
+    "0 nat -A PREROUTING -j KUBE-SERVICES",
+    "1 nat -A KUBE-SERVICES -d 172.30.0.1/32 -p tcp -m tcp --dport 80 -j SVC",
+    "2 nat -A SVC -m statistic --mode random --probability 0.5000000000 -j SEP1",
+    "3 nat -A SEP1 -p tcp -m tcp -j DNAT --to-destination 10.180.0.1:8080",
+    "2 nat -A SVC -j SEP2",
+    "3 nat -A SEP2 -p tcp -m tcp -j DNAT --to-destination 10.180.0.2:8080",
+    "0 filter -A FORWARD -j KUBE-SERVICES",
+  ]);
+});
+
+Deno.test("tracer: a match it does not understand stops that path and is reported, never guessed", async () => {
+  const f = await fake();
+  const text = RULES.replace("-A PREROUTING -j KUBE-SERVICES", "-A PREROUTING -i eth9 -j KUBE-SERVICES");
+  const r = tracePacket(
+    parseRules(text),
+    { src: "10.180.5.5", dst: "172.30.0.1", port: 80, protocol: "tcp" },
+    [],
+  );
+  assertEquals([r.verdict, r.endpoints, r.unsupported], [
+    "UNKNOWN",
+    [],
+    ["-A PREROUTING -i eth9 -j KUBE-SERVICES (unsupported match -i)"],
+  ]);
+  // The same rules as iptables-save prints them trace like the fake holding them.
+  const saved = tracePacket(parseRules(RULES), {
+    src: "10.180.5.5",
+    dst: "172.30.0.1",
+    port: 80,
+    protocol: "tcp",
+  }, []);
+  assertEquals(
+    saved,
+    tracePacket(f, { src: "10.180.5.5", dst: "172.30.0.1", port: 80, protocol: "tcp" }, []),
+  );
 });
 
 Deno.test("tracer: a REDIRECT (userspace portal) is reported with its port, from the host and from elsewhere", async () => {

@@ -24,7 +24,9 @@ import {
 
 /** What the command line asks for. */
 export interface ParsedCommand {
-  readonly command: "run" | "render" | "cleanup" | "version" | "help";
+  readonly command: "run" | "render" | "trace" | "cleanup" | "version" | "help";
+  /** Set for `trace`. */
+  readonly trace?: TraceQuery;
   readonly config: ProxyConfig;
   /** Non-fatal remarks to log once logging is set up (e.g. flags ignored because of --config). */
   readonly warnings: string[];
@@ -32,6 +34,24 @@ export interface ParsedCommand {
   readonly configFile?: string;
   /** Where the mode was chosen, for messages: `--proxy-mode` or the config file's `mode` field. */
   readonly modeOrigin: string;
+}
+
+/** Flags of the `trace` command only. */
+const TRACE_FLAGS = ["src", "dst", "dport", "proto", "from", "rules", "output", "node-ip"] as const;
+
+/** What `trace` is asked: one new connection, and where the rules come from. */
+export interface TraceQuery {
+  readonly src?: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly protocol: "tcp" | "udp" | "sctp";
+  /** pod: from a pod on this node; external: from another host; node: from this node itself. */
+  readonly from: "pod" | "node" | "external";
+  /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */
+  readonly rulesFile?: string;
+  readonly output: "text" | "json";
+  /** This node's addresses, besides those of its interfaces (for a file from another node). */
+  readonly nodeIPs: readonly string[];
 }
 
 const STRING_FLAGS = [
@@ -56,6 +76,7 @@ const STRING_FLAGS = [
   "v",
   "logging-format",
   "source",
+  ...TRACE_FLAGS,
 ] as const;
 const BOOL_FLAGS = [
   "masquerade-all",
@@ -133,13 +154,20 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   }
   const v = { ...parsed.values, ...bools } as Record<string, string | boolean | undefined>;
   const positionals = parsed.positionals;
-  if (positionals.length > 0 && positionals[0] !== "render") {
-    throw new UsageError(`unknown command ${JSON.stringify(positionals[0])} (only "render")`);
+  if (positionals.length > 0 && positionals[0] !== "render" && positionals[0] !== "trace") {
+    throw new UsageError(`unknown command ${JSON.stringify(positionals[0])} ("render" or "trace")`);
   }
   if (positionals.length > 1) {
     throw new UsageError(
-      `render: unexpected argument ${JSON.stringify(positionals[1])} (render takes flags only)`,
+      `${positionals[0]}: unexpected argument ${JSON.stringify(positionals[1])} (${
+        positionals[0]
+      } takes flags only)`,
     );
+  }
+  const trace = positionals[0] === "trace" ? parseTrace(v) : undefined;
+  if (trace === undefined) {
+    const misplaced = TRACE_FLAGS.find((f) => v[f] !== undefined);
+    if (misplaced !== undefined) throw new UsageError(`--${misplaced}: only the trace command takes it`);
   }
   const warnings: string[] = [];
   const config = defaultConfig();
@@ -203,9 +231,11 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     ? "cleanup"
     : positionals[0] === "render"
     ? "render"
+    : positionals[0] === "trace"
+    ? "trace"
     : "run";
   const modeOrigin = configFile === undefined ? "--proxy-mode" : `--config: ${configFile}: mode`;
-  return { command, config, warnings, configFile, modeOrigin };
+  return { command, config, warnings, configFile, modeOrigin, trace };
 }
 
 /**
@@ -279,4 +309,34 @@ function applyFlags(c: ProxyConfig, v: Record<string, string | boolean | undefin
     }
     c.portRange = r;
   }
+}
+
+/** Reads the `trace` flags. @throws {UsageError} naming the flag. */
+function parseTrace(v: Record<string, string | boolean | undefined>): TraceQuery {
+  const s = (k: string) => v[k] as string | undefined;
+  const dst = s("dst");
+  if (dst === undefined) throw new UsageError("--dst: trace needs the destination address");
+  parseIP("--dst", dst);
+  const dport = s("dport");
+  if (dport === undefined) throw new UsageError("--dport: trace needs the destination port");
+  const port = intFlag("--dport", dport, 1, 65535);
+  const proto = s("proto") ?? "tcp";
+  if (proto !== "tcp" && proto !== "udp" && proto !== "sctp") {
+    throw new UsageError(`--proto: invalid value ${JSON.stringify(proto)} (tcp, udp or sctp)`);
+  }
+  const from = s("from") ?? (s("src") === undefined ? "node" : "pod");
+  if (from !== "pod" && from !== "node" && from !== "external") {
+    throw new UsageError(`--from: invalid value ${JSON.stringify(from)} (pod, node or external)`);
+  }
+  const src = s("src");
+  if (src !== undefined) parseIP("--src", src);
+  else if (from !== "node") throw new UsageError(`--src: trace --from=${from} needs the source address`);
+  const output = s("output") ?? "text";
+  if (output !== "text" && output !== "json") {
+    throw new UsageError(`--output: invalid value ${JSON.stringify(output)} (text or json)`);
+  }
+  const nodeIPs = s("node-ip") === undefined
+    ? []
+    : s("node-ip")!.split(",").map((ip) => parseIP("--node-ip", ip.trim()));
+  return { src, dst, port, protocol: proto, from, rulesFile: s("rules"), output, nodeIPs };
 }

@@ -359,14 +359,18 @@ export class Topology {
     return ["netns", "exec", ns, Deno.execPath(), ...startArgs(args)];
   }
 
-  /** Runs the program to completion inside `ns` (e.g. `--cleanup`); returns its exit code and stderr. */
-  async runProgram(args: string[], ns = this.node): Promise<{ code: number; stderr: string }> {
+  /** Runs the program to completion inside `ns` (e.g. `--cleanup`); returns its exit code and output. */
+  async runProgram(
+    args: string[],
+    ns = this.node,
+  ): Promise<{ code: number; stdout: string; stderr: string }> {
     const out = await new Deno.Command("ip", {
       args: this.#programArgs(ns, args),
-      stdout: "null",
+      stdout: "piped",
       stderr: "piped",
     }).output();
-    return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+    const dec = new TextDecoder();
+    return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
   }
 
   /** Stops everything and deletes every namespace (and so every interface and rule in them). */

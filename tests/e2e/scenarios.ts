@@ -27,7 +27,40 @@ export interface E2EEnv {
   /** Stops node-a's proxy with SIGTERM and waits for it. */
   stopProxy(): Promise<{ code: number }>;
   /** Runs the program to completion in the node namespace, started as `deno task start` starts it. */
-  runProgram(args: string[]): Promise<{ code: number; stderr: string }>;
+  runProgram(args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+}
+
+/** Where a traced connection comes from: the node itself, a pod, or a client host. */
+type TraceFrom = { node: true } | { pod: Pod } | { client: Pod };
+
+/**
+ * Asserts that `kube-proxy-deno trace` over the node's live rules says what real packets showed:
+ * the same pods (`observed`), or the same refusal. Only modes with a tracer check (iptables now).
+ */
+async function traceAgrees(
+  env: E2EEnv,
+  from: TraceFrom,
+  dst: string,
+  port: number,
+  observed: ReadonlySet<string> | "refused",
+  proto = "tcp",
+): Promise<void> {
+  if (env.mode !== "iptables") return;
+  const args = ["trace", `--proxy-mode=${env.mode}`, `--dst=${dst}`, `--dport=${port}`, `--proto=${proto}`];
+  if ("pod" in from) args.push("--from=pod", `--src=${from.pod.ip}`);
+  else if ("client" in from) args.push("--from=external", `--src=${from.client.ip}`);
+  else args.push("--from=node");
+  const r = await env.runProgram([...args, "--output=json"]);
+  assertEquals(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as { verdict: string; endpoints: Array<{ endpoint: string }> };
+  const names = new Map(env.pods.map((p, i) => [p.ip, `pod-${"ab"[i]}`]));
+  const pods = new Set(report.endpoints.map((e) => names.get(e.endpoint.split(":")[0]) ?? e.endpoint));
+  if (observed === "refused") {
+    assert(report.verdict === "REJECT" || report.verdict === "DROP", `trace says ${r.stdout}`);
+  } else {
+    assertEquals(report.verdict, "DNAT", r.stdout);
+    assertEquals(pods, observed, `trace ${args.join(" ")}`);
+  }
 }
 
 /** One real-kernel scenario. */
@@ -107,10 +140,15 @@ export const SCENARIOS: readonly Scenario[] = [
     id: "cluster-ip",
     name: "ClusterIP from the node and from a pod reaches both pods (hairpin included)",
     objects: ({ pods }) => service("web", "172.30.0.10") + slice("web", pods),
-    async check({ node, pods }) {
+    async check(env) {
+      const { node, pods } = env;
       await eventually(async () => ok(await node.tcp("172.30.0.10", 80)), 20_000);
-      assertEquals(await answers(12, () => node.tcp("172.30.0.10", 80)), BOTH, "from the node");
-      assertEquals(await answers(12, () => pods[0].agent.tcp("172.30.0.10", 80)), BOTH, "from a pod");
+      const fromNode = await answers(12, () => node.tcp("172.30.0.10", 80));
+      assertEquals(fromNode, BOTH, "from the node");
+      const fromPod = await answers(12, () => pods[0].agent.tcp("172.30.0.10", 80));
+      assertEquals(fromPod, BOTH, "from a pod");
+      await traceAgrees(env, { node: true }, "172.30.0.10", 80, fromNode);
+      await traceAgrees(env, { pod: pods[0] }, "172.30.0.10", 80, fromPod);
     },
   },
   {
@@ -123,12 +161,16 @@ export const SCENARIOS: readonly Scenario[] = [
         spec: "  externalIPs: [192.168.99.2]",
       }) +
       slice("ext", pods),
-    async check({ t, admitted }) {
+    async check(env) {
+      const { t, admitted } = env;
       await eventually(
         async () => assertMatch(await admitted.agent.tcp(t.nodeIP, 30080), /^pod-[ab]$/),
         10_000,
       );
       assertMatch(await admitted.agent.tcp("192.168.99.2", 80), /^pod-[ab]$/);
+      const viaNodePort = await answers(12, () => admitted.agent.tcp(t.nodeIP, 30080));
+      assertEquals(viaNodePort, BOTH);
+      await traceAgrees(env, { client: admitted }, t.nodeIP, 30080, viaNodePort);
     },
   },
   {
@@ -140,9 +182,12 @@ export const SCENARIOS: readonly Scenario[] = [
       nftables:
         "upstream's nftables mode does not serve NodePorts on 127.0.0.1 (it never sets route_localnet)",
     },
-    async check({ node }) {
+    async check(env) {
+      const { node } = env;
       await eventually(async () => assertMatch(await node.tcp("127.0.0.1", 30082), /^pod-[ab]$/), 10_000);
-      assertEquals(await answers(12, () => node.tcp("127.0.0.1", 30082)), BOTH);
+      const got = await answers(12, () => node.tcp("127.0.0.1", 30082));
+      assertEquals(got, BOTH);
+      await traceAgrees(env, { node: true }, "127.0.0.1", 30082, got);
     },
   },
   {
@@ -166,8 +211,10 @@ export const SCENARIOS: readonly Scenario[] = [
     id: "lb-source-ranges",
     name: "loadBalancerSourceRanges drop a client outside them",
     objects: () => "",
-    async check({ refused }) {
-      assertMatch(await refused.agent.tcp("192.168.99.11", 80, 1000), /^ERR/);
+    async check(env) {
+      assertMatch(await env.refused.agent.tcp("192.168.99.11", 80, 1000), /^ERR/);
+      await traceAgrees(env, { client: env.refused }, "192.168.99.11", 80, "refused");
+      await traceAgrees(env, { client: env.admitted }, "192.168.99.11", 80, BOTH);
     },
     notFor: { userspace: "loadBalancerSourceRanges are not enforced in userspace mode" },
   },
@@ -194,8 +241,10 @@ export const SCENARIOS: readonly Scenario[] = [
         spec: "  externalTrafficPolicy: Local\n  healthCheckNodePort: 30007",
         status: "status: { loadBalancer: { ingress: [{ ip: 192.168.99.13 }] } }\n",
       }) + slice("local", [pods[0]]),
-    async check({ t, admitted, node2 }) {
+    async check(env) {
+      const { t, admitted, node2 } = env;
       await eventually(async () => assertEquals(await admitted.agent.tcp(t.nodeIP, 30083), "pod-a"), 10_000);
+      await traceAgrees(env, { client: admitted }, t.nodeIP, 30083, new Set(["pod-a"]));
       assertMatch(await admitted.agent.tcp(node2!.ip, 30083, 1000), /^ERR/);
       await eventually(
         async () => assertMatch(await admitted.agent.http(t.nodeIP, 30007), /^200 .*"localEndpoints":1/),
@@ -280,12 +329,13 @@ export const SCENARIOS: readonly Scenario[] = [
     id: "no-endpoints",
     name: "a service without endpoints refuses at once",
     objects: () => service("empty", "172.30.0.14"),
-    async check({ node }) {
+    async check(env) {
       await eventually(async () => {
         const started = Date.now();
-        assertMatch(await node.tcp("172.30.0.14", 80, 3000), /^ERR .*(refused|unreachable)/i);
+        assertMatch(await env.node.tcp("172.30.0.14", 80, 3000), /^ERR .*(refused|unreachable)/i);
         assert(Date.now() - started < 1000, "refused quickly");
       }, 10_000);
+      await traceAgrees(env, { node: true }, "172.30.0.14", 80, "refused");
     },
     notFor: { userspace: "a userspace proxy accepts the connection and then closes it" },
   },
@@ -334,9 +384,11 @@ kind: Node
 metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
 ` + service("zonal", "172.30.0.16", { spec: "  trafficDistribution: PreferClose" }) +
       slice("zonal", [{ ip: pods[0].ip, zone: "zone-a" }, { ip: pods[1].ip, zone: "zone-b" }]),
-    async check({ node }) {
-      await eventually(async () => ok(await node.tcp("172.30.0.16", 80)), 10_000);
-      assertEquals(await answers(12, () => node.tcp("172.30.0.16", 80)), new Set(["pod-a"]));
+    async check(env) {
+      await eventually(async () => ok(await env.node.tcp("172.30.0.16", 80)), 10_000);
+      const got = await answers(12, () => env.node.tcp("172.30.0.16", 80));
+      assertEquals(got, new Set(["pod-a"]));
+      await traceAgrees(env, { node: true }, "172.30.0.16", 80, got);
     },
   },
   {

@@ -51,6 +51,9 @@ export const iptablesDatapath: Datapath = {
       const r = tracePacket(fake, tracerPacket(p), setup.node.ips);
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       if (r.verdict === "REDIRECT") throw new Error(`iptables mode never redirects: ${JSON.stringify(r)}`);
+      if (r.verdict === "UNKNOWN") {
+        throw new Error(`the tracer does not understand: ${r.unsupported.join("; ")}`);
+      }
       return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
     };
   },

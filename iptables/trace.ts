@@ -1,0 +1,337 @@
+/**
+ * Which endpoint a packet reaches: a walk of kube-proxy's iptables rules (live `iptables-save`
+ * output, a rendered restore input, or the test fake) for one new connection. It follows nat
+ * (PREROUTING for traffic from elsewhere, OUTPUT for traffic from this host), takes both outcomes
+ * of every `statistic` and `recent --rcheck` match (weighting the statistic ones), then filter, and
+ * reports the rules hit, the endpoints with their probabilities, masquerading and the verdict. A
+ * match it does not understand stops that path and is reported, never guessed.
+ * @module
+ */
+import { addressFamily, inCIDR } from "./ip.ts";
+import type { Chain, Table } from "./iptables.ts";
+import { splitArgs } from "./rule_args.ts";
+
+/** Rules by table and chain, as iptables holds them. */
+export interface RuleSource {
+  /** The chain's rules (text after `-A CHAIN `), or undefined when the chain does not exist. */
+  rules(table: Table, chain: Chain): readonly string[] | undefined;
+}
+
+/** A packet opening a connection. */
+export interface Packet {
+  readonly src: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly protocol: "tcp" | "udp" | "sctp";
+  /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
+  readonly fromHost?: boolean;
+  /** Set by the tracer between nat and filter: the connection was DNATed (conntrack state DNAT). */
+  readonly dnatted?: boolean;
+}
+
+/** One rule a path went through. */
+export interface TraceStep {
+  readonly table: Table;
+  readonly chain: Chain;
+  /** The rule as `iptables-save` prints it (`-A CHAIN ...`). */
+  readonly rule: string;
+  /** How many jumps deep (0: the built-in chain). */
+  readonly depth: number;
+}
+
+/** What happened to the packet. */
+export interface TraceResult {
+  /** `ip:port` of every endpoint some path DNATs to (and filter lets through), sorted. */
+  readonly endpoints: string[];
+  /** The endpoints with the share of new connections each gets (summing to at most 1). */
+  readonly reach: ReadonlyArray<{ readonly endpoint: string; readonly probability: number }>;
+  /** Every path that reaches an endpoint is marked for masquerade. */
+  readonly masq: boolean;
+  /** Some paths masquerade and some do not. */
+  readonly masqMixed: boolean;
+  /** Local ports some path REDIRECTs to (userspace portals), sorted. */
+  readonly redirects: number[];
+  /** A `recent --rcheck` (ClientIP affinity) sends a returning client to its previous endpoint. */
+  readonly affinity: boolean;
+  /**
+   * DNAT when an endpoint is reached, REDIRECT when only a local port is; else the filter
+   * verdict; UNKNOWN when a path stopped at a match the tracer does not understand.
+   */
+  readonly verdict: "DNAT" | "REDIRECT" | "REJECT" | "DROP" | "UNKNOWN" | "none";
+  /** Every rule some path went through, in the order first reached. */
+  readonly path: readonly TraceStep[];
+  /** Rules with a match the tracer does not understand (each path reaching one stops there). */
+  readonly unsupported: readonly string[];
+}
+
+interface Outcome {
+  dnat?: string;
+  redirect?: number;
+  masq: boolean;
+  p: number;
+  verdict?: "REJECT" | "DROP" | "ACCEPT" | "UNKNOWN";
+}
+
+interface Walk {
+  readonly rules: RuleSource;
+  readonly pkt: Packet;
+  readonly isLocal: (ip: string) => boolean;
+  readonly path: TraceStep[];
+  readonly seen: Set<string>;
+  readonly unsupported: Set<string>;
+  affinity: boolean;
+}
+
+const LOOPBACK4 = "127.0.0.0/8";
+
+/** Traces `pkt` through `rules`; `nodeIPs` are this node's addresses (addrtype LOCAL). */
+export function tracePacket(rules: RuleSource, pkt: Packet, nodeIPs: readonly string[]): TraceResult {
+  const isLocal = (ip: string) =>
+    nodeIPs.includes(ip) || (addressFamily(ip) === "IPv4" ? inCIDR(ip, LOOPBACK4) : ip === "::1");
+  const w: Walk = { rules, pkt, isLocal, path: [], seen: new Set(), unsupported: new Set(), affinity: false };
+  const natOutcomes = walk(w, "nat", pkt.fromHost ? "OUTPUT" : "PREROUTING", pkt, pkt.dst, false, 1);
+  const reached: Outcome[] = [];
+  let verdict: TraceResult["verdict"] = "none";
+  for (const o of natOutcomes) {
+    if (o.verdict === "UNKNOWN") {
+      verdict = "UNKNOWN";
+      continue;
+    }
+    const dst = o.dnat === undefined ? pkt.dst : o.dnat.replace(/^\[?(.*?)\]?:\d+$/, "$1");
+    const chain = pkt.fromHost ? "OUTPUT" : isLocal(dst) ? "INPUT" : "FORWARD";
+    const dstPort = o.dnat === undefined ? pkt.port : Number(o.dnat.slice(o.dnat.lastIndexOf(":") + 1));
+    const fo = walk(
+      w,
+      "filter",
+      chain,
+      { ...pkt, port: dstPort, dnatted: o.dnat !== undefined },
+      dst,
+      o.masq,
+      o.p,
+    );
+    const v = fo.find((x) => x.verdict === "REJECT" || x.verdict === "DROP" || x.verdict === "UNKNOWN");
+    if (v !== undefined) {
+      if (verdict === "none" || v.verdict === "UNKNOWN") verdict = v.verdict as "REJECT" | "DROP" | "UNKNOWN";
+      continue;
+    }
+    if (o.dnat !== undefined) reached.push(o);
+  }
+  const shares = new Map<string, number>();
+  for (const o of reached) shares.set(o.dnat!, (shares.get(o.dnat!) ?? 0) + o.p);
+  const endpoints = [...shares.keys()].sort();
+  const redirects = [...new Set(natOutcomes.flatMap((o) => o.redirect ?? []))].sort((a, b) => a - b);
+  const masqCount = reached.filter((o) => o.masq).length;
+  return {
+    endpoints,
+    reach: endpoints.map((endpoint) => ({
+      endpoint,
+      probability: Math.round(shares.get(endpoint)! * 1e6) / 1e6,
+    })),
+    masq: reached.length > 0 && masqCount === reached.length,
+    masqMixed: masqCount > 0 && masqCount < reached.length,
+    redirects,
+    affinity: w.affinity,
+    verdict: endpoints.length > 0 ? "DNAT" : redirects.length > 0 ? "REDIRECT" : verdict,
+    path: w.path,
+    unsupported: [...w.unsupported],
+  };
+}
+
+/** Walks `chain`, returning every terminal outcome (a fall-through counts as one). */
+function walk(
+  w: Walk,
+  table: Table,
+  chain: Chain,
+  pkt: Packet,
+  dst: string,
+  masq: boolean,
+  p: number,
+  depth = 0,
+): Outcome[] {
+  if (depth > 32) throw new Error(`trace: jump depth exceeded at ${table}/${chain}`);
+  const rules = w.rules.rules(table, chain);
+  if (rules === undefined) {
+    // A built-in chain iptables-save did not print holds no rules; a jump to a missing chain
+    // cannot be loaded, so our own chains are always there.
+    if (depth === 0) return [{ masq, p }];
+    throw new Error(`trace: missing chain ${table}/${chain}`);
+  }
+  // Each state is one path through the chain so far.
+  let states: Array<{ masq: boolean; p: number }> = [{ masq, p }];
+  const done: Outcome[] = [];
+  rules.forEach((rule, index) => {
+    if (states.length === 0) return;
+    const args = splitArgs(rule);
+    const m = match(args, pkt, dst, w.isLocal);
+    if (m.kind === "no") return;
+    const step = `${table}/${chain}/${index}`;
+    if (!w.seen.has(step)) {
+      w.seen.add(step);
+      w.path.push({ table, chain, rule: `-A ${chain} ${rule}`, depth });
+    }
+    if (m.kind === "unknown") {
+      w.unsupported.add(`-A ${chain} ${rule} (${m.what})`);
+      for (const st of states) done.push({ ...st, verdict: "UNKNOWN" });
+      states = [];
+      return;
+    }
+    if (m.kind === "recent") w.affinity = true;
+    const next: Array<{ masq: boolean; p: number }> = [];
+    for (const st0 of states) {
+      // A probabilistic match: this share takes the rule, the rest goes on down the chain.
+      const share = m.kind === "maybe" ? m.probability : m.kind === "recent" ? 0 : 1;
+      if (m.kind !== "yes") next.push({ masq: st0.masq, p: st0.p * (1 - share) });
+      const st = { masq: st0.masq, p: st0.p * share };
+      const ji = args.indexOf("-j");
+      const gi = args.indexOf("-g");
+      const target = ji >= 0 ? args[ji + 1] : gi >= 0 ? args[gi + 1] : undefined;
+      if (target === undefined) {
+        next.push(st);
+      } else if (target === "MARK") {
+        // KUBE-MARK-MASQ's --or-mark; KUBE-POSTROUTING's --xor-mark only follows a mark test.
+        next.push({ masq: true, p: st.p });
+      } else if (target === "DNAT") {
+        done.push({ ...st, dnat: args[args.indexOf("--to-destination") + 1] });
+      } else if (target === "REJECT" || target === "DROP" || target === "ACCEPT") {
+        done.push({ ...st, verdict: target });
+      } else if (target === "RETURN") {
+        done.push(st);
+      } else if (target === "REDIRECT") {
+        done.push({ ...st, redirect: Number(args[args.indexOf("--to-ports") + 1]) });
+      } else if (target === "MASQUERADE" || target === "SNAT") {
+        done.push({ ...st, masq: true });
+      } else {
+        for (const o of walk(w, table, target, pkt, dst, st.masq, st.p, depth + 1)) {
+          // A sub-chain that fell through (or returned) continues here; -g does not come back.
+          if (o.dnat === undefined && o.verdict === undefined && o.redirect === undefined && gi < 0) {
+            next.push({ masq: o.masq, p: o.p });
+          } else done.push(o);
+        }
+      }
+    }
+    states = next;
+  });
+  return [...done, ...states];
+}
+
+type Match =
+  | { kind: "yes" | "no" | "recent" }
+  | { kind: "maybe"; probability: number }
+  | { kind: "unknown"; what: string };
+
+/** Returns whether a rule's matches hold for the packet (probabilistic ones with their share). */
+function match(args: string[], pkt: Packet, dst: string, isLocal: (ip: string) => boolean): Match {
+  let result: Match = { kind: "yes" };
+  const inNet = (ip: string, net: string) => (net.includes("/") ? inCIDR(ip, net) : ip === net);
+  for (let i = 0; i < args.length; i++) {
+    let neg = false;
+    if (args[i] === "!") {
+      neg = true;
+      i++;
+    }
+    const a = args[i];
+    const v = args[i + 1];
+    const check = (ok: boolean) => (neg ? !ok : ok);
+    switch (a) {
+      case "-s":
+        if (!check(inNet(pkt.src, v))) return { kind: "no" };
+        i++;
+        break;
+      case "-d":
+        if (!check(inNet(dst, v))) return { kind: "no" };
+        i++;
+        break;
+      case "-p":
+        if (!check(v === pkt.protocol)) return { kind: "no" };
+        i++;
+        break;
+      case "--dport":
+        if (!check(Number(v) === pkt.port)) return { kind: "no" };
+        i++;
+        break;
+      case "--dst-type":
+        if (!check(v === "LOCAL" && isLocal(dst))) return { kind: "no" };
+        i++;
+        break;
+      case "--src-type":
+        if (!check(v === "LOCAL" && (isLocal(pkt.src) || pkt.fromHost === true))) return { kind: "no" };
+        i++;
+        break;
+      case "--ctstate":
+      case "--state":
+        // A new connection is NEW (and DNAT once nat rewrote it); never INVALID, RELATED, ESTABLISHED.
+        if (!check(v.split(",").some((st) => st === "NEW" || (st === "DNAT" && pkt.dnatted === true)))) {
+          return { kind: "no" };
+        }
+        i++;
+        break;
+      case "--mark":
+        // Only KUBE-FORWARD and KUBE-POSTROUTING test the mark; new packets carry none yet.
+        if (!check(false)) return { kind: "no" };
+        i++;
+        break;
+      case "--probability":
+        result = { kind: "maybe", probability: Number(v) };
+        i++;
+        break;
+      case "--rcheck":
+        result = { kind: "recent" };
+        break;
+      case "-m":
+      case "--mode":
+      case "--comment":
+      case "--name":
+      case "--seconds":
+      case "--mask":
+        i++;
+        break;
+      case "--reap":
+      case "--set":
+      case "--rsource":
+        break;
+      case "-j":
+      case "-g":
+        return result;
+      default:
+        return { kind: "unknown", what: `unsupported match ${neg ? "! " : ""}${a}` };
+    }
+  }
+  return result;
+}
+
+/**
+ * Returns the rules of `text`: `iptables-save` output, or restore input as `render` prints it
+ * (`-I` inserts at the top, `-X` deletes, `#` lines are comments).
+ */
+export function parseRules(text: string): RuleSource {
+  const tables = new Map<string, Map<string, string[]>>();
+  let table: Map<string, string[]> | undefined;
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#") || line === "COMMIT") continue;
+    if (line.startsWith("*")) {
+      const name = line.slice(1);
+      table = tables.get(name) ?? new Map();
+      tables.set(name, table);
+      continue;
+    }
+    if (table === undefined) throw new Error(`trace: rule outside a table: ${line}`);
+    if (line.startsWith(":")) {
+      const chain = line.slice(1).split(" ")[0];
+      if (!table.has(chain)) table.set(chain, []);
+      continue;
+    }
+    const m = /^(-[AIX]) (\S+)(?: (.*))?$/.exec(line);
+    if (m === null) throw new Error(`trace: cannot read rule: ${line}`);
+    const [, op, chain, rest = ""] = m;
+    if (op === "-X") {
+      table.delete(chain);
+      continue;
+    }
+    const rules = table.get(chain) ?? [];
+    table.set(chain, rules);
+    if (op === "-A") rules.push(rest);
+    else rules.unshift(rest);
+  }
+  return { rules: (t, c) => tables.get(t)?.get(c) };
+}

@@ -1,0 +1,42 @@
+/**
+ * What `kube-proxy-deno trace` prints: the rules hit, the endpoints with their shares, masquerading
+ * and the verdict, as text for people or JSON for scripts.
+ * @module
+ */
+import type { TraceResult } from "../iptables/trace.ts";
+import type { TraceQuery } from "./options/flags.ts";
+
+/** Returns the report of `r` for query `q` in `q.output`'s format, ending in a newline. */
+export function formatTrace(q: TraceQuery, r: TraceResult): string {
+  const masquerade = r.masqMixed ? "some paths" : r.masq;
+  if (q.output === "json") {
+    return JSON.stringify({
+      packet: { src: q.src ?? null, dst: q.dst, dport: q.port, proto: q.protocol, from: q.from },
+      verdict: r.verdict,
+      endpoints: r.reach,
+      masquerade,
+      affinity: r.affinity,
+      redirects: r.redirects,
+      path: r.path,
+      unsupported: r.unsupported,
+    }) + "\n";
+  }
+  const lines = [
+    `packet: ${q.protocol} ${q.src ?? "(this node)"} -> ${q.dst}:${q.port} from ${q.from}`,
+    "path:",
+    ...r.path.map((s) => `  ${"  ".repeat(s.depth)}${s.table} ${s.rule}`),
+  ];
+  if (r.reach.length > 0) {
+    lines.push("endpoints:");
+    for (const e of r.reach) lines.push(`  ${e.endpoint}  ${(e.probability * 100).toFixed(1)}%`);
+    if (r.affinity) {
+      lines.push("  (ClientIP affinity: a returning client goes back to its previous endpoint)");
+    }
+    lines.push(`masquerade: ${masquerade === true ? "yes" : masquerade === false ? "no" : masquerade}`);
+  }
+  if (r.redirects.length > 0) lines.push(`redirected to local ports: ${r.redirects.join(", ")}`);
+  for (const u of r.unsupported) lines.push(`not understood (the trace stops there): ${u}`);
+  const verdict = r.verdict === "none" ? "not a service (no rule of ours matches)" : r.verdict;
+  lines.push(`verdict: ${verdict}`);
+  return lines.join("\n") + "\n";
+}
