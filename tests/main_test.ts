@@ -284,7 +284,7 @@ Deno.test("main: trace over rendered rules names the rules hit, the endpoints wi
     assertEquals(text.code, 0, text.stderr);
     assertMatch(
       text.stdout,
-      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\npath:\n  nat -A PREROUTING /,
+      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\npath:\n {2}nat -A PREROUTING /,
     );
     assertMatch(text.stdout, /\n {4}nat -A KUBE-SERVICES -d 172.30.0.10\/32 .* -j KUBE-SVC-\w+\n/);
     assertMatch(
