@@ -13,7 +13,8 @@ import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology.ts";
-import { cidrFamily } from "./net.ts";
+import { cidrFamily, hostPrefix, ipFamily } from "./net.ts";
+import { NODE_PORT_PRIMARY } from "./options/values.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */
@@ -241,12 +242,34 @@ export abstract class BaseProxier implements Provider {
     return d.clusterCIDRs.find((c) => cidrFamily(c) === this.family);
   }
 
+  /** The Node's primary address of this family (InternalIP, else ExternalIP), as upstream picks it. */
+  protected get primaryNodeIP(): string | undefined {
+    const addrs = this.node?.status?.addresses ?? [];
+    for (const type of ["InternalIP", "ExternalIP"]) {
+      const a = addrs.find((a) => a.type === type && ipFamily(a.address) === this.family);
+      if (a !== undefined) return a.address;
+    }
+    return undefined;
+  }
+
+  /**
+   * Returns `configured` (`--nodeport-addresses`) for this family, `primary` resolved to the Node's
+   * primary address (left out while unknown, as upstream).
+   */
+  protected nodePortCIDRs(configured: readonly string[]): string[] {
+    return configured.flatMap((c) => {
+      if (c !== NODE_PORT_PRIMARY) return cidrFamily(c) === this.family ? [c] : [];
+      const ip = this.primaryNodeIP;
+      return ip === undefined ? [] : [ip + hostPrefix(ip)];
+    });
+  }
+
   /**
    * Everything about the own Node that rules depend on, as one string; a change forces a full
    * sync. Modes that depend on more of the Node extend it.
    */
   protected nodeDependentState(): string {
-    return JSON.stringify([this.topology.zone, this.localCIDR ?? ""]);
+    return JSON.stringify([this.topology.zone, this.localCIDR ?? "", this.primaryNodeIP ?? ""]);
   }
 
   #nodeEvent(n: V1Node | undefined): void {

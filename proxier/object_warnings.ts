@@ -39,8 +39,10 @@ export class ObjectWarnings {
     o: { metadata?: { resourceVersion?: string } },
     problems: readonly ObjectProblem[],
   ): void {
-    const version = versionOf(o);
     let entry = this.#seen.get(key);
+    // The common case, a good object never reported on, costs nothing more.
+    if (problems.length === 0 && entry === undefined) return;
+    const version = versionOf(o);
     if (entry?.version !== version) {
       entry = { version, logged: new Set() };
       if (problems.length === 0) {

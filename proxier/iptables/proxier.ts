@@ -11,7 +11,8 @@ import { linesStartingWith } from "../../iptables/rule_args.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
 import { clearStaleConntrack } from "../conntrack_cleanup.ts";
-import { cidrContains, cidrFamily } from "../net.ts";
+import { cidrContains } from "../net.ts";
+import { NODE_PORT_PRIMARY } from "../options/values.ts";
 import {
   joinLines,
   JUMP_CHAINS,
@@ -335,8 +336,10 @@ export class IptablesProxier extends BaseProxier {
   #nodePortJumps(): string[] {
     const comment =
       `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`;
-    const cidrs = this.#o.nodePortAddresses.filter((c) => cidrFamily(c) === this.family);
+    const cidrs = this.nodePortCIDRs(this.#o.nodePortAddresses);
     const allowLoopback = this.family === "IPv4" && this.#o.localhostNodePorts;
+    // `primary` alone while the Node's address is unknown: no NodePorts yet, never all addresses.
+    if (cidrs.length === 0 && this.#o.nodePortAddresses.includes(NODE_PORT_PRIMARY)) return [];
     if (cidrs.length === 0) {
       const notLoopback = allowLoopback ? "" : `! -d ${this.#loopback} `;
       return [

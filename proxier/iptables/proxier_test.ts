@@ -1,5 +1,5 @@
 import { tracePacket } from "../../iptables/testing/tracer.ts";
-import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
 import { ep, makeEndpointSlice, makeNode, makeService, NODE, ZONE_LABEL } from "../../tests/fixtures.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
@@ -240,6 +240,27 @@ Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; 
   await proxier.syncNow();
   assert(fake.restores.at(-1)!.includes(`:${SVC2} - [0:0]`), "podCIDR change: full sync");
   assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [true, false]);
+});
+
+Deno.test("--nodeport-addresses=primary: NodePorts answer on the Node's InternalIP only, once it is known", async () => {
+  const { fake, proxier } = iptablesSetup({ nodePortAddresses: ["primary"] });
+  const jumps = () => fake.rules("nat", "KUBE-SERVICES")!.filter((r) => r.endsWith("-j KUBE-NODEPORTS"));
+  await proxier.syncNow();
+  assertEquals(jumps(), [], "no primary address known: no NodePort jump (never all addresses)");
+  const node = (ip: string) => ({
+    metadata: { name: "node-a" },
+    status: {
+      addresses: [{ type: "ExternalIP", address: "203.0.113.9" }, { type: "InternalIP", address: ip }],
+    },
+  });
+  proxier.onNodeAdd(node(NODE_IP));
+  await proxier.syncNow();
+  assertEquals(jumps(), [
+    `-d ${NODE_IP}/32 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS`,
+  ]);
+  proxier.onNodeUpdate(node(NODE_IP), node("192.168.0.77"));
+  await proxier.syncNow();
+  assertMatch(jumps()[0], /^-d 192.168.0.77\/32 /);
 });
 
 Deno.test("a zone label change on the Node re-selects hinted endpoints with a full sync", async () => {

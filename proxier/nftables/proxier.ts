@@ -11,6 +11,7 @@ import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_
 import { clearStaleConntrack } from "../conntrack_cleanup.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
 import { cidrContains, ipFamily } from "../net.ts";
+import { NODE_PORT_PRIMARY } from "../options/values.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
   AFFINITY_CHECK,
@@ -90,17 +91,15 @@ export class NftablesProxier extends BaseProxier {
     const mine = this.#o.nodeIPs.filter((ip) =>
       ipFamily(ip) === this.family && !(ip.startsWith("127.") || ip === "::1" || ip.startsWith("fe80:"))
     );
-    const cidrs = this.#o.nodePortAddresses;
-    if (cidrs.length > 0) return mine.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
-    // Upstream's nftables default: the node's primary address (InternalIP, else ExternalIP).
-    const addrs = this.node?.status?.addresses ?? [];
-    for (const type of ["InternalIP", "ExternalIP"]) {
-      const ips = addrs.filter((a) => a.type === type && ipFamily(a.address) === this.family).map((a) =>
-        a.address
-      );
-      if (ips.length > 0) return ips;
+    if (this.#o.nodePortAddresses.length > 0) {
+      const cidrs = this.nodePortCIDRs(this.#o.nodePortAddresses);
+      const primary = this.#o.nodePortAddresses.includes(NODE_PORT_PRIMARY) ? this.primaryNodeIP : undefined;
+      const candidates = primary === undefined || mine.includes(primary) ? mine : [...mine, primary];
+      return candidates.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
     }
-    return mine;
+    // Upstream's nftables default: the node's primary address (InternalIP, else ExternalIP).
+    const primary = this.primaryNodeIP;
+    return primary !== undefined ? [primary] : mine;
   }
 
   /** @inheritdoc */

@@ -14,6 +14,7 @@ import {
   parseLocalMode,
   parseMode,
   parseNodeName,
+  parseNodePortAddresses,
   parsePortRange,
 } from "./values.ts";
 
@@ -132,7 +133,7 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
     if (!Array.isArray(d.nodePortAddresses)) {
       throw new UsageError(`${where("nodePortAddresses")}: want a list`);
     }
-    c.nodePortAddresses = parseCIDRs(
+    c.nodePortAddresses = parseNodePortAddresses(
       where("nodePortAddresses"),
       d.nodePortAddresses.map((x) => str("nodePortAddresses[]", x)).join(","),
     );

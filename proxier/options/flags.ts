@@ -17,6 +17,7 @@ import {
   parseLocalMode,
   parseMode,
   parseNodeName,
+  parseNodePortAddresses,
   parsePortRange,
   parseSource,
   parseURL,
@@ -269,7 +270,7 @@ function applyFlags(c: ProxyConfig, v: Record<string, string | boolean | undefin
   if (s("bind-address") !== undefined) c.bindAddress = parseIP("--bind-address", s("bind-address")!);
   if (s("cluster-cidr") !== undefined) c.clusterCIDRs = parseCIDRs("--cluster-cidr", s("cluster-cidr")!);
   if (s("nodeport-addresses") !== undefined) {
-    c.nodePortAddresses = parseCIDRs("--nodeport-addresses", s("nodeport-addresses")!);
+    c.nodePortAddresses = parseNodePortAddresses("--nodeport-addresses", s("nodeport-addresses")!);
   }
   if (v["masquerade-all"] !== undefined) c.masqueradeAll = v["masquerade-all"] as boolean;
   if (v["userspace-portals"] !== undefined) c.userspacePortals = v["userspace-portals"] as boolean;

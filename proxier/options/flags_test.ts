@@ -200,3 +200,18 @@ Deno.test("--config errors name the file and the field", () => {
     assertMatch(e.message, re);
   }
 });
+
+Deno.test("--nodeport-addresses and nodePortAddresses accept primary beside CIDRs (normalised)", () => {
+  const flags = parseCommandLine(["--nodeport-addresses=primary,10.1.2.3/8"]);
+  assertEquals(flags.config.nodePortAddresses, ["primary", "10.0.0.0/8"]);
+  const file = parseCommandLine(
+    ["--config=kp.yaml"],
+    () =>
+      "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnodePortAddresses: [primary]\n",
+  );
+  assertEquals(file.config.nodePortAddresses, ["primary"]);
+  assertMatch(
+    assertThrows(() => parseCommandLine(["--nodeport-addresses=secondary"]), UsageError).message,
+    /invalid CIDR "secondary"/,
+  );
+});

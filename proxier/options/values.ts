@@ -111,3 +111,16 @@ export function durationFlag(flag: string, s: string, minMs: number): number {
   if (ms < minMs) throw new UsageError(`${flag}: duration ${JSON.stringify(s)} must be positive`);
   return ms;
 }
+
+/** The `--nodeport-addresses` value meaning the node's primary IPs (upstream 1.29+). */
+export const NODE_PORT_PRIMARY = "primary";
+
+/**
+ * Returns `--nodeport-addresses` / `nodePortAddresses`: CIDRs (normalised) and `primary`, kept as
+ * is for the proxiers to resolve from the Node. @throws {UsageError} naming `flag`.
+ */
+export function parseNodePortAddresses(flag: string, s: string): string[] {
+  return s.split(",").map((x) => x.trim()).filter((x) => x !== "").flatMap((x) =>
+    x === NODE_PORT_PRIMARY ? [x] : parseCIDRs(flag, x)
+  );
+}
