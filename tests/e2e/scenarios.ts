@@ -134,6 +134,15 @@ const BOTH = new Set(["pod-a", "pod-b"]);
 const USERSPACE_ETP =
   "externalTrafficPolicy Local needs the client's address, which a userspace proxy cannot keep";
 
+/** A NodePort service with externalTrafficPolicy Local whose one endpoint is on node-b. */
+function metricsObjects({ pods }: E2EEnv): string {
+  return service("nolocal", "172.30.0.22", {
+    type: "NodePort",
+    nodePort: 30084,
+    spec: "  externalTrafficPolicy: Local",
+  }) + slice("nolocal", [{ ip: pods[1].ip, node: "node-b" }]);
+}
+
 /** The scenarios, in the order they run (the last ones stop the proxy). */
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -177,7 +186,7 @@ export const SCENARIOS: readonly Scenario[] = [
     id: "localhost-node-port",
     name: "NodePort on 127.0.0.1 from the node itself (route_localnet set by the program)",
     objects: ({ pods }) =>
-      service("local", "172.30.0.21", { type: "NodePort", nodePort: 30082 }) + slice("local", pods),
+      service("loopback", "172.30.0.21", { type: "NodePort", nodePort: 30082 }) + slice("loopback", pods),
     notFor: {
       nftables:
         "upstream's nftables mode does not serve NodePorts on 127.0.0.1 (it never sets route_localnet)",
@@ -261,13 +270,9 @@ export const SCENARIOS: readonly Scenario[] = [
     id: "metrics",
     name:
       "/metrics carries upstream's names, labels and buckets, process metrics, and the kernel's rule count",
-    objects: ({ pods }) =>
-      service("nolocal", "172.30.0.22", {
-        type: "NodePort",
-        nodePort: 30084,
-        spec: "  externalTrafficPolicy: Local",
-      }) + slice("nolocal", [{ ip: pods[1].ip, node: "node-b" }]),
-    async check({ node, mode, t }) {
+    objects: (env) => metricsObjects(env),
+    async check(env) {
+      const { node, mode, t, pods } = env;
       assertMatch(await node.http("127.0.0.1", 10256, 2000, "/healthz"), /^200 /);
       const scrape = async () => {
         const r = await node.http("127.0.0.1", 10249, 2000, "/metrics");
@@ -281,23 +286,29 @@ export const SCENARIOS: readonly Scenario[] = [
       };
       await eventually(async () => {
         const m = await scrape();
-        assertEquals(
-          value(
-            m,
-            'kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"}',
-          ),
-          1,
-        );
+        const series =
+          'kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"}';
+        assertEquals(value(m, series), 1);
         assert(value(m, 'kubeproxy_proxy_healthz_total{code="200"}') >= 1);
       }, 10_000);
+      // An edit gives the file source's slices a trigger time: network programming latency is observed.
+      await env.write("metrics", metricsObjects(env).replace(pods[1].ip, pods[0].ip));
+      const buckets = (text: string) =>
+        text.split("\n").filter((l) =>
+          l.startsWith("kubeproxy_network_programming_duration_seconds_bucket{") &&
+          l.includes('ip_family="IPv4"')
+        ).map((l) => /le="([^"]+)"/.exec(l)![1]);
+      await eventually(async () => assert(buckets(await scrape()).length > 0, "observed"), 10_000);
       const m = await scrape();
-      for (const le of ["0.25", "0.5", "1", "59", "60", "115", "120", "300"]) {
-        assert(
-          m.includes(`kubeproxy_network_programming_duration_seconds_bucket{le="${le}",ip_family="IPv4"}`),
-          le,
-        );
+      const les = buckets(m);
+      for (const le of ["0.25", "0.5", "1", "59", "60", "115", "120", "300", "+Inf"]) {
+        assert(les.includes(le), le);
       }
-      assert(!m.includes('kubeproxy_network_programming_duration_seconds_bucket{le="0.001"'));
+      assertEquals(
+        les.length,
+        1 + 2 + 59 + 12 + 7 + 1,
+        "upstream's buckets (0 first, as its merge()) and no others",
+      );
       assert(
         value(m, "kubeproxy_sync_proxy_rules_service_changes_total") > 0,
         "no ip_family label, as upstream",
@@ -310,10 +321,8 @@ export const SCENARIOS: readonly Scenario[] = [
         await eventually(async () => {
           const saved = await t.exec(t.node, ["iptables-save", "-t", "nat"]);
           const kernel = saved.split("\n").filter((l) => l.startsWith("-A KUBE-")).length;
-          assertEquals(
-            value(await scrape(), 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}'),
-            kernel,
-          );
+          const series = 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}';
+          assertEquals(value(await scrape(), series), kernel);
         }, 10_000);
         assert(m.includes("kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total"));
       } else {
