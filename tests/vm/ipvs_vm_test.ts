@@ -1,0 +1,52 @@
+/**
+ * Starts the guest-side ipvs tests (tests/vm/guest) in the VM: the real IPVS kernel this machine's
+ * kernel lacks. Output streams through; the guest's deno test must pass.
+ */
+import { assertEquals } from "../assert.ts";
+import { realKernel } from "../e2e/netns.ts";
+
+const RUN = new URL("./run.sh", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
+const { ignore, note } = await realKernel([
+  "qemu-system-x86_64",
+  "busybox",
+  "cpio",
+  "depmod",
+  "ipvsadm",
+  "ipset",
+]);
+
+/** Runs `deno test` on `files` (relative to the checkout) inside the VM; returns its exit code and output. */
+export async function guestTest(files: string[], mem = 1024): Promise<{ code: number; output: string }> {
+  const out = await new Deno.Command(RUN, {
+    args: [
+      "--mem",
+      String(mem),
+      "--",
+      "env",
+      "KPD_IN_VM=1",
+      Deno.execPath(),
+      "test",
+      "-A",
+      "--no-check",
+      "--unstable-net",
+      ...files,
+    ],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, output: dec.decode(out.stdout) + dec.decode(out.stderr) };
+}
+
+Deno.test({
+  name: `vm: ipvsadm and its fake agree on a real IPVS kernel${note}`,
+  ignore,
+  async fn() {
+    const r = await guestTest(["tests/vm/guest/ipvs_tools_test.ts"]);
+    assertEquals(r.code, 0, r.output);
+    assertEquals(/ok \| 2 passed \| 0 failed/.test(r.output), true, r.output);
+  },
+});
