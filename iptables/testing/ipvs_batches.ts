@@ -43,3 +43,47 @@ export const FAILING_LINES: ReadonlyArray<readonly [string, string]> = [
   ["-A -t 10.0.0.10:80 -s bogus", "Service already exists"],
   ["-A -t 10.0.0.11:80 -s bogus", "Scheduler or persistence engine not found"],
 ];
+
+/** An ipset batch using every set type and command the ipvs mode uses. */
+export const IPSET_BATCH = [
+  "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536",
+  "create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536",
+  "create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536",
+  "create KUBE-NODE-PORT-TCP bitmap:port range 0-65535",
+  "create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536",
+  "create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536",
+  "add KUBE-CLUSTER-IP 10.0.0.1,tcp:80",
+  "add KUBE-CLUSTER-IP 10.0.0.2,udp:53",
+  "add KUBE-CLUSTER-IP 10.0.0.3,sctp:99",
+  "add KUBE-LOOP-BACK 10.1.0.1,tcp:8080,10.1.0.1",
+  "add KUBE-LOAD-BALANCER-SOURCE-CIDR 10.0.0.1,tcp:80,192.168.0.0/24",
+  "add KUBE-NODE-PORT-TCP 30080",
+  "add KUBE-6-CLUSTER-IP fd00::1,tcp:80",
+  "add KUBE-IPVS-IPS 10.0.0.1",
+  "add KUBE-CLUSTER-IP 10.0.0.1,tcp:80",
+  "del KUBE-CLUSTER-IP 10.0.0.2,udp:53",
+  "del KUBE-CLUSTER-IP 10.9.9.9,tcp:1",
+  "create KUBE-TMP hash:ip family inet hashsize 1024 maxelem 65536",
+  "add KUBE-TMP 10.0.0.9",
+  "swap KUBE-IPVS-IPS KUBE-TMP",
+  "destroy KUBE-TMP",
+  "destroy KUBE-NOT-THERE",
+];
+
+/** ipset batches that fail, checked for the same message and the same leftover state. */
+export const IPSET_FAILING: ReadonlyArray<readonly string[]> = [
+  ["add KUBE-MISSING 10.0.0.1"],
+  [
+    "add KUBE-IPVS-IPS 10.0.0.5",
+    "add KUBE-IPVS-IPS 10.0.0.6",
+    "add KUBE-MISSING 1.1.1.1",
+    "add KUBE-IPVS-IPS 10.0.0.7",
+  ],
+  [
+    "create KUBE-C hash:ip family inet hashsize 1024 maxelem 65536",
+    "add KUBE-C 10.0.0.7",
+    "create KUBE-C hash:ip,port family inet hashsize 1024 maxelem 65536",
+  ],
+  ["flush KUBE-MISSING"],
+  ["swap KUBE-IPVS-IPS KUBE-MISSING"],
+];

@@ -42,11 +42,11 @@ export async function guestTest(files: string[], mem = 1024): Promise<{ code: nu
 }
 
 Deno.test({
-  name: `vm: ipvsadm and its fake agree on a real IPVS kernel${note}`,
+  name: `vm: ipvsadm, ipset and ip (kube-ipvs0) agree with their fakes on a real IPVS kernel${note}`,
   ignore,
   async fn() {
     const r = await guestTest(["tests/vm/guest/ipvs_tools_test.ts"]);
     assertEquals(r.code, 0, r.output);
-    assertEquals(/ok \| 2 passed \| 0 failed/.test(r.output), true, r.output);
+    assertEquals(/ok \| 4 passed \| 0 failed/.test(r.output), true, r.output);
   },
 });

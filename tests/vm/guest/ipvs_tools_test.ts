@@ -3,10 +3,20 @@
  * on the same batches. On a kernel without IPVS (the host) it is skipped.
  */
 import { assertEquals, assertRejects } from "../../assert.ts";
-import { DenoExecutor } from "../../../iptables/executor.ts";
+import { DenoExecutor, ExecError } from "../../../iptables/executor.ts";
 import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvs.ts";
 import { FakeIpvs } from "../../../iptables/testing/fake_ipvs.ts";
-import { BATCH, BATCH_SAVED, FAILING_LINES } from "../../../iptables/testing/ipvs_batches.ts";
+import {
+  BATCH,
+  BATCH_SAVED,
+  FAILING_LINES,
+  IPSET_BATCH,
+  IPSET_FAILING,
+} from "../../../iptables/testing/ipvs_batches.ts";
+import { IpsetError, IpsetRunner } from "../../../iptables/ipset.ts";
+import { FakeIpset } from "../../../iptables/testing/fake_ipset.ts";
+import { DummyLinkRunner } from "../../../iptables/dummy_link.ts";
+import { FakeDummyLink } from "../../../iptables/testing/fake_dummy_link.ts";
 
 const ignore = Deno.env.get("KPD_IN_VM") !== "1";
 const exec = new DenoExecutor();
@@ -57,5 +67,61 @@ Deno.test({
       assertEquals(fake.save().split("\n").sort(), printed.split("\n").sort(), batch.join("; "));
     }
     await clear();
+  },
+});
+
+Deno.test({
+  name: "real ipset and FakeIpset: the same batches leave the same sets, failures the same messages",
+  ignore,
+  async fn() {
+    await exec.run("ipset", { args: ["destroy"] });
+    const real = new IpsetRunner({ exec });
+    const fake = new FakeIpset();
+    const strip = (text: string) =>
+      text.replace(/ bucketsize \d+ initval 0x[0-9a-f]+/g, "").trim().split("\n").filter((l) => l !== "")
+        .sort();
+    const saved = async () => strip((await exec.run("ipset", { args: ["save"] })).stdout);
+    await real.restore(IPSET_BATCH);
+    await fake.restore(IPSET_BATCH);
+    assertEquals(strip(fake.text()), await saved());
+    assertEquals(
+      [...(await real.save())].map(([k, v]) => [k, v.spec, [...v.entries].sort()]),
+      [...(await fake.save())].map(([k, v]) => [k, v.spec, [...v.entries].sort()]),
+    );
+    for (const batch of IPSET_FAILING) {
+      const r = await assertRejects(() => real.restore(batch), IpsetError);
+      const f = await assertRejects(() => fake.restore(batch), IpsetError);
+      assertEquals(
+        [r.message, (r as IpsetError).line],
+        [f.message, (f as IpsetError).line],
+        batch.join("; "),
+      );
+      assertEquals(strip(fake.text()), await saved(), batch.join("; "));
+    }
+    await exec.run("ipset", { args: ["destroy"] });
+  },
+});
+
+Deno.test({
+  name: "real ip and FakeDummyLink: kube-ipvs0 created up, addresses bound and unbound alike",
+  ignore,
+  async fn() {
+    const real = new DummyLinkRunner({ exec });
+    const fake = new FakeDummyLink();
+    await real.remove();
+    assertEquals(await real.addresses(), []);
+    for (const l of [real, fake]) await l.ensure();
+    await real.ensure(); // again: nothing to do
+    const show = (await exec.run("ip", { args: ["-o", "link", "show", "dev", "kube-ipvs0"] })).stdout;
+    assertEquals(/NOARP/.test(show) && /[<,]UP[,>]/.test(show), true, show);
+    for (const l of [real, fake]) await l.apply(["10.0.0.1", "fd00::1"], []);
+    const r = await assertRejects(() => real.apply(["10.0.0.2", "10.0.0.1"], ["10.0.0.9"]), ExecError);
+    const f = await assertRejects(() => fake.apply(["10.0.0.2", "10.0.0.1"], ["10.0.0.9"]), ExecError);
+    assertEquals(r.message, f.message);
+    assertEquals((await real.addresses()).sort(), (await fake.addresses()).sort());
+    assertEquals((await real.addresses()).sort(), ["10.0.0.1", "10.0.0.2", "fd00::1"]);
+    await real.remove();
+    await real.remove();
+    assertEquals(await real.addresses(), []);
   },
 });
