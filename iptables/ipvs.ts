@@ -249,7 +249,7 @@ export function parseSave(text: string): IpvsService[] {
         port,
         scheduler: opt("-s") ?? "wlc",
         flags,
-        persistentTimeout: p === undefined ? undefined : Number(p),
+        ...(p === undefined ? {} : { persistentTimeout: Number(p) }),
       };
       const reals: RealServer[] = [];
       byKey.set(vsKey(vs), reals);

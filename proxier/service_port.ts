@@ -8,6 +8,12 @@ import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.t
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
 import { objectName, show, ValidationError } from "./errors.ts";
+import { SCHED_FLAGS, SCHEDULERS } from "../iptables/ipvs.ts";
+
+/** kube-router's per-Service IPVS scheduler annotation. */
+export const SCHEDULER_ANNOTATION = "kube-router.io/service.scheduler";
+/** kube-router's per-Service IPVS scheduler flags annotation. */
+export const SCHEDFLAGS_ANNOTATION = "kube-router.io/service.schedflags";
 
 /** Default ClientIP affinity timeout, as upstream (3 hours). */
 export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
@@ -103,6 +109,25 @@ export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResu
     healthCheckNodePort = spec.healthCheckNodePort;
   }
 
+  // kube-router's per-Service IPVS options: an unknown value is a warning, and the default applies.
+  const annotations = meta?.annotations ?? {};
+  let ipvsScheduler: string | undefined = annotations[SCHEDULER_ANNOTATION];
+  if (ipvsScheduler !== undefined && !SCHEDULERS.has(ipvsScheduler)) {
+    warnings.push(`${obj}: ignored ${SCHEDULER_ANNOTATION} ${show(ipvsScheduler)} (not an IPVS scheduler)`);
+    ipvsScheduler = undefined;
+  }
+  let ipvsSchedFlags: string[] | undefined = annotations[SCHEDFLAGS_ANNOTATION]?.split(",").map((f) =>
+    f.trim()
+  );
+  if (ipvsSchedFlags !== undefined && !ipvsSchedFlags.every((f) => SCHED_FLAGS.has(f))) {
+    warnings.push(
+      `${obj}: ignored ${SCHEDFLAGS_ANNOTATION} ${
+        show(annotations[SCHEDFLAGS_ANNOTATION])
+      } (flag-1, flag-2, flag-3)`,
+    );
+    ipvsSchedFlags = undefined;
+  }
+
   if (!Array.isArray(spec.ports)) throw new ValidationError(obj, "spec.ports", "missing");
   const seen = new Set<string>();
   const ports = spec.ports.map((p, i): ServicePortInfo => {
@@ -136,6 +161,8 @@ export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResu
       externalPolicyLocal,
       internalPolicyLocal,
       healthCheckNodePort,
+      ...(ipvsScheduler !== undefined ? { ipvsScheduler } : {}),
+      ...(ipvsSchedFlags !== undefined ? { ipvsSchedFlags: [...new Set(ipvsSchedFlags)].sort() } : {}),
     };
   });
   return { ports, warnings };

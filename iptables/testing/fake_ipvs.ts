@@ -200,7 +200,7 @@ export class FakeIpvs implements IPVS {
         protocol,
         scheduler,
         flags,
-        persistentTimeout: p === undefined ? undefined : Number(p),
+        ...(p === undefined ? {} : { persistentTimeout: Number(p) }),
       };
       if (op === "-A") {
         if (entry !== undefined) return "Service already exists";

@@ -1,0 +1,465 @@
+/**
+ * The ipvs proxier: each service port's virtual servers, ipset entries and kube-ipvs0 addresses
+ * (`port_state.ts`), added up and diffed against what the kernel holds. A full sync (start, after a
+ * failure, hourly) reads the kernel once (virtual servers, ipsets, bound addresses) and reconciles
+ * all of it; a partial sync recomputes only the changed services and touches only what they
+ * change. Each sync is at most one ipset batch, one iptables-restore, one ip batch and one ipvsadm
+ * batch. Removed TCP/SCTP real servers first get weight 0 and go once their connections are gone
+ * (or after {@linkcode GRACEFUL_TERMINATION_MAX_MS}); UDP ones go at once.
+ * @module
+ */
+import type { Conntrack } from "../../iptables/conntrack.ts";
+import type { DummyLink } from "../../iptables/dummy_link.ts";
+import { addressFamily } from "../../iptables/ip.ts";
+import { addEntry, createSet, delEntry, type IPSet } from "../../iptables/ipset.ts";
+import type { IPTables } from "../../iptables/iptables.ts";
+import {
+  addRealServer,
+  addVirtualServer,
+  deleteRealServer,
+  deleteVirtualServer,
+  editRealServer,
+  editVirtualServer,
+  type IPVS,
+  type RealServer,
+  rsKey,
+  type VirtualServer,
+  vsKey,
+} from "../../iptables/ipvs.ts";
+import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import { clearStaleConntrack } from "../conntrack_cleanup.ts";
+import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
+import { cidrContains } from "../net.ts";
+import {
+  iptablesInput,
+  type IpvsJump,
+  jumpRule,
+  JUMPS,
+  SET,
+  SET_NAMES,
+  type SetName,
+  setName,
+  setSpec,
+} from "./layout.ts";
+import { type PortState, portState } from "./port_state.ts";
+
+/** How long a removed TCP/SCTP real server may keep connections before it is deleted anyway. */
+export const GRACEFUL_TERMINATION_MAX_MS = 15 * 60_000;
+
+/** Options of {@linkcode IpvsProxier}. */
+export interface IpvsProxierOptions extends BaseProxierOptions {
+  readonly ipvs: IPVS;
+  readonly ipset: IPSet;
+  readonly iptables: IPTables;
+  readonly link: DummyLink;
+  /** Stale UDP entries are deleted through it; undefined skips (render). */
+  readonly conntrack?: Conntrack;
+  /** `--ipvs-scheduler` (rr by default). */
+  readonly scheduler: string;
+  /** `--ipvs-exclude-cidrs`: virtual servers inside them are never touched. */
+  readonly excludeCIDRs: readonly string[];
+  readonly masqueradeAll: boolean;
+  readonly masqueradeBit: number;
+  /** `--nodeport-addresses` (CIDRs and `primary`); empty: every node address. */
+  readonly nodePortAddresses: readonly string[];
+  /** This node's addresses (any family), from its interfaces. */
+  readonly nodeIPs: readonly string[];
+  /** Health check node ports of ETP=Local services; undefined serves none (render). */
+  readonly healthServer?: ServiceHealthServer;
+}
+
+interface Wanted {
+  vs: VirtualServer;
+  reals: Map<string, RealServer>;
+  port: string;
+}
+
+/** The ipvs proxier for one family; see the module doc. */
+export class IpvsProxier extends BaseProxier {
+  readonly #o: IpvsProxierOptions;
+  /** Per service port key: its Service and what it contributed at the last sync. */
+  readonly #ports = new Map<string, { service: string; state: PortState }>();
+  readonly #byService = new Map<string, Set<string>>();
+  /** What all ports want, added up (entries and binds counted: two ports may share one). */
+  readonly #servers = new Map<string, Wanted>();
+  readonly #entries = new Map<SetName, Map<string, number>>();
+  readonly #binds = new Map<string, number>();
+  readonly #noNodeAccess = new Map<string, { ip: string; protocol: string; port: number; n: number }>();
+  /** What the kernel holds (this family), as the last successful sync left it. */
+  #kernelServers = new Map<string, { vs: VirtualServer; reals: Map<string, RealServer> }>();
+  #kernelEntries = new Map<SetName, Set<string>>();
+  #kernelBinds = new Set<string>();
+  /** Real servers at weight 0, `vsKey|rsKey` -> since (ms). */
+  readonly #terminating = new Map<string, number>();
+  #lastIptables = "";
+
+  /** Builds the proxier; runs nothing until a sync. */
+  constructor(o: IpvsProxierOptions) {
+    super(o);
+    this.#o = o;
+  }
+
+  /** The addresses NodePorts are served on: this family's node addresses within --nodeport-addresses. */
+  #nodePortIPs(): string[] {
+    const mine = this.#o.nodeIPs.filter((ip) =>
+      addressFamily(ip) === this.family && !ip.startsWith("127.") && ip !== "::1" &&
+      !ip.startsWith("fe80:") &&
+      !this.#kernelBinds.has(ip) && !this.#binds.has(ip)
+    );
+    if (this.#o.nodePortAddresses.length === 0) return mine;
+    const cidrs = this.nodePortCIDRs(this.#o.nodePortAddresses);
+    return mine.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
+  }
+
+  /** @inheritdoc */
+  protected override nodeDependentState(): string {
+    return JSON.stringify([super.nodeDependentState(), this.primaryNodeIP ?? ""]);
+  }
+
+  /** @inheritdoc */
+  protected override async syncRules(ctx: SyncContext): Promise<void> {
+    const { ipvs, ipset, link } = this.#o;
+    const full = ctx.full;
+    if (full) {
+      await link.ensure();
+      await this.#readKernel();
+    }
+    // The services to recompute, and with them what may change in the kernel.
+    const touched = {
+      servers: new Set<string>(),
+      entries: new Map<SetName, Set<string>>(),
+      binds: new Set<string>(),
+    };
+    const keys = full ? [...ctx.services.keys()] : this.#changedKeys(ctx);
+    if (full) this.#clearWanted();
+    const opts = {
+      scheduler: this.#o.scheduler,
+      topology: this.topology,
+      nodePortIPs: this.#nodePortIPs(),
+      nodeIPs: new Set(this.#o.nodeIPs),
+      nodeIP: this.primaryNodeIP ?? this.#nodePortIPsFallback(),
+      log: this.log,
+    };
+    for (const key of keys) {
+      const old = this.#ports.get(key);
+      if (old !== undefined) this.#forget(key, old.state, touched);
+      const svc = ctx.services.get(key);
+      if (svc === undefined) continue;
+      const state = portState(svc, ctx.endpoints.get(key) ?? [], opts);
+      this.#remember(key, svc.service, state, touched);
+    }
+    if (full) {
+      for (const k of this.#kernelServers.keys()) touched.servers.add(k);
+      for (const [set, entries] of this.#kernelEntries) for (const e of entries) this.#touch(touched, set, e);
+      for (const ip of this.#kernelBinds) touched.binds.add(ip);
+    }
+
+    // 1. ipsets: created on a full sync, then the entries that changed.
+    const setLines: string[] = full ? SET_NAMES.map((n) => createSet(setSpec(n, this.family))) : [];
+    for (const [set, entries] of touched.entries) {
+      const spec = setSpec(set, this.family);
+      for (const e of entries) {
+        const want = (this.#entries.get(set)?.get(e) ?? 0) > 0;
+        const has = this.#kernelEntries.get(set)?.has(e) ?? false;
+        if (want && !has) setLines.push(addEntry(spec, e));
+        else if (!want && has) setLines.push(delEntry(spec, e));
+      }
+    }
+    // 2. iptables: our chains whole (a few dozen rules), when they change or on a full sync.
+    const iptablesText = iptablesInput({
+      family: this.family,
+      nonEmpty: new Set(SET_NAMES.filter((n) => (this.#entries.get(n)?.size ?? 0) > 0)),
+      masqueradeAll: this.#o.masqueradeAll,
+      localCIDR: this.localCIDR,
+      mark: `0x${(1 << this.#o.masqueradeBit).toString(16)}`,
+      noNodeAccess: [...this.#noNodeAccess.values()].sort((
+        a,
+        b,
+      ) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : a.port - b.port)),
+      missingJumps: full ? await this.#missingJumps() : [],
+    });
+    // 3. kube-ipvs0 addresses.
+    const bind: string[] = [];
+    const unbind: string[] = [];
+    for (const ip of touched.binds) {
+      const want = (this.#binds.get(ip) ?? 0) > 0;
+      if (want && !this.#kernelBinds.has(ip)) bind.push(ip);
+      else if (!want && this.#kernelBinds.has(ip)) unbind.push(ip);
+    }
+    // 4. virtual and real servers.
+    const ipvsLines = await this.#ipvsLines(touched.servers, ctx.signal);
+
+    try {
+      await ipset.restore(setLines, ctx.signal);
+      if (full || iptablesText !== this.#lastIptables) {
+        await this.#o.iptables.restoreAll(iptablesText, {
+          flush: false,
+          counters: false,
+          signal: ctx.signal,
+        });
+        this.#lastIptables = iptablesText;
+      }
+      await link.apply(bind, unbind, ctx.signal);
+      await ipvs.apply(ipvsLines.lines, ctx.signal);
+    } catch (e) {
+      // What the kernel holds is unknown now: the next sync reads it again (full).
+      this.#lastIptables = "";
+      if (ctx.signal.aborted) throw e;
+      this.metrics.restoreFailuresTotal.inc();
+      this.log.error("ipvs sync failed; the next sync re-reads the kernel and reconciles", {
+        family: this.family,
+        error: (e as Error).message,
+      });
+      throw e;
+    }
+    this.#commit(touched, ipvsLines.kernel);
+    if (this.#o.conntrack !== undefined) {
+      await clearStaleConntrack(this.#o.conntrack, this.family, ctx, this.log);
+    }
+    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology));
+  }
+
+  /** Without a Node object, the first node address stands in for the node's own (source ranges). */
+  #nodePortIPsFallback(): string | undefined {
+    return this.#o.nodeIPs.find((ip) =>
+      addressFamily(ip) === this.family && !ip.startsWith("127.") && ip !== "::1"
+    );
+  }
+
+  /** Service port keys of the changed services, and of ports that went away. */
+  #changedKeys(ctx: SyncContext): string[] {
+    const keys = new Set<string>();
+    for (const service of ctx.changedServices) {
+      for (const k of this.#byService.get(service) ?? []) keys.add(k);
+    }
+    for (const [k, svc] of ctx.services) if (ctx.changedServices.has(svc.service)) keys.add(k);
+    return [...keys];
+  }
+
+  #clearWanted(): void {
+    this.#ports.clear();
+    this.#byService.clear();
+    this.#servers.clear();
+    this.#entries.clear();
+    this.#binds.clear();
+    this.#noNodeAccess.clear();
+  }
+
+  #touch(t: { entries: Map<SetName, Set<string>> }, set: SetName, entry: string): void {
+    let s = t.entries.get(set);
+    if (s === undefined) t.entries.set(set, s = new Set());
+    s.add(entry);
+  }
+
+  /** Adds a port's state to the wanted totals. */
+  #remember(
+    key: string,
+    service: string,
+    state: PortState,
+    t: { servers: Set<string>; entries: Map<SetName, Set<string>>; binds: Set<string> },
+  ): void {
+    this.#ports.set(key, { service, state });
+    let ks = this.#byService.get(service);
+    if (ks === undefined) this.#byService.set(service, ks = new Set());
+    ks.add(key);
+    for (const s of state.servers) {
+      const k = vsKey(s.vs);
+      t.servers.add(k);
+      const other = this.#servers.get(k);
+      if (other !== undefined && other.port !== key) {
+        this.log.warn("Two services claim the same virtual server; the first keeps it", {
+          virtualServer: k,
+          kept: other.port,
+          ignored: key,
+        });
+        continue;
+      }
+      this.#servers.set(k, { vs: s.vs, reals: new Map(s.reals.map((r) => [rsKey(r), r])), port: key });
+    }
+    for (const [set, e] of state.entries) {
+      let m = this.#entries.get(set);
+      if (m === undefined) this.#entries.set(set, m = new Map());
+      m.set(e, (m.get(e) ?? 0) + 1);
+      this.#touch(t, set, e);
+    }
+    for (const ip of state.binds) {
+      this.#binds.set(ip, (this.#binds.get(ip) ?? 0) + 1);
+      t.binds.add(ip);
+    }
+    for (const n of state.noNodeAccess) {
+      const k = `${n.ip},${n.protocol}:${n.port}`;
+      const cur = this.#noNodeAccess.get(k);
+      this.#noNodeAccess.set(k, { ...n, n: (cur?.n ?? 0) + 1 });
+    }
+  }
+
+  /** Takes a port's old state out of the wanted totals. */
+  #forget(
+    key: string,
+    state: PortState,
+    t: { servers: Set<string>; entries: Map<SetName, Set<string>>; binds: Set<string> },
+  ): void {
+    const svc = this.#ports.get(key)!.service;
+    this.#ports.delete(key);
+    this.#byService.get(svc)?.delete(key);
+    if (this.#byService.get(svc)?.size === 0) this.#byService.delete(svc);
+    for (const s of state.servers) {
+      const k = vsKey(s.vs);
+      t.servers.add(k);
+      if (this.#servers.get(k)?.port === key) this.#servers.delete(k);
+    }
+    for (const [set, e] of state.entries) {
+      const m = this.#entries.get(set)!;
+      const n = (m.get(e) ?? 1) - 1;
+      if (n > 0) m.set(e, n);
+      else m.delete(e);
+      this.#touch(t, set, e);
+    }
+    for (const ip of state.binds) {
+      const n = (this.#binds.get(ip) ?? 1) - 1;
+      if (n > 0) this.#binds.set(ip, n);
+      else this.#binds.delete(ip);
+      t.binds.add(ip);
+    }
+    for (const n of state.noNodeAccess) {
+      const k = `${n.ip},${n.protocol}:${n.port}`;
+      const cur = this.#noNodeAccess.get(k);
+      if (cur === undefined || cur.n <= 1) this.#noNodeAccess.delete(k);
+      else cur.n--;
+    }
+  }
+
+  /** Reads the kernel state of this family (full syncs). */
+  async #readKernel(): Promise<void> {
+    const [table, sets, bound] = await Promise.all([
+      this.#o.ipvs.read(),
+      this.#o.ipset.save(),
+      this.#o.link.addresses(),
+    ]);
+    this.#kernelBinds = new Set(bound.filter((ip) => addressFamily(ip) === this.family));
+    this.#kernelEntries = new Map();
+    for (const n of SET_NAMES) {
+      const content = sets.get(setName(n, this.family));
+      if (content !== undefined) this.#kernelEntries.set(n, new Set(content.entries));
+    }
+    const nodePorts = new Set<number>();
+    for (const n of [SET.NODE_PORT_TCP, SET.NODE_PORT_UDP]) {
+      for (const e of this.#kernelEntries.get(n) ?? []) nodePorts.add(Number(e));
+    }
+    for (const e of this.#kernelEntries.get(SET.NODE_PORT_SCTP) ?? []) {
+      nodePorts.add(Number(e.split(":").at(-1)));
+    }
+    this.#kernelServers = new Map();
+    for (const { vs, reals } of table) {
+      if (addressFamily(vs.address) !== this.family) continue;
+      if (this.#o.excludeCIDRs.some((c) => cidrContains(c, vs.address))) continue;
+      // Ours: bound on kube-ipvs0, or a node port of ours on a node address. Nothing else is touched.
+      const ours = this.#kernelBinds.has(vs.address) ||
+        (this.#o.nodeIPs.includes(vs.address) && nodePorts.has(vs.port));
+      if (!ours) continue;
+      this.#kernelServers.set(vsKey(vs), { vs, reals: new Map(reals.map((r) => [rsKey(r), r])) });
+    }
+  }
+
+  /** The jumps from the built-in chains missing from the kernel. */
+  async #missingJumps(): Promise<IpvsJump[]> {
+    const saved = {
+      nat: await this.#o.iptables.save("nat"),
+      filter: await this.#o.iptables.save("filter"),
+    };
+    return JUMPS.filter((j) => !saved[j.table as "nat" | "filter"].includes(`-A ${j.from} ${jumpRule(j)}`));
+  }
+
+  /**
+   * The ipvsadm batch for `keys`, and what the kernel will hold for them afterwards. Real servers
+   * that go away are drained first (weight 0) unless they are UDP; drained ones without
+   * connections (or past the bound) are deleted.
+   */
+  async #ipvsLines(
+    keys: ReadonlySet<string>,
+    signal: AbortSignal,
+  ): Promise<
+    {
+      lines: string[];
+      kernel: Map<string, { vs: VirtualServer; reals: Map<string, RealServer> } | undefined>;
+    }
+  > {
+    const lines: string[] = [];
+    const kernel = new Map<string, { vs: VirtualServer; reals: Map<string, RealServer> } | undefined>();
+    const now = this.clock.now();
+    // Drained real servers anywhere are checked on every sync (the periodic ones included).
+    const drainKeys = new Set([...this.#terminating.keys()].map((k) => k.split("|")[0]));
+    const conns = this.#terminating.size > 0 && !signal.aborted
+      ? await this.#o.ipvs.connections()
+      : new Map();
+    for (const k of new Set([...keys, ...drainKeys])) {
+      const want = this.#servers.get(k);
+      const have = this.#kernelServers.get(k);
+      if (want === undefined) {
+        if (have !== undefined) lines.push(deleteVirtualServer(have.vs));
+        for (const t of [...this.#terminating.keys()]) if (t.startsWith(`${k}|`)) this.#terminating.delete(t);
+        kernel.set(k, undefined);
+        continue;
+      }
+      const reals = new Map(have?.reals ?? []);
+      if (have === undefined) lines.push(addVirtualServer(want.vs));
+      else if (!sameServer(have.vs, want.vs)) lines.push(editVirtualServer(want.vs));
+      for (const [rk, r] of want.reals) {
+        const cur = reals.get(rk);
+        this.#terminating.delete(`${k}|${rk}`);
+        if (cur === undefined) lines.push(addRealServer(want.vs, r));
+        else if (cur.weight !== r.weight) lines.push(editRealServer(want.vs, r));
+        reals.set(rk, r);
+      }
+      for (const [rk, cur] of reals) {
+        if (want.reals.has(rk)) continue;
+        const tk = `${k}|${rk}`;
+        const since = this.#terminating.get(tk);
+        const c = conns.get(tk);
+        const drained = c !== undefined && c.active + c.inactive === 0;
+        if (
+          want.vs.protocol === "udp" ||
+          (since !== undefined && (drained || now - since >= GRACEFUL_TERMINATION_MAX_MS))
+        ) {
+          lines.push(deleteRealServer(want.vs, cur));
+          reals.delete(rk);
+          this.#terminating.delete(tk);
+        } else if (since === undefined) {
+          if (cur.weight !== 0) lines.push(editRealServer(want.vs, { ...cur, weight: 0 }));
+          reals.set(rk, { ...cur, weight: 0 });
+          this.#terminating.set(tk, now);
+        }
+      }
+      kernel.set(k, { vs: want.vs, reals });
+    }
+    return { lines, kernel };
+  }
+
+  /** Records what the kernel holds after a successful sync. */
+  #commit(
+    t: { entries: Map<SetName, Set<string>>; binds: Set<string> },
+    servers: Map<string, { vs: VirtualServer; reals: Map<string, RealServer> } | undefined>,
+  ): void {
+    for (const [set, entries] of t.entries) {
+      let k = this.#kernelEntries.get(set);
+      if (k === undefined) this.#kernelEntries.set(set, k = new Set());
+      for (const e of entries) {
+        if ((this.#entries.get(set)?.get(e) ?? 0) > 0) k.add(e);
+        else k.delete(e);
+      }
+    }
+    for (const ip of t.binds) {
+      if ((this.#binds.get(ip) ?? 0) > 0) this.#kernelBinds.add(ip);
+      else this.#kernelBinds.delete(ip);
+    }
+    for (const [k, v] of servers) {
+      if (v === undefined) this.#kernelServers.delete(k);
+      else this.#kernelServers.set(k, v);
+    }
+  }
+}
+
+function sameServer(a: VirtualServer, b: VirtualServer): boolean {
+  return a.scheduler === b.scheduler && a.persistentTimeout === b.persistentTimeout &&
+    a.flags.length === b.flags.length && a.flags.every((f, i) => f === b.flags[i]);
+}

@@ -1,0 +1,200 @@
+import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
+import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
+import { NODE_IP } from "../../tests/flows/objects.ts";
+import { IpvsError } from "../../iptables/ipvs.ts";
+import { GRACEFUL_TERMINATION_MAX_MS } from "./proxier.ts";
+
+const VS = "TCP/172.30.0.41:80";
+
+function start(eps: string[] = ["10.180.0.1", "10.180.0.2"], over = {}) {
+  const s = ipvsSetup(over);
+  s.proxier.onServiceAdd(makeService("ns1", "svc1"));
+  s.proxier.onEndpointSliceAdd(
+    makeEndpointSlice("ns1", "svc1", (x) => x.endpoints = eps.map((ip) => ep(ip))),
+  );
+  s.proxier.onServicesSynced();
+  s.proxier.onEndpointSlicesSynced();
+  return s;
+}
+
+const reals = (s: ReturnType<typeof ipvsSetup>, key = VS) =>
+  (s.ipvs.reals(key) ?? []).map((r) => `${r.address}:${r.port} w${r.weight}`).sort();
+
+Deno.test("ipvs full sync: a virtual server per cluster IP with its endpoints, the ipsets, kube-ipvs0 and the chains", async () => {
+  const s = start();
+  await s.proxier.syncNow();
+  assertEquals(s.ipvs.services().get(VS), {
+    address: "172.30.0.41",
+    protocol: "tcp",
+    port: 80,
+    scheduler: "rr",
+    flags: [],
+  });
+  assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w1"]);
+  assertEquals(s.ipset.entries("KUBE-CLUSTER-IP"), ["172.30.0.41,tcp:80"]);
+  assertEquals(s.ipset.entries("KUBE-IPVS-IPS"), ["172.30.0.41"]);
+  assertEquals([s.link.exists, s.link.up, [...s.link.bound]], [true, true, ["172.30.0.41"]]);
+  assertEquals(
+    s.iptables.rules("nat", "KUBE-SERVICES")!.includes(
+      '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 10.180.0.0/16 -j KUBE-MARK-MASQ',
+    ),
+    true,
+  );
+  assertEquals(s.iptables.rules("nat", "PREROUTING"), [
+    '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+  ]);
+  assertEquals(s.iptables.rules("filter", "INPUT")!.length, 3);
+});
+
+Deno.test("ipvs partial sync: one endpoint change touches only that virtual server, in one batch per tool", async () => {
+  const s = start();
+  s.proxier.onServiceAdd(makeService("ns1", "other", (x) => x.spec!.clusterIPs = ["172.30.0.42"]));
+  await s.proxier.syncNow();
+  const batches = s.ipvs.batches.length;
+  s.proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1", (x) => x.endpoints = [ep("10.180.0.1"), ep("10.180.0.2")]),
+    makeEndpointSlice(
+      "ns1",
+      "svc1",
+      (x) => x.endpoints = [ep("10.180.0.1"), ep("10.180.0.2"), ep("10.180.0.3")],
+    ),
+  );
+  await s.proxier.syncNow();
+  assertEquals(s.ipvs.batches.slice(batches), [["-a -t 172.30.0.41:80 -r 10.180.0.3:80 -m -w 1"]]);
+  assertEquals(s.ipset.batches.at(-1), []);
+});
+
+Deno.test("ipvs graceful termination: a removed TCP endpoint drains at weight 0 and goes once its connections are gone", async () => {
+  const s = start();
+  await s.proxier.syncNow();
+  s.ipvs.setConnections(VS, "10.180.0.2:80", 1, 0);
+  s.proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (x) => x.endpoints = [ep("10.180.0.1")]),
+  );
+  await s.proxier.syncNow();
+  assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w0"], "drained, still there");
+  await s.proxier.syncNow(); // a periodic sync: the connection is still open
+  assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w0"]);
+  s.ipvs.setConnections(VS, "10.180.0.2:80", 0, 0);
+  await s.proxier.syncNow();
+  assertEquals(reals(s), ["10.180.0.1:80 w1"], "gone once idle");
+  // The bound: a connection that never closes is cut after GRACEFUL_TERMINATION_MAX_MS.
+  s.proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (x) => x.endpoints = []),
+  );
+  await s.proxier.syncNow();
+  s.ipvs.setConnections(VS, "10.180.0.1:80", 5, 5);
+  await s.clock.advance(GRACEFUL_TERMINATION_MAX_MS);
+  await s.proxier.syncNow();
+  assertEquals(reals(s), []);
+});
+
+Deno.test("ipvs: an endpoint that comes back while draining gets its weight back", async () => {
+  const s = start();
+  await s.proxier.syncNow();
+  s.ipvs.setConnections(VS, "10.180.0.2:80", 1, 0);
+  const one = makeEndpointSlice("ns1", "svc1", (x) => x.endpoints = [ep("10.180.0.1")]);
+  const two = makeEndpointSlice("ns1", "svc1", (x) => x.endpoints = [ep("10.180.0.1"), ep("10.180.0.2")]);
+  s.proxier.onEndpointSliceUpdate(two, one);
+  await s.proxier.syncNow();
+  s.proxier.onEndpointSliceUpdate(one, two);
+  await s.proxier.syncNow();
+  assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w1"]);
+  s.ipvs.setConnections(VS, "10.180.0.2:80", 0, 0);
+  await s.proxier.syncNow();
+  assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w1"], "not deleted later");
+});
+
+Deno.test("ipvs: a UDP endpoint removed goes at once, with its conntrack entries", async () => {
+  const s = ipvsSetup();
+  const udp = (x: { spec?: { ports?: Array<{ protocol?: string }> } }) => x.spec!.ports![0].protocol = "UDP";
+  s.proxier.onServiceAdd(makeService("ns1", "dns", (x) => udp(x as never)));
+  const slice = (ips: string[]) =>
+    makeEndpointSlice("ns1", "dns", (x) => {
+      x.ports![0].protocol = "UDP";
+      x.endpoints = ips.map((ip) => ep(ip));
+    });
+  s.proxier.onEndpointSliceAdd(slice(["10.180.0.1", "10.180.0.2"]));
+  s.proxier.onServicesSynced();
+  s.proxier.onEndpointSlicesSynced();
+  await s.proxier.syncNow();
+  s.proxier.onEndpointSliceUpdate(slice(["10.180.0.1", "10.180.0.2"]), slice(["10.180.0.1"]));
+  await s.proxier.syncNow();
+  assertEquals(reals(s, "UDP/172.30.0.41:80"), ["10.180.0.1:80 w1"]);
+  assert(s.conntrack.calls.some((c) => c.includes("10.180.0.2")), s.conntrack.calls.join("\n"));
+});
+
+Deno.test("ipvs: a service without endpoints is in the no-endpoints set, which the filter REJECTs", async () => {
+  const s = start([]);
+  await s.proxier.syncNow();
+  assertEquals(reals(s), []);
+  assertEquals(s.ipset.entries("KUBE-IPVS-NO-ENDPOINTS"), ["172.30.0.41,tcp:80"]);
+  assert(
+    s.iptables.rules("filter", "KUBE-IPVS-FILTER")![0].endsWith(
+      "--match-set KUBE-IPVS-NO-ENDPOINTS dst,dst -j REJECT",
+    ),
+  );
+});
+
+Deno.test("ipvs full sync: virtual servers that are not ours stay; ours that no service wants go", async () => {
+  const s = start();
+  s.ipvs.addForeign({ address: "10.99.9.9", protocol: "tcp", port: 80, scheduler: "wlc", flags: [] });
+  s.ipvs.addForeign({ address: "172.30.0.99", protocol: "tcp", port: 80, scheduler: "rr", flags: [] });
+  await s.link.ensure();
+  await s.link.apply(["172.30.0.99"], []); // bound on kube-ipvs0: a leftover of ours
+  await s.proxier.syncNow();
+  assertEquals([...s.ipvs.services().keys()].sort(), ["TCP/10.99.9.9:80", VS]);
+  assertEquals([...s.link.bound], ["172.30.0.41"]);
+});
+
+Deno.test("ipvs: NodePorts on the node's addresses, kube-router's scheduler annotation, ClientIP affinity", async () => {
+  const s = ipvsSetup();
+  s.proxier.onServiceAdd(makeService("ns1", "np", (x) => {
+    x.spec!.type = "NodePort";
+    x.spec!.ports![0].nodePort = 30080;
+    x.spec!.sessionAffinity = "ClientIP";
+    x.metadata!.annotations = {
+      "kube-router.io/service.scheduler": "sh",
+      "kube-router.io/service.schedflags": "flag-1,flag-2",
+    };
+  }));
+  s.proxier.onServicesSynced();
+  s.proxier.onEndpointSlicesSynced();
+  await s.proxier.syncNow();
+  assertEquals(s.ipvs.services().get(`TCP/${NODE_IP}:30080`), {
+    address: NODE_IP,
+    protocol: "tcp",
+    port: 30080,
+    scheduler: "sh",
+    flags: ["flag-1", "flag-2"],
+    persistentTimeout: 10800,
+  });
+  assertEquals(s.ipset.entries("KUBE-NODE-PORT-TCP"), ["30080"]);
+  assertEquals([...s.link.bound], ["172.30.0.41"], "node addresses are never bound on kube-ipvs0");
+});
+
+Deno.test("ipvs: a failed batch is counted and the next sync re-reads the kernel and reconciles", async () => {
+  const s = start();
+  await s.proxier.syncNow();
+  s.ipvs.failAtLine = 0;
+  s.proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice(
+      "ns1",
+      "svc1",
+      (x) => x.endpoints = [ep("10.180.0.1"), ep("10.180.0.2"), ep("10.180.0.3")],
+    ),
+  );
+  await assertRejects(() => s.proxier.syncNow(), IpvsError);
+  assertEquals(reals(s).length, 2, "the failed line did not apply");
+  await s.proxier.syncNow();
+  assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w1", "10.180.0.3:80 w1"]);
+  assert(
+    (await s.metrics.registry.metrics()).includes(
+      'kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 1',
+    ),
+  );
+});
