@@ -55,16 +55,8 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   for (const w of cmd.warnings) log.warn(w);
   const exec = new DenoExecutor();
   if (cmd.command === "cleanup") return await cleanup(exec, log);
-  const mode = MODES.get(config.mode);
-  if (mode === undefined) {
-    print(
-      Deno.stderr,
-      `kube-proxy-deno: ${cmd.modeOrigin}: mode ${JSON.stringify(config.mode)} is not built yet (built: ${
-        [...MODES.keys()].join(", ")
-      })\n`,
-    );
-    return 2;
-  }
+  // Every mode a flag or config file can name is built; parsing refused any other.
+  const mode = MODES.get(config.mode)!;
   if (config.source.kind === "file") {
     try {
       await Deno.stat(config.source.path);
@@ -92,7 +84,7 @@ async function cleanupModes(exec: Executor, log: Logger, keep?: ProxyModeDefinit
     for (const mode of MODES.values()) {
       if (mode === keep) continue;
       try {
-        await mode.cleanup(exec, family);
+        await mode.cleanup(exec, family, { everything: keep === undefined });
       } catch (e) {
         if (e instanceof ExecError && e.code === -1) continue; // the tool is not installed
         ok = false;

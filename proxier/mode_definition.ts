@@ -125,6 +125,16 @@ export function familyRenderer<P extends BaseProxier>(
   };
 }
 
+/** How far a cleanup goes. */
+export interface CleanupOptions {
+  /**
+   * True (`--cleanup`, the default): everything kube-proxy's modes create. False (another mode
+   * starting): chain names modes share (nat KUBE-SERVICES, KUBE-MARK-MASQ...) are only removed where
+   * this mode's own chains show it ran, so a running mode never loses them.
+   */
+  readonly everything: boolean;
+}
+
 /** One datapath, as the program sees it. */
 export interface ProxyModeDefinition {
   readonly name: ProxyMode;
@@ -150,5 +160,5 @@ export interface ProxyModeDefinition {
    * Removes every kernel object this mode (or upstream kube-proxy's same mode) creates in `family`;
    * succeeds when there is nothing to remove.
    */
-  cleanup(exec: Executor, family: IPFamily): Promise<void>;
+  cleanup(exec: Executor, family: IPFamily, opts?: CleanupOptions): Promise<void>;
 }

@@ -4,11 +4,12 @@
  * @module
  */
 import { iptablesMode } from "./iptables/mode.ts";
+import { ipvsMode } from "./ipvs/mode.ts";
 import type { ProxyModeDefinition } from "./mode_definition.ts";
 import { nftablesMode } from "./nftables/mode.ts";
 import { userspaceMode } from "./userspace/mode.ts";
 
 /** Every mode this build can run, by `--proxy-mode` name, in `--cleanup` order. */
 export const MODES: ReadonlyMap<string, ProxyModeDefinition> = new Map(
-  [iptablesMode, nftablesMode, userspaceMode].map((m) => [m.name, m]),
+  [iptablesMode, ipvsMode, nftablesMode, userspaceMode].map((m) => [m.name, m]),
 );

@@ -154,8 +154,8 @@ export const iptablesMode: ProxyModeDefinition = {
     );
   },
 
-  cleanup(exec, family) {
-    return onEveryIptablesBackend(exec, family, cleanupIptables);
+  cleanup(exec, family, opts) {
+    return onEveryIptablesBackend(exec, family, (ipt) => cleanupIptables(ipt, opts?.everything ?? true));
   },
 };
 
@@ -171,9 +171,16 @@ function rulesOfFamily(text: string, family: IPFamily): string {
  * Removes every chain and rule kube-proxy (and kube-proxy-deno) creates in iptables mode from one
  * family; running it again finds nothing to do.
  */
-export async function cleanupIptables(ipt: IPTables): Promise<void> {
+export async function cleanupIptables(ipt: IPTables, everything = true): Promise<void> {
   for (const table of ["nat", "filter"] as const) {
     let text = await ipt.save(table);
+    // The ipvs mode shares some chain names (nat KUBE-SERVICES, KUBE-POSTROUTING...): a running ipvs
+    // mode must not lose them, so unless asked for everything only a table holding a chain only
+    // this mode has is cleaned.
+    const declared = text.split("\n").filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")));
+    const mine = (c: Chain) =>
+      IPTABLES_ONLY.has(c) || SERVICE_CHAIN.test(c) || (table === "filter" && c === KUBE_SERVICES);
+    if (!everything && !declared.some(mine)) continue;
     // The jumps from the built-in chains go first: a chain cannot be deleted while one points at it.
     const jumps = JUMP_CHAINS.filter((j) => j.table === table);
     const absent = new Set(missingJumps(jumps, text));
@@ -209,6 +216,13 @@ const OWN_CHAINS: ReadonlySet<Chain> = new Set([
   KUBE_POSTROUTING,
   KUBE_FORWARD,
   KUBE_PROXY_FIREWALL,
+  KUBE_PROXY_CANARY,
+]);
+
+/** Chains only the iptables mode creates (besides the per-service ones). */
+const IPTABLES_ONLY: ReadonlySet<Chain> = new Set([
+  KUBE_NODEPORTS,
+  KUBE_EXTERNAL_SERVICES,
   KUBE_PROXY_CANARY,
 ]);
 

@@ -45,6 +45,21 @@ export interface ProxyConfig {
   verbosity: number;
   loggingFormat: "text" | "json";
   source: SourceSpec;
+  /** The ipvs mode's own settings (`--ipvs-*`, the config file's `ipvs:`). */
+  ipvs: IpvsConfig;
+}
+
+/** `--ipvs-*` / KubeProxyConfiguration `ipvs:`, with upstream's defaults. */
+export interface IpvsConfig {
+  scheduler: string;
+  excludeCIDRs: string[];
+  strictARP: boolean;
+  /** 0 keeps the kernel's value. */
+  tcpTimeoutMs: number;
+  tcpFinTimeoutMs: number;
+  udpTimeoutMs: number;
+  syncPeriodMs: number;
+  minSyncPeriodMs: number;
 }
 
 /** An inclusive port range; `{ min: 0, max: 0 }` means "any free port". */
@@ -79,5 +94,15 @@ export function defaultConfig(): ProxyConfig {
     verbosity: 0,
     loggingFormat: "text",
     source: { kind: "kubernetes" },
+    ipvs: {
+      scheduler: "rr",
+      excludeCIDRs: [],
+      strictARP: false,
+      tcpTimeoutMs: 0,
+      tcpFinTimeoutMs: 0,
+      udpTimeoutMs: 0,
+      syncPeriodMs: 30_000,
+      minSyncPeriodMs: 0,
+    },
   };
 }

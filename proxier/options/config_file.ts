@@ -16,6 +16,7 @@ import {
   parseNodeName,
   parseNodePortAddresses,
   parsePortRange,
+  parseScheduler,
 } from "./values.ts";
 
 /** KubeProxyConfiguration fields we map, with the path used in messages. */
@@ -185,7 +186,7 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
     if (minSync !== undefined) c.minSyncPeriodMs = minSync;
     if (localhost !== undefined) c.localhostNodePorts = localhost;
   }
-  sub("ipvs", [
+  const iv = sub("ipvs", [
     "scheduler",
     "excludeCIDRs",
     "strictARP",
@@ -195,6 +196,25 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
     "tcpFinTimeout",
     "udpTimeout",
   ]);
+  if (iv !== undefined) {
+    const ipvs = c.ipvs;
+    if (iv.scheduler !== undefined && iv.scheduler !== "") {
+      ipvs.scheduler = parseScheduler(where("ipvs.scheduler"), str("ipvs.scheduler", iv.scheduler));
+    }
+    if (iv.excludeCIDRs !== undefined && iv.excludeCIDRs !== null) {
+      if (!Array.isArray(iv.excludeCIDRs)) throw new UsageError(`${where("ipvs.excludeCIDRs")}: want a list`);
+      ipvs.excludeCIDRs = parseCIDRs(
+        where("ipvs.excludeCIDRs"),
+        iv.excludeCIDRs.map((x) => str("ipvs.excludeCIDRs[]", x)).join(","),
+      );
+    }
+    if (iv.strictARP !== undefined) ipvs.strictARP = bool("ipvs.strictARP", iv.strictARP);
+    if (iv.syncPeriod !== undefined) ipvs.syncPeriodMs = dur("ipvs.syncPeriod", iv.syncPeriod, 1);
+    if (iv.minSyncPeriod !== undefined) ipvs.minSyncPeriodMs = dur("ipvs.minSyncPeriod", iv.minSyncPeriod, 0);
+    if (iv.tcpTimeout !== undefined) ipvs.tcpTimeoutMs = dur("ipvs.tcpTimeout", iv.tcpTimeout, 0);
+    if (iv.tcpFinTimeout !== undefined) ipvs.tcpFinTimeoutMs = dur("ipvs.tcpFinTimeout", iv.tcpFinTimeout, 0);
+    if (iv.udpTimeout !== undefined) ipvs.udpTimeoutMs = dur("ipvs.udpTimeout", iv.udpTimeout, 0);
+  }
   const lg = sub("logging", ["format", "verbosity", "flushFrequency", "options", "vmodule"]);
   if (lg?.format !== undefined) {
     if (lg.format !== "text" && lg.format !== "json") {

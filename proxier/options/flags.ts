@@ -19,6 +19,7 @@ import {
   parseNodeName,
   parseNodePortAddresses,
   parsePortRange,
+  parseScheduler,
   parseSource,
   parseURL,
 } from "./values.ts";
@@ -33,8 +34,6 @@ export interface ParsedCommand {
   readonly warnings: string[];
   /** Path given to --config, if any (its content is already merged into `config`). */
   readonly configFile?: string;
-  /** Where the mode was chosen, for messages: `--proxy-mode` or the config file's `mode` field. */
-  readonly modeOrigin: string;
 }
 
 /** Flags of the `trace` command only. */
@@ -77,12 +76,20 @@ const STRING_FLAGS = [
   "v",
   "logging-format",
   "source",
+  "ipvs-scheduler",
+  "ipvs-exclude-cidrs",
+  "ipvs-tcp-timeout",
+  "ipvs-tcpfin-timeout",
+  "ipvs-udp-timeout",
+  "ipvs-sync-period",
+  "ipvs-min-sync-period",
   ...TRACE_FLAGS,
 ] as const;
 const BOOL_FLAGS = [
   "masquerade-all",
   "iptables-localhost-nodeports",
   "userspace-portals",
+  "ipvs-strict-arp",
   "cleanup",
   "version",
   "help",
@@ -121,6 +128,11 @@ Flags (upstream kube-proxy names and defaults):
   --healthz-bind-address=0.0.0.0:10256   health server ("" disables)
   --metrics-bind-address=127.0.0.1:10249 metrics server ("" disables)
   --userspace-portals=true               userspace: REDIRECT cluster/external IPs (false: NodePorts only)
+  --ipvs-scheduler=rr                    ipvs: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh
+  --ipvs-exclude-cidrs=CIDR[,CIDR]       ipvs: virtual servers there are never touched
+  --ipvs-strict-arp=false                ipvs: arp_ignore=1, arp_announce=2
+  --ipvs-tcp-timeout=0s --ipvs-tcpfin-timeout=0s --ipvs-udp-timeout=0s   ipvs: 0 keeps the kernel's
+  --ipvs-sync-period=30s --ipvs-min-sync-period=0s                       ipvs mode's sync periods
   --udp-timeout=250ms                    userspace UDP session idle timeout
   --proxy-port-range=MIN-MAX|MIN+N       userspace portal ports (default random)
   --config=PATH                          KubeProxyConfiguration file; other flags are then ignored
@@ -235,8 +247,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     : positionals[0] === "trace"
     ? "trace"
     : "run";
-  const modeOrigin = configFile === undefined ? "--proxy-mode" : `--config: ${configFile}: mode`;
-  return { command, config, warnings, configFile, modeOrigin, trace };
+  return { command, config, warnings, configFile, trace };
 }
 
 /**
@@ -300,6 +311,27 @@ function applyFlags(c: ProxyConfig, v: Record<string, string | boolean | undefin
   }
   if (s("udp-timeout") !== undefined) {
     c.udpIdleTimeoutMs = durationFlag("--udp-timeout", s("udp-timeout")!, 1);
+  }
+  const ipvs = c.ipvs;
+  if (s("ipvs-scheduler") !== undefined) {
+    ipvs.scheduler = parseScheduler("--ipvs-scheduler", s("ipvs-scheduler")!);
+  }
+  if (s("ipvs-exclude-cidrs") !== undefined) {
+    ipvs.excludeCIDRs = parseCIDRs("--ipvs-exclude-cidrs", s("ipvs-exclude-cidrs")!);
+  }
+  if (v["ipvs-strict-arp"] !== undefined) ipvs.strictARP = v["ipvs-strict-arp"] as boolean;
+  for (
+    const [flag, key] of [
+      ["ipvs-tcp-timeout", "tcpTimeoutMs"],
+      ["ipvs-tcpfin-timeout", "tcpFinTimeoutMs"],
+      ["ipvs-udp-timeout", "udpTimeoutMs"],
+      ["ipvs-min-sync-period", "minSyncPeriodMs"],
+    ] as const
+  ) {
+    if (s(flag) !== undefined) ipvs[key] = durationFlag(`--${flag}`, s(flag)!, 0);
+  }
+  if (s("ipvs-sync-period") !== undefined) {
+    ipvs.syncPeriodMs = durationFlag("--ipvs-sync-period", s("ipvs-sync-period")!, 1);
   }
   if (s("proxy-port-range") !== undefined) {
     const r = parsePortRange(s("proxy-port-range")!);

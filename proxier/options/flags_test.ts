@@ -46,6 +46,14 @@ Deno.test("parseCommandLine: every flag is read", () => {
     "--v=4",
     "--logging-format=json",
     "--source=file:/tmp/x",
+    "--ipvs-scheduler=sh",
+    "--ipvs-exclude-cidrs=10.99.0.0/16",
+    "--ipvs-strict-arp=true",
+    "--ipvs-tcp-timeout=900s",
+    "--ipvs-tcpfin-timeout=2m",
+    "--ipvs-udp-timeout=5m",
+    "--ipvs-sync-period=45s",
+    "--ipvs-min-sync-period=2s",
   ], noFile);
   assertEquals(config, {
     mode: "userspace",
@@ -71,11 +79,26 @@ Deno.test("parseCommandLine: every flag is read", () => {
     verbosity: 4,
     loggingFormat: "json",
     source: { kind: "file", path: "/tmp/x" },
+    ipvs: {
+      scheduler: "sh",
+      excludeCIDRs: ["10.99.0.0/16"],
+      strictARP: true,
+      tcpTimeoutMs: 900_000,
+      tcpFinTimeoutMs: 120_000,
+      udpTimeoutMs: 300_000,
+      syncPeriodMs: 45_000,
+      minSyncPeriodMs: 2_000,
+    },
   });
 });
 
 Deno.test("parseCommandLine: each bad value names the flag and the value", () => {
   const cases: Array<[string[], RegExp]> = [
+    [["--ipvs-scheduler=fast"], /^--ipvs-scheduler: invalid value "fast" \(rr, wrr/],
+    [["--ipvs-exclude-cidrs=10.0.0.0"], /^--ipvs-exclude-cidrs: invalid CIDR "10.0.0.0"/],
+    [["--ipvs-tcp-timeout=soon"], /^--ipvs-tcp-timeout: invalid duration "soon"/],
+    [["--ipvs-sync-period=0"], /^--ipvs-sync-period: duration "0" must be positive/],
+    [["--ipvs-strict-arp=maybe"], /^--ipvs-strict-arp: invalid boolean "maybe"/],
     [["--proxy-mode=nft"], /^--proxy-mode: invalid value "nft"/],
     [["--iptables-backend=xtables"], /^--iptables-backend: invalid value "xtables" \(auto, nft or legacy\)/],
     [["--master=ftp://x"], /^--master: invalid URL "ftp:\/\/x"/],
@@ -213,5 +236,38 @@ Deno.test("--nodeport-addresses and nodePortAddresses accept primary beside CIDR
   assertMatch(
     assertThrows(() => parseCommandLine(["--nodeport-addresses=secondary"]), UsageError).message,
     /invalid CIDR "secondary"/,
+  );
+});
+
+Deno.test("KubeProxyConfiguration ipvs: section applies, its bad values name the field", () => {
+  const file = (ipvs: string) => () =>
+    `apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n${ipvs}`;
+  const ok = parseCommandLine(
+    ["--config=kp.yaml"],
+    file(
+      "  scheduler: lc\n  excludeCIDRs: [10.99.0.0/16]\n  strictARP: true\n  tcpTimeout: 1m\n  syncPeriod: 10s\n",
+    ),
+  );
+  assertEquals([
+    ok.config.mode,
+    ok.config.ipvs.scheduler,
+    ok.config.ipvs.excludeCIDRs,
+    ok.config.ipvs.strictARP,
+  ], [
+    "ipvs",
+    "lc",
+    ["10.99.0.0/16"],
+    true,
+  ]);
+  assertEquals([ok.config.ipvs.tcpTimeoutMs, ok.config.ipvs.syncPeriodMs], [60_000, 10_000]);
+  assertMatch(
+    assertThrows(() => parseCommandLine(["--config=kp.yaml"], file("  scheduler: fast\n")), UsageError)
+      .message,
+    /^--config: kp.yaml: ipvs.scheduler: invalid value "fast"/,
+  );
+  assertMatch(
+    assertThrows(() => parseCommandLine(["--config=kp.yaml"], file("  udpTimeout: often\n")), UsageError)
+      .message,
+    /^--config: kp.yaml: ipvs.udpTimeout: invalid duration "often"/,
   );
 });

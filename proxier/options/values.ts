@@ -7,6 +7,7 @@ import { UsageError } from "../errors.ts";
 import { cidrFamily, ipFamily, normalizeCIDR } from "../net.ts";
 import type { BindAddress, IptablesBackend, PortRange, ProxyMode, SourceSpec } from "./config.ts";
 import { parseDuration } from "./duration.ts";
+import { SCHEDULERS } from "../../iptables/ipvs.ts";
 
 /** Parses `MIN-MAX`, `MIN+COUNT` or a single port; returns undefined when malformed. */
 export function parsePortRange(s: string): PortRange | undefined {
@@ -123,4 +124,10 @@ export function parseNodePortAddresses(flag: string, s: string): string[] {
   return s.split(",").map((x) => x.trim()).filter((x) => x !== "").flatMap((x) =>
     x === NODE_PORT_PRIMARY ? [x] : parseCIDRs(flag, x)
   );
+}
+
+/** Returns an `--ipvs-scheduler` value. @throws {UsageError} naming `flag`. */
+export function parseScheduler(flag: string, s: string): string {
+  if (SCHEDULERS.has(s)) return s;
+  throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (${[...SCHEDULERS].join(", ")})`);
 }

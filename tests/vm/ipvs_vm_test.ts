@@ -1,6 +1,7 @@
 /**
- * Starts the guest-side ipvs tests (tests/vm/guest) in the VM: the real IPVS kernel this machine's
- * kernel lacks. Output streams through; the guest's deno test must pass.
+ * Starts the guest-side ipvs tests (tests/vm/guest/*.guest.ts, named so that `deno test` on the
+ * host does not pick them up) in the VM: the real IPVS kernel this machine's kernel lacks. The
+ * guest's deno test must pass.
  */
 import { assertEquals } from "../assert.ts";
 import { realKernel } from "../e2e/netns.ts";
@@ -45,7 +46,7 @@ Deno.test({
   name: `vm: ipvsadm, ipset and ip (kube-ipvs0) agree with their fakes on a real IPVS kernel${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/ipvs_tools_test.ts"]);
+    const r = await guestTest(["tests/vm/guest/ipvs_tools.guest.ts"]);
     assertEquals(r.code, 0, r.output);
     assertEquals(/ok \| 4 passed \| 0 failed/.test(r.output), true, r.output);
   },

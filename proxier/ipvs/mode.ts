@@ -1,0 +1,247 @@
+/**
+ * The ipvs mode as the program sees it: checks at start (IPVS in the kernel, ipset), upstream's
+ * sysctls, one proxier per family that has a working iptables, `render` on a dry run, `--cleanup`.
+ * @module
+ */
+import { ConntrackRunner } from "../../iptables/conntrack.ts";
+import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
+import { ExecError, type Executor } from "../../iptables/executor.ts";
+import { addressFamily } from "../../iptables/ip.ts";
+import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
+import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvs.ts";
+import { ensureSysctl, type SysctlKey, SysctlRunner } from "../../iptables/sysctl.ts";
+import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
+import { ModeUnavailableError } from "../errors.ts";
+import {
+  CONNTRACK_NEED,
+  onEveryIptablesBackend,
+  probeIptables,
+  probeIptablesBackend,
+} from "../kernel_tools.ts";
+import {
+  familyProvider,
+  familyRenderer,
+  type ModeDeps,
+  proxierOptions,
+  type ProxyModeDefinition,
+} from "../mode_definition.ts";
+import type { IPFamily } from "../types.ts";
+import { CHAINS, jumpRule, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
+import { IpvsProxier, type IpvsProxierOptions } from "./proxier.ts";
+
+/** Builds one family's ipvs proxier from the program's configuration. */
+function newProxier(
+  d: ModeDeps,
+  family: IPFamily,
+  exec: Executor,
+  iptables: IPTables,
+  extra: Pick<IpvsProxierOptions, "conntrack" | "healthServer" | "nodeIPs">,
+): IpvsProxier {
+  const c = d.config;
+  return new IpvsProxier({
+    ...proxierOptions(d, family),
+    // The ipvs mode's own periods, as upstream's --ipvs-sync-period / --ipvs-min-sync-period.
+    syncPeriodMs: c.ipvs.syncPeriodMs,
+    minSyncPeriodMs: c.ipvs.minSyncPeriodMs,
+    fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
+    ipvs: new IpvsadmRunner({ exec }),
+    ipset: new IpsetRunner({ exec }),
+    link: new DummyLinkRunner({ exec }),
+    iptables,
+    scheduler: c.ipvs.scheduler,
+    excludeCIDRs: c.ipvs.excludeCIDRs,
+    masqueradeAll: c.masqueradeAll,
+    masqueradeBit: c.masqueradeBit,
+    nodePortAddresses: c.nodePortAddresses,
+    ...extra,
+  });
+}
+
+/** Upstream's sysctls for IPVS (strict ARP only when asked). */
+function sysctls(strictARP: boolean): Array<[SysctlKey, string]> {
+  return [
+    ["net.ipv4.vs.conntrack", "1"],
+    ["net.ipv4.vs.expire_nodest_conn", "1"],
+    ["net.ipv4.vs.expire_quiescent_template", "1"],
+    ["net.ipv4.ip_forward", "1"],
+    ...(strictARP
+      ? [["net.ipv4.conf.all.arp_ignore", "1"], ["net.ipv4.conf.all.arp_announce", "2"]] as Array<
+        [SysctlKey, string]
+      >
+      : []),
+  ];
+}
+
+/** The ipvs mode (upstream's, with kube-router's per-Service scheduler annotations). */
+export const ipvsMode: ProxyModeDefinition = {
+  name: "ipvs",
+  tools: [
+    { tool: "ipvsadm", required: true, without: "programs IPVS (Debian/Ubuntu package ipvsadm)" },
+    {
+      tool: "ipset",
+      required: true,
+      without: "holds the service addresses iptables matches (package ipset)",
+    },
+    { tool: "ip", required: true, without: "binds service addresses on kube-ipvs0 (package iproute2)" },
+    {
+      tool: "iptables-restore",
+      required: true,
+      without: "writes the masquerade and filter rules (package iptables)",
+    },
+    { tool: "sysctl", required: true, without: "sets the IPVS sysctls upstream sets (package procps)" },
+    CONNTRACK_NEED,
+  ],
+
+  async create(d) {
+    if (Deno.uid() !== 0) throw new ModeUnavailableError("ipvs mode needs root; try --proxy-mode=iptables");
+    const missing: string[] = [];
+    const oneLine = (t: string) => t.trim().split("\n").join("; ");
+    // `ipvsadm -L` loads ip_vs when it can; it fails when the kernel has no IPVS.
+    const probe = await d.exec.run("ipvsadm", { args: ["-L", "-n"] }).catch((e) => ({
+      code: -1,
+      stderr: String(e),
+    }));
+    if (probe.code !== 0) {
+      missing.push(`IPVS in the kernel (ipvsadm -L: ${oneLine(probe.stderr) || probe.code})`);
+    }
+    const sets = await d.exec.run("ipset", { args: ["list", "-n"] }).catch((e) => ({
+      code: -1,
+      stderr: String(e),
+    }));
+    if (sets.code !== 0) missing.push(`ipset (ipset list: ${oneLine(sets.stderr) || sets.code})`);
+    if (missing.length > 0) {
+      throw new ModeUnavailableError(
+        `ipvs mode cannot run: no ${missing.join(", no ")}; try --proxy-mode=iptables`,
+      );
+    }
+    const sysctl = new SysctlRunner({ exec: d.exec });
+    for (const [key, value] of sysctls(d.config.ipvs.strictARP)) {
+      try {
+        if (await ensureSysctl(sysctl, key, value)) d.log.info("Set sysctl", { key, value });
+      } catch (e) {
+        throw new ModeUnavailableError(`ipvs mode cannot set ${key}=${value}: ${(e as Error).message}`, {
+          cause: e,
+        });
+      }
+    }
+    const t = d.config.ipvs;
+    if (t.tcpTimeoutMs > 0 || t.tcpFinTimeoutMs > 0 || t.udpTimeoutMs > 0) {
+      const s = (ms: number) => Math.round(ms / 1000);
+      await new IpvsadmRunner({ exec: d.exec }).setTimeouts(
+        s(t.tcpTimeoutMs),
+        s(t.tcpFinTimeoutMs),
+        s(t.udpTimeoutMs),
+      )
+        .catch((e) => d.log.error("Cannot set IPVS timeouts", { error: (e as Error).message }));
+    }
+    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
+    const families: IpvsProxier[] = [];
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const ipt = await probeIptables(d.exec, d.log, family, backend);
+      if (ipt === undefined) continue;
+      families.push(newProxier(d, family, d.exec, ipt, {
+        conntrack: new ConntrackRunner({ exec: d.exec, family }),
+        healthServer: d.healthServer,
+        nodeIPs,
+      }));
+    }
+    if (families.length === 0) {
+      throw new ModeUnavailableError("ipvs mode needs a working iptables; try --proxy-mode=userspace");
+    }
+    d.log.info("Using IPVS", { scheduler: d.config.ipvs.scheduler });
+    return familyProvider(families);
+  },
+
+  render(d, dryRun) {
+    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const families = (["IPv4", "IPv6"] as const).map((family) =>
+      newProxier(d, family, dryRun, new IptablesRunner({ exec: dryRun, family }), { nodeIPs })
+    );
+    return familyRenderer(families, (p) => {
+      const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
+      return `# ipset restore -exist input (${p.family})\n${dryRun.lastInput("ipset") ?? ""}` +
+        `# ${tool} --noflush input\n${dryRun.lastInput(tool) ?? ""}` +
+        `# ipvsadm -R input (${p.family})\n${dryRun.lastInput("ipvsadm") ?? ""}`;
+    });
+  },
+
+  cleanup(exec, family, opts) {
+    return cleanupIpvs(exec, family, opts?.everything ?? true);
+  },
+};
+
+/**
+ * Removes what the ipvs mode (ours or upstream's) creates in `family`: virtual servers on
+ * kube-ipvs0's addresses or on node ports in our sets (nothing else), the chains and jumps on every
+ * iptables backend, then our sets, then kube-ipvs0 (with the IPv6 cleanup, the last). Does nothing
+ * where nothing of it exists; running it twice is fine.
+ */
+export async function cleanupIpvs(exec: Executor, family: IPFamily, everything = true): Promise<void> {
+  const link = new DummyLinkRunner({ exec });
+  const bound = new Set((await link.addresses()).filter((ip) => addressFamily(ip) === family));
+  const ipset = new IpsetRunner({ exec });
+  const sets = await ipset.save().catch((e) => {
+    if (e instanceof ExecError && e.code === -1) throw e; // not installed: nothing of ours
+    return new Map();
+  });
+  const nodePorts = new Set<number>();
+  for (const n of [SET.NODE_PORT_TCP, SET.NODE_PORT_UDP]) {
+    for (const e of sets.get(setName(n, family))?.entries ?? []) nodePorts.add(Number(e));
+  }
+  const ipvs = new IpvsadmRunner({ exec });
+  const table = await ipvs.read().catch(() => []); // no IPVS in the kernel: nothing to remove
+  const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+  const ours = table.filter(({ vs }) =>
+    addressFamily(vs.address) === family &&
+    (bound.has(vs.address) || (nodeIPs.includes(vs.address) && nodePorts.has(vs.port)))
+  );
+  if (ours.length > 0) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
+  await onEveryIptablesBackend(exec, family, (ipt) => removeIpvsChains(ipt, everything));
+  const present = SET_NAMES.map((n) => setName(n, family)).filter((n) => sets.has(n));
+  if (present.length > 0) await ipset.restore(present.map(destroySet));
+  // kube-ipvs0 holds both families' addresses: it goes with the last family's cleanup.
+  if (family === "IPv6") {
+    const r = await exec.run("ip", { args: ["-o", "link", "show", "dev", KUBE_IPVS_INTERFACE] });
+    if (r.code === 0) await link.remove();
+  }
+}
+
+/**
+ * Removes the ipvs mode's jumps and chains from one iptables backend (nothing when absent).
+ * KUBE-SERVICES, KUBE-MARK-MASQ... are the iptables mode's names too: a running iptables mode must
+ * not lose them, so unless asked for `everything` only a table holding a chain only this mode has
+ * is cleaned.
+ */
+async function removeIpvsChains(ipt: IPTables, everything: boolean): Promise<void> {
+  for (const table of ["nat", "filter"] as const) {
+    const saved = await ipt.save(table);
+    const declared = saved.split("\n").filter((l) => l.startsWith(":")).map((l) =>
+      l.slice(1, l.indexOf(" "))
+    );
+    if (!everything && !declared.some((c) => IPVS_ONLY.has(c))) continue;
+    for (const j of JUMPS.filter((j) => j.table === table)) {
+      if (saved.includes(`-A ${j.from} ${jumpRule(j)}`)) {
+        await ipt.deleteRule(table, j.from, ["-m", "comment", "--comment", j.comment, "-j", j.to]);
+      }
+    }
+    const ours = CHAINS[table].filter((c) => declared.includes(c));
+    if (ours.length === 0) continue;
+    await ipt.restoreAll(
+      [`*${table}`, ...ours.map((c) => `:${c} - [0:0]`), ...ours.map((c) => `-X ${c}`), "COMMIT", ""].join(
+        "\n",
+      ),
+      { flush: false, counters: false },
+    );
+  }
+}
+
+/** Chains only the ipvs mode creates: where one exists, the ipvs mode ran. */
+const IPVS_ONLY: ReadonlySet<string> = new Set([
+  "KUBE-NODE-PORT",
+  "KUBE-LOAD-BALANCER",
+  "KUBE-SOURCE-RANGES-FIREWALL",
+  "KUBE-IPVS-FILTER",
+  "KUBE-IPVS-OUT-FILTER",
+]);
