@@ -63,7 +63,8 @@ export class DummyLinkRunner implements DummyLink {
     const show = await this.#ip(["-o", "link", "show", "dev", this.name]);
     if (show.code !== 0) {
       const add = await this.#ip(["link", "add", this.name, "type", "dummy"]);
-      if (add.code !== 0) {
+      // Both families' proxiers ensure it; the other one may have just created it.
+      if (add.code !== 0 && !/File exists/.test(add.stderr)) {
         throw new ExecError(
           `ip link add ${this.name} type dummy exited ${add.code}: ${add.stderr.trim()}`,
           add.code,

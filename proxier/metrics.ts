@@ -155,13 +155,13 @@ export class ProxyMetrics {
     this.iptablesRulesTotal = new Gauge({
       name: "kubeproxy_sync_proxy_rules_iptables_total",
       help: "Total number of iptables rules owned by kube-proxy",
-      ...only(["iptables", "ipvs"]),
+      ...only(["iptables"]),
       labelNames: [FAMILY, "table"] as const,
     });
     this.iptablesRulesLast = new Gauge({
       name: "kubeproxy_sync_proxy_rules_iptables_last",
       help: "Number of iptables rules written by kube-proxy in last sync",
-      ...only(["iptables", "ipvs"]),
+      ...only(["iptables"]),
       labelNames: [FAMILY, "table"] as const,
     });
     this.noLocalEndpointsTotal = new Gauge({

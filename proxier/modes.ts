@@ -11,5 +11,6 @@ import { userspaceMode } from "./userspace/mode.ts";
 
 /** Every mode this build can run, by `--proxy-mode` name, in `--cleanup` order. */
 export const MODES: ReadonlyMap<string, ProxyModeDefinition> = new Map(
-  [iptablesMode, ipvsMode, nftablesMode, userspaceMode].map((m) => [m.name, m]),
+  // ipvs before iptables: its jumps lead into chains whose names the iptables mode shares.
+  [ipvsMode, iptablesMode, nftablesMode, userspaceMode].map((m) => [m.name, m]),
 );

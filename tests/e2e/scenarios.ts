@@ -151,7 +151,8 @@ export const SCENARIOS: readonly Scenario[] = [
     objects: ({ pods }) => service("web", "172.30.0.10") + slice("web", pods),
     async check(env) {
       const { node, pods } = env;
-      await eventually(async () => ok(await node.tcp("172.30.0.10", 80)), 20_000);
+      // The first scenario waits for the first sync (slow in the emulated VM).
+      await eventually(async () => ok(await node.tcp("172.30.0.10", 80)), 60_000);
       const fromNode = await answers(12, () => node.tcp("172.30.0.10", 80));
       assertEquals(fromNode, BOTH, "from the node");
       const fromPod = await answers(12, () => pods[0].agent.tcp("172.30.0.10", 80));
@@ -190,6 +191,7 @@ export const SCENARIOS: readonly Scenario[] = [
     notFor: {
       nftables:
         "upstream's nftables mode does not serve NodePorts on 127.0.0.1 (it never sets route_localnet)",
+      ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on loopback",
     },
     async check(env) {
       const { node } = env;
@@ -328,7 +330,7 @@ export const SCENARIOS: readonly Scenario[] = [
       } else {
         assert(
           !m.includes("kubeproxy_sync_proxy_rules_iptables_total"),
-          "iptables metrics only in iptables mode",
+          "iptables rule counts only in iptables mode",
         );
       }
       if (mode === "nftables") assert(m.includes("kubeproxy_sync_proxy_rules_nftables_sync_failures_total"));
@@ -415,6 +417,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     notFor: {
       userspace: "userspace mode has portal chains only",
       nftables: "nftables mode programs nftables only (its own scenario checks its table)",
+      ipvs: "ipvs mode has no per-service chains (its own scenario checks its kernel objects)",
     },
   },
   {
@@ -431,6 +434,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     notFor: {
       iptables: "iptables mode programs iptables",
       userspace: "userspace mode has no nftables table",
+      ipvs: "ipvs mode programs IPVS",
     },
   },
   {
@@ -459,6 +463,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     notFor: {
       iptables: "iptables keeps pins in the recent module (the pinning scenario covers it)",
       userspace: "userspace keeps pins in the process (unit tests cover their timeout)",
+      ipvs: "IPVS keeps pins in persistence templates (the pinning scenario covers it)",
     },
   },
   {
@@ -488,6 +493,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     notFor: {
       iptables: "iptables mode picks endpoints at random and has no portals",
       nftables: "nftables mode picks endpoints at random and has no portals",
+      ipvs: "ipvs mode has no portals",
     },
   },
   {
@@ -514,7 +520,8 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     id: "cleanup",
     name: "--cleanup removes every rule of ours, and a second run finds nothing to do",
     objects: () => "",
-    async check({ t, node, stopProxy, runProgram }) {
+    async check({ t, node, stopProxy, runProgram, mode }) {
+      if (mode === "ipvs") await t.exec(t.node, ["ipvsadm", "-A", "-t", "10.99.0.1:80", "-s", "wlc"]);
       await stopProxy();
       for (let i = 0; i < 2; i++) {
         const r = await runProgram(["--cleanup"]);
@@ -523,6 +530,15 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
       for (const tool of ["iptables-save", "ip6tables-save"]) {
         const saved = await t.exec(t.node, [tool]);
         assert(!saved.includes("KUBE-"), `${tool} after --cleanup:\n${saved}`);
+      }
+      if (mode === "ipvs") {
+        // Ours are gone; the virtual server another program added before the cleanup stays.
+        assertEquals((await t.exec(t.node, ["ipvsadm", "-S", "-n"])).trim(), "-A -t 10.99.0.1:80 -s wlc");
+        assert(!(await t.exec(t.node, ["ipset", "list", "-n"])).includes("KUBE-"));
+        assertEquals(
+          await t.exec(t.node, ["ip", "-o", "link", "show", "kube-ipvs0"], { allowFail: true }),
+          "",
+        );
       }
       const ruleset = await t.exec(t.node, ["nft", "list", "ruleset"]);
       assert(!ruleset.includes("table ip kube-proxy") && !ruleset.includes("table ip6 kube-proxy"), ruleset);

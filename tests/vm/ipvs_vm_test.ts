@@ -51,3 +51,13 @@ Deno.test({
     assertEquals(/ok \| 4 passed \| 0 failed/.test(r.output), true, r.output);
   },
 });
+
+Deno.test({
+  name: `vm e2e ipvs: the real program sends real packets through a real IPVS kernel${note}`,
+  ignore,
+  async fn() {
+    const r = await guestTest(["tests/vm/guest/e2e_ipvs.guest.ts"], 2048);
+    console.log(r.output.split("\n").filter((l) => /\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
+    assertEquals(r.code, 0, r.output);
+  },
+});
