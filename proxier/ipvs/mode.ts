@@ -226,7 +226,15 @@ async function removeIpvsChains(ipt: IPTables, everything: boolean): Promise<voi
         await ipt.deleteRule(table, j.from, ["-m", "comment", "--comment", j.comment, "-j", j.to]);
       }
     }
-    const ours = CHAINS[table].filter((c) => declared.includes(c));
+    const after = (await ipt.save(table)).split("\n");
+    const mine = CHAINS[table].filter((c) => declared.includes(c));
+    // A chain another mode's rules still jump to (KUBE-MARK-MASQ from the iptables mode's KUBE-SEP-
+    // chains) stays for that mode's cleanup.
+    const usedElsewhere = new Set(
+      after.filter((l) => l.startsWith("-A ") && !mine.includes(l.split(" ")[1]))
+        .map((l) => / -[jg] (\S+)/.exec(l)?.[1]),
+    );
+    const ours = mine.filter((c) => !usedElsewhere.has(c));
     if (ours.length === 0) continue;
     await ipt.restoreAll(
       [`*${table}`, ...ours.map((c) => `:${c} - [0:0]`), ...ours.map((c) => `-X ${c}`), "COMMIT", ""].join(

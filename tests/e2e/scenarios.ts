@@ -512,7 +512,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     objects: () => "",
     async check({ node, stopProxy }) {
       assertEquals((await stopProxy()).code, 0);
-      assertEquals(await answers(6, () => node.tcp("172.30.0.10", 80)), BOTH, "cluster IP still served");
+      assertEquals(await answers(16, () => node.tcp("172.30.0.10", 80)), BOTH, "cluster IP still served");
     },
     notFor: { userspace: "the userspace datapath is the process itself" },
   },
