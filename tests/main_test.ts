@@ -3,6 +3,8 @@
  */
 import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
 import { FakeNft } from "../iptables/testing/fake_nft.ts";
+import { FakeIpset } from "../iptables/testing/fake_ipset.ts";
+import { FakeIpvs } from "../iptables/testing/fake_ipvs.ts";
 import { commandWorks, netnsAvailable, ProxyProcess, withNamespace } from "./e2e/netns.ts";
 import { TestApiServer } from "./api_server.ts";
 import { startArgs } from "./program.ts";
@@ -310,4 +312,38 @@ Deno.test("main: trace over rendered rules names the rules hit, the endpoints wi
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("main: render --proxy-mode=ipvs prints the ipset, iptables-restore and ipvsadm batches, and the fakes take them", async () => {
+  const r = await run([
+    "render",
+    "--proxy-mode=ipvs",
+    `--source=file:${ROOT}demo/objects.yaml`,
+    "--hostname-override=node-a",
+    "--cluster-cidr=10.180.0.0/16",
+    "--ipvs-scheduler=lc",
+  ]);
+  assertEquals(r.code, 0, r.stderr);
+  const sections = r.stdout.split(/^# /m).filter((x) => x !== "");
+  assertEquals(sections.map((x) => x.slice(0, x.indexOf("\n"))), [
+    "ipset restore -exist input (IPv4)",
+    "iptables-restore --noflush input",
+    "ipvsadm -R input (IPv4)",
+  ]);
+  const body = (i: number) => sections[i].slice(sections[i].indexOf("\n") + 1);
+  const ipset = new FakeIpset();
+  await ipset.restore(body(0).trim().split("\n"));
+  assertEquals(ipset.entries("KUBE-CLUSTER-IP"), ["172.30.0.10,tcp:80"]);
+  const ipt = new FakeIPTables();
+  await ipt.restoreAll(body(1), { flush: false, counters: false });
+  assertEquals(ipt.rules("nat", "PREROUTING"), [
+    '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+  ]);
+  const ipvs = new FakeIpvs();
+  await ipvs.apply(body(2).trim().split("\n"));
+  assertEquals(ipvs.services().get("TCP/172.30.0.10:80")?.scheduler, "lc");
+  assertEquals(ipvs.reals("TCP/172.30.0.10:80")?.map((x) => `${x.address}:${x.port}`), [
+    "127.0.0.1:18081",
+    "127.0.0.1:18082",
+  ]);
 });
