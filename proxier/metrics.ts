@@ -7,6 +7,24 @@ import { Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry 
 import { registerProcessMetrics } from "./process_metrics.ts";
 import type { IPFamily } from "./types.ts";
 
+/** One virtual server's IPVS counters with the Service it serves. */
+export interface IpvsServiceCounters {
+  readonly labels: {
+    readonly namespace: string;
+    readonly service: string;
+    readonly port: string;
+    readonly protocol: string;
+    readonly address: string;
+  };
+  readonly counters: {
+    readonly connections: number;
+    readonly packetsIn: number;
+    readonly packetsOut: number;
+    readonly bytesIn: number;
+    readonly bytesOut: number;
+  };
+}
+
 const FAMILY = "ip_family";
 
 /** Upstream's network programming buckets: 0, 0.25 s, 0.5 s, 1-59 s, 60-115 s by 5, 2-5 min by 30 s. */
@@ -65,6 +83,7 @@ export class ProxyMetrics {
   readonly noLocalEndpointsTotal: Gauge<typeof FAMILY | "traffic_policy">;
   readonly healthzTotal: Counter<"code">;
   readonly livezTotal: Counter<"code">;
+  readonly #ipvsSources: Array<() => Promise<readonly IpvsServiceCounters[]>> = [];
 
   /**
    * Registers the metrics on a fresh registry: the common ones, and those of `mode` (iptables
@@ -183,11 +202,52 @@ export class ProxyMetrics {
       labelNames: ["code"] as const,
     });
     registerProcessMetrics(this.registry);
+    if (mode === "ipvs") this.#registerIpvsCounters();
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
       help: "Cumulative failed syncs of proxy rules (any mode)",
       ...common,
     });
+  }
+
+  /** Adds a source of per-virtual-server IPVS counters (each ipvs proxier), read on every scrape. */
+  addIpvsCounters(source: () => Promise<readonly IpvsServiceCounters[]>): void {
+    this.#ipvsSources.push(source);
+  }
+
+  /** Per-virtual-server traffic counters from IPVS (kube-router exports these; upstream does not). */
+  #registerIpvsCounters(): void {
+    const labelNames = ["namespace", "service", "port", "protocol", "address"] as const;
+    const registers = [this.registry];
+    const sources = this.#ipvsSources;
+    const fields = [
+      [
+        "connections",
+        "kubeproxy_ipvs_service_connections_total",
+        "Connections IPVS scheduled to the virtual server",
+      ],
+      ["packetsIn", "kubeproxy_ipvs_service_packets_in_total", "Packets into the virtual server"],
+      ["packetsOut", "kubeproxy_ipvs_service_packets_out_total", "Packets out of the virtual server"],
+      ["bytesIn", "kubeproxy_ipvs_service_bytes_in_total", "Bytes into the virtual server"],
+      ["bytesOut", "kubeproxy_ipvs_service_bytes_out_total", "Bytes out of the virtual server"],
+    ] as const;
+    // One kernel read per scrape fills all five: the counters' collects, started together, share it.
+    let pending: Promise<void> | undefined;
+    const fill = async () => {
+      const rows = (await Promise.all(sources.map((s) => s().catch(() => [])))).flat();
+      for (const c of counters) c.reset();
+      for (const r of rows) fields.forEach(([field], i) => counters[i].inc(r.labels, r.counters[field]));
+    };
+    const collect = () => {
+      if (pending === undefined) {
+        pending = fill();
+        pending.then(() => pending = undefined, () => pending = undefined);
+      }
+      return pending;
+    };
+    const counters: Array<Counter<typeof labelNames[number]>> = fields.map(([, name, help]) =>
+      new Counter({ name, help, labelNames, registers, collect })
+    );
   }
 
   /** Returns the metrics bound to `family`'s label: what that family's proxier writes. */

@@ -29,6 +29,7 @@ import {
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { clearStaleConntrack } from "../conntrack_cleanup.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
+import type { IpvsServiceCounters } from "../metrics.ts";
 import { cidrContains } from "../net.ts";
 import {
   iptablesInput,
@@ -93,10 +94,33 @@ export class IpvsProxier extends BaseProxier {
   readonly #terminating = new Map<string, number>();
   #lastIptables = "";
 
-  /** Builds the proxier; runs nothing until a sync. */
+  /** Builds the proxier; runs nothing until a sync. Its IPVS counters are read on each scrape. */
   constructor(o: IpvsProxierOptions) {
     super(o);
     this.#o = o;
+    o.metrics.addIpvsCounters(() => this.counters());
+  }
+
+  /** The IPVS counters of this family's virtual servers that serve a Service, with its labels. */
+  async counters(): Promise<IpvsServiceCounters[]> {
+    const stats = await this.#o.ipvs.stats();
+    const out: IpvsServiceCounters[] = [];
+    for (const [key, counters] of stats) {
+      const wanted = this.#servers.get(key);
+      const svc = wanted === undefined ? undefined : this.serviceMap.get(wanted.port);
+      if (wanted === undefined || svc === undefined) continue;
+      out.push({
+        labels: {
+          namespace: svc.name.namespace,
+          service: svc.name.name,
+          port: String(wanted.vs.port),
+          protocol: wanted.vs.protocol,
+          address: wanted.vs.address,
+        },
+        counters,
+      });
+    }
+    return out;
   }
 
   /** The addresses NodePorts are served on: this family's node addresses within --nodeport-addresses. */

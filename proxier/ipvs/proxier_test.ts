@@ -198,3 +198,24 @@ Deno.test("ipvs: a failed batch is counted and the next sync re-reads the kernel
     ),
   );
 });
+
+Deno.test("ipvs: per-virtual-server IPVS counters on /metrics, labelled with the Service", async () => {
+  const s = start();
+  await s.proxier.syncNow();
+  s.ipvs.setStats(VS, { connections: 7, packetsIn: 70, packetsOut: 60, bytesIn: 7000, bytesOut: 9000 });
+  s.ipvs.addForeign({ address: "10.99.9.9", protocol: "tcp", port: 80, scheduler: "wlc", flags: [] });
+  const text = await s.metrics.registry.metrics();
+  const labels = 'namespace="ns1",service="svc1",port="80",protocol="tcp",address="172.30.0.41"';
+  for (
+    const [name, v] of [
+      ["connections", 7],
+      ["packets_in", 70],
+      ["packets_out", 60],
+      ["bytes_in", 7000],
+      ["bytes_out", 9000],
+    ]
+  ) {
+    assert(text.includes(`kubeproxy_ipvs_service_${name}_total{${labels}} ${v}\n`), `${name}: ${text}`);
+  }
+  assert(!text.includes("10.99.9.9"), "a virtual server that is not ours is not reported");
+});
