@@ -2,7 +2,12 @@
  * A helper process for end-to-end tests, started inside a network namespace. It reads one JSON
  * command per line on stdin and answers one JSON line on stdout:
  * - `{"op":"serve","name":"a","port":8080}`: answer TCP connections and UDP datagrams on the port
- *   with "a" (UDP replies "a" to every datagram);
+ *   with "a" (UDP replies "a" to every datagram), and on port + 1 keep TCP connections open: "a" on
+ *   connect, then "a:" + each chunk received;
+ * - `{"op":"hello","host":..,"port":..}`: connect, return the first chunk the server sends, close;
+ * - `{"op":"open","id":"c1","host":..,"port":..}`: connect and keep the connection as "c1", return
+ *   its first chunk; `{"op":"say","id":"c1","data":"x"}`: send, return the reply chunk;
+ *   `{"op":"close","id":"c1"}`;
  * - `{"op":"tcp","host":"172.30.0.10","port":80,"timeoutMs":2000}`: connect, return what the
  *   server sends before closing (`{"ok":true,"data":"a"}`, or `{"ok":false,"error":"..."}`);
  * - `{"op":"udp","host":..,"port":..,"srcPort":0,"timeoutMs":1000}`: send "ping", return the reply;
@@ -24,7 +29,38 @@ async function readAll(c: Deno.Conn): Promise<string> {
   }
 }
 
+/** Connections kept open by "open", by id. */
+const kept = new Map<string, Deno.Conn>();
+
+async function firstChunk(c: Deno.Conn, timeoutMs: number): Promise<string> {
+  const buf = new Uint8Array(4096);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const n = await Promise.race([
+    c.read(buf),
+    new Promise<never>((_, rej) => timer = setTimeout(() => rej(new Error("read timeout")), timeoutMs)),
+  ]);
+  clearTimeout(timer);
+  if (n === null) throw new Error("closed");
+  return dec.decode(buf.subarray(0, n));
+}
+
 function serve(name: string, port: number): void {
+  const echo = Deno.listen({ hostname: "0.0.0.0", port: port + 1 });
+  (async () => {
+    for await (const c of echo) {
+      (async () => {
+        await c.write(enc.encode(name));
+        const buf = new Uint8Array(4096);
+        for (let n; (n = await c.read(buf)) !== null;) {
+          await c.write(enc.encode(`${name}:${dec.decode(buf.subarray(0, n))}`));
+        }
+      })().catch(() => {}).finally(() => {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      });
+    }
+  })();
   const l = Deno.listen({ hostname: "0.0.0.0", port });
   (async () => {
     for await (const c of l) c.write(enc.encode(name)).finally(() => c.close()).catch(() => {});
@@ -40,6 +76,8 @@ function serve(name: string, port: number): void {
 
 type Cmd = {
   op: string;
+  id?: string;
+  data?: string;
   name?: string;
   host?: string;
   port: number;
@@ -70,6 +108,31 @@ async function handle(cmd: Cmd): Promise<unknown> {
         c.close();
       } catch { /* closed */ }
     }
+  }
+  if (cmd.op === "hello" || cmd.op === "open") {
+    const c = await Deno.connect({
+      hostname: cmd.host!,
+      port: cmd.port,
+      signal: AbortSignal.timeout(timeout),
+    });
+    try {
+      const data = await firstChunk(c, timeout);
+      if (cmd.op === "open") kept.set(cmd.id!, c);
+      return { ok: true, data };
+    } finally {
+      if (cmd.op === "hello") c.close();
+    }
+  }
+  if (cmd.op === "say") {
+    const c = kept.get(cmd.id!);
+    if (c === undefined) throw new Error(`no connection ${cmd.id}`);
+    await c.write(enc.encode(cmd.data!));
+    return { ok: true, data: await firstChunk(c, timeout) };
+  }
+  if (cmd.op === "close") {
+    kept.get(cmd.id!)?.close();
+    kept.delete(cmd.id!);
+    return { ok: true };
   }
   if (cmd.op === "udp") {
     const s = Deno.listenDatagram({ hostname: "0.0.0.0", port: cmd.srcPort ?? 0, transport: "udp" });

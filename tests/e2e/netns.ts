@@ -150,6 +150,24 @@ export class Agent {
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
 
+  /** Connects and returns the first chunk the server sends, or `ERR <reason>`. */
+  async hello(host: string, port: number, timeoutMs = 2000): Promise<string> {
+    const r = await this.request({ op: "hello", host, port, timeoutMs });
+    return r.ok ? r.data! : `ERR ${r.error}`;
+  }
+
+  /** Opens a connection kept as `id`; returns its first chunk, or `ERR <reason>`. */
+  async open(id: string, host: string, port: number, timeoutMs = 2000): Promise<string> {
+    const r = await this.request({ op: "open", id, host, port, timeoutMs });
+    return r.ok ? r.data! : `ERR ${r.error}`;
+  }
+
+  /** Sends `data` on kept connection `id`; returns the reply chunk, or `ERR <reason>`. */
+  async say(id: string, data: string, timeoutMs = 2000): Promise<string> {
+    const r = await this.request({ op: "say", id, data, timeoutMs });
+    return r.ok ? r.data! : `ERR ${r.error}`;
+  }
+
   /** HTTP GET `path`: `status body`, or `ERR <reason>`. */
   async http(host: string, port: number, timeoutMs = 2000, path = "/"): Promise<string> {
     const r = await this.request({ op: "http", host, port, timeoutMs, path });

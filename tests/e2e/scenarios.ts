@@ -87,14 +87,21 @@ interface EndpointSpec {
 function service(
   name: string,
   clusterIP: string,
-  o: { spec?: string; type?: string; protocol?: string; port?: number; nodePort?: number; status?: string } =
-    {},
+  o: {
+    spec?: string;
+    type?: string;
+    protocol?: string;
+    port?: number;
+    nodePort?: number;
+    status?: string;
+    meta?: string;
+  } = {},
 ): string {
   const nodePort = o.nodePort === undefined ? "" : `, nodePort: ${o.nodePort}`;
   return `---
 apiVersion: v1
 kind: Service
-metadata: { namespace: e2e, name: ${name} }
+metadata: { namespace: e2e, name: ${name}${o.meta === undefined ? "" : `, ${o.meta}`} }
 spec:
   type: ${o.type ?? "ClusterIP"}
   clusterIP: ${clusterIP}
@@ -105,7 +112,7 @@ ${o.status ?? ""}`;
 }
 
 /** An EndpointSlice of Service `svc` with `eps` on port 8080. */
-function slice(svc: string, eps: readonly EndpointSpec[], protocol = "TCP"): string {
+function slice(svc: string, eps: readonly EndpointSpec[], protocol = "TCP", port = 8080): string {
   const lines = eps.map((e) =>
     `  - { addresses: [${e.ip}], conditions: { ready: true }, nodeName: ${e.node ?? "node-a"}${
       e.zone === undefined ? "" : `, hints: { forZones: [{ name: ${e.zone} }] }`
@@ -116,7 +123,7 @@ apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: { namespace: e2e, name: ${svc}-1, labels: { kubernetes.io/service-name: ${svc} } }
 addressType: IPv4
-ports: [{ name: p, protocol: ${protocol}, port: 8080 }]
+ports: [{ name: p, protocol: ${protocol}, port: ${port} }]
 endpoints:${lines.length === 0 ? " []" : "\n" + lines.join("\n")}
 `;
 }
@@ -334,6 +341,53 @@ export const SCENARIOS: readonly Scenario[] = [
         );
       }
       if (mode === "nftables") assert(m.includes("kubeproxy_sync_proxy_rules_nftables_sync_failures_total"));
+    },
+  },
+  {
+    id: "drain",
+    name: "an established TCP connection to a removed endpoint keeps working; new ones go to the others",
+    objects: ({ pods }) => service("drain", "172.30.0.23") + slice("drain", pods, "TCP", 8081),
+    async check(env) {
+      const { node, pods, write } = env;
+      await eventually(async () => assertMatch(await node.hello("172.30.0.23", 80), /^pod-[ab]$/), 10_000);
+      const first = await node.open("drain-1", "172.30.0.23", 80);
+      assertMatch(first, /^pod-[ab]$/);
+      const kept = first === "pod-a" ? pods[1] : pods[0];
+      const keptName = first === "pod-a" ? "pod-b" : "pod-a";
+      await write("drain", service("drain", "172.30.0.23") + slice("drain", [kept], "TCP", 8081));
+      await eventually(
+        async () => assertEquals(await answers(8, () => node.hello("172.30.0.23", 80)), new Set([keptName])),
+        10_000,
+      );
+      assertEquals(
+        await node.say("drain-1", "still"),
+        `${first}:still`,
+        "the established connection still works",
+      );
+    },
+  },
+  {
+    id: "ipvs-sh",
+    name: "kube-router's scheduler annotation: sh pins each client address to one endpoint",
+    objects: ({ pods }) =>
+      service("hashed", "172.30.0.24", {
+        type: "NodePort",
+        nodePort: 30085,
+        meta: 'annotations: { kube-router.io/service.scheduler: "sh" }',
+      }) + slice("hashed", pods),
+    async check({ t, admitted, refused }) {
+      await eventually(
+        async () => assertMatch(await admitted.agent.hello(t.nodeIP, 30085), /^pod-[ab]$/),
+        10_000,
+      );
+      for (const client of [admitted, refused]) {
+        assertEquals((await answers(8, () => client.agent.hello(t.nodeIP, 30085))).size, 1, client.ip);
+      }
+    },
+    notFor: {
+      iptables: "kube-router's annotations choose IPVS schedulers",
+      nftables: "kube-router's annotations choose IPVS schedulers",
+      userspace: "kube-router's annotations choose IPVS schedulers",
     },
   },
   {
