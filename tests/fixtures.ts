@@ -132,3 +132,14 @@ export function baseOptions(over: Partial<BaseProxierOptions> = {}): BaseProxier
     ...over,
   } as BaseProxierOptions & { clock: FakeClock; log: MemoryLogger };
 }
+
+/** Strings that would change a kernel batch if any field could carry them into one. */
+export const HOSTILE: readonly string[] = [
+  "a b",
+  "x\n-A INPUT -j ACCEPT",
+  '" -j ACCEPT "',
+  "-j ACCEPT",
+  "$(reboot)",
+  "x".repeat(5000),
+  "10.0.0.1 -j ACCEPT",
+];

@@ -1,6 +1,14 @@
 import { tracePacket } from "../../iptables/testing/tracer.ts";
 import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
-import { ep, makeEndpointSlice, makeNode, makeService, NODE, ZONE_LABEL } from "../../tests/fixtures.ts";
+import {
+  ep,
+  HOSTILE,
+  makeEndpointSlice,
+  makeNode,
+  makeService,
+  NODE,
+  ZONE_LABEL,
+} from "../../tests/fixtures.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
@@ -120,16 +128,6 @@ Deno.test("stale UDP conntrack entries are deleted for removed endpoints and ser
   await proxier.syncNow();
   assertEquals(conntrack.calls, ["service 172.30.0.41 udp"]);
 });
-
-const HOSTILE = [
-  "a b",
-  "x\n-A INPUT -j ACCEPT",
-  '" -j ACCEPT "',
-  "-j ACCEPT",
-  "$(reboot)",
-  "x".repeat(5000),
-  "10.0.0.1 -j ACCEPT",
-];
 
 Deno.test("hostile input never changes rule text beyond quoted comments", async () => {
   const { fake, proxier, log } = iptablesSetup({}, "empty");

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
-import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { ep, HOSTILE, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
 import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
 import { NODE_IP } from "../../tests/flows/objects.ts";
 import { IpvsError } from "../../iptables/ipvs.ts";
@@ -218,4 +218,49 @@ Deno.test("ipvs: per-virtual-server IPVS counters on /metrics, labelled with the
     assert(text.includes(`kubeproxy_ipvs_service_${name}_total{${labels}} ${v}\n`), `${name}: ${text}`);
   }
   assert(!text.includes("10.99.9.9"), "a virtual server that is not ours is not reported");
+});
+
+Deno.test("ipvs: hostile input reaches no batch; the good service still works", async () => {
+  const s = ipvsSetup();
+  s.proxier.onServiceAdd(makeService("ns1", "good"));
+  s.proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "good", (x) => x.endpoints = [ep("10.180.0.1")]));
+  for (const [i, h] of HOSTILE.entries()) {
+    s.proxier.onServiceAdd(makeService("ns1", `name${i}`, (x) => x.metadata!.name = h));
+    s.proxier.onServiceAdd(makeService("ns1", `ip${i}`, (x) => x.spec!.clusterIPs = [h]));
+    s.proxier.onServiceAdd(makeService("ns1", `ann${i}`, (x) => {
+      x.spec!.clusterIPs = [`172.30.1.${i + 1}`];
+      x.metadata!.annotations = {
+        "kube-router.io/service.scheduler": h,
+        "kube-router.io/service.schedflags": h,
+      };
+      x.spec!.externalIPs = [h, "192.168.99.9"];
+      x.spec!.type = "LoadBalancer";
+      x.spec!.loadBalancerSourceRanges = [h];
+      x.status = { loadBalancer: { ingress: [{ ip: h }, { ip: "192.168.99.50" }] } };
+    }));
+    s.proxier.onEndpointSliceAdd(
+      makeEndpointSlice("ns1", `ann${i}`, (x) => x.endpoints = [ep(h), ep("10.180.9.9")]),
+    );
+  }
+  s.proxier.onServicesSynced();
+  s.proxier.onEndpointSlicesSynced();
+  await s.proxier.syncNow();
+  const texts = [
+    ...s.ipvs.batches.flat(),
+    ...s.ipset.batches.flat(),
+    ...s.iptables.restores,
+    ...s.link.batches.flat(2),
+  ].join("\n");
+  for (const h of HOSTILE.filter((h) => h !== "-j ACCEPT")) {
+    assert(!texts.includes(h), `hostile text leaked: ${JSON.stringify(h.slice(0, 40))}`);
+  }
+  for (const line of s.ipvs.batches.flat()) {
+    assert(/^-[AEDaed] (-t|-u|--sctp-service) [0-9a-f.:[\]]+ ?[-a-z0-9,.:[\] ]*$/.test(line), line);
+  }
+  for (const line of s.ipset.batches.flat()) {
+    assert(/^(create|add|del) KUBE-[A-Z0-9-]+ [-a-z0-9,.:/ ]+$/.test(line), line);
+  }
+  assertEquals(reals(s), ["10.180.0.1:80 w1"], "the good service works");
+  assertEquals(s.ipvs.services().get("TCP/172.30.1.1:80")?.scheduler, "rr", "a bad annotation falls back");
+  assert(s.log.messages("warn").some((m) => m.includes("kube-router.io/service.scheduler")));
 });
