@@ -27,11 +27,20 @@ export interface Packet {
   readonly fromHost?: boolean;
   /** Set by the tracer between nat and filter: the connection was DNATed (conntrack state DNAT). */
   readonly dnatted?: boolean;
+  /** Arrives from a pod on this node (through a bridge port, as `-m physdev --physdev-is-in` sees it). */
+  readonly fromPod?: boolean;
+}
+
+/** ipset contents, for `-m set --match-set` (the ipvs mode's rules). */
+export interface SetLookup {
+  /** The set's type (`hash:ip,port`...) and entries, or undefined when it does not exist. */
+  get(name: string): { readonly type: string; readonly entries: ReadonlySet<string> } | undefined;
 }
 
 /** One rule a path went through. */
 export interface TraceStep {
-  readonly table: Table;
+  /** The iptables table, or `ipvs` for the virtual server a packet reached. */
+  readonly table: Table | "ipvs";
   readonly chain: Chain;
   /** The rule as `iptables-save` prints it (`-A CHAIN ...`). */
   readonly rule: string;
@@ -62,6 +71,8 @@ export interface TraceResult {
   readonly path: readonly TraceStep[];
   /** Rules with a match the tracer does not understand (each path reaching one stops there). */
   readonly unsupported: readonly string[];
+  /** Every path the filter let through was marked for masquerading in nat (no DNAT needed). */
+  readonly marked: boolean;
 }
 
 interface Outcome {
@@ -74,6 +85,7 @@ interface Outcome {
 
 interface Walk {
   readonly rules: RuleSource;
+  readonly sets?: SetLookup;
   readonly pkt: Packet;
   readonly isLocal: (ip: string) => boolean;
   readonly path: TraceStep[];
@@ -84,13 +96,31 @@ interface Walk {
 
 const LOOPBACK4 = "127.0.0.0/8";
 
-/** Traces `pkt` through `rules`; `nodeIPs` are this node's addresses (addrtype LOCAL). */
-export function tracePacket(rules: RuleSource, pkt: Packet, nodeIPs: readonly string[]): TraceResult {
+/**
+ * Traces `pkt` through `rules`; `nodeIPs` are this node's addresses (addrtype LOCAL); `sets` answers
+ * `-m set` matches (without it they are reported as not understood).
+ */
+export function tracePacket(
+  rules: RuleSource,
+  pkt: Packet,
+  nodeIPs: readonly string[],
+  sets?: SetLookup,
+): TraceResult {
   const isLocal = (ip: string) =>
     nodeIPs.includes(ip) || (addressFamily(ip) === "IPv4" ? inCIDR(ip, LOOPBACK4) : ip === "::1");
-  const w: Walk = { rules, pkt, isLocal, path: [], seen: new Set(), unsupported: new Set(), affinity: false };
+  const w: Walk = {
+    rules,
+    sets,
+    pkt,
+    isLocal,
+    path: [],
+    seen: new Set(),
+    unsupported: new Set(),
+    affinity: false,
+  };
   const natOutcomes = walk(w, "nat", pkt.fromHost ? "OUTPUT" : "PREROUTING", pkt, pkt.dst, false, 1);
   const reached: Outcome[] = [];
+  const passed: Outcome[] = [];
   let verdict: TraceResult["verdict"] = "none";
   for (const o of natOutcomes) {
     if (o.verdict === "UNKNOWN") {
@@ -98,22 +128,20 @@ export function tracePacket(rules: RuleSource, pkt: Packet, nodeIPs: readonly st
       continue;
     }
     const dst = o.dnat === undefined ? pkt.dst : o.dnat.replace(/^\[?(.*?)\]?:\d+$/, "$1");
-    const chain = pkt.fromHost ? "OUTPUT" : isLocal(dst) ? "INPUT" : "FORWARD";
+    // The node's own packets to a local address pass OUTPUT and then, over loopback, INPUT.
+    const chains = pkt.fromHost ? (isLocal(dst) ? ["OUTPUT", "INPUT"] : ["OUTPUT"]) : [
+      isLocal(dst) ? "INPUT" : "FORWARD",
+    ];
     const dstPort = o.dnat === undefined ? pkt.port : Number(o.dnat.slice(o.dnat.lastIndexOf(":") + 1));
-    const fo = walk(
-      w,
-      "filter",
-      chain,
-      { ...pkt, port: dstPort, dnatted: o.dnat !== undefined },
-      dst,
-      o.masq,
-      o.p,
+    const fo = chains.flatMap((chain) =>
+      walk(w, "filter", chain, { ...pkt, port: dstPort, dnatted: o.dnat !== undefined }, dst, o.masq, o.p)
     );
     const v = fo.find((x) => x.verdict === "REJECT" || x.verdict === "DROP" || x.verdict === "UNKNOWN");
     if (v !== undefined) {
       if (verdict === "none" || v.verdict === "UNKNOWN") verdict = v.verdict as "REJECT" | "DROP" | "UNKNOWN";
       continue;
     }
+    passed.push(o);
     if (o.dnat !== undefined) reached.push(o);
   }
   const shares = new Map<string, number>();
@@ -134,6 +162,7 @@ export function tracePacket(rules: RuleSource, pkt: Packet, nodeIPs: readonly st
     verdict: endpoints.length > 0 ? "DNAT" : redirects.length > 0 ? "REDIRECT" : verdict,
     path: w.path,
     unsupported: [...w.unsupported],
+    marked: passed.length > 0 && passed.every((o) => o.masq),
   };
 }
 
@@ -162,7 +191,7 @@ function walk(
   rules.forEach((rule, index) => {
     if (states.length === 0) return;
     const args = splitArgs(rule);
-    const m = match(args, pkt, dst, w.isLocal);
+    const m = match(args, pkt, dst, w.isLocal, w.sets);
     if (m.kind === "no") return;
     const step = `${table}/${chain}/${index}`;
     if (!w.seen.has(step)) {
@@ -220,7 +249,13 @@ type Match =
   | { kind: "unknown"; what: string };
 
 /** Returns whether a rule's matches hold for the packet (probabilistic ones with their share). */
-function match(args: string[], pkt: Packet, dst: string, isLocal: (ip: string) => boolean): Match {
+function match(
+  args: string[],
+  pkt: Packet,
+  dst: string,
+  isLocal: (ip: string) => boolean,
+  sets?: SetLookup,
+): Match {
   let result: Match = { kind: "yes" };
   const inNet = (ip: string, net: string) => (net.includes("/") ? inCIDR(ip, net) : ip === net);
   for (let i = 0; i < args.length; i++) {
@@ -276,6 +311,28 @@ function match(args: string[], pkt: Packet, dst: string, isLocal: (ip: string) =
         break;
       case "--rcheck":
         result = { kind: "recent" };
+        break;
+      case "--match-set": {
+        const set = sets?.get(v);
+        if (set === undefined) return { kind: "unknown", what: `set ${v} (no ipset contents)` };
+        if (!check(inSet(set, args[i + 2], pkt, dst))) return { kind: "no" };
+        i += 2;
+        break;
+      }
+      case "--physdev-is-in":
+        if (!check(pkt.fromPod === true)) return { kind: "no" };
+        break;
+      case "--vaddr":
+        if (!check(dst === v)) return { kind: "no" };
+        i++;
+        break;
+      case "--vproto":
+        if (!check(v.toLowerCase() === pkt.protocol)) return { kind: "no" };
+        i++;
+        break;
+      case "--vport":
+        if (!check(Number(v) === pkt.port)) return { kind: "no" };
+        i++;
         break;
       case "-m":
       case "--mode":
@@ -334,4 +391,32 @@ export function parseRules(text: string): RuleSource {
     else rules.unshift(rest);
   }
   return { rules: (t, c) => tables.get(t)?.get(c) };
+}
+
+/** Returns whether the packet's fields named by `flags` (`dst,dst,src`...) form an entry of `set`. */
+function inSet(
+  set: { type: string; entries: ReadonlySet<string> },
+  flags: string,
+  pkt: Packet,
+  dst: string,
+): boolean {
+  const f = flags.split(",");
+  const addr = (which: string) => which === "src" ? pkt.src : dst;
+  const portOf = (which: string) => which === "src" ? undefined : `${pkt.protocol}:${pkt.port}`;
+  switch (set.type) {
+    case "hash:ip":
+      return set.entries.has(addr(f[0]));
+    case "bitmap:port":
+      return pkt.protocol !== undefined && set.entries.has(String(pkt.port));
+    case "hash:ip,port":
+      return set.entries.has(`${addr(f[0])},${portOf(f[1])}`);
+    case "hash:ip,port,ip":
+      return set.entries.has(`${addr(f[0])},${portOf(f[1])},${addr(f[2])}`);
+    case "hash:ip,port,net": {
+      const prefix = `${addr(f[0])},${portOf(f[1])},`;
+      const ip = addr(f[2]);
+      return [...set.entries].some((e) => e.startsWith(prefix) && inCIDR(ip, e.slice(prefix.length)));
+    }
+  }
+  return false;
 }

@@ -14,6 +14,7 @@ import {
   type IpsetType,
   parseIpsetSave,
 } from "../ipset.ts";
+import type { SetLookup } from "../trace.ts";
 
 interface FakeSet {
   spec: IpsetSpec;
@@ -31,6 +32,16 @@ export class FakeIpset implements IPSet {
   /** @inheritdoc */
   save(): Promise<Map<string, IpsetContent>> {
     return Promise.resolve(parseIpsetSave(this.text()));
+  }
+
+  /** The sets, as the tracer's `-m set` lookup. */
+  lookup(): SetLookup {
+    return {
+      get: (name) => {
+        const set = this.#sets.get(name);
+        return set === undefined ? undefined : { type: set.spec.type, entries: set.entries };
+      },
+    };
   }
 
   /** The entries of set `name`, sorted; undefined when it does not exist. */

@@ -54,6 +54,7 @@ Deno.test("tracer: both probabilistic branches are explored", async () => {
     verdict: "DNAT",
     path: undefined,
     unsupported: [],
+    marked: false,
   });
   // The rules hit, in order, indented by jump depth.
   assertEquals(r.path.map((s) => `${s.depth} ${s.table} ${s.rule}`), [

@@ -72,9 +72,11 @@ export function portState(
   const binds: string[] = [];
   const noNodeAccess: Array<{ ip: string; protocol: string; port: number }> = [];
   const ipPort = (ip: string, port = svc.port) => `${ip},${protocol}:${port}`;
+  // Without any usable endpoint a service refuses at once (as the iptables mode); with endpoints
+  // elsewhere but none its policy allows here, IPVS has no real server and drops (as upstream).
   const serve = (address: string, port: number, r: RealServer[]) => {
     servers.push({ vs: vs(address, port), reals: r });
-    if (r.length === 0) entries.push([SET.NO_ENDPOINTS, ipPort(address, port)]);
+    if (!cat.hasAny) entries.push([SET.NO_ENDPOINTS, ipPort(address, port)]);
   };
 
   for (const e of eps) {

@@ -5,12 +5,13 @@
 import { assertEquals } from "../assert.ts";
 import type { Datapath, FlowPacket, FlowResult, FlowSetup } from "./datapath.ts";
 import { iptablesDatapath } from "./iptables_datapath.ts";
+import { ipvsDatapath } from "./ipvs_datapath.ts";
 import { nftablesDatapath } from "./nftables_datapath.ts";
 import { NODE_A } from "./objects.ts";
 import { FLOWS } from "./table.ts";
 import { userspaceDatapath } from "./userspace_datapath.ts";
 
-const DATAPATHS: readonly Datapath[] = [iptablesDatapath, nftablesDatapath, userspaceDatapath];
+const DATAPATHS: readonly Datapath[] = [iptablesDatapath, nftablesDatapath, ipvsDatapath, userspaceDatapath];
 
 for (const dp of DATAPATHS) {
   Deno.test(`flows: ${dp.mode} mode sends every packet where the table says`, async (t) => {

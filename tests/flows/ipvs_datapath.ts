@@ -1,6 +1,6 @@
 /**
- * The ipvs mode on its fakes (FakeIpvs, FakeIpset, FakeIPTables, FakeDummyLink): the setup its
- * unit tests start from.
+ * The ipvs mode in the flow table: the real proxier on its fakes (FakeIpvs, FakeIpset, FakeIPTables,
+ * FakeDummyLink), packets walked by the ipvs tracer. Also the setup its unit tests start from.
  * @module
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
@@ -12,6 +12,9 @@ import { IpvsProxier, type IpvsProxierOptions } from "../../proxier/ipvs/proxier
 import { ProxyMetrics } from "../../proxier/metrics.ts";
 import { baseOptions } from "../fixtures.ts";
 import { NODE_IP } from "./objects.ts";
+import { parseSave } from "../../iptables/ipvs.ts";
+import { traceIpvs } from "../../iptables/ipvs_trace.ts";
+import { type Datapath, feed, tracerPacket } from "./datapath.ts";
 
 /** A proxier on the four fakes (nothing synced yet), its options overridden by `over`. */
 export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
@@ -49,3 +52,37 @@ export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
     metrics: opts.metrics,
   };
 }
+
+/** The ipvs adapter. */
+export const ipvsDatapath: Datapath = {
+  mode: "ipvs",
+  reportsMasquerade: true,
+  async load(setup) {
+    const o = setup.options;
+    const s = ipvsSetup({
+      masqueradeAll: o.masqueradeAll ?? false,
+      nodePortAddresses: o.nodePortAddresses ?? [],
+      nodeIPs: setup.node.ips,
+    });
+    feed(s.proxier, setup);
+    await s.proxier.syncNow();
+    const state = {
+      rules: s.iptables,
+      sets: s.ipset.lookup(),
+      services: parseSave(s.ipvs.save()),
+      bound: new Set(s.link.bound),
+    };
+    return (p) => {
+      const r = traceIpvs(state, {
+        ...tracerPacket(p),
+        fromPod: p.fromNode !== true && p.src.startsWith("10.180."),
+      }, setup.node.ips);
+      if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
+      if (r.verdict === "UNKNOWN") {
+        throw new Error(`the tracer does not understand: ${r.unsupported.join("; ")}`);
+      }
+      if (r.verdict === "REDIRECT") throw new Error(`ipvs mode never redirects: ${JSON.stringify(r)}`);
+      return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
+    };
+  },
+};

@@ -56,6 +56,10 @@ const NFT_REJECTS_UNSERVED_PORTS =
   "upstream's nftables mode rejects traffic to ports a cluster IP does not serve";
 const NFT_NO_LOCALHOST_NODEPORTS =
   "upstream's nftables mode serves NodePorts on the node's addresses, never on 127.0.0.1";
+const IPVS_NO_SHORT_CIRCUIT = "upstream's ipvs mode has one virtual server per node port or LB IP: with " +
+  "externalTrafficPolicy Local every client, pods and the node included, gets the local endpoints only";
+const IPVS_REJECTS_UNSERVED_PORTS =
+  "upstream's ipvs mode rejects new connections to ports a service address does not serve (KUBE-IPVS-FILTER)";
 const NO_DROP_USERSPACE = "a userspace proxy accepts the connection and then closes it; it cannot drop or " +
   "reject the packet";
 
@@ -87,6 +91,9 @@ export const FLOWS: readonly FlowRow[] = [
     notFor: {
       nftables: "10.180.0.1 runs on node-b, whose proxy handles its traffic; nftables mode marks hairpin " +
         "traffic of this node's endpoints only (the next row)",
+      ipvs:
+        "10.180.0.1 runs on node-b; ipvs mode masquerades hairpin traffic of this node's endpoints only " +
+        "(KUBE-LOOP-BACK; the next row)",
     },
   },
   {
@@ -101,10 +108,10 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.41", 81),
     expect: { verdict: "none" },
-    notFor: { nftables: NFT_REJECTS_UNSERVED_PORTS },
+    notFor: { nftables: NFT_REJECTS_UNSERVED_PORTS, ipvs: IPVS_REJECTS_UNSERVED_PORTS },
   },
   {
-    name: "ClusterIP wrong port is rejected (as upstream's nftables mode)",
+    name: "ClusterIP wrong port is rejected (as upstream's nftables and ipvs modes)",
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.41", 81),
     expect: { verdict: "REJECT" },
@@ -125,22 +132,27 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, NODE_IP, 3001),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
+    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
   },
   {
     name: "ETP Local NodePort from the host: all endpoints, masqueraded",
     objects: REPRESENTATIVE,
     packet: tcp(NODE_IP, NODE_IP, 3001, true),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
+    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
   },
   {
     name: "ETP Local NodePort on localhost",
     objects: REPRESENTATIVE,
     packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
-    notFor: { nftables: NFT_NO_LOCALHOST_NODEPORTS },
+    notFor: {
+      nftables: NFT_NO_LOCALHOST_NODEPORTS,
+      ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on 127.0.0.1",
+    },
   },
   {
-    name: "no NodePorts on 127.0.0.1 (as upstream's nftables mode)",
+    name: "no NodePorts on 127.0.0.1 (as upstream's nftables and ipvs modes)",
     objects: REPRESENTATIVE,
     packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
     expect: { verdict: "none" },
@@ -234,6 +246,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "192.168.99.77", 80),
     expect: dnat(["10.180.0.9:80"], false),
+    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
   },
   {
     name: "ETP Local LB cluster IP unaffected",
@@ -340,5 +353,6 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp(POD, NODE_IP, 3016),
     expect: dnat(["10.180.1.12:80"], false),
+    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
   },
 ];
