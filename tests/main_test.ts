@@ -347,3 +347,33 @@ Deno.test("main: render --proxy-mode=ipvs prints the ipset, iptables-restore and
     "127.0.0.1:18082",
   ]);
 });
+
+Deno.test("main: trace --proxy-mode=ipvs over rendered rules: the virtual server, its real servers, a rejected port", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const rendered = await run(["render", "--proxy-mode=ipvs", `--source=file:${ROOT}demo/objects.yaml`]);
+    assertEquals(rendered.code, 0, rendered.stderr);
+    await Deno.writeTextFile(`${dir}/rules`, rendered.stdout);
+    const base = [
+      "trace",
+      "--proxy-mode=ipvs",
+      `--rules=${dir}/rules`,
+      "--src=10.180.1.5",
+      "--dst=172.30.0.10",
+    ];
+    const ok = await run([...base, "--dport=80"]);
+    assertEquals(ok.code, 0, ok.stderr);
+    assertMatch(
+      ok.stdout,
+      /\n {2}ipvs -A -t 172.30.0.10:80 -s rr\n {4}ipvs -a -t 172.30.0.10:80 -r 127.0.0.1:18081 -m -w 1\n/,
+    );
+    assertMatch(
+      ok.stdout,
+      /endpoints:\n {2}127.0.0.1:18081 {2}50.0%\n {2}127.0.0.1:18082 {2}50.0%\n.*verdict: DNAT\n$/s,
+    );
+    const other = await run([...base, "--dport=81", "--output=json"]);
+    assertEquals(JSON.parse(other.stdout).verdict, "REJECT", "a port the service address does not serve");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

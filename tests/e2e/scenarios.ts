@@ -35,7 +35,7 @@ type TraceFrom = { node: true } | { pod: Pod } | { client: Pod };
 
 /**
  * Asserts that `kube-proxy-deno trace` over the node's live rules says what real packets showed:
- * the same pods (`observed`), or the same refusal. Only modes with a tracer check (iptables now).
+ * the same pods (`observed`), or the same refusal. Only modes with a tracer check (iptables, ipvs).
  */
 async function traceAgrees(
   env: E2EEnv,
@@ -45,7 +45,7 @@ async function traceAgrees(
   observed: ReadonlySet<string> | "refused",
   proto = "tcp",
 ): Promise<void> {
-  if (env.mode !== "iptables") return;
+  if (env.mode !== "iptables" && env.mode !== "ipvs") return;
   const args = ["trace", `--proxy-mode=${env.mode}`, `--dst=${dst}`, `--dport=${port}`, `--proto=${proto}`];
   if ("pod" in from) args.push("--from=pod", `--src=${from.pod.ip}`);
   else if ("client" in from) args.push("--from=external", `--src=${from.client.ip}`);
