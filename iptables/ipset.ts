@@ -94,9 +94,15 @@ export function checkEntry(spec: IpsetSpec, entry: string): string {
   } else if (spec.type === "hash:ip,port,ip") {
     if (parts.length !== 3 || !ipOK(parts[2])) throw bad();
   } else {
+    // A net, or a single address (as ipset prints a /32 or /128).
     const [net, bits] = (parts[2] ?? "").split("/");
     const max = spec.family === "IPv6" ? 128 : 32;
-    if (parts.length !== 3 || !ipOK(net) || !/^\d{1,3}$/.test(bits ?? "") || Number(bits) > max) throw bad();
+    if (
+      parts.length !== 3 || !ipOK(net) ||
+      (bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > max))
+    ) {
+      throw bad();
+    }
   }
   return entry;
 }

@@ -415,7 +415,12 @@ function inSet(
     case "hash:ip,port,net": {
       const prefix = `${addr(f[0])},${portOf(f[1])},`;
       const ip = addr(f[2]);
-      return [...set.entries].some((e) => e.startsWith(prefix) && inCIDR(ip, e.slice(prefix.length)));
+      // ipset prints a single address (/32, /128) without its prefix length.
+      const net = (e: string) => {
+        const n = e.slice(prefix.length);
+        return n.includes("/") ? n : `${n}/${n.includes(":") ? 128 : 32}`;
+      };
+      return [...set.entries].some((e) => e.startsWith(prefix) && inCIDR(ip, net(e)));
     }
   }
   return false;

@@ -57,6 +57,8 @@ export const IPSET_BATCH = [
   "add KUBE-CLUSTER-IP 10.0.0.3,sctp:99",
   "add KUBE-LOOP-BACK 10.1.0.1,tcp:8080,10.1.0.1",
   "add KUBE-LOAD-BALANCER-SOURCE-CIDR 10.0.0.1,tcp:80,192.168.0.0/24",
+  // A single address: ipset prints it without /32, as the ipvs mode writes it.
+  "add KUBE-LOAD-BALANCER-SOURCE-CIDR 10.0.0.1,tcp:80,192.168.1.5",
   "add KUBE-NODE-PORT-TCP 30080",
   "add KUBE-6-CLUSTER-IP fd00::1,tcp:80",
   "add KUBE-IPVS-IPS 10.0.0.1",

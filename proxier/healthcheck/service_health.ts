@@ -47,6 +47,8 @@ export function serviceHealthStates(
 export class ServiceHealthServer {
   readonly #log: Logger;
   readonly #hostname: string;
+  /** What each family's proxier last reported. */
+  readonly #byFamily = new Map<string, readonly ServiceHealth[]>();
   readonly #servers = new Map<
     number,
     { server: Deno.HttpServer; ac: AbortController; state: ServiceHealth }
@@ -58,9 +60,20 @@ export class ServiceHealthServer {
     this.#hostname = opts.hostname ?? "0.0.0.0";
   }
 
-  /** Makes the running servers match `services`; a port that cannot be bound is logged. */
-  sync(services: readonly ServiceHealth[]): void {
-    const want = new Map(services.map((s) => [s.port, s]));
+  /**
+   * Makes the running servers match `services` as `family`'s proxier sees them, together with what
+   * the other family's proxier last reported (a dual-stack Service's port is served while either
+   * family has it, with the larger local endpoint count); a port that cannot be bound is logged.
+   */
+  sync(services: readonly ServiceHealth[], family = "IPv4"): void {
+    this.#byFamily.set(family, services);
+    const want = new Map<number, ServiceHealth>();
+    for (const list of this.#byFamily.values()) {
+      for (const s of list) {
+        const cur = want.get(s.port);
+        if (cur === undefined || s.localEndpoints > cur.localEndpoints) want.set(s.port, s);
+      }
+    }
     for (const [port, s] of this.#servers) {
       if (!want.has(port)) {
         s.ac.abort();

@@ -168,7 +168,7 @@ export class IptablesProxier extends BaseProxier {
     if (this.#conntrack !== undefined) {
       await clearStaleConntrack(this.#conntrack, this.family, ctx, this.log);
     }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology));
+    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology), this.family);
   }
 
   #firewallChainUsed(): boolean {

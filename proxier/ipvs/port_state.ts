@@ -7,7 +7,7 @@
  */
 import type { IpvsProtocol, RealServer, VirtualServer } from "../../iptables/ipvs.ts";
 import type { Logger } from "../logger.ts";
-import { cidrContains } from "../net.ts";
+import { cidrContains, normalizeCIDR } from "../net.ts";
 import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "../topology.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
 import { SET, type SetName } from "./layout.ts";
@@ -98,7 +98,7 @@ export function portState(
     if (svc.hasSourceRanges) {
       entries.push([SET.LOAD_BALANCER_FW, ipPort(ip)]);
       for (const cidr of svc.loadBalancerSourceRanges) {
-        entries.push([SET.LOAD_BALANCER_SOURCE_CIDR, `${ipPort(ip)},${cidr}`]);
+        entries.push([SET.LOAD_BALANCER_SOURCE_CIDR, `${ipPort(ip)},${ipsetNet(cidr)}`]);
       }
       const fromNode = o.nodeIP !== undefined &&
         svc.loadBalancerSourceRanges.some((c) => cidrContains(c, o.nodeIP!));
@@ -129,4 +129,13 @@ export function portState(
   }
   for (const ip of binds) entries.push([SET.IPVS_IPS, ip]);
   return { servers, entries, binds, noNodeAccess };
+}
+
+/**
+ * A CIDR as `ipset save` prints a net entry: the network, and a single address without its /32
+ * (/128), so the kernel's entries and ours compare equal.
+ */
+function ipsetNet(cidr: string): string {
+  const n = normalizeCIDR(cidr);
+  return n.endsWith("/32") && !n.includes(":") ? n.slice(0, -3) : n.endsWith("/128") ? n.slice(0, -4) : n;
 }

@@ -240,7 +240,7 @@ export class IpvsProxier extends BaseProxier {
     if (this.#o.conntrack !== undefined) {
       await clearStaleConntrack(this.#o.conntrack, this.family, ctx, this.log);
     }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology));
+    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology), this.family);
   }
 
   /** Without a Node object, the first node address stands in for the node's own (source ranges). */

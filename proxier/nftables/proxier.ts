@@ -144,7 +144,7 @@ export class NftablesProxier extends BaseProxier {
     if (this.#o.conntrack !== undefined) {
       await clearStaleConntrack(this.#o.conntrack, this.family, ctx, this.log);
     }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology));
+    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology), this.family);
   }
 
   /** Computes one port's elements (warning once per Service when affinity cannot be programmed). */

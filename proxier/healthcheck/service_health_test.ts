@@ -1,0 +1,39 @@
+import { assertEquals } from "../../tests/assert.ts";
+import { MemoryLogger } from "../../tests/fixtures.ts";
+import { ServiceHealthServer } from "./service_health.ts";
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+async function get(port: number): Promise<string> {
+  try {
+    const r = await fetch(`http://127.0.0.1:${port}/`);
+    return `${r.status} ${(await r.json()).localEndpoints}`;
+  } catch {
+    return "closed";
+  }
+}
+
+Deno.test("ServiceHealthServer: each family's proxier reports its view; a port is served while either has it", async () => {
+  const hs = new ServiceHealthServer({ log: new MemoryLogger(), hostname: "127.0.0.1" });
+  const port = freePort();
+  const svc = (localEndpoints: number) => [{ namespace: "ns1", name: "lb", port, localEndpoints }];
+  try {
+    hs.sync(svc(1), "IPv4");
+    assertEquals(await get(port), "200 1");
+    // The IPv6 proxier has no IPv6 half of this Service: the port stays, as the IPv4 one said.
+    hs.sync([], "IPv6");
+    assertEquals(await get(port), "200 1");
+    hs.sync(svc(2), "IPv6");
+    assertEquals(await get(port), "200 2");
+    hs.sync([], "IPv6");
+    hs.sync([], "IPv4");
+    assertEquals(await get(port), "closed");
+  } finally {
+    hs.close();
+  }
+});
