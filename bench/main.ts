@@ -1,13 +1,16 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [npl]   (default: all)
+ * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [npl]   (default: all)
  * `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS shortens each run.
  * @module
  */
 import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
+import { onPath } from "../proxier/kernel_tools.ts";
 
-const which = new Set(Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "npl"]);
+const which = new Set(
+  Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "npl"],
+);
 
 /** Runs a bench program in its own process (so peak memory is its own); returns its JSON lines merged. */
 async function child(file: string, args: string[]): Promise<Record<string, unknown>> {
@@ -76,6 +79,51 @@ if (which.has("iptables")) {
         (j.bytes / 2 ** 20).toFixed(1)
       } | ${j.partialMs} ms | ${j.partialLines} | ${kernel} | ${j.peakRssMiB} |`,
     );
+  }
+}
+
+if (which.has("ipvs")) {
+  out(
+    `\n## ipvs mode, N services x 10 endpoints (same generator); our work on a dry run (an empty kernel); ` +
+      `kernel: the full sync's batches applied with the real tools in the VM (tests/vm/run.sh: qemu software ` +
+      `emulation, 1 vCPU, Linux 6.1), a fresh network namespace`,
+  );
+  out(
+    "| services | full sync (our work) | ipvsadm / ipset / ip / iptables lines | partial sync, 1 endpoint change | partial batch lines | peak RSS MiB | kernel: ipvsadm -R / ipset / ip / iptables-restore (VM) |",
+  );
+  out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const n of [1000, 10_000]) {
+    const dir = await Deno.makeTempDir({ prefix: "kpd-bench-ipvs-" });
+    try {
+      const b = await child("./ipvs.ts", ["build", String(n), dir]);
+      let kernel = "not run (no qemu)";
+      if (n === 10_000 && await onPath("qemu-system-x86_64", Deno.env.get("PATH"))) {
+        const r = await new Deno.Command(new URL("../tests/vm/run.sh", import.meta.url).pathname, {
+          args: [
+            "--mem",
+            "2048",
+            "--",
+            Deno.execPath(),
+            "run",
+            "-A",
+            new URL("./ipvs.ts", import.meta.url).pathname,
+            "kernel",
+            dir,
+          ],
+          stderr: "inherit",
+        }).output();
+        const line = new TextDecoder().decode(r.stdout).split("\n").find((l) => l.startsWith("{"));
+        const k = line === undefined ? undefined : JSON.parse(line);
+        kernel = k === undefined
+          ? `failed (exit ${r.code})`
+          : `${k.ipvsadmS} / ${k.ipsetS} / ${k.ipS} / ${k.iptablesS} s`;
+      } else if (n !== 10_000) kernel = "-";
+      out(
+        `| ${n} | ${b.buildMs} ms | ${b.ipvsadmLines} / ${b.ipsetLines} / ${b.ipLines} / ${b.iptablesLines} | ${b.partialMs} ms | ${b.partialLines} | ${b.peakRssMiB} | ${kernel} |`,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   }
 }
 
