@@ -264,3 +264,39 @@ Deno.test("ipvs: hostile input reaches no batch; the good service still works", 
   assertEquals(s.ipvs.services().get("TCP/172.30.1.1:80")?.scheduler, "rr", "a bad annotation falls back");
   assert(s.log.messages("warn").some((m) => m.includes("kube-router.io/service.scheduler")));
 });
+
+Deno.test("ipvs IPv6: the IPv6 proxier programs [addr]:port virtual servers and the KUBE-6- sets", async () => {
+  const s = ipvsSetup({
+    family: "IPv6",
+    nodeIPs: ["fd00:99::2"],
+    localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["fd00:180::/64"] },
+  });
+  s.proxier.onServiceAdd(makeService("ns1", "v6", (x) => {
+    x.spec!.clusterIP = "fd00:30::41";
+    x.spec!.clusterIPs = ["fd00:30::41"];
+    x.spec!.type = "NodePort";
+    x.spec!.ports![0].nodePort = 30090;
+  }));
+  s.proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "v6", (x) => {
+    x.addressType = "IPv6";
+    x.endpoints = [ep("fd00:180::1"), ep("fd00:180::2")];
+  }));
+  s.proxier.onServicesSynced();
+  s.proxier.onEndpointSlicesSynced();
+  await s.proxier.syncNow();
+  assertEquals(reals(s, "TCP/[fd00:30::41]:80"), ["fd00:180::1:80 w1", "fd00:180::2:80 w1"]);
+  assertEquals(
+    s.ipvs.services().has("TCP/[fd00:99::2]:30090"),
+    true,
+    "the NodePort on the node's IPv6 address",
+  );
+  assertEquals(s.ipset.entries("KUBE-6-CLUSTER-IP"), ["fd00:30::41,tcp:80"]);
+  assertEquals(s.ipset.entries("KUBE-6-NODE-PORT-TCP"), ["30090"]);
+  assertEquals(s.ipset.entries("KUBE-CLUSTER-IP"), undefined, "the IPv4 sets are the IPv4 proxier's");
+  assertEquals([...s.link.bound], ["fd00:30::41"]);
+  assert(
+    s.iptables.rules("nat", "KUBE-SERVICES")!.some((r) =>
+      r.includes("--match-set KUBE-6-CLUSTER-IP dst,dst ! -s fd00:180::/64")
+    ),
+  );
+});
