@@ -1,7 +1,8 @@
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { ep, HOSTILE, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
 import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
-import { NODE_IP } from "../../tests/flows/objects.ts";
+import { NODE_A, NODE_IP, REPRESENTATIVE } from "../../tests/flows/objects.ts";
+import { feed } from "../../tests/flows/datapath.ts";
 import { IpvsError } from "../../iptables/ipvs.ts";
 import { GRACEFUL_TERMINATION_MAX_MS } from "./proxier.ts";
 
@@ -299,4 +300,23 @@ Deno.test("ipvs IPv6: the IPv6 proxier programs [addr]:port virtual servers and 
       r.includes("--match-set KUBE-6-CLUSTER-IP dst,dst ! -s fd00:180::/64")
     ),
   );
+});
+
+Deno.test("ipvs golden: the representative services' full sync batches", async () => {
+  const s = ipvsSetup({ nodeIPs: NODE_A.ips });
+  feed(s.proxier, { node: NODE_A, objects: REPRESENTATIVE });
+  await s.proxier.syncNow();
+  const text = [
+    "# ipvsadm -R",
+    ...s.ipvs.batches[0],
+    "# ipset restore -exist",
+    ...s.ipset.batches[0],
+    "# ip -batch (kube-ipvs0)",
+    ...s.link.batches[0][0].map((ip) => `addr add ${ip}`),
+    "# iptables-restore --noflush",
+    s.iptables.restores[0],
+  ].join("\n");
+  const file = new URL("../../tests/testdata/ipvs_golden.txt", import.meta.url);
+  if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(file, text);
+  assertEquals(text, await Deno.readTextFile(file));
 });
