@@ -62,10 +62,16 @@ function newProxier(
   });
 }
 
-/** Upstream's sysctls for IPVS (strict ARP only when asked). */
-function sysctls(strictARP: boolean): Array<[SysctlKey, string]> {
+/**
+ * Upstream's sysctls for IPVS (strict ARP only when asked; conn_reuse_mode=0 only on kernels from
+ * 4.1 up to 5.9, where IPVS's connection reuse was broken, as upstream decides).
+ */
+export function ipvsSysctls(strictARP: boolean, kernelRelease: string): Array<[SysctlKey, string]> {
+  const [major, minor] = kernelRelease.split(/[.-]/).map(Number);
+  const v = major * 1000 + minor;
   return [
     ["net.ipv4.vs.conntrack", "1"],
+    ...(v >= 4001 && v < 5009 ? [["net.ipv4.vs.conn_reuse_mode", "0"]] as Array<[SysctlKey, string]> : []),
     ["net.ipv4.vs.expire_nodest_conn", "1"],
     ["net.ipv4.vs.expire_quiescent_template", "1"],
     ["net.ipv4.ip_forward", "1"],
@@ -120,7 +126,7 @@ export const ipvsMode: ProxyModeDefinition = {
       );
     }
     const sysctl = new SysctlRunner({ exec: d.exec });
-    for (const [key, value] of sysctls(d.config.ipvs.strictARP)) {
+    for (const [key, value] of ipvsSysctls(d.config.ipvs.strictARP, Deno.osRelease())) {
       try {
         if (await ensureSysctl(sysctl, key, value)) d.log.info("Set sysctl", { key, value });
       } catch (e) {

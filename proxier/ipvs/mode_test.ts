@@ -1,0 +1,20 @@
+import { assertEquals } from "../../tests/assert.ts";
+import { ipvsSysctls } from "./mode.ts";
+
+Deno.test("ipvs sysctls as upstream: conn_reuse_mode only on 4.1 to 5.8 kernels, strict ARP only when asked", () => {
+  const keys = (strict: boolean, release: string) =>
+    ipvsSysctls(strict, release).map(([k, v]) => `${k}=${v}`);
+  assertEquals(keys(false, "6.1.0-56-amd64"), [
+    "net.ipv4.vs.conntrack=1",
+    "net.ipv4.vs.expire_nodest_conn=1",
+    "net.ipv4.vs.expire_quiescent_template=1",
+    "net.ipv4.ip_forward=1",
+  ]);
+  assertEquals(keys(false, "5.4.0-150-generic").includes("net.ipv4.vs.conn_reuse_mode=0"), true);
+  assertEquals(keys(false, "5.9.0").includes("net.ipv4.vs.conn_reuse_mode=0"), false);
+  assertEquals(keys(false, "3.10.0-1160.el7").includes("net.ipv4.vs.conn_reuse_mode=0"), false);
+  assertEquals(keys(true, "6.1.0").slice(-2), [
+    "net.ipv4.conf.all.arp_ignore=1",
+    "net.ipv4.conf.all.arp_announce=2",
+  ]);
+});
