@@ -1,7 +1,7 @@
 /**
  * A helper process for end-to-end tests, started inside a network namespace. It reads one JSON
  * command per line on stdin and answers one JSON line on stdout:
- * - `{"op":"serve","name":"a","port":8080}`: answer TCP connections and UDP datagrams on the port
+ * - `{"op":"serve","name":"a","port":8080,"hostname"?:"::"}`: answer TCP connections and UDP datagrams on the port
  *   with "a" (UDP replies "a" to every datagram), and on port + 1 keep TCP connections open: "a" on
  *   connect, then "a:" + each chunk received;
  * - `{"op":"hello","host":..,"port":..}`: connect, return the first chunk the server sends, close;
@@ -44,8 +44,8 @@ async function firstChunk(c: Deno.Conn, timeoutMs: number): Promise<string> {
   return dec.decode(buf.subarray(0, n));
 }
 
-function serve(name: string, port: number): void {
-  const echo = Deno.listen({ hostname: "0.0.0.0", port: port + 1 });
+function serve(name: string, port: number, hostname = "0.0.0.0"): void {
+  const echo = Deno.listen({ hostname, port: port + 1 });
   (async () => {
     for await (const c of echo) {
       (async () => {
@@ -61,11 +61,11 @@ function serve(name: string, port: number): void {
       });
     }
   })();
-  const l = Deno.listen({ hostname: "0.0.0.0", port });
+  const l = Deno.listen({ hostname, port });
   (async () => {
     for await (const c of l) c.write(enc.encode(name)).finally(() => c.close()).catch(() => {});
   })();
-  const u = Deno.listenDatagram({ hostname: "0.0.0.0", port, transport: "udp" });
+  const u = Deno.listenDatagram({ hostname, port, transport: "udp" });
   (async () => {
     for (;;) {
       const [, addr] = await u.receive();
@@ -78,6 +78,8 @@ type Cmd = {
   op: string;
   id?: string;
   data?: string;
+  /** serve: the address to listen on (default 0.0.0.0; "::" for IPv6). */
+  hostname?: string;
   name?: string;
   host?: string;
   port: number;
@@ -89,7 +91,7 @@ type Cmd = {
 async function handle(cmd: Cmd): Promise<unknown> {
   const timeout = cmd.timeoutMs ?? 2000;
   if (cmd.op === "serve") {
-    serve(cmd.name!, cmd.port);
+    serve(cmd.name!, cmd.port, cmd.hostname);
     return { ok: true };
   }
   if (cmd.op === "tcp") {

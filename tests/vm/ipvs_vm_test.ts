@@ -43,12 +43,13 @@ export async function guestTest(files: string[], mem = 1024): Promise<{ code: nu
 }
 
 Deno.test({
-  name: `vm: ipvsadm, ipset and ip (kube-ipvs0) agree with their fakes on a real IPVS kernel${note}`,
+  name:
+    `vm: ipvsadm, ipset and ip (kube-ipvs0) agree with their fakes on a real IPVS kernel; IPv6 through it${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/ipvs_tools.guest.ts"]);
+    const r = await guestTest(["tests/vm/guest/ipvs_tools.guest.ts", "tests/vm/guest/ipvs_ipv6.guest.ts"]);
     assertEquals(r.code, 0, r.output);
-    assertEquals(/ok \| 4 passed \| 0 failed/.test(r.output), true, r.output);
+    assertEquals(/ok \| 5 passed \| 0 failed/.test(r.output), true, r.output);
   },
 });
 
