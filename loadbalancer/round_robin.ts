@@ -18,6 +18,8 @@ export class RoundRobinBalancer {
   readonly #clock: { now(): number };
   readonly #random: () => number;
   readonly #services = new Map<string, ServiceState>();
+  /** Endpoints passed over until the given time (passive health). */
+  readonly #down = new Map<string, number>();
   #picks = 0;
 
   /** `random` is injectable so shuffles are reproducible in tests. */
@@ -60,25 +62,60 @@ export class RoundRobinBalancer {
 
   /**
    * Returns the endpoint for a new connection from `clientIP`, or undefined when the service has
-   * none. With affinity, a client keeps its endpoint until the timeout passes without use;
-   * `resetAffinity` (after a failed dial) moves it on to the next endpoint.
+   * none left to try. With affinity, a client keeps its endpoint until the timeout passes without
+   * use; `resetAffinity` (after a failed dial) moves it on. Endpoints in `exclude` (those this
+   * connection already tried) are never returned; endpoints marked down ({@linkcode markDown}) are
+   * passed over while another one is available.
    */
-  next(service: string, clientIP: string, resetAffinity = false): string | undefined {
+  next(
+    service: string,
+    clientIP: string,
+    opts: { resetAffinity?: boolean; exclude?: ReadonlySet<string> } = {},
+  ): string | undefined {
     const st = this.#services.get(service);
     if (st === undefined || st.endpoints.length === 0) return undefined;
     const now = this.#clock.now();
     if (++this.#picks % REAP_EVERY === 0) this.#reap(now);
-    if (st.ttlMs > 0 && !resetAffinity) {
+    const usable = (ep: string) => !(opts.exclude?.has(ep) ?? false);
+    if (st.ttlMs > 0 && opts.resetAffinity !== true) {
       const a = st.affinity.get(clientIP);
-      if (a !== undefined && now - a.lastUsed < st.ttlMs) {
+      if (a !== undefined && now - a.lastUsed < st.ttlMs && usable(a.endpoint)) {
         a.lastUsed = now;
         return a.endpoint;
       }
     }
-    const endpoint = st.endpoints[st.index % st.endpoints.length];
-    st.index = (st.index + 1) % st.endpoints.length;
+    // The next endpoint in rotation that this connection has not tried and that is not down; when
+    // every untried one is down, the first untried one (down may be wrong; nothing else is left).
+    let fallback: number | undefined;
+    let chosen: number | undefined;
+    for (let k = 0; k < st.endpoints.length; k++) {
+      const i = (st.index + k) % st.endpoints.length;
+      const ep = st.endpoints[i];
+      if (!usable(ep)) continue;
+      fallback ??= i;
+      if ((this.#down.get(ep) ?? 0) <= now) {
+        chosen = i;
+        break;
+      }
+    }
+    const i = chosen ?? fallback;
+    if (i === undefined) return undefined;
+    const endpoint = st.endpoints[i];
+    st.index = (i + 1) % st.endpoints.length;
     if (st.ttlMs > 0) st.affinity.set(clientIP, { endpoint, lastUsed: now });
     return endpoint;
+  }
+
+  /**
+   * Passive health: `endpoint` refused or timed out; new connections pass it over for `forMs`
+   * (it comes back by itself after that).
+   */
+  markDown(endpoint: string, forMs: number): void {
+    this.#down.set(endpoint, this.#clock.now() + forMs);
+    if (this.#down.size > 4096) {
+      const now = this.#clock.now();
+      for (const [ep, until] of this.#down) if (until <= now) this.#down.delete(ep);
+    }
   }
 
   #reap(now: number): void {

@@ -41,7 +41,7 @@ Deno.test("RoundRobinBalancer: a failed dial resets affinity to another endpoint
   const lb = new RoundRobinBalancer({ clock: new FakeClock() });
   lb.update("s", EPS, 100);
   const first = lb.next("s", "10.0.0.1")!;
-  const second = lb.next("s", "10.0.0.1", true)!;
+  const second = lb.next("s", "10.0.0.1", { resetAffinity: true })!;
   assertEquals(second !== first, true);
   assertEquals(lb.next("s", "10.0.0.1"), second, "the new choice sticks");
 });
@@ -52,4 +52,27 @@ Deno.test("RoundRobinBalancer drops affinity to removed endpoints", () => {
   const first = lb.next("s", "10.0.0.1")!;
   lb.update("s", EPS.filter((e) => e !== first), 100);
   assertEquals(lb.next("s", "10.0.0.1") !== first, true);
+});
+
+Deno.test("RoundRobinBalancer: a connection's retries never repeat an endpoint; a marked-down one is passed over, then back", () => {
+  const clock = {
+    t: 0,
+    now() {
+      return this.t;
+    },
+  };
+  const lb = new RoundRobinBalancer({ clock, random: () => 0 });
+  lb.update("s", ["a:1", "b:1", "c:1"], 0);
+  const tried = new Set<string>();
+  for (let i = 0; i < 3; i++) tried.add(lb.next("s", "x", { exclude: tried })!);
+  assertEquals(tried.size, 3);
+  assertEquals(lb.next("s", "x", { exclude: tried }), undefined, "nothing left to try");
+  lb.markDown("b:1", 5000);
+  const picks = Array.from({ length: 6 }, () => lb.next("s", "y"));
+  assertEquals(picks.includes("b:1"), false, picks.join(","));
+  clock.t = 5000;
+  assertEquals(Array.from({ length: 3 }, () => lb.next("s", "y")).includes("b:1"), true, "back by itself");
+  // All down: still served (a guess is better than nothing).
+  for (const ep of ["a:1", "b:1", "c:1"]) lb.markDown(ep, 5000);
+  assertEquals(lb.next("s", "z") !== undefined, true);
 });

@@ -55,6 +55,10 @@ export interface FamilyMetrics {
   readonly nftablesCleanupFailuresTotal: { inc(v?: number): void };
   /** Sets `kubeproxy_sync_proxy_rules_iptables_total` (rules the kernel holds from us) and `_last` (written). */
   iptablesRules(table: "filter" | "nat", total: number, lastWritten: number): void;
+  /** Counts a failed accept/receive on a userspace proxy port (userspace mode only). */
+  userspaceAcceptError(): void;
+  /** Counts a failed dial to an endpoint of `service` (userspace mode only). */
+  userspaceDialFailure(service: string): void;
   /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
   noLocalEndpoints(internal: number, external: number): void;
 }
@@ -84,6 +88,10 @@ export class ProxyMetrics {
   readonly healthzTotal: Counter<"code">;
   readonly livezTotal: Counter<"code">;
   readonly #ipvsSources: Array<() => Promise<readonly IpvsServiceCounters[]>> = [];
+  /** Userspace mode: accept/receive calls that failed (EMFILE...) and were retried. */
+  readonly userspaceAcceptErrorsTotal?: Counter;
+  /** Userspace mode: dials to endpoints that failed, per service port. */
+  readonly userspaceDialFailuresTotal?: Counter<"service">;
 
   /**
    * Registers the metrics on a fresh registry: the common ones, and those of `mode` (iptables
@@ -203,6 +211,19 @@ export class ProxyMetrics {
     });
     registerProcessMetrics(this.registry);
     if (mode === "ipvs") this.#registerIpvsCounters();
+    if (mode === "userspace") {
+      this.userspaceAcceptErrorsTotal = new Counter({
+        name: "kubeproxy_userspace_accept_errors_total",
+        help: "Accepts and receives on proxy ports that failed and were retried (e.g. too many open files)",
+        registers: [this.registry],
+      });
+      this.userspaceDialFailuresTotal = new Counter({
+        name: "kubeproxy_userspace_dial_failures_total",
+        help: "Connections to endpoints that failed or timed out, per service port",
+        labelNames: ["service"] as const,
+        registers: [this.registry],
+      });
+    }
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
       help: "Cumulative failed syncs of proxy rules (any mode)",
@@ -273,6 +294,8 @@ export class ProxyMetrics {
         this.iptablesRulesTotal.set({ ...l, table }, total);
         this.iptablesRulesLast.set({ ...l, table }, lastWritten);
       },
+      userspaceAcceptError: () => this.userspaceAcceptErrorsTotal?.inc(),
+      userspaceDialFailure: (service) => this.userspaceDialFailuresTotal?.inc({ service }),
       noLocalEndpoints: (internal, external) => {
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);

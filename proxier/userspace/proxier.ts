@@ -10,12 +10,25 @@ import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
 import { splice } from "./tcp_copy.ts";
+import { dialTCP } from "./dial.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
-/** Dial timeouts of the successive tries of one connection, as upstream's userspace proxy. */
-const DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000];
+/**
+ * Dial timeouts of the successive tries of one connection. Upstream's userspace proxy starts at
+ * 250 ms; on a busy event loop that turns slow callbacks into false timeouts, so the first try gets
+ * a second.
+ */
+const DIAL_TIMEOUTS_MS = [1000, 1000, 2000, 2000];
+/** How long an endpoint that refused (or timed out) is passed over by new connections. */
+const ENDPOINT_DOWN_MS = 5000;
+/** A failed dial to one endpoint is logged at most this often. */
+const DIAL_WARN_EVERY_MS = 10_000;
+/** Backoff after a failed accept (EMFILE...): from this, doubling... */
+const MIN_ACCEPT_BACKOFF_MS = 5;
+/** ...to this. */
+const MAX_ACCEPT_BACKOFF_MS = 250;
 
 /** Options of {@linkcode UserspaceProxier}. */
 export interface UserspaceProxierOptions extends BaseProxierOptions {
@@ -84,6 +97,9 @@ export class UserspaceProxier extends BaseProxier {
   readonly #listenFn: ListenFn;
   #portalText = "";
   #warnedNoPortals = false;
+  readonly #warnedSctp = new Set<string>();
+  /** Per endpoint: when a failed dial to it was last logged. */
+  readonly #dialWarned = new Map<string, number>();
 
   /** Builds the proxier; opens nothing until the first sync. */
   constructor(o: UserspaceProxierOptions) {
@@ -137,6 +153,7 @@ export class UserspaceProxier extends BaseProxier {
     for (const key of [...this.#ports.keys()]) {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
+    let unopened = 0;
     for (const [key, info] of ctx.services) {
       const spec = JSON.stringify([
         info.protocol,
@@ -147,12 +164,21 @@ export class UserspaceProxier extends BaseProxier {
         info.loadBalancerIPs,
       ]);
       const cur = this.#ports.get(key);
+      if (info.protocol === "SCTP") {
+        // Not a failure to retry: this mode cannot proxy SCTP at all (said once per service port).
+        if (!this.#warnedSctp.has(key)) {
+          this.#warnedSctp.add(key);
+          this.log.warn("SCTP is not supported in userspace mode; not served", { service: key });
+        }
+        continue;
+      }
       if (cur?.spec !== spec) {
         if (cur !== undefined) this.#closePort(key);
         try {
           this.#openPort(key, info, spec);
         } catch (e) {
-          this.log.error("Cannot open proxy port; retrying at the next sync", {
+          unopened++;
+          this.log.error("Cannot open proxy port; retrying", {
             service: servicePortNameString(info.name),
             ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
             error: (e as Error).message,
@@ -168,6 +194,9 @@ export class UserspaceProxier extends BaseProxier {
       this.#dropSessionsNotIn(key, new Set(eps));
     }
     if (this.#iptables !== undefined) await this.#syncPortals(ctx.full);
+    // A port that cannot be served fails the sync: it is retried with backoff (reopening the
+    // port), and /healthz turns unhealthy while it keeps failing.
+    if (unopened > 0) throw new Error(`${unopened} proxy port(s) could not be opened`);
   }
 
   #openPort(key: string, info: ServicePortInfo, spec: string): void {
@@ -225,32 +254,80 @@ export class UserspaceProxier extends BaseProxier {
     }
   }
 
+  /** True while `l` is one of the listeners of `key`'s open port (we have not closed it). */
+  #listening(key: string, l: Listener): boolean {
+    return this.#ports.get(key)?.listeners.includes(l) ?? false;
+  }
+
+  /**
+   * Waits after a failed accept/receive (EMFILE, ENFILE, ...) and reports the first of a burst;
+   * returns false when the listener was closed by us (stop serving).
+   */
+  async #transient(
+    key: string,
+    l: Listener,
+    e: unknown,
+    burst: { n: number; waitMs: number },
+  ): Promise<boolean> {
+    if (!this.#listening(key, l)) return false;
+    burst.n++;
+    this.metrics.userspaceAcceptError();
+    if (burst.n === 1) {
+      this.log.warn("Accepting on a proxy port failed; retrying (too many open files?)", {
+        service: key,
+        error: (e as Error).message,
+      });
+    }
+    await new Promise((r) => setTimeout(r, burst.waitMs));
+    burst.waitMs = Math.min(burst.waitMs * 2, MAX_ACCEPT_BACKOFF_MS);
+    return this.#listening(key, l);
+  }
+
+  #recovered(key: string, burst: { n: number; waitMs: number }): void {
+    if (burst.n === 0) return;
+    this.log.info("Accepting on the proxy port again", { service: key, failures: burst.n });
+    burst.n = 0;
+    burst.waitMs = MIN_ACCEPT_BACKOFF_MS;
+  }
+
   async #serveTCP(listener: Deno.TcpListener, key: string): Promise<void> {
-    try {
-      for await (const conn of listener) this.#handleTCP(conn, key);
-    } catch {
-      // The listener was closed.
+    const burst = { n: 0, waitMs: MIN_ACCEPT_BACKOFF_MS };
+    for (;;) {
+      let conn: Deno.TcpConn;
+      try {
+        conn = await listener.accept();
+      } catch (e) {
+        // Only our close ends the loop; anything else (fd limit...) is waited out.
+        if (await this.#transient(key, listener, e, burst)) continue;
+        return;
+      }
+      this.#recovered(key, burst);
+      this.#handleTCP(conn, key);
     }
   }
 
   async #handleTCP(client: Deno.TcpConn, key: string): Promise<void> {
     const clientIP = (client.remoteAddr as Deno.NetAddr).hostname;
     let backend: Deno.TcpConn | undefined;
+    const tried = new Set<string>();
     for (let i = 0; i < DIAL_TIMEOUTS_MS.length && backend === undefined; i++) {
-      const ep = this.#balancer.next(key, clientIP, i > 0);
+      const ep = this.#balancer.next(key, clientIP, { resetAffinity: i > 0, exclude: tried });
       if (ep === undefined) break;
+      tried.add(ep);
       const { hostname, port } = splitEndpoint(ep);
       try {
-        backend = await Deno.connect({ hostname, port, signal: AbortSignal.timeout(DIAL_TIMEOUTS_MS[i]) });
+        backend = await dialTCP(hostname, port, DIAL_TIMEOUTS_MS[i]);
       } catch (e) {
-        this.log.debug("Dial failed, trying the next endpoint", {
-          endpoint: ep,
-          error: (e as Error).message,
-        });
+        // Passive health: new connections pass this endpoint over for a while.
+        this.#balancer.markDown(ep, ENDPOINT_DOWN_MS);
+        this.metrics.userspaceDialFailure(key);
+        this.#warnDial(key, ep, e as Error);
       }
     }
     if (backend === undefined) {
-      client.close();
+      try {
+        client.close();
+      } catch { /* gone */ }
       return;
     }
     backend.setNoDelay(true);
@@ -258,11 +335,33 @@ export class UserspaceProxier extends BaseProxier {
     await splice(client, backend);
   }
 
+  /** Logs a failed dial at normal verbosity, once per endpoint per {@linkcode DIAL_WARN_EVERY_MS}. */
+  #warnDial(key: string, endpoint: string, e: Error): void {
+    const now = this.clock.now();
+    if ((this.#dialWarned.get(endpoint) ?? -Infinity) + DIAL_WARN_EVERY_MS > now) return;
+    this.#dialWarned.set(endpoint, now);
+    if (this.#dialWarned.size > 4096) this.#dialWarned.clear();
+    this.log.warn("Dial to endpoint failed; trying another, and passing it over for a while", {
+      service: key,
+      endpoint,
+      error: e.message,
+    });
+  }
+
   async #serveUDP(sock: Deno.DatagramConn, key: string): Promise<void> {
     const sessions = new Map<string, UdpSession>();
+    const burst = { n: 0, waitMs: MIN_ACCEPT_BACKOFF_MS };
     try {
       for (;;) {
-        const [data, addr] = await sock.receive();
+        let received: [Uint8Array, Deno.Addr];
+        try {
+          received = await sock.receive();
+        } catch (e) {
+          if (await this.#transient(key, sock, e, burst)) continue;
+          return;
+        }
+        this.#recovered(key, burst);
+        const [data, addr] = received;
         const client = addr as Deno.NetAddr;
         const ck = `${client.hostname}|${client.port}`;
         let s = sessions.get(ck);

@@ -1,0 +1,132 @@
+/**
+ * The userspace mode under faults, with real sockets: a killed backend, timed-out dials, an fd
+ * limit reached. Bounded in count and time.
+ */
+import { realClock } from "../proxier/clock.ts";
+import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+import { assert, assertEquals } from "./assert.ts";
+import { realKernel, sh } from "./e2e/netns.ts";
+import { baseOptions, ep, makeEndpointSlice, makeService } from "./fixtures.ts";
+import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
+
+const { ignore, note } = await realKernel(["iptables"]);
+
+async function withNodePort(
+  backends: number[],
+  fn: (nodePort: number, p: UserspaceProxier) => Promise<void>,
+): Promise<void> {
+  const p = new UserspaceProxier({
+    ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
+    listenAddress: "127.0.0.1",
+    nodePortAddresses: ["127.0.0.1"],
+    portRange: { min: 0, max: 0 },
+    udpIdleTimeoutMs: 250,
+  });
+  const nodePort = freePort();
+  const ac = new AbortController();
+  const loop = p.syncLoop(ac.signal);
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  p.onServiceAdd(makeService("ns1", "svc1", (s) => {
+    s.spec!.type = "NodePort";
+    s.spec!.ports = [{ name: "p", port: 80, protocol: "TCP", nodePort }];
+  }));
+  backends.forEach((port, i) =>
+    p.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => {
+      s.metadata!.name = `svc1-${i}`;
+      s.ports = [{ name: "p", port, protocol: "TCP" }];
+      s.endpoints = [ep("127.0.0.1")];
+    }))
+  );
+  try {
+    await eventually(() => tcpAsk(nodePort));
+    await fn(nodePort, p);
+  } finally {
+    ac.abort();
+    await loop;
+    p.close();
+  }
+}
+
+Deno.test("userspace faults: one of two backends killed: 0 failed new connections", async () => {
+  const a = tcpNameServer("a");
+  const b = tcpNameServer("b");
+  try {
+    await withNodePort([a.port, b.port], async (nodePort) => {
+      b.close(); // killed: its port now refuses
+      const answers = [];
+      for (let i = 0; i < 200; i++) answers.push(await tcpAsk(nodePort));
+      assertEquals(new Set(answers), new Set(["a"]), "every new connection answered, by the live backend");
+    });
+  } finally {
+    a.close();
+  }
+});
+
+Deno.test({
+  name:
+    `userspace faults: thousands of timed-out dials leave no socket open, even those that connect late${note}`,
+  ignore,
+  async fn() {
+    const ns = `kpd-${crypto.randomUUID().slice(0, 8)}-dial`;
+    await sh("ip", ["netns", "add", ns]);
+    try {
+      await sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
+      const child = new URL("./dial_leak.child.ts", import.meta.url).pathname;
+      const out = await sh("ip", ["netns", "exec", ns, Deno.execPath(), "run", "-A", child, "2000"]);
+      const r = JSON.parse(out.trim().split("\n").at(-1)!);
+      assertEquals(r.timeouts, 2000, out);
+      assert(r.during > r.base + 1000, `the pending dials held sockets: ${out}`);
+      assert(r.after <= r.base + 2, `every late connection was closed: ${out}`);
+    } finally {
+      await sh("ip", ["netns", "del", ns], { allowFail: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "userspace faults: the fd limit reached under load, then freed: the port serves again within 1 s",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const a = tcpNameServer("a");
+    const child = new Deno.Command("sh", {
+      args: [
+        "-c",
+        `ulimit -n 256 && exec "$0" run -A --unstable-net "$1" "$2"`,
+        Deno.execPath(),
+        new URL("./fd_limit.child.ts", import.meta.url).pathname,
+        String(a.port),
+      ],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const lines = child.stdout.pipeThrough(new TextDecoderStream())[Symbol.asyncIterator]();
+    const held: Deno.TcpConn[] = [];
+    try {
+      const { nodePort } = JSON.parse((await lines.next()).value as string);
+      await eventually(async () => assertEquals(await tcpAsk(nodePort), "a"), 10_000);
+      // 600 connections held open: far beyond the proxy's 256 fds, so its accepts fail (EMFILE).
+      for (let i = 0; i < 600; i++) {
+        const c = await Deno.connect({
+          hostname: "127.0.0.1",
+          port: nodePort,
+          signal: AbortSignal.timeout(2000),
+        })
+          .catch(() => undefined);
+        if (c !== undefined) held.push(c);
+      }
+      await new Promise((r) => setTimeout(r, 500));
+      for (const c of held.splice(0)) c.close();
+      const started = Date.now();
+      await eventually(async () => assertEquals(await tcpAsk(nodePort), "a"), 1000);
+      assert(Date.now() - started <= 1000);
+    } finally {
+      for (const c of held) c.close();
+      child.kill("SIGKILL");
+      await child.status;
+      await child.stdout.cancel().catch(() => {});
+      a.close();
+    }
+  },
+});
