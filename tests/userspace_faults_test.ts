@@ -4,6 +4,7 @@
  */
 import { realClock } from "../proxier/clock.ts";
 import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+import type { SpliceLimits } from "../proxier/userspace/tcp_copy.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { realKernel, sh } from "./e2e/netns.ts";
 import { baseOptions, ep, makeEndpointSlice, makeService } from "./fixtures.ts";
@@ -14,6 +15,7 @@ const { ignore, note } = await realKernel(["iptables"]);
 async function withNodePort(
   backends: number[],
   fn: (nodePort: number, p: UserspaceProxier) => Promise<void>,
+  tcpLimits?: SpliceLimits,
 ): Promise<void> {
   const p = new UserspaceProxier({
     ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
@@ -21,6 +23,7 @@ async function withNodePort(
     nodePortAddresses: ["127.0.0.1"],
     portRange: { min: 0, max: 0 },
     udpIdleTimeoutMs: 250,
+    tcpLimits,
   });
   const nodePort = freePort();
   const ac = new AbortController();
@@ -39,7 +42,9 @@ async function withNodePort(
     }))
   );
   try {
-    await eventually(() => tcpAsk(nodePort));
+    await eventually(() =>
+      tcpAsk(nodePort).catch((e) => (e instanceof Deno.errors.ConnectionRefused ? Promise.reject(e) : ""))
+    );
     await fn(nodePort, p);
   } finally {
     ac.abort();
@@ -129,4 +134,44 @@ Deno.test({
       a.close();
     }
   },
+});
+
+Deno.test("userspace faults: a backend that never reads: the client gets an error within the write timeout, and an idle connection is closed", async () => {
+  // A backend that accepts and never reads (and never answers).
+  const stuck = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepted: Deno.Conn[] = [];
+  (async () => {
+    for await (const c of stuck) accepted.push(c);
+  })().catch(() => {});
+  try {
+    await withNodePort([(stuck.addr as Deno.NetAddr).port], async (nodePort) => {
+      const c = await Deno.connect({ hostname: "127.0.0.1", port: nodePort });
+      const started = Date.now();
+      // Far more than the socket buffers hold: the proxy's write to the backend stalls.
+      const chunk = new Uint8Array(1 << 20);
+      let ended = false;
+      try {
+        for (let i = 0; i < 256; i++) await c.write(chunk);
+        ended = (await c.read(new Uint8Array(1))) === null;
+      } catch {
+        ended = true; // reset by the proxy's close
+      }
+      const waited = Date.now() - started;
+      assert(ended, "the client saw the connection end");
+      assert(waited < 5000, `a bounded wait: ${waited} ms`);
+      try {
+        c.close();
+      } catch { /* closed */ }
+      // Idle: a connection with nothing moving is closed after the idle timeout.
+      const idle = await Deno.connect({ hostname: "127.0.0.1", port: nodePort });
+      const t = Date.now();
+      const n = await idle.read(new Uint8Array(1)).catch(() => null);
+      assertEquals(n, null, "closed by the proxy");
+      assert(Date.now() - t < 3000, `idle close after ${Date.now() - t} ms`);
+      idle.close();
+    }, { idleTimeoutMs: 800, writeTimeoutMs: 500 });
+  } finally {
+    stuck.close();
+    for (const c of accepted) c.close();
+  }
 });

@@ -41,6 +41,10 @@ export interface ProxyConfig {
   healthzBindAddress?: BindAddress;
   metricsBindAddress?: BindAddress;
   udpIdleTimeoutMs: number;
+  /** Userspace: close a TCP connection idle this long (0: never). Ours; upstream had none. */
+  tcpIdleTimeoutMs: number;
+  /** Userspace: close a TCP connection whose peer stopped reading for this long (0: never). Ours. */
+  tcpWriteTimeoutMs: number;
   portRange: PortRange;
   verbosity: number;
   loggingFormat: "text" | "json";
@@ -90,6 +94,8 @@ export function defaultConfig(): ProxyConfig {
     healthzBindAddress: { hostname: "0.0.0.0", port: 10256 },
     metricsBindAddress: { hostname: "127.0.0.1", port: 10249 },
     udpIdleTimeoutMs: 250,
+    tcpIdleTimeoutMs: 3_600_000,
+    tcpWriteTimeoutMs: 60_000,
     portRange: { min: 0, max: 0 },
     verbosity: 0,
     loggingFormat: "text",

@@ -80,6 +80,8 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
     "configSyncPeriod",
     "nodePortAddresses",
     "udpIdleTimeout",
+    "tcpIdleTimeout",
+    "tcpWriteTimeout",
     "portRange",
     "detectLocalMode",
     "detectLocal",
@@ -120,6 +122,9 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
   }
   if (d.configSyncPeriod !== undefined) c.configSyncPeriodMs = dur("configSyncPeriod", d.configSyncPeriod, 0);
   if (d.udpIdleTimeout !== undefined) c.udpIdleTimeoutMs = dur("udpIdleTimeout", d.udpIdleTimeout, 1);
+  // Ours (upstream's userspace proxy had neither): top-level beside udpIdleTimeout.
+  if (d.tcpIdleTimeout !== undefined) c.tcpIdleTimeoutMs = dur("tcpIdleTimeout", d.tcpIdleTimeout, 0);
+  if (d.tcpWriteTimeout !== undefined) c.tcpWriteTimeoutMs = dur("tcpWriteTimeout", d.tcpWriteTimeout, 0);
   if (d.detectLocalMode !== undefined && d.detectLocalMode !== "") {
     c.detectLocalMode = parseLocalMode(where("detectLocalMode"), str("detectLocalMode", d.detectLocalMode));
   }

@@ -70,6 +70,8 @@ const STRING_FLAGS = [
   "healthz-bind-address",
   "metrics-bind-address",
   "udp-timeout",
+  "tcp-idle-timeout",
+  "tcp-write-timeout",
   "proxy-port-range",
   "detect-local-mode",
   "config",
@@ -134,6 +136,8 @@ Flags (upstream kube-proxy names and defaults):
   --ipvs-tcp-timeout=0s --ipvs-tcpfin-timeout=0s --ipvs-udp-timeout=0s   ipvs: 0 keeps the kernel's
   --ipvs-sync-period=30s --ipvs-min-sync-period=0s                       ipvs mode's sync periods
   --udp-timeout=250ms                    userspace UDP session idle timeout
+  --tcp-idle-timeout=1h                  userspace: close a TCP connection idle this long (0: never)
+  --tcp-write-timeout=60s                userspace: close a TCP connection whose peer stopped reading
   --proxy-port-range=MIN-MAX|MIN+N       userspace portal ports (default random)
   --config=PATH                          KubeProxyConfiguration file; other flags are then ignored
   --cleanup                              remove every rule kube-proxy(-deno) created, then exit
@@ -308,6 +312,12 @@ function applyFlags(c: ProxyConfig, v: Record<string, string | boolean | undefin
   }
   if (s("metrics-bind-address") !== undefined) {
     c.metricsBindAddress = parseBind("--metrics-bind-address", s("metrics-bind-address")!);
+  }
+  if (s("tcp-idle-timeout") !== undefined) {
+    c.tcpIdleTimeoutMs = durationFlag("--tcp-idle-timeout", s("tcp-idle-timeout")!, 0);
+  }
+  if (s("tcp-write-timeout") !== undefined) {
+    c.tcpWriteTimeoutMs = durationFlag("--tcp-write-timeout", s("tcp-write-timeout")!, 0);
   }
   if (s("udp-timeout") !== undefined) {
     c.udpIdleTimeoutMs = durationFlag("--udp-timeout", s("udp-timeout")!, 1);

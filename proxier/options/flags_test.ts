@@ -54,6 +54,8 @@ Deno.test("parseCommandLine: every flag is read", () => {
     "--ipvs-udp-timeout=5m",
     "--ipvs-sync-period=45s",
     "--ipvs-min-sync-period=2s",
+    "--tcp-idle-timeout=10m",
+    "--tcp-write-timeout=0",
   ], noFile);
   assertEquals(config, {
     mode: "userspace",
@@ -75,6 +77,8 @@ Deno.test("parseCommandLine: every flag is read", () => {
     healthzBindAddress: { hostname: "::1", port: 9999 },
     metricsBindAddress: undefined,
     udpIdleTimeoutMs: 1000,
+    tcpIdleTimeoutMs: 600_000,
+    tcpWriteTimeoutMs: 0,
     portRange: { min: 40000, max: 40010 },
     verbosity: 4,
     loggingFormat: "json",

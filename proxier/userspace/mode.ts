@@ -45,6 +45,7 @@ export const userspaceMode: ProxyModeDefinition = {
       nodePortAddresses: nodePortAddresses(c.nodePortAddresses),
       portRange: c.portRange,
       udpIdleTimeoutMs: c.udpIdleTimeoutMs,
+      tcpLimits: { idleTimeoutMs: c.tcpIdleTimeoutMs, writeTimeoutMs: c.tcpWriteTimeoutMs },
     });
   },
 

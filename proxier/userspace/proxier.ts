@@ -9,7 +9,7 @@ import type { PortRange } from "../options/config.ts";
 import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
-import { splice } from "./tcp_copy.ts";
+import { splice, type SpliceLimits } from "./tcp_copy.ts";
 import { dialTCP } from "./dial.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
@@ -40,6 +40,8 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
   readonly nodePortAddresses: readonly string[];
   readonly portRange: PortRange;
   readonly udpIdleTimeoutMs: number;
+  /** TCP idle and stalled-write bounds (`--tcp-idle-timeout`, `--tcp-write-timeout`); default none. */
+  readonly tcpLimits?: SpliceLimits;
   /** For reproducible shuffles in tests. */
   readonly random?: () => number;
   /** Opens a listening socket; defaults to `Deno.listen` / `Deno.listenDatagram`. */
@@ -92,6 +94,7 @@ export class UserspaceProxier extends BaseProxier {
   readonly #ports = new Map<string, PortProxy>();
   readonly #allocator: PortAllocator;
   readonly #udpIdleTimeoutMs: number;
+  readonly #limits?: SpliceLimits;
   readonly #balancer: RoundRobinBalancer;
   readonly #udpSessions = new Map<string, Set<UdpSession>>();
   readonly #listenFn: ListenFn;
@@ -109,6 +112,7 @@ export class UserspaceProxier extends BaseProxier {
     this.#nodePortAddresses = o.nodePortAddresses;
     this.#allocator = new PortAllocator(o.portRange);
     this.#udpIdleTimeoutMs = o.udpIdleTimeoutMs;
+    this.#limits = o.tcpLimits;
     this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
     this.#listenFn = o.listen ?? denoListen;
   }
@@ -332,7 +336,7 @@ export class UserspaceProxier extends BaseProxier {
     }
     backend.setNoDelay(true);
     client.setNoDelay(true);
-    await splice(client, backend);
+    await splice(client, backend, this.#limits);
   }
 
   /** Logs a failed dial at normal verbosity, once per endpoint per {@linkcode DIAL_WARN_EVERY_MS}. */
