@@ -24,6 +24,11 @@ const TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-tim
 
 /** Editors write in bursts (truncate, write, rename): a path is re-read once it is quiet this long. */
 const SETTLE_MS = 100;
+/**
+ * ...and a file written in place (not replaced by a rename) once it has been quiet this long: a
+ * writer that pauses mid-file must not have its half-written objects applied.
+ */
+const IN_PLACE_SETTLE_MS = 600;
 /** ...but no later than this after the first event, however busy the directory stays. */
 const MAX_SETTLE_MS = 1000;
 
@@ -75,6 +80,7 @@ export class FileSource {
     // Edits between load() and the watcher's start would otherwise be missed.
     await this.#readAll(true);
     const pending = new Set<string>();
+    let inPlace = false;
     let rescan = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let firstEventAt: number | undefined;
@@ -85,6 +91,7 @@ export class FileSource {
       const all = rescan;
       pending.clear();
       rescan = false;
+      inPlace = false;
       // Reads run one after another, so a slow read never races a newer one of the same file.
       reading = reading.then(() => all ? this.#readAll(true) : this.#readPaths(paths))
         .catch((e) => this.#o.log.error("Reading source files failed", { error: String(e) }));
@@ -97,10 +104,16 @@ export class FileSource {
           if (f !== undefined) pending.add(f);
         }
         if (!rescan && pending.size === 0) continue;
+        // Renames and creations bring whole files (instant); modifications may be half-written.
+        if (ev.kind === "modify") inPlace = true;
         const now = performance.now();
         firstEventAt ??= now;
         clearTimeout(timer);
-        timer = setTimeout(flush, Math.min(SETTLE_MS, Math.max(0, firstEventAt + MAX_SETTLE_MS - now)));
+        const settle = inPlace ? IN_PLACE_SETTLE_MS : SETTLE_MS;
+        timer = setTimeout(
+          flush,
+          Math.min(settle, Math.max(0, firstEventAt + Math.max(MAX_SETTLE_MS, settle) - now)),
+        );
       }
     } finally {
       clearTimeout(timer);

@@ -287,3 +287,33 @@ Deno.test("FileSource: a file rewritten without pause is still read within about
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("FileSource: a file written in place with a pause mid-write is applied only once complete", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  try {
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("a", "172.30.0.1") + "---\n" + svc("b", "172.30.0.2"));
+    const rec = new Recorder();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log: new MemoryLogger() });
+    await src.load();
+    const watching = src.watch(ac.signal);
+    await new Promise((r) => setTimeout(r, 200));
+    rec.events = [];
+    // In place: the first document, a 300 ms pause (the file then holds only "a"), then the second.
+    const f = await Deno.open(`${dir}/a.yaml`, { write: true, truncate: true });
+    const enc = new TextEncoder();
+    await f.write(enc.encode(svc("a", "172.30.0.1")));
+    await new Promise((r) => setTimeout(r, 300));
+    await f.write(enc.encode("---\n" + svc("b", "172.30.0.22")));
+    f.close();
+    await eventually(() => assertEquals(rec.events.length > 0, true), 5000);
+    await new Promise((r) => setTimeout(r, 300));
+    // Never "delete Service ns1/b": the half-written file was not applied.
+    assertEquals(rec.events, ["update Service ns1/b 172.30.0.2->172.30.0.22"]);
+    ac.abort();
+    await watching;
+  } finally {
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
