@@ -2,22 +2,14 @@
  * Started by tests/userspace_faults_test.ts under a low `ulimit -n`: a userspace proxier serving one
  * NodePort on 127.0.0.1 to the backend port given; prints the NodePort, then serves until killed.
  */
-import { realClock } from "../proxier/clock.ts";
-import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
-import { baseOptions, ep, makeEndpointSlice, makeService } from "./fixtures.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
 import { freePort } from "./net_helpers.ts";
 
 // As main.ts does at start: the signal driver opens its fds now, not under the fd limit later.
 Deno.addSignalListener("SIGTERM", () => Deno.exit(0));
 const backend = Number(Deno.args[0]);
 const nodePort = freePort();
-const p = new UserspaceProxier({
-  ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
-  listenAddress: "127.0.0.1",
-  nodePortAddresses: ["127.0.0.1"],
-  portRange: { min: 0, max: 0 },
-  udpIdleTimeoutMs: 250,
-});
+const p = loopbackUserspaceProxier();
 p.syncLoop(new AbortController().signal);
 p.onServicesSynced();
 p.onEndpointSlicesSynced();

@@ -9,7 +9,8 @@
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import type { Fields, Logger } from "../proxier/logger.ts";
-import { FakeClock } from "../proxier/clock.ts";
+import { FakeClock, realClock } from "../proxier/clock.ts";
+import { UserspaceProxier, type UserspaceProxierOptions } from "../proxier/userspace/proxier.ts";
 import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "../proxier/metrics.ts";
 import type { BaseProxierOptions } from "../proxier/base_proxier.ts";
@@ -143,3 +144,18 @@ export const HOSTILE: readonly string[] = [
   "x".repeat(5000),
   "10.0.0.1 -j ACCEPT",
 ];
+
+/**
+ * A userspace proxier serving NodePorts on 127.0.0.1 only (no portals, no iptables), on the real
+ * clock, for tests with real sockets; `over` overrides its options.
+ */
+export function loopbackUserspaceProxier(over: Partial<UserspaceProxierOptions> = {}): UserspaceProxier {
+  return new UserspaceProxier({
+    ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
+    listenAddress: "127.0.0.1",
+    nodePortAddresses: ["127.0.0.1"],
+    portRange: { min: 0, max: 0 },
+    udpIdleTimeoutMs: 250,
+    ...over,
+  });
+}

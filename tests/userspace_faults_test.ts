@@ -2,12 +2,11 @@
  * The userspace mode under faults, with real sockets: a killed backend, timed-out dials, an fd
  * limit reached. Bounded in count and time.
  */
-import { realClock } from "../proxier/clock.ts";
-import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 import type { SpliceLimits } from "../proxier/userspace/tcp_copy.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { realKernel, sh } from "./e2e/netns.ts";
-import { baseOptions, ep, makeEndpointSlice, makeService } from "./fixtures.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
 import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
 
 const { ignore, note } = await realKernel(["iptables"]);
@@ -17,14 +16,7 @@ async function withNodePort(
   fn: (nodePort: number, p: UserspaceProxier) => Promise<void>,
   tcpLimits?: SpliceLimits,
 ): Promise<void> {
-  const p = new UserspaceProxier({
-    ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
-    listenAddress: "127.0.0.1",
-    nodePortAddresses: ["127.0.0.1"],
-    portRange: { min: 0, max: 0 },
-    udpIdleTimeoutMs: 250,
-    tcpLimits,
-  });
+  const p = loopbackUserspaceProxier({ tcpLimits });
   const nodePort = freePort();
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);

@@ -2,10 +2,9 @@
  * The userspace proxier with real sockets on loopback (NodePorts; no iptables needed).
  */
 import type { V1Service } from "@kubernetes/client-node";
-import { realClock } from "../proxier/clock.ts";
-import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 import { assert, assertEquals, assertRejects } from "./assert.ts";
-import { baseOptions, ep, makeEndpointSlice, makeService } from "./fixtures.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
 import {
   eventually,
   freePort,
@@ -42,13 +41,7 @@ function sliceFor(ports: number[], protocol: "TCP" | "UDP") {
 }
 
 async function withProxier(fn: (p: UserspaceProxier) => Promise<void>): Promise<void> {
-  const p = new UserspaceProxier({
-    ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
-    listenAddress: "127.0.0.1",
-    nodePortAddresses: ["127.0.0.1"],
-    portRange: { min: 0, max: 0 },
-    udpIdleTimeoutMs: 250,
-  });
+  const p = loopbackUserspaceProxier();
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);
   p.onServicesSynced();
