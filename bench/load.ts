@@ -5,6 +5,10 @@
  *   hello         answer every connection with "hello" and close; prints the port
  *   stream P B    send B bytes to 127.0.0.1:P, half-close, wait for EOF; prints MB/s
  *   conns P N     N sequential connect/read/close to 127.0.0.1:P; prints connections/s
+ *   http          HTTP/1.1 server answering every request with "ok"; prints the port
+ *   udpecho       UDP server echoing every datagram to its sender; prints the port
+ *   udp P R S T   S sockets send R datagrams/s in all to 127.0.0.1:P for T s, counting the echoes;
+ *                 prints {"sent":..,"received":..}
  * @module
  */
 const [mode, a, b] = Deno.args;
@@ -40,6 +44,19 @@ if (mode === "sink" || mode === "hello") {
   await c.read(new Uint8Array(1)); // EOF: the sink read every byte
   print(String(bytes / ((performance.now() - start) / 1000) / 1e6));
   c.close();
+} else if (mode === "http") {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, () => new Response("ok"));
+  print(String(server.addr.port));
+} else if (mode === "udpecho") {
+  const sock = Deno.listenDatagram({ transport: "udp", hostname: "127.0.0.1", port: 0 });
+  print(String((sock.addr as Deno.NetAddr).port));
+  const buf = new Uint8Array(2048);
+  for (;;) {
+    const [data, from] = await sock.receive(buf);
+    sock.send(data.slice(), from).catch(() => {});
+  }
+} else if (mode === "udp") {
+  await udpLoad(Number(a), Number(b), Number(Deno.args[3]), Number(Deno.args[4]));
 } else if (mode === "conns") {
   const n = Number(b);
   const buf = new Uint8Array(16);
@@ -50,4 +67,41 @@ if (mode === "sink" || mode === "hello") {
     c.close();
   }
   print(String(n / ((performance.now() - start) / 1000)));
+}
+
+/**
+ * Sends `rate` datagrams/s spread over `sockets` sockets to 127.0.0.1:`port` for `seconds`, paced
+ * every millisecond, then waits a second for late echoes; prints how many were sent and echoed.
+ */
+async function udpLoad(port: number, rate: number, sockets: number, seconds: number): Promise<void> {
+  const socks = Array.from(
+    { length: sockets },
+    () => Deno.listenDatagram({ transport: "udp", hostname: "127.0.0.1", port: 0 }),
+  );
+  let received = 0;
+  const loops = socks.map(async (s) => {
+    const buf = new Uint8Array(2048);
+    try {
+      for (;;) {
+        await s.receive(buf);
+        received++;
+      }
+    } catch { /* closed */ }
+  });
+  const to: Deno.NetAddr = { transport: "udp", hostname: "127.0.0.1", port };
+  const payload = new Uint8Array(64);
+  let sent = 0;
+  const start = performance.now();
+  const end = start + seconds * 1000;
+  for (let now = start; now < end; now = performance.now()) {
+    const due = Math.floor(rate * (now - start) / 1000);
+    const batch: Promise<number>[] = [];
+    for (; sent < due; sent++) batch.push(socks[sent % sockets].send(payload, to));
+    await Promise.all(batch).catch(() => {});
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+  for (const s of socks) s.close();
+  await Promise.all(loops);
+  print(JSON.stringify({ sent, received }));
 }

@@ -3,7 +3,7 @@
  * thousands of dials (SYNs dropped by an iptables rule in that namespace), lets them connect late,
  * and prints the process's open fd counts before, during and after.
  */
-import { dialTCP, DialTimeout } from "../proxier/userspace/dial.ts";
+import { dialStaggered, DialTimeout } from "../proxier/userspace/dial.ts";
 
 const n = Number(Deno.args[0] ?? "1000");
 const port = 9999;
@@ -19,10 +19,15 @@ const iptables = (op: string) =>
     .output();
 const base = fds();
 await iptables("-I");
-const results = await Promise.allSettled(
-  Array.from({ length: n }, () => dialTCP("127.0.0.1", port, 50)),
-);
-const timeouts = results.filter((r) => r.status === "rejected" && r.reason instanceof DialTimeout).length;
+let timeouts = 0;
+await Promise.all(Array.from({ length: n }, () =>
+  dialStaggered({
+    pick: (tried) => tried.size === 0 ? `127.0.0.1:${port}` : undefined,
+    staggerMs: [50],
+    onFailure: (_, e) => {
+      if (e instanceof DialTimeout) timeouts++;
+    },
+  })));
 const during = fds();
 await iptables("-D");
 // Dropped SYNs are sent again after about a second: the dials connect late, and are closed.

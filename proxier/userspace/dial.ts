@@ -1,13 +1,18 @@
 /**
- * TCP dials that never leak a socket: a dial given up (timeout) keeps waiting for the connect in
- * the background and closes the connection if it arrives late. (`Deno.connect` with an abort signal
- * can reject after the socket connected, leaving it open and unreferenced: Deno 2.9.6.)
+ * TCP dials for the userspace proxy: staggered, never leaking a socket.
+ *
+ * An attempt that has not connected after its stagger delay is not abandoned: the next endpoint
+ * is dialled beside it and the first to connect wins. On a saturated event loop a timer can fire
+ * long after a connect completed in the kernel; racing instead of cancelling turns such a false
+ * timeout into a harmless extra SYN instead of a dropped client. Every socket that loses the race,
+ * or connects after the dial was given up, is closed (`Deno.connect` with an abort signal can
+ * reject after the socket connected, leaving it open and unreferenced: Deno 2.9.6; we never abort).
  * @module
  */
 
-/** The dial timed out; the socket, if it ever connects, is closed. */
+/** The dial gave up waiting for this attempt; its socket, if it ever connects, is closed. */
 export class DialTimeout extends Error {
-  /** @param ms how long the dial was given. */
+  /** @param ms how long the whole dial waited. */
   constructor(readonly ms: number) {
     super(`connect timed out after ${ms} ms`);
     this.name = "DialTimeout";
@@ -17,40 +22,83 @@ export class DialTimeout extends Error {
 /** How connections are opened (Deno.connect; injectable for tests). */
 export type Connect = (o: { hostname: string; port: number }) => Promise<Deno.TcpConn>;
 
+/** What {@linkcode dialStaggered} needs. */
+export interface StaggeredDial {
+  /** The next endpoint (`ip:port` / `[ip]:port`) to try, not in `tried`; undefined when none is left. */
+  pick(tried: ReadonlySet<string>): string | undefined;
+  /**
+   * Attempt i+1 starts `staggerMs[i]` after attempt i unless every attempt so far failed sooner
+   * (then at once); at most `staggerMs.length` attempts; the dial is given up `sum(staggerMs)`
+   * after it started.
+   */
+  readonly staggerMs: readonly number[];
+  /** Called once for each attempt that failed (refused, or still pending when the dial gave up). */
+  onFailure(endpoint: string, error: Error): void;
+  readonly connect?: Connect;
+}
+
+/** Splits `ip:port` / `[ip]:port`. */
+export function splitEndpoint(ep: string): { hostname: string; port: number } {
+  const i = ep.lastIndexOf(":");
+  return { hostname: ep.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(ep.slice(i + 1)) };
+}
+
+function closeQuietly(c: Deno.Conn): void {
+  try {
+    c.close();
+  } catch { /* already closed */ }
+}
+
 /**
- * Connects to `hostname:port` within `timeoutMs`. On timeout it rejects with {@linkcode DialTimeout}
- * and closes the connection if it completes later.
+ * Dials endpoints chosen by `o.pick` until one connects; resolves with that connection and its
+ * endpoint, or undefined when every attempt failed or the time ran out. Never rejects.
  */
-export function dialTCP(
-  hostname: string,
-  port: number,
-  timeoutMs: number,
-  connect: Connect = (o) => Deno.connect(o),
-): Promise<Deno.TcpConn> {
-  const pending = connect({ hostname, port });
-  return new Promise((resolve, reject) => {
+export function dialStaggered(
+  o: StaggeredDial,
+): Promise<{ conn: Deno.TcpConn; endpoint: string } | undefined> {
+  const connect = o.connect ?? ((a) => Deno.connect(a));
+  const deadlineMs = o.staggerMs.reduce((a, b) => a + b, 0);
+  const tried = new Set<string>();
+  const pending = new Set<string>();
+  return new Promise((resolve) => {
     let done = false;
-    const timer = setTimeout(() => {
-      if (done) return;
+    let started = 0;
+    let stagger: ReturnType<typeof setTimeout> | undefined;
+    const finish = (won?: { conn: Deno.TcpConn; endpoint: string }) => {
       done = true;
-      reject(new DialTimeout(timeoutMs));
-      // Given up: whatever the connect produces later is closed.
-      pending.then((c) => {
-        try {
-          c.close();
-        } catch { /* already closed */ }
-      }, () => {});
-    }, timeoutMs);
-    pending.then((c) => {
-      clearTimeout(timer);
+      clearTimeout(stagger);
+      clearTimeout(deadline);
+      resolve(won);
+    };
+    const start = (): boolean => {
+      if (started >= o.staggerMs.length) return false;
+      const endpoint = o.pick(tried);
+      if (endpoint === undefined) return false;
+      const i = started++;
+      tried.add(endpoint);
+      pending.add(endpoint);
+      connect(splitEndpoint(endpoint)).then((conn) => {
+        pending.delete(endpoint);
+        // Lost the race, or connected after the dial gave up.
+        if (done) closeQuietly(conn);
+        else finish({ conn, endpoint });
+      }, (e) => {
+        pending.delete(endpoint);
+        if (done) return;
+        o.onFailure(endpoint, e as Error);
+        if (pending.size === 0 && !start()) finish();
+      });
+      clearTimeout(stagger);
+      stagger = setTimeout(() => {
+        if (!done) start();
+      }, o.staggerMs[i]);
+      return true;
+    };
+    const deadline = setTimeout(() => {
       if (done) return;
-      done = true;
-      resolve(c);
-    }, (e) => {
-      clearTimeout(timer);
-      if (done) return;
-      done = true;
-      reject(e);
-    });
+      for (const endpoint of pending) o.onFailure(endpoint, new DialTimeout(deadlineMs));
+      finish();
+    }, deadlineMs);
+    if (!start()) finish();
   });
 }

@@ -10,17 +10,18 @@ import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
 import { splice, type SpliceLimits } from "./tcp_copy.ts";
-import { dialTCP } from "./dial.ts";
+import { dialStaggered, splitEndpoint } from "./dial.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
 /**
- * Dial timeouts of the successive tries of one connection. Upstream's userspace proxy starts at
- * 250 ms; on a busy event loop that turns slow callbacks into false timeouts, so the first try gets
- * a second.
+ * Stagger of the dial attempts of one connection (see dialStaggered): the next endpoint is tried
+ * beside a pending one after this long, and the dial gives up after the sum (6 s). Upstream's
+ * userspace proxy cancels each try after 250 ms, 500 ms, 1 s, 2 s; on a busy event loop a
+ * cancelled try is a false timeout, so tries here race instead.
  */
-const DIAL_TIMEOUTS_MS = [1000, 1000, 2000, 2000];
+const DIAL_STAGGER_MS = [1000, 1000, 2000, 2000];
 /** How long an endpoint that refused (or timed out) is passed over by new connections. */
 const ENDPOINT_DOWN_MS = 5000;
 /** A failed dial to one endpoint is logged at most this often. */
@@ -312,28 +313,23 @@ export class UserspaceProxier extends BaseProxier {
 
   async #handleTCP(client: Deno.TcpConn, key: string): Promise<void> {
     const clientIP = (client.remoteAddr as Deno.NetAddr).hostname;
-    let backend: Deno.TcpConn | undefined;
-    const tried = new Set<string>();
-    for (let i = 0; i < DIAL_TIMEOUTS_MS.length && backend === undefined; i++) {
-      const ep = this.#balancer.next(key, clientIP, { resetAffinity: i > 0, exclude: tried });
-      if (ep === undefined) break;
-      tried.add(ep);
-      const { hostname, port } = splitEndpoint(ep);
-      try {
-        backend = await dialTCP(hostname, port, DIAL_TIMEOUTS_MS[i]);
-      } catch (e) {
+    const dialled = await dialStaggered({
+      pick: (tried) => this.#balancer.next(key, clientIP, { resetAffinity: tried.size > 0, exclude: tried }),
+      staggerMs: DIAL_STAGGER_MS,
+      onFailure: (ep, e) => {
         // Passive health: new connections pass this endpoint over for a while.
         this.#balancer.markDown(ep, ENDPOINT_DOWN_MS);
         this.metrics.userspaceDialFailure(key);
-        this.#warnDial(key, ep, e as Error);
-      }
-    }
-    if (backend === undefined) {
+        this.#warnDial(key, ep, e);
+      },
+    });
+    if (dialled === undefined) {
       try {
         client.close();
       } catch { /* gone */ }
       return;
     }
+    const backend = dialled.conn;
     backend.setNoDelay(true);
     client.setNoDelay(true);
     await splice(client, backend, this.#limits);
@@ -452,10 +448,4 @@ export class UserspaceProxier extends BaseProxier {
     await ipt.restoreAll(text, { flush: false, counters: false });
     this.#portalText = text;
   }
-}
-
-/** Splits `ip:port` / `[ip]:port`. */
-export function splitEndpoint(ep: string): { hostname: string; port: number } {
-  const i = ep.lastIndexOf(":");
-  return { hostname: ep.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(ep.slice(i + 1)) };
 }
