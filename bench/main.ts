@@ -6,6 +6,7 @@
  */
 import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
+import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
 import { onPath } from "../proxier/kernel_tools.ts";
 
 const which = new Set(
@@ -50,6 +51,52 @@ if (which.has("userspace")) {
       (100 * r.proxyConnPerSec / r.directConnPerSec).toFixed(0)
     }% |`,
   );
+}
+
+if (which.has("userspace") && await onPath("wrk", Deno.env.get("PATH"))) {
+  const r = await child("./userspace_load.ts", ["10"]) as unknown as UserspaceLoadResult;
+  out(
+    `\n## userspace mode under load: the real program (start task's flags, file source, no portals) on ` +
+      `loopback, one HTTP backend (Deno.serve) behind a NodePort; wrk -t2, ${r.seconds} s per run, direct ` +
+      `to the backend then through the proxy; client, proxy and backend share the ${navigator.hardwareConcurrency} cores. ` +
+      `Proxy fds / RSS: before the run, peak, ${
+        SETTLE_MS / 1000
+      } s after it (idle at start: ${r.idle.fds} fds, ` +
+      `${r.idle.rssMiB} MiB).`,
+  );
+  out(
+    "| load | direct req/s | proxy req/s | ratio | direct p50 / p99 | proxy p50 / p99 | proxy errors | proxy fds before / peak / after | proxy RSS MiB before / peak / after |",
+  );
+  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const ms = (x: number) => x >= 100 ? x.toFixed(0) : x.toFixed(1);
+  const errs = (w: WrkFigures) => Object.values(w.errors).reduce((a, b) => a + b, 0);
+  for (
+    const [name, run] of [
+      ["keep-alive, 50 connections", r.keepAlive],
+      ["new connection per request, 50 at once", r.newConnections],
+      ["keep-alive, 1,000 connections", r.c1000],
+      ["keep-alive, 5,000 connections", r.c5000],
+    ] as const
+  ) {
+    out(
+      `| ${name} | ${run.direct.requestsPerSec.toFixed(0)} | ${run.proxy.requestsPerSec.toFixed(0)} | ${
+        (100 * run.proxy.requestsPerSec / run.direct.requestsPerSec).toFixed(0)
+      }% | ${ms(run.direct.p50Ms)} / ${ms(run.direct.p99Ms)} ms | ${ms(run.proxy.p50Ms)} / ${
+        ms(run.proxy.p99Ms)
+      } ms | ${errs(run.proxy)} (direct ${
+        errs(run.direct)
+      }) | ${run.before.fds} / ${run.peak.fds} / ${run.after.fds} | ${run.before.rssMiB} / ${run.peak.rssMiB} / ${run.after.rssMiB} |`,
+    );
+  }
+  out(
+    "\nUDP: 100 client sockets, 64-byte datagrams for 5 s, echoed by the backend; loss = datagrams not echoed back.",
+  );
+  out("| datagrams/s | direct loss | proxy loss |");
+  out("| ---: | ---: | ---: |");
+  const loss = (x: { sent: number; received: number }) => `${(100 * (1 - x.received / x.sent)).toFixed(2)}%`;
+  for (const u of r.udp) out(`| ${u.rate} | ${loss(u.direct)} | ${loss(u.proxy)} |`);
+} else if (which.has("userspace")) {
+  out("\n(userspace load benchmark skipped: wrk is not installed; apt-get install wrk)");
 }
 
 if (which.has("iptables")) {

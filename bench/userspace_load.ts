@@ -9,6 +9,8 @@
 import { startArgs } from "../tests/program.ts";
 
 const LOAD = new URL("./load.ts", import.meta.url).pathname;
+/** How long after a load run its "after" figures are taken. */
+export const SETTLE_MS = 15_000;
 
 /** One wrk run. */
 export interface WrkFigures {
@@ -33,6 +35,7 @@ export interface LoadRun {
   readonly proxy: WrkFigures;
   readonly before: ProcFigures;
   readonly peak: ProcFigures;
+  /** {@linkcode SETTLE_MS} after the load. */
   readonly after: ProcFigures;
   /** Seconds after the load until the proxy's fds were back at `before` (-1: never, within 20 s). */
   readonly fdsBackS: number;
@@ -223,7 +226,7 @@ export async function benchUserspaceLoad(seconds = 10): Promise<UserspaceLoadRes
         }
         await sleep(100);
       }
-      await sleep(Math.max(0, 5000 - (performance.now() - end)));
+      await sleep(Math.max(0, SETTLE_MS - (performance.now() - end)));
       return { direct, proxy: proxied, before, peak, after: procFigures(proxy.pid), fdsBackS };
     };
     // Warm-up for both paths.
