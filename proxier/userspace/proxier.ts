@@ -18,11 +18,13 @@ import { servicePortNameString } from "../types.ts";
 
 /**
  * Stagger of the dial attempts of one connection (see dialStaggered): the next endpoint is tried
- * beside a pending one after this long, and the dial gives up after the sum (6 s). Upstream's
- * userspace proxy cancels each try after 250 ms, 500 ms, 1 s, 2 s; on a busy event loop a
- * cancelled try is a false timeout, so tries here race instead.
+ * beside a pending one after 1 s, 1 s, 2 s, and the dial gives up after the sum, 10 s: long enough
+ * for the kernel's SYN retransmissions at 1, 3 and 7 s, which a backend whose accept queue
+ * overflowed in a connection burst needs (measured: 5,000 connections at once to one Deno.serve
+ * backend). Upstream's userspace proxy cancels each try after 250 ms, 500 ms, 1 s, 2 s; on a busy
+ * event loop a cancelled try is a false timeout, so tries here race instead.
  */
-const DIAL_STAGGER_MS = [1000, 1000, 2000, 2000];
+const DIAL_STAGGER_MS = [1000, 1000, 2000, 6000];
 /** How long an endpoint that refused (or timed out) is passed over by new connections. */
 const ENDPOINT_DOWN_MS = 5000;
 /** A failed dial to one endpoint is logged at most this often. */
