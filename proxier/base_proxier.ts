@@ -16,6 +16,7 @@ import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology
 import { cidrFamily, hostPrefix, ipFamily } from "./net.ts";
 import { NODE_PORT_PRIMARY } from "./options/values.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
+import { collectGarbage } from "./gc.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */
 export interface ServiceHandler {
@@ -96,17 +97,6 @@ export interface BaseProxierOptions {
     readonly mode: "ClusterCIDR" | "NodeCIDR";
     readonly clusterCIDRs: readonly string[];
   };
-}
-
-/**
- * Collects garbage now when the runtime allows it (`--v8-flags=--expose-gc`, as deno.json's start
- * and compile tasks set); a no-op otherwise. A full sync at scale leaves tens of MiB of garbage,
- * and a burst of proxied connections as much in buffers; V8 otherwise keeps the heap at its peak
- * until its memory reducer runs, minutes later. Callers run it only after such rare events (full
- * syncs: start, failures, hourly; the end of a connection burst), so the pause (tens of ms) is too.
- */
-export function collectGarbage(): void {
-  (globalThis as { gc?: () => void }).gc?.();
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */

@@ -15,8 +15,9 @@ async function withNodePort(
   backends: number[],
   fn: (nodePort: number, p: UserspaceProxier) => Promise<void>,
   tcpLimits?: SpliceLimits,
+  tcpWorkers = 0,
 ): Promise<void> {
-  const p = loopbackUserspaceProxier({ tcpLimits });
+  const p = loopbackUserspaceProxier({ tcpLimits, tcpWorkers });
   const nodePort = freePort();
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);
@@ -45,20 +46,31 @@ async function withNodePort(
   }
 }
 
-Deno.test("userspace faults: one of two backends killed: 0 failed new connections", async () => {
-  const a = tcpNameServer("a");
-  const b = tcpNameServer("b");
-  try {
-    await withNodePort([a.port, b.port], async (nodePort) => {
-      b.close(); // killed: its port now refuses
-      const answers = [];
-      for (let i = 0; i < 200; i++) answers.push(await tcpAsk(nodePort));
-      assertEquals(new Set(answers), new Set(["a"]), "every new connection answered, by the live backend");
-    });
-  } finally {
-    a.close();
-  }
-});
+for (const workers of [0, 2]) {
+  Deno.test(`userspace faults: one of two backends killed: 0 failed new connections (TCP workers: ${workers})`, async () => {
+    const a = tcpNameServer("a");
+    const b = tcpNameServer("b");
+    try {
+      await withNodePort(
+        [a.port, b.port],
+        async (nodePort) => {
+          b.close(); // killed: its port now refuses
+          const answers = [];
+          for (let i = 0; i < 200; i++) answers.push(await tcpAsk(nodePort));
+          assertEquals(
+            new Set(answers),
+            new Set(["a"]),
+            "every new connection answered, by the live backend",
+          );
+        },
+        undefined,
+        workers,
+      );
+    } finally {
+      a.close();
+    }
+  });
+}
 
 Deno.test({
   name:

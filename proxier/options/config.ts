@@ -45,6 +45,8 @@ export interface ProxyConfig {
   tcpIdleTimeoutMs: number;
   /** Userspace: close a TCP connection whose peer stopped reading for this long (0: never). Ours. */
   tcpWriteTimeoutMs: number;
+  /** Userspace TCP workers; undefined: two per core, at most 8 (ours; the flag allows up to {@linkcode MAX_TCP_WORKERS}). */
+  userspaceTcpWorkers?: number;
   portRange: PortRange;
   verbosity: number;
   loggingFormat: "text" | "json";
@@ -112,3 +114,6 @@ export function defaultConfig(): ProxyConfig {
     },
   };
 }
+
+/** Most userspace TCP workers the flag accepts, and the most the default picks. */
+export const MAX_TCP_WORKERS = 64;

@@ -4,7 +4,7 @@
  */
 import { load as loadYaml } from "js-yaml";
 import { UsageError } from "../errors.ts";
-import type { ProxyConfig } from "./config.ts";
+import { MAX_TCP_WORKERS, type ProxyConfig } from "./config.ts";
 import {
   durationFlag,
   intFlag,
@@ -82,6 +82,7 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
     "udpIdleTimeout",
     "tcpIdleTimeout",
     "tcpWriteTimeout",
+    "userspaceTcpWorkers",
     "portRange",
     "detectLocalMode",
     "detectLocal",
@@ -125,6 +126,14 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
   // Ours (upstream's userspace proxy had neither): top-level beside udpIdleTimeout.
   if (d.tcpIdleTimeout !== undefined) c.tcpIdleTimeoutMs = dur("tcpIdleTimeout", d.tcpIdleTimeout, 0);
   if (d.tcpWriteTimeout !== undefined) c.tcpWriteTimeoutMs = dur("tcpWriteTimeout", d.tcpWriteTimeout, 0);
+  if (d.userspaceTcpWorkers !== undefined && d.userspaceTcpWorkers !== null) {
+    c.userspaceTcpWorkers = intFlag(
+      where("userspaceTcpWorkers"),
+      String(d.userspaceTcpWorkers),
+      0,
+      MAX_TCP_WORKERS,
+    );
+  }
   if (d.detectLocalMode !== undefined && d.detectLocalMode !== "") {
     c.detectLocalMode = parseLocalMode(where("detectLocalMode"), str("detectLocalMode", d.detectLocalMode));
   }

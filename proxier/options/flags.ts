@@ -6,7 +6,7 @@
 import { parseArgs } from "node:util";
 import { UsageError } from "../errors.ts";
 import { applyConfigFile } from "./config_file.ts";
-import { defaultConfig, type ProxyConfig } from "./config.ts";
+import { defaultConfig, MAX_TCP_WORKERS, type ProxyConfig } from "./config.ts";
 import {
   durationFlag,
   intFlag,
@@ -72,6 +72,7 @@ const STRING_FLAGS = [
   "udp-timeout",
   "tcp-idle-timeout",
   "tcp-write-timeout",
+  "userspace-tcp-workers",
   "proxy-port-range",
   "detect-local-mode",
   "config",
@@ -138,6 +139,7 @@ Flags (upstream kube-proxy names and defaults):
   --udp-timeout=250ms                    userspace UDP session idle timeout
   --tcp-idle-timeout=1h                  userspace: close a TCP connection idle this long (0: never)
   --tcp-write-timeout=60s                userspace: close a TCP connection whose peer stopped reading
+  --userspace-tcp-workers=N              userspace: threads serving TCP (0: the main thread; default: 2 per core, up to 8)
   --proxy-port-range=MIN-MAX|MIN+N       userspace portal ports (default random)
   --config=PATH                          KubeProxyConfiguration file; other flags are then ignored
   --cleanup                              remove every rule kube-proxy(-deno) created, then exit
@@ -318,6 +320,14 @@ function applyFlags(c: ProxyConfig, v: Record<string, string | boolean | undefin
   }
   if (s("tcp-write-timeout") !== undefined) {
     c.tcpWriteTimeoutMs = durationFlag("--tcp-write-timeout", s("tcp-write-timeout")!, 0);
+  }
+  if (s("userspace-tcp-workers") !== undefined) {
+    c.userspaceTcpWorkers = intFlag(
+      "--userspace-tcp-workers",
+      s("userspace-tcp-workers")!,
+      0,
+      MAX_TCP_WORKERS,
+    );
   }
   if (s("udp-timeout") !== undefined) {
     c.udpIdleTimeoutMs = durationFlag("--udp-timeout", s("udp-timeout")!, 1);

@@ -7,33 +7,20 @@ import type { IPTables } from "../../iptables/iptables.ts";
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import type { PortRange } from "../options/config.ts";
 import { PortAllocator } from "./port_range.ts";
-import { BaseProxier, type BaseProxierOptions, collectGarbage, type SyncContext } from "../base_proxier.ts";
+import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
-import { splice, type SpliceLimits } from "./tcp_copy.ts";
-import { dialStaggered, splitEndpoint } from "./dial.ts";
+import type { SpliceLimits } from "./tcp_copy.ts";
+import { splitEndpoint } from "./dial.ts";
+import { AcceptRetry, type ServingEvents, TcpServing } from "./tcp_serve.ts";
+import { TcpWorkerPool } from "./tcp_workers.ts";
+import type { WorkerPort } from "./tcp_worker_protocol.ts";
 import { DatagramSender } from "./datagram_sender.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
-/**
- * Stagger of the dial attempts of one connection (see dialStaggered): the next endpoint is tried
- * beside a pending one after 1 s, 1 s, 2 s, and the dial gives up after the sum, 10 s: long enough
- * for the kernel's SYN retransmissions at 1, 3 and 7 s, which a backend whose accept queue
- * overflowed in a connection burst needs (measured: 5,000 connections at once to one Deno.serve
- * backend). Upstream's userspace proxy cancels each try after 250 ms, 500 ms, 1 s, 2 s; on a busy
- * event loop a cancelled try is a false timeout, so tries here race instead.
- */
-const DIAL_STAGGER_MS = [1000, 1000, 2000, 6000];
-/** How long an endpoint that refused (or timed out) is passed over by new connections. */
-const ENDPOINT_DOWN_MS = 5000;
 /** A failed dial to one endpoint is logged at most this often. */
 const DIAL_WARN_EVERY_MS = 10_000;
-/** Backoff after a failed accept (EMFILE...): from this, doubling... */
-const MIN_ACCEPT_BACKOFF_MS = 5;
-/** ...to this. */
-const MAX_ACCEPT_BACKOFF_MS = 250;
-
 /** Options of {@linkcode UserspaceProxier}. */
 export interface UserspaceProxierOptions extends BaseProxierOptions {
   /** iptables for portal rules; undefined serves NodePorts only. */
@@ -50,6 +37,11 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
   readonly random?: () => number;
   /** Opens a listening socket; defaults to `Deno.listen` / `Deno.listenDatagram`. */
   readonly listen?: ListenFn;
+  /**
+   * TCP workers (`--userspace-tcp-workers`): 0 or undefined serves TCP on this thread; N serves
+   * TCP ports without ClientIP affinity from N workers sharing each port (see `tcp_worker.ts`).
+   */
+  readonly tcpWorkers?: number;
 }
 
 /** A listening socket of one service port. */
@@ -81,19 +73,9 @@ interface PortProxy {
   /** The bound portal port, 0 when portals are off. */
   readonly proxyPort: number;
   readonly listeners: Listener[];
+  /** Served by the TCP workers on these addresses (then `listeners` is empty). */
+  readonly workerListen?: WorkerPort["listen"];
 }
-
-/**
- * A connection burst this large (open TCP connections at once) is followed, once it fell to a
- * quarter, by a garbage collection, so the burst's buffers are given back instead of kept.
- */
-const BURST_CONNECTIONS = 256;
-/**
- * Delays of those collections, so they run once the burst is over rather than at each close. Two:
- * measured with Deno 2.9.6, the first frees the connections' heap objects, and the ArrayBuffers
- * they held go back only at the next one.
- */
-const BURST_GC_DELAYS_MS = [1000, 3000];
 
 /** Largest UDP payload (IPv4); every datagram fits the receive buffer whole. */
 const MAX_DATAGRAM = 65507;
@@ -119,10 +101,9 @@ export class UserspaceProxier extends BaseProxier {
   readonly #limits?: SpliceLimits;
   readonly #balancer: RoundRobinBalancer;
   readonly #udpSessions = new Map<string, Set<UdpSession>>();
-  /** Open spliced TCP connections, and their most since the last burst collection. */
-  #connections = 0;
-  #connectionsPeak = 0;
-  #gcTimers: ReturnType<typeof setTimeout>[] = [];
+  readonly #events: ServingEvents;
+  readonly #tcp: TcpServing;
+  readonly #pool?: TcpWorkerPool;
   readonly #listenFn: ListenFn;
   #portalText = "";
   #warnedNoPortals = false;
@@ -141,6 +122,25 @@ export class UserspaceProxier extends BaseProxier {
     this.#limits = o.tcpLimits;
     this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
     this.#listenFn = o.listen ?? denoListen;
+    this.#events = {
+      dialFailed: (key, endpoint, error) => {
+        this.metrics.userspaceDialFailure(key);
+        this.#warnDial(key, endpoint, error);
+      },
+      acceptFailed: (key, error, first) => {
+        this.metrics.userspaceAcceptError();
+        if (first) {
+          this.log.warn("Accepting on a proxy port failed; retrying (too many open files?)", {
+            service: key,
+            error,
+          });
+        }
+      },
+      acceptRecovered: (key, failures) =>
+        this.log.info("Accepting on the proxy port again", { service: key, failures }),
+    };
+    this.#tcp = new TcpServing({ balancer: this.#balancer, limits: this.#limits, events: this.#events });
+    if ((o.tcpWorkers ?? 0) > 0) this.#pool = new TcpWorkerPool(o.tcpWorkers!, this.#events);
   }
 
   /**
@@ -170,7 +170,8 @@ export class UserspaceProxier extends BaseProxier {
   /** Closes every listener (connections in flight keep going); the kernel rules stay. */
   close(): void {
     for (const key of [...this.#ports.keys()]) this.#closePort(key);
-    for (const t of this.#gcTimers) clearTimeout(t);
+    this.#tcp.close();
+    this.#pool?.close();
   }
 
   /** @inheritdoc */
@@ -185,6 +186,7 @@ export class UserspaceProxier extends BaseProxier {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
     let unopened = 0;
+    const workerPorts: WorkerPort[] = [];
     for (const [key, info] of ctx.services) {
       const spec = JSON.stringify([
         info.protocol,
@@ -223,6 +225,18 @@ export class UserspaceProxier extends BaseProxier {
       const eps = internalEndpoints(info, cat).map((e) => e.key);
       this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
       this.#dropSessionsNotIn(key, new Set(eps));
+      const listen = this.#ports.get(key)?.workerListen;
+      if (listen !== undefined) workerPorts.push({ key, listen, endpoints: eps });
+    }
+    if (this.#pool !== undefined) {
+      const failed = await this.#pool.sync(workerPorts, this.#limits);
+      for (const { key } of workerPorts) {
+        const error = failed.get(key) ?? failed.get("*");
+        if (error === undefined) continue;
+        unopened++;
+        this.log.error("Cannot open proxy port; retrying", { service: key, error });
+        this.#closePort(key);
+      }
     }
     if (this.#iptables !== undefined) await this.#syncPortals(ctx.full);
     // A port that cannot be served fails the sync: it is retried with backoff (reopening the
@@ -231,6 +245,10 @@ export class UserspaceProxier extends BaseProxier {
   }
 
   #openPort(key: string, info: ServicePortInfo, spec: string): void {
+    // ClientIP affinity needs one table for every connection of a client: those stay here.
+    if (this.#pool !== undefined && info.protocol === "TCP" && info.stickyMaxAgeSeconds === 0) {
+      return this.#openWorkerPort(key, info, spec);
+    }
     const listeners: Listener[] = [];
     let proxyPort = 0;
     try {
@@ -263,6 +281,44 @@ export class UserspaceProxier extends BaseProxier {
     });
   }
 
+  /**
+   * Records a port the TCP workers serve. Each address is bound here once first (without
+   * SO_REUSEPORT, then closed): that fails if anything else holds the port, where the workers'
+   * shared binds could otherwise join another program's SO_REUSEPORT group, and it turns a portal's
+   * "any port" into the one port every worker binds.
+   */
+  #openWorkerPort(key: string, info: ServicePortInfo, spec: string): void {
+    const want: Array<{ hostname: string; port: number }> = [];
+    if (this.#iptables !== undefined) {
+      const port = this.#allocator.allocate();
+      if (port === undefined) throw new Error("--proxy-port-range is exhausted");
+      want.push({ hostname: this.#listenAddress, port });
+    }
+    if (info.nodePort !== 0) {
+      for (const hostname of this.#nodePortAddresses) want.push({ hostname, port: info.nodePort });
+    }
+    const listen: Array<{ hostname: string; port: number }> = [];
+    try {
+      for (const a of want) {
+        const probe = this.#listen(info, a.hostname, a.port);
+        listen.push({ hostname: a.hostname, port: (probe.addr as Deno.NetAddr).port });
+        probe.close();
+      }
+    } catch (e) {
+      if (this.#iptables !== undefined) this.#allocator.release(want[0].port);
+      throw e;
+    }
+    const proxyPort = this.#iptables !== undefined ? listen[0].port : 0;
+    this.#ports.set(key, { spec, info, proxyPort, listeners: [], workerListen: listen });
+    if (listen.length === 0) return;
+    this.log.info("Opened proxy port", {
+      service: servicePortNameString(info.name),
+      protocol: info.protocol,
+      ...(proxyPort !== 0 ? { proxyPort } : {}),
+      ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
+    });
+  }
+
   #listen(info: ServicePortInfo, hostname: string, port: number): Listener {
     if (info.protocol === "SCTP") throw new Error("SCTP is not supported in userspace mode");
     return this.#listenFn({ protocol: info.protocol, hostname, port });
@@ -280,7 +336,7 @@ export class UserspaceProxier extends BaseProxier {
     if (p.proxyPort !== 0) this.#allocator.release(p.proxyPort);
     this.#balancer.remove(key);
     this.#dropSessionsNotIn(key, new Set());
-    if (p.listeners.length > 0) {
+    if (p.listeners.length > 0 || (p.workerListen?.length ?? 0) > 0) {
       this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
     }
   }
@@ -290,93 +346,12 @@ export class UserspaceProxier extends BaseProxier {
     return this.#ports.get(key)?.listeners.includes(l) ?? false;
   }
 
-  /**
-   * Waits after a failed accept/receive (EMFILE, ENFILE, ...) and reports the first of a burst;
-   * returns false when the listener was closed by us (stop serving).
-   */
-  async #transient(
-    key: string,
-    l: Listener,
-    e: unknown,
-    burst: { n: number; waitMs: number },
-  ): Promise<boolean> {
-    if (!this.#listening(key, l)) return false;
-    burst.n++;
-    this.metrics.userspaceAcceptError();
-    if (burst.n === 1) {
-      this.log.warn("Accepting on a proxy port failed; retrying (too many open files?)", {
-        service: key,
-        error: (e as Error).message,
-      });
-    }
-    await new Promise((r) => setTimeout(r, burst.waitMs));
-    burst.waitMs = Math.min(burst.waitMs * 2, MAX_ACCEPT_BACKOFF_MS);
-    return this.#listening(key, l);
-  }
-
-  #recovered(key: string, burst: { n: number; waitMs: number }): void {
-    if (burst.n === 0) return;
-    this.log.info("Accepting on the proxy port again", { service: key, failures: burst.n });
-    burst.n = 0;
-    burst.waitMs = MIN_ACCEPT_BACKOFF_MS;
-  }
-
-  async #serveTCP(listener: Deno.TcpListener, key: string): Promise<void> {
-    const burst = { n: 0, waitMs: MIN_ACCEPT_BACKOFF_MS };
-    for (;;) {
-      let conn: Deno.TcpConn;
-      try {
-        conn = await listener.accept();
-      } catch (e) {
-        // Only our close ends the loop; anything else (fd limit...) is waited out.
-        if (await this.#transient(key, listener, e, burst)) continue;
-        return;
-      }
-      this.#recovered(key, burst);
-      this.#handleTCP(conn, key);
-    }
-  }
-
-  async #handleTCP(client: Deno.TcpConn, key: string): Promise<void> {
-    const clientIP = (client.remoteAddr as Deno.NetAddr).hostname;
-    const dialled = await dialStaggered({
-      pick: (tried) => this.#balancer.next(key, clientIP, { resetAffinity: tried.size > 0, exclude: tried }),
-      staggerMs: DIAL_STAGGER_MS,
-      onFailure: (ep, e) => {
-        // Passive health: new connections pass this endpoint over for a while.
-        this.#balancer.markDown(ep, ENDPOINT_DOWN_MS);
-        this.metrics.userspaceDialFailure(key);
-        this.#warnDial(key, ep, e);
-      },
-    });
-    if (dialled === undefined) {
-      try {
-        client.close();
-      } catch { /* gone */ }
-      return;
-    }
-    const backend = dialled.conn;
-    backend.setNoDelay(true);
-    client.setNoDelay(true);
-    if (++this.#connections > this.#connectionsPeak) this.#connectionsPeak = this.#connections;
-    try {
-      await splice(client, backend, this.#limits);
-    } finally {
-      this.#connectionEnded();
-    }
-  }
-
-  #connectionEnded(): void {
-    this.#connections--;
-    if (this.#connectionsPeak < BURST_CONNECTIONS || this.#connections > this.#connectionsPeak / 4) return;
-    this.#connectionsPeak = this.#connections;
-    for (const t of this.#gcTimers) clearTimeout(t);
-    this.#gcTimers = BURST_GC_DELAYS_MS.map((ms) => setTimeout(collectGarbage, ms));
-    for (const t of this.#gcTimers) Deno.unrefTimer(t);
+  #serveTCP(listener: Deno.TcpListener, key: string): void {
+    this.#tcp.serve(listener, key, () => this.#listening(key, listener));
   }
 
   /** Logs a failed dial at normal verbosity, once per endpoint per {@linkcode DIAL_WARN_EVERY_MS}. */
-  #warnDial(key: string, endpoint: string, e: Error): void {
+  #warnDial(key: string, endpoint: string, error: string): void {
     const now = this.clock.now();
     if ((this.#dialWarned.get(endpoint) ?? -Infinity) + DIAL_WARN_EVERY_MS > now) return;
     this.#dialWarned.set(endpoint, now);
@@ -384,13 +359,13 @@ export class UserspaceProxier extends BaseProxier {
     this.log.warn("Dial to endpoint failed; trying another, and passing it over for a while", {
       service: key,
       endpoint,
-      error: e.message,
+      error,
     });
   }
 
   async #serveUDP(sock: Deno.DatagramConn, key: string): Promise<void> {
     const sessions = new Map<string, UdpSession>();
-    const burst = { n: 0, waitMs: MIN_ACCEPT_BACKOFF_MS };
+    const retry = new AcceptRetry(key, this.#events);
     // One buffer for every receive: each datagram is copied out (its own size) before the next.
     const buf = new Uint8Array(MAX_DATAGRAM);
     const toClients = new DatagramSender(
@@ -403,10 +378,13 @@ export class UserspaceProxier extends BaseProxier {
         try {
           received = await sock.receive(buf);
         } catch (e) {
-          if (await this.#transient(key, sock, e, burst)) continue;
-          return;
+          // Only our close ends the loop; anything else (fd limit...) is waited out.
+          if (!this.#listening(key, sock)) return;
+          await retry.failed(e);
+          if (!this.#listening(key, sock)) return;
+          continue;
         }
-        this.#recovered(key, burst);
+        retry.succeeded();
         const [data, addr] = received;
         const client = addr as Deno.NetAddr;
         const ck = `${client.hostname}|${client.port}`;

@@ -1,0 +1,108 @@
+/**
+ * The userspace mode's TCP workers with real sockets on loopback: the kernel spreads connections
+ * over the workers' shared listeners; ports open, close and fail as on the main thread.
+ */
+import { assert, assertEquals } from "./assert.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService, MemoryLogger } from "./fixtures.ts";
+import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
+import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+
+function nodePortService(nodePort: number, affinity = false) {
+  return makeService("ns1", "svc1", (s) => {
+    s.spec!.type = "NodePort";
+    s.spec!.ports = [{ name: "p", port: 80, protocol: "TCP", nodePort }];
+    if (affinity) s.spec!.sessionAffinity = "ClientIP";
+  });
+}
+
+function slices(ports: number[]) {
+  return ports.map((port, i) =>
+    makeEndpointSlice("ns1", "svc1", (s) => {
+      s.metadata!.name = `svc1-${i}`;
+      s.ports = [{ name: "p", port, protocol: "TCP" }];
+      s.endpoints = [ep("127.0.0.1")];
+    })
+  );
+}
+
+async function withWorkers(fn: (p: UserspaceProxier, log: MemoryLogger) => Promise<void>): Promise<void> {
+  const log = new MemoryLogger();
+  const p = loopbackUserspaceProxier({ tcpWorkers: 2, log });
+  const ac = new AbortController();
+  const loop = p.syncLoop(ac.signal);
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  try {
+    await fn(p, log);
+  } finally {
+    ac.abort();
+    await loop;
+    p.close();
+  }
+}
+
+Deno.test("userspace TCP workers: connections reach every backend; a deleted service's port closes", async () => {
+  const backends = ["a", "b"].map((n) => tcpNameServer(n));
+  const nodePort = freePort();
+  try {
+    await withWorkers(async (p) => {
+      const svc = nodePortService(nodePort);
+      p.onServiceAdd(svc);
+      for (const s of slices(backends.map((b) => b.port))) p.onEndpointSliceAdd(s);
+      const answers = [await eventually(() => tcpAsk(nodePort))];
+      for (let i = 0; i < 40; i++) answers.push(await tcpAsk(nodePort));
+      assertEquals(new Set(answers), new Set(["a", "b"]));
+      p.onServiceDelete(svc);
+      await eventually(async () => {
+        const refused = await tcpAsk(nodePort).then(
+          () => false,
+          (e) => e instanceof Deno.errors.ConnectionRefused,
+        );
+        if (!refused) throw new Error("the port still answers");
+      });
+    });
+  } finally {
+    backends.forEach((b) => b.close());
+  }
+});
+
+Deno.test("userspace TCP workers: a port another program holds fails the sync, naming it; freed, it is served", async () => {
+  const backend = tcpNameServer("a");
+  const nodePort = freePort();
+  const holder = Deno.listen({ hostname: "127.0.0.1", port: nodePort });
+  try {
+    await withWorkers(async (p, log) => {
+      p.onServiceAdd(nodePortService(nodePort));
+      for (const s of slices([backend.port])) p.onEndpointSliceAdd(s);
+      await eventually(() => {
+        const e = log.records.find((r) => r.msg === "Cannot open proxy port; retrying");
+        if (e === undefined) throw new Error("no error yet");
+        assertEquals(e.fields?.nodePort, nodePort);
+      });
+      holder.close();
+      // The failed sync is retried with backoff and opens the port then.
+      assertEquals(await eventually(() => tcpAsk(nodePort), 15_000), "a");
+    });
+  } finally {
+    backend.close();
+    try {
+      holder.close();
+    } catch { /* closed above */ }
+  }
+});
+
+Deno.test("userspace TCP workers: a ClientIP-affinity service stays on the main thread, so a client stays pinned", async () => {
+  const backends = ["a", "b", "c"].map((n) => tcpNameServer(n));
+  const nodePort = freePort();
+  try {
+    await withWorkers(async (p) => {
+      p.onServiceAdd(nodePortService(nodePort, true));
+      for (const s of slices(backends.map((b) => b.port))) p.onEndpointSliceAdd(s);
+      const first = await eventually(() => tcpAsk(nodePort));
+      for (let i = 0; i < 20; i++) assertEquals(await tcpAsk(nodePort), first);
+      assert(["a", "b", "c"].includes(first));
+    });
+  } finally {
+    backends.forEach((b) => b.close());
+  }
+});
