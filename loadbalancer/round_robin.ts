@@ -3,9 +3,33 @@
  * @module
  */
 
+/**
+ * Where a service's rotation position lives: in the balancer ({@linkcode localRotation}) or shared
+ * between threads (`shared_rotation.ts`), so that balancers on several threads rotate as one.
+ */
+export interface Rotation {
+  /** Returns the position (any non-negative integer; taken modulo the endpoint count). */
+  get(): number;
+  /** Sets `to` if the position is still `from`; returns false when another thread moved it first. */
+  move(from: number, to: number): boolean;
+}
+
+/** Returns a rotation position private to one balancer, starting at 0. */
+export function localRotation(): Rotation {
+  let at = 0;
+  return {
+    get: () => at,
+    move(from, to) {
+      if (at !== from) return false;
+      at = to;
+      return true;
+    },
+  };
+}
+
 interface ServiceState {
   endpoints: string[];
-  index: number;
+  rotation: Rotation;
   ttlMs: number;
   affinity: Map<string, { endpoint: string; lastUsed: number }>;
 }
@@ -30,16 +54,22 @@ export class RoundRobinBalancer {
 
   /**
    * Sets a service's endpoints (`ip:port` strings) and affinity timeout (0: none). A new endpoint
-   * set is shuffled, so that proxies on many nodes do not all start on the same endpoint; the same
-   * set keeps the rotation and every affinity entry.
+   * set is shuffled, so that proxies on many nodes do not all start on the same endpoint (`ordered`:
+   * taken in the given order, as another balancer shuffled it); the same set keeps the rotation and
+   * every affinity entry. `rotation` says where the position lives (default: in this balancer).
    */
-  update(service: string, endpoints: readonly string[], stickyMaxAgeSeconds: number): void {
+  update(
+    service: string,
+    endpoints: readonly string[],
+    stickyMaxAgeSeconds: number,
+    opts: { rotation?: Rotation; ordered?: boolean } = {},
+  ): void {
     const ttlMs = stickyMaxAgeSeconds * 1000;
     const st = this.#services.get(service);
     const sorted = [...endpoints].sort();
     if (st !== undefined && st.ttlMs === ttlMs && sameList([...st.endpoints].sort(), sorted)) return;
     const shuffled = [...endpoints];
-    for (let i = shuffled.length - 1; i > 0; i--) {
+    for (let i = shuffled.length - 1; i > 0 && opts.ordered !== true; i--) {
       const j = Math.floor(this.#random() * (i + 1));
       [shuffled[i], shuffled[j]] = [shuffled[j], shuffled[i]];
     }
@@ -47,7 +77,8 @@ export class RoundRobinBalancer {
     const affinity = new Map(
       ttlMs === 0 ? [] : [...(st?.affinity ?? [])].filter(([, a]) => live.has(a.endpoint)),
     );
-    this.#services.set(service, { endpoints: shuffled, index: 0, ttlMs, affinity });
+    const rotation = opts.rotation ?? localRotation();
+    this.#services.set(service, { endpoints: shuffled, rotation, ttlMs, affinity });
   }
 
   /** Forgets a service. */
@@ -84,26 +115,39 @@ export class RoundRobinBalancer {
         return a.endpoint;
       }
     }
-    // The next endpoint in rotation that this connection has not tried and that is not down; when
-    // every untried one is down, the first untried one (down may be wrong; nothing else is left).
-    let fallback: number | undefined;
-    let chosen: number | undefined;
-    for (let k = 0; k < st.endpoints.length; k++) {
-      const i = (st.index + k) % st.endpoints.length;
-      const ep = st.endpoints[i];
-      if (!usable(ep)) continue;
-      fallback ??= i;
-      if ((this.#down.get(ep) ?? 0) <= now) {
-        chosen = i;
-        break;
-      }
-    }
-    const i = chosen ?? fallback;
-    if (i === undefined) return undefined;
+    // Retried only when another thread moved a shared position between our read and our move.
+    let at: number;
+    let i: number | undefined;
+    do {
+      at = st.rotation.get();
+      i = this.#pick(st.endpoints, at % st.endpoints.length, usable, now);
+      if (i === undefined) return undefined;
+    } while (!st.rotation.move(at, (i + 1) % st.endpoints.length));
     const endpoint = st.endpoints[i];
-    st.index = (i + 1) % st.endpoints.length;
     if (st.ttlMs > 0) st.affinity.set(clientIP, { endpoint, lastUsed: now });
     return endpoint;
+  }
+
+  /**
+   * Returns the index of the next endpoint from `start` that this connection may use and that is
+   * not down; when every usable one is down, the first usable one (down may be wrong; nothing else
+   * is left).
+   */
+  #pick(
+    endpoints: readonly string[],
+    start: number,
+    usable: (ep: string) => boolean,
+    now: number,
+  ): number | undefined {
+    let fallback: number | undefined;
+    for (let k = 0; k < endpoints.length; k++) {
+      const i = (start + k) % endpoints.length;
+      const ep = endpoints[i];
+      if (!usable(ep)) continue;
+      fallback ??= i;
+      if ((this.#down.get(ep) ?? 0) <= now) return i;
+    }
+    return fallback;
   }
 
   /**

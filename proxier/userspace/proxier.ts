@@ -186,7 +186,7 @@ export class UserspaceProxier extends BaseProxier {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
     let unopened = 0;
-    const workerPorts: WorkerPort[] = [];
+    const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {
       const spec = JSON.stringify([
         info.protocol,
@@ -226,7 +226,8 @@ export class UserspaceProxier extends BaseProxier {
       this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
       this.#dropSessionsNotIn(key, new Set(eps));
       const listen = this.#ports.get(key)?.workerListen;
-      if (listen !== undefined) workerPorts.push({ key, listen, endpoints: eps });
+      // The order this thread shuffled, so every worker rotates over the same one.
+      if (listen !== undefined) workerPorts.push({ key, listen, endpoints: this.#balancer.endpoints(key) });
     }
     if (this.#pool !== undefined) {
       const failed = await this.#pool.sync(workerPorts, this.#limits);

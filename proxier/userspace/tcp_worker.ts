@@ -15,6 +15,7 @@
  */
 /// <reference lib="deno.worker" />
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
+import { sharedRotation } from "../../loadbalancer/shared_rotation.ts";
 import type { SpliceLimits } from "./tcp_copy.ts";
 import { type ServingEvents, TcpServing } from "./tcp_serve.ts";
 import type { FromWorker, ToWorker, WorkerPort } from "./tcp_worker_protocol.ts";
@@ -43,6 +44,7 @@ function closePort(key: string): void {
 function sync(
   limits: SpliceLimits | undefined,
   ports: readonly WorkerPort[],
+  rotations: SharedArrayBuffer,
 ): Array<{ key: string; error: string }> {
   // Limits come from flags and never change in a running program; a new value applies to new connections.
   if (serving === undefined || JSON.stringify(limits) !== limitsSpec) {
@@ -72,7 +74,7 @@ function sync(
       open.set(p.key, entry);
       for (const l of listeners) serving.serve(l, p.key, () => open.get(p.key) === entry);
     }
-    balancer.update(p.key, p.endpoints, 0);
+    balancer.update(p.key, p.endpoints, 0, { rotation: sharedRotation(rotations, p.slot), ordered: true });
   }
   return failed;
 }
@@ -85,5 +87,5 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
     self.close();
     return;
   }
-  post({ type: "synced", id: m.id, failed: sync(m.limits, m.ports) });
+  post({ type: "synced", id: m.id, failed: sync(m.limits, m.ports, m.rotations) });
 };

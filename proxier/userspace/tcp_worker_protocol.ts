@@ -9,7 +9,10 @@ export interface WorkerPort {
   readonly key: string;
   /** Concrete addresses and ports (never port 0: every worker must bind the same one). */
   readonly listen: ReadonlyArray<{ readonly hostname: string; readonly port: number }>;
+  /** In rotation order (shuffled once on the main thread, so every worker has the same order). */
   readonly endpoints: readonly string[];
+  /** This port's rotation position in the sync's `rotations` buffer (`shared_rotation.ts`). */
+  readonly slot: number;
 }
 
 /** From the proxier to a worker. */
@@ -19,6 +22,8 @@ export type ToWorker =
     readonly id: number;
     readonly limits?: SpliceLimits;
     readonly ports: readonly WorkerPort[];
+    /** The same buffer in every sync: workers rotate over each port's endpoints as one. */
+    readonly rotations: SharedArrayBuffer;
   }
   | { readonly type: "close" };
 

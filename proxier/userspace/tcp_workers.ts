@@ -3,6 +3,7 @@
  * sends each the desired ports, and gathers their answers and events.
  * @module
  */
+import { RotationSlots } from "../../loadbalancer/shared_rotation.ts";
 import type { SpliceLimits } from "./tcp_copy.ts";
 import type { ServingEvents } from "./tcp_serve.ts";
 import type { FromWorker, ToWorker, WorkerPort } from "./tcp_worker_protocol.ts";
@@ -13,6 +14,7 @@ export class TcpWorkerPool {
   readonly #events: ServingEvents;
   #workers: Worker[] = [];
   #nextId = 1;
+  readonly #rotations = new RotationSlots();
   readonly #waiting = new Map<number, { left: number; failed: Map<string, string>; done: () => void }>();
 
   /** @param n workers to run (at least 1) @param events where their reports go */
@@ -22,10 +24,16 @@ export class TcpWorkerPool {
   }
 
   /**
-   * Makes every worker serve exactly `ports` (starting the workers the first time); resolves with
-   * the ports some worker could not open, and why ("*": a worker died; all are restarted next time).
+   * Makes every worker serve exactly `ports` (starting the workers the first time), each port's
+   * endpoints rotated as one over all workers; resolves with the ports some worker could not open,
+   * and why ("*": a worker died; all are restarted next time).
    */
-  async sync(ports: readonly WorkerPort[], limits?: SpliceLimits): Promise<Map<string, string>> {
+  async sync(
+    want: ReadonlyArray<Omit<WorkerPort, "slot">>,
+    limits?: SpliceLimits,
+  ): Promise<Map<string, string>> {
+    this.#rotations.retain(new Set(want.map((p) => p.key)));
+    const ports = want.map((p) => ({ ...p, slot: this.#rotations.slot(p.key) }));
     if (this.#workers.length === 0) {
       if (ports.length === 0) return new Map();
       this.#workers = Array.from({ length: this.#n }, () => this.#start());
@@ -35,7 +43,7 @@ export class TcpWorkerPool {
     const done = new Promise<void>((resolve) =>
       this.#waiting.set(id, { left: this.#workers.length, failed, done: resolve })
     );
-    const m: ToWorker = { type: "sync", id, limits, ports };
+    const m: ToWorker = { type: "sync", id, limits, ports, rotations: this.#rotations.buffer };
     for (const w of this.#workers) w.postMessage(m);
     await done;
     return failed;
