@@ -3,7 +3,7 @@
  * source, `--userspace-portals=false`) in front of an HTTP backend and a UDP echo server, each load
  * run next to the same load sent directly to the backend, in one run. HTTP load is `wrk`; UDP load
  * and the servers are `load.ts` processes. Prints one JSON object ({@linkcode UserspaceLoadResult}).
- * Usage: deno run -A bench/userspace_load.ts [SECONDS_PER_RUN]
+ * Usage: deno run -A bench/userspace_load.ts [SECONDS_PER_RUN [PROGRAM_FLAG...]]
  * @module
  */
 import { startArgs } from "../tests/program.ts";
@@ -179,8 +179,11 @@ endpoints: [{ addresses: [127.0.0.1], conditions: { ready: true } }]
     .join("---\n");
 }
 
-/** Runs the load benchmark; `seconds` per wrk run. */
-export async function benchUserspaceLoad(seconds = 10): Promise<UserspaceLoadResult> {
+/** Runs the load benchmark; `seconds` per wrk run, `flags` added to the program's. */
+export async function benchUserspaceLoad(
+  seconds = 10,
+  flags: readonly string[] = [],
+): Promise<UserspaceLoadResult> {
   const http = await server("http");
   const echo = await server("udpecho");
   const dir = await Deno.makeTempDir({ prefix: "kpd-bench-us-" });
@@ -199,6 +202,7 @@ export async function benchUserspaceLoad(seconds = 10): Promise<UserspaceLoadRes
       "--nodeport-addresses=127.0.0.1/32",
       `--healthz-bind-address=127.0.0.1:${freePort()}`,
       `--metrics-bind-address=127.0.0.1:${freePort()}`,
+      ...flags,
     ]),
     stdout: "null",
     stderr: "inherit",
@@ -255,6 +259,6 @@ export async function benchUserspaceLoad(seconds = 10): Promise<UserspaceLoadRes
 }
 
 if (import.meta.main) {
-  const r = await benchUserspaceLoad(Number(Deno.args[0] ?? "10"));
+  const r = await benchUserspaceLoad(Number(Deno.args[0] ?? "10"), Deno.args.slice(1));
   Deno.stdout.writeSync(new TextEncoder().encode(JSON.stringify(r) + "\n"));
 }

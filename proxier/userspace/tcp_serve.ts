@@ -7,7 +7,7 @@
 import type { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import { collectGarbage } from "../gc.ts";
 import { dialStaggered } from "./dial.ts";
-import { splice, type SpliceLimits } from "./tcp_copy.ts";
+import { splice, type SpliceLimits, SpliceWatch } from "./tcp_copy.ts";
 
 /**
  * Stagger of the dial attempts of one connection (see dialStaggered): the next endpoint is tried
@@ -77,7 +77,7 @@ export class AcceptRetry {
 /** Serves TCP listeners: accept, dial an endpoint the balancer picks, splice. */
 export class TcpServing {
   readonly #balancer: RoundRobinBalancer;
-  readonly #limits?: SpliceLimits;
+  readonly #watch?: SpliceWatch;
   readonly #events: ServingEvents;
   #connections = 0;
   #connectionsPeak = 0;
@@ -86,7 +86,7 @@ export class TcpServing {
   /** Starts nothing; {@linkcode serve} runs a listener's loop. */
   constructor(o: { balancer: RoundRobinBalancer; limits?: SpliceLimits; events: ServingEvents }) {
     this.#balancer = o.balancer;
-    this.#limits = o.limits;
+    if (o.limits !== undefined) this.#watch = new SpliceWatch(o.limits);
     this.#events = o.events;
   }
 
@@ -138,7 +138,7 @@ export class TcpServing {
     client.setNoDelay(true);
     if (++this.#connections > this.#connectionsPeak) this.#connectionsPeak = this.#connections;
     try {
-      await splice(client, backend, this.#limits);
+      await splice(client, backend, this.#watch);
     } finally {
       this.#connectionEnded();
     }
