@@ -35,6 +35,15 @@ const BURST_CONNECTIONS = 256;
  * they held go back only at the next one.
  */
 const BURST_GC_DELAYS_MS = [1000, 3000];
+/**
+ * Connections ended since the last collection after which the next quiet second (fewer than
+ * {@linkcode QUIET_ENDS} ended in it) brings the same collections: a new-connection-per-request
+ * load never has a burst of open connections, yet leaves its garbage (measured: RSS +50 MiB after
+ * 10 s at 11k connections/s, kept while idle).
+ */
+const CHURN_CONNECTIONS = 10_000;
+/** Connections ending within one second that still count as quiet. */
+const QUIET_ENDS = 100;
 
 /** What serving reports; the main thread logs and counts it. */
 export interface ServingEvents {
@@ -82,6 +91,10 @@ export class TcpServing {
   #connections = 0;
   #connectionsPeak = 0;
   #gcTimers: ReturnType<typeof setTimeout>[] = [];
+  /** Connections ended since the last collection was scheduled, and in the current second. */
+  #ended = 0;
+  #endedThisSecond = 0;
+  #quietCheck: ReturnType<typeof setInterval> | undefined;
 
   /** Starts nothing; {@linkcode serve} runs a listener's loop. */
   constructor(o: { balancer: RoundRobinBalancer; limits?: SpliceLimits; events: ServingEvents }) {
@@ -114,6 +127,7 @@ export class TcpServing {
   /** Cancels pending collections (the owner is closing). */
   close(): void {
     for (const t of this.#gcTimers) clearTimeout(t);
+    clearInterval(this.#quietCheck);
   }
 
   async #handle(client: Deno.TcpConn, key: string): Promise<void> {
@@ -146,8 +160,25 @@ export class TcpServing {
 
   #connectionEnded(): void {
     this.#connections--;
+    this.#endedThisSecond++;
+    if (++this.#ended >= CHURN_CONNECTIONS && this.#quietCheck === undefined) {
+      // One timer while churn goes on, not one per connection.
+      this.#quietCheck = setInterval(() => {
+        const quiet = this.#endedThisSecond < QUIET_ENDS;
+        this.#endedThisSecond = 0;
+        if (quiet) this.#scheduleCollections();
+      }, 1000);
+      Deno.unrefTimer(this.#quietCheck);
+    }
     if (this.#connectionsPeak < BURST_CONNECTIONS || this.#connections > this.#connectionsPeak / 4) return;
+    this.#scheduleCollections();
+  }
+
+  #scheduleCollections(): void {
     this.#connectionsPeak = this.#connections;
+    this.#ended = 0;
+    clearInterval(this.#quietCheck);
+    this.#quietCheck = undefined;
     for (const t of this.#gcTimers) clearTimeout(t);
     this.#gcTimers = BURST_GC_DELAYS_MS.map((ms) => setTimeout(collectGarbage, ms));
     for (const t of this.#gcTimers) Deno.unrefTimer(t);
