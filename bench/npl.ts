@@ -371,7 +371,13 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
       await watch.forget();
       const at = Date.now();
       if (api !== undefined) api.apply("endpointslices", body);
-      else await Deno.writeTextFile(`${dir}/${s.metadata!.name}.json`, JSON.stringify(body));
+      else {
+        // As operators should (README, file source): write aside, then rename into place. A file
+        // written in place is applied only once quiet for 600 ms.
+        const tmp = `${dir}/.${s.metadata!.name}.json.tmp`;
+        await Deno.writeTextFile(tmp, JSON.stringify(body));
+        await Deno.rename(tmp, `${dir}/${s.metadata!.name}.json`);
+      }
       const seen = await watch.appeared(chain, 60_000);
       settled = performance.now();
       if (seen === undefined) missed++;
