@@ -1,7 +1,33 @@
 /**
- * Explicit garbage collection, where the runtime allows it.
+ * Explicit garbage collection and giving memory back to the system, where the runtime allows it.
  * @module
  */
+
+/**
+ * Where glibc lives on the architectures the program ships for. The `proxy` permission set in
+ * deno.json allows FFI to exactly these files (a test keeps the two lists equal).
+ */
+export const LIBC_PATHS: readonly string[] = [
+  "/lib/x86_64-linux-gnu/libc.so.6",
+  "/usr/lib/x86_64-linux-gnu/libc.so.6",
+  "/lib/aarch64-linux-gnu/libc.so.6",
+  "/usr/lib/aarch64-linux-gnu/libc.so.6",
+];
+
+/** glibc's malloc_trim, opened at the first thorough collection; null when unavailable. */
+let mallocTrim: (() => void) | null | undefined;
+
+function openMallocTrim(): (() => void) | null {
+  for (const path of LIBC_PATHS) {
+    try {
+      const lib = Deno.dlopen(path, { malloc_trim: { parameters: ["usize"], result: "i32" } });
+      return () => lib.symbols.malloc_trim(0n);
+    } catch {
+      // Not this architecture's path, not glibc (musl has no malloc_trim), or no FFI permission.
+    }
+  }
+  return null;
+}
 
 /**
  * Collects garbage now when the runtime allows it (`--v8-flags=--expose-gc`, as deno.json's start
@@ -9,7 +35,20 @@
  * and a burst of proxied connections as much in buffers; V8 otherwise keeps the heap at its peak
  * until its memory reducer runs, minutes later. Callers run it only after such rare events (full
  * syncs: start, failures, hourly; the end of a connection burst), so the pause (tens of ms) is too.
+ *
+ * `thorough` (after a connection burst): V8's last-resort collection, which also returns its
+ * pooled pages, then glibc's malloc_trim, which returns the freed socket and buffer memory that
+ * fragmentation otherwise keeps (measured after 5,000 connections: RSS 305 MiB with a plain
+ * collection, 162 MiB with last-resort, 116 MiB with both; idle 97). Returns whether malloc_trim ran.
  */
-export function collectGarbage(): void {
-  (globalThis as { gc?: () => void }).gc?.();
+export function collectGarbage(opts: { thorough?: boolean } = {}): boolean {
+  const gc = (globalThis as { gc?: (o?: unknown) => void }).gc;
+  if (opts.thorough !== true) {
+    gc?.();
+    return false;
+  }
+  gc?.({ type: "major", execution: "sync", flavor: "last-resort" });
+  mallocTrim ??= openMallocTrim();
+  mallocTrim?.();
+  return mallocTrim !== null;
 }

@@ -180,7 +180,7 @@ export class TcpServing {
     clearInterval(this.#quietCheck);
     this.#quietCheck = undefined;
     for (const t of this.#gcTimers) clearTimeout(t);
-    this.#gcTimers = BURST_GC_DELAYS_MS.map((ms) => setTimeout(collectGarbage, ms));
+    this.#gcTimers = BURST_GC_DELAYS_MS.map((ms) => setTimeout(() => collectGarbage({ thorough: true }), ms));
     for (const t of this.#gcTimers) Deno.unrefTimer(t);
   }
 }
