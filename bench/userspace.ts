@@ -3,6 +3,7 @@
  * proxy, next to a direct connection to the same backend, in one run.
  * @module
  */
+import { loadServer } from "./load_server.ts";
 import { realClock } from "../proxier/clock.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { nullLogger } from "../proxier/logger.ts";
@@ -25,24 +26,6 @@ export interface UserspaceBenchResult {
 
 const LOAD = new URL("./load.ts", import.meta.url).pathname;
 
-/** Starts a load-tool server process; returns its port and a stopper. */
-async function server(mode: "sink" | "hello"): Promise<{ port: number; close(): Promise<void> }> {
-  const child = new Deno.Command(Deno.execPath(), { args: ["run", "-A", LOAD, mode], stdout: "piped" })
-    .spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) text += (await reader.read()).value ?? "";
-  reader.releaseLock();
-  return {
-    port: Number(text.trim()),
-    close: async () => {
-      child.kill();
-      await child.status;
-      await child.stdout.cancel().catch(() => {});
-    },
-  };
-}
-
 /** Runs a load-tool client process; returns the number it prints. */
 async function client(mode: "stream" | "conns", port: number, n: number): Promise<number> {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -54,8 +37,8 @@ async function client(mode: "stream" | "conns", port: number, n: number): Promis
 
 /** Runs the userspace benchmark; `bytes` per stream, `connections` sequential connects. */
 export async function benchUserspace(bytes = 1 << 30, connections = 2000): Promise<UserspaceBenchResult> {
-  const sink = await server("sink");
-  const hello = await server("hello");
+  const sink = await loadServer("sink");
+  const hello = await loadServer("hello");
   const config = { ...defaultConfig(), minSyncPeriodMs: 0 };
   const deps = newModeDeps(config, {
     nodeName: "bench",

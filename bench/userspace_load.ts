@@ -6,6 +6,7 @@
  * Usage: deno run -A bench/userspace_load.ts [SECONDS_PER_RUN [PROGRAM_FLAG...]]
  * @module
  */
+import { loadServer } from "./load_server.ts";
 import { startArgs } from "../tests/program.ts";
 
 const LOAD = new URL("./load.ts", import.meta.url).pathname;
@@ -57,24 +58,6 @@ export interface UserspaceLoadResult {
   readonly c5000: LoadRun;
   readonly udp: readonly UdpRun[];
   readonly idle: ProcFigures;
-}
-
-/** Starts a load.ts server process; returns its port and a stopper. */
-async function server(mode: "http" | "udpecho"): Promise<{ port: number; close(): Promise<void> }> {
-  const child = new Deno.Command(Deno.execPath(), { args: ["run", "-A", LOAD, mode], stdout: "piped" })
-    .spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) text += (await reader.read()).value ?? "";
-  reader.releaseLock();
-  return {
-    port: Number(text.trim()),
-    close: async () => {
-      child.kill();
-      await child.status;
-      await child.stdout.cancel().catch(() => {});
-    },
-  };
 }
 
 function freePort(): number {
@@ -184,8 +167,8 @@ export async function benchUserspaceLoad(
   seconds = 10,
   flags: readonly string[] = [],
 ): Promise<UserspaceLoadResult> {
-  const http = await server("http");
-  const echo = await server("udpecho");
+  const http = await loadServer("http");
+  const echo = await loadServer("udpecho");
   const dir = await Deno.makeTempDir({ prefix: "kpd-bench-us-" });
   const web = freePort();
   const echoPort = freePort();
