@@ -1,0 +1,27 @@
+/**
+ * The shipped image (Dockerfile) carries every kernel tool each mode runs: a tool missing from the
+ * image makes a mode exit at start in every cluster that uses the image.
+ */
+import { assertEquals } from "./assert.ts";
+import { MODES } from "../proxier/modes.ts";
+
+/** The packages the Dockerfile's last stage installs with apt-get. */
+function imagePackages(): Set<string> {
+  const text = Deno.readTextFileSync(new URL("../Dockerfile", import.meta.url));
+  const last = text.slice(text.lastIndexOf("\nFROM "));
+  const install = /apt-get install[^\n]*?((?:[^\n]*\\\n)*[^\n]*)/.exec(last)?.[0] ?? "";
+  return new Set(install.replace(/\\\n/g, " ").split(/\s+/).filter((w) => /^[a-z0-9][a-z0-9.+-]+$/.test(w)));
+}
+
+Deno.test("the image installs the package of every tool every mode runs", () => {
+  const have = imagePackages();
+  const missing: string[] = [];
+  for (const [mode, def] of MODES) {
+    for (const need of def.tools) {
+      const pkg = /package (\S+?)\)?$/.exec(need.without)?.[1];
+      if (pkg === undefined) missing.push(`${mode}: ${need.tool} names no package`);
+      else if (!have.has(pkg)) missing.push(`${mode}: ${need.tool} (package ${pkg})`);
+    }
+  }
+  assertEquals(missing, []);
+});
