@@ -3,14 +3,15 @@
  * @module
  */
 
-const LOAD = new URL("./load.ts", import.meta.url).pathname;
+/** The load tool's path, for running its client modes too. */
+export const LOAD_SCRIPT = new URL("./load.ts", import.meta.url).pathname;
 
 /** A `load.ts` server mode (see that file). */
 export type LoadServerMode = "sink" | "hello" | "http" | "udpecho";
 
 /** Starts a `load.ts` server; resolves with the port it printed and a stopper. */
 export async function loadServer(mode: LoadServerMode): Promise<{ port: number; close(): Promise<void> }> {
-  const child = new Deno.Command(Deno.execPath(), { args: ["run", "-A", LOAD, mode], stdout: "piped" })
+  const child = new Deno.Command(Deno.execPath(), { args: ["run", "-A", LOAD_SCRIPT, mode], stdout: "piped" })
     .spawn();
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";

@@ -3,7 +3,7 @@
  * proxy, next to a direct connection to the same backend, in one run.
  * @module
  */
-import { loadServer } from "./load_server.ts";
+import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
 import { realClock } from "../proxier/clock.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { nullLogger } from "../proxier/logger.ts";
@@ -24,12 +24,10 @@ export interface UserspaceBenchResult {
   readonly proxyConnPerSec: number;
 }
 
-const LOAD = new URL("./load.ts", import.meta.url).pathname;
-
 /** Runs a load-tool client process; returns the number it prints. */
 async function client(mode: "stream" | "conns", port: number, n: number): Promise<number> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", LOAD, mode, String(port), String(n)],
+    args: ["run", "-A", LOAD_SCRIPT, mode, String(port), String(n)],
   }).output();
   if (out.code !== 0) throw new Error(`load ${mode} failed: ${new TextDecoder().decode(out.stderr)}`);
   return Number(new TextDecoder().decode(out.stdout).trim());

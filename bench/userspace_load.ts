@@ -6,10 +6,10 @@
  * Usage: deno run -A bench/userspace_load.ts [SECONDS_PER_RUN [PROGRAM_FLAG...]]
  * @module
  */
-import { loadServer } from "./load_server.ts";
+import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
+import { freePort } from "../tests/net_helpers.ts";
 import { startArgs } from "../tests/program.ts";
 
-const LOAD = new URL("./load.ts", import.meta.url).pathname;
 /** How long after a load run its "after" figures are taken. */
 export const SETTLE_MS = 15_000;
 
@@ -58,13 +58,6 @@ export interface UserspaceLoadResult {
   readonly c5000: LoadRun;
   readonly udp: readonly UdpRun[];
   readonly idle: ProcFigures;
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 function procFigures(pid: number): ProcFigures {
@@ -117,7 +110,7 @@ async function wrk(port: number, connections: number, seconds: number, close: bo
 
 async function udp(port: number, rate: number, seconds: number): Promise<{ sent: number; received: number }> {
   const r = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", LOAD, "udp", String(port), String(rate), "100", String(seconds)],
+    args: ["run", "-A", LOAD_SCRIPT, "udp", String(port), String(rate), "100", String(seconds)],
     stderr: "inherit",
   }).output();
   return JSON.parse(new TextDecoder().decode(r.stdout));

@@ -1,13 +1,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
+import { freePort } from "../../tests/net_helpers.ts";
 import { ServiceHealthServer } from "./service_health.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 async function get(port: number): Promise<string> {
   try {

@@ -99,9 +99,11 @@ export function dialStaggered(
     };
     const tick = () => {
       if (done) return;
-      if (performance.now() - t0 < deadlineMs && start()) return;
-      // Nothing left to start: wait for the pending attempts until the deadline, then give up.
-      if (performance.now() - t0 < deadlineMs) return arm(deadlineMs);
+      if (performance.now() - t0 < deadlineMs) {
+        // Nothing left to start: wait for the pending attempts until the deadline, then give up.
+        if (!start()) arm(deadlineMs);
+        return;
+      }
       for (const endpoint of pending) o.onFailure(endpoint, new DialTimeout(deadlineMs));
       finish();
     };
