@@ -45,8 +45,13 @@ export class SysctlRunner implements Sysctl {
       throw new ExecError(`sysctl: bad setting ${JSON.stringify(`${key}=${value}`)}`);
     }
     const r = await this.#exec.run("sysctl", { args: ["-q", "-w", `${key}=${value}`] });
-    if (r.code !== 0) {
-      throw new ExecError(`sysctl -w ${key}=${value} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    // procps-ng's sysctl exits 0 when the kernel refuses the write (EINVAL, a read-only /proc/sys):
+    // only its message tells, so any stderr is a failure.
+    if (r.code !== 0 || r.stderr.trim() !== "") {
+      throw new ExecError(
+        `sysctl -w ${key}=${value} failed${r.code !== 0 ? ` (exit ${r.code})` : ""}: ${r.stderr.trim()}`,
+        r.code === 0 ? 1 : r.code,
+      );
     }
   }
 }
