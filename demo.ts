@@ -62,6 +62,12 @@ const code = await main([
   "--userspace-portals=false",
   "--healthz-bind-address=127.0.0.1:10256",
   "--metrics-bind-address=127.0.0.1:10249",
+  // The demo is not the node's proxy: it leaves the kernel's conntrack table and its own OOM
+  // preference as they are (as k3s runs kube-proxy with --conntrack-max-per-core=0).
+  "--conntrack-max-per-core=0",
+  "--conntrack-tcp-timeout-established=0",
+  "--conntrack-tcp-timeout-close-wait=0",
+  "--oom-score-adj=0",
 ], { stop: ac.signal });
 clearInterval(watchdog);
 ac.abort();

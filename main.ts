@@ -6,12 +6,19 @@
  */
 import { DryRunExecutor } from "./iptables/dry_run.ts";
 import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
-import { realClock } from "./proxier/clock.ts";
-import { loadApiAccess } from "./proxier/config/api_access.ts";
+import { type Clock, realClock } from "./proxier/clock.ts";
+import { setConntrackSysctls } from "./proxier/conntrack_sysctls.ts";
+import { SysctlRunner } from "./iptables/sysctl.ts";
+import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
+import { setOwnOomScoreAdj } from "./proxier/oom_score.ts";
+import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
+import { encodeConfig } from "./proxier/options/write_config.ts";
+import { type ApiAccess, loadApiAccess } from "./proxier/config/api_access.ts";
 import { ApiClient, prefetchLists } from "./proxier/config/api_client.ts";
+import { RateLimiter } from "./proxier/config/rate_limiter.ts";
 import { FileSource } from "./proxier/config/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
-import { checkTools, onPath } from "./proxier/kernel_tools.ts";
+import { checkTools, onPath, PROCESS_TOOLS } from "./proxier/kernel_tools.ts";
 import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
 import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
@@ -51,8 +58,11 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
     return 0;
   }
   const { config } = cmd;
-  const log = await setupLogging(config.loggingFormat, config.verbosity);
+  const log = await setupLogging(config.logging.format, config.logging.verbosity);
   for (const w of cmd.warnings) log.warn(w);
+  if (cmd.command === "write-config") {
+    return await writeConfig(cmd.kubeProxyConfiguration, cmd.writeConfigTo!, log);
+  }
   const exec = new DenoExecutor();
   if (cmd.command === "cleanup") return await cleanup(exec, log);
   // Every mode a flag or config file can name is built; parsing refused any other.
@@ -70,7 +80,20 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   }
   if (cmd.command === "render") return await render(mode, config, log);
   if (cmd.command === "trace") return await trace(mode, config, cmd.trace!, exec);
-  return await run(mode, config, exec, log, opts.stop);
+  for (const n of cmd.notApplying) log.warn(n);
+  return await run(mode, config, exec, log, { initOnly: cmd.command === "init-only", stop: opts.stop });
+}
+
+/** `--write-config-to`: the effective configuration in upstream's format; changes nothing else. */
+async function writeConfig(c: KubeProxyConfiguration, path: string, log: Logger): Promise<number> {
+  try {
+    await Deno.writeTextFile(path, encodeConfig(c));
+  } catch (e) {
+    log.error("Cannot write the configuration", { file: path, error: (e as Error).message });
+    return 1;
+  }
+  log.info("Wrote configuration", { file: path });
+  return 0;
 }
 
 /**
@@ -164,14 +187,24 @@ async function trace(
   return 0;
 }
 
+/**
+ * Runs the proxy (or, with `initOnly`, only its privileged set-up). Nothing touches the node until
+ * the configuration, the kernel tools and the API access have been validated: a run that exits for
+ * a configuration error leaves the node as it was.
+ */
 async function run(
   mode: ProxyModeDefinition,
   config: ProxyConfig,
   exec: Executor,
   log: Logger,
-  external?: AbortSignal,
+  o: { initOnly: boolean; stop?: AbortSignal },
 ): Promise<number> {
-  const missing = await checkTools(mode.tools, config, (t) => onPath(t, Deno.env.get("PATH")), log);
+  const missing = await checkTools(
+    [...PROCESS_TOOLS, ...mode.tools],
+    config,
+    (t) => onPath(t, Deno.env.get("PATH")),
+    log,
+  );
   const required = missing.filter((m) => m.required);
   if (required.length > 0) {
     log.error(`${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`, {
@@ -181,10 +214,40 @@ async function run(
   }
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
-  const kubernetes = config.source.kind === "kubernetes" ? startKubernetes(config, nodeName) : undefined;
-  kubernetes?.catch(() => {}); // awaited (and its error reported) below
+  let access: ApiAccess | undefined;
+  if (config.source.kind === "kubernetes") {
+    try {
+      access = await loadApiAccess({
+        kubeconfig: config.kubeconfig,
+        master: config.master,
+        env: (name) => Deno.env.get(name),
+        readFile: (path) => Deno.readTextFile(path),
+      });
+    } catch (e) {
+      if (!(e instanceof KubeconfigError)) throw e;
+      log.error("Cannot reach the API server as configured", { error: e.message });
+      return 1;
+    }
+  }
+
+  // The privileged set-up, as upstream's platformSetup: conntrack, then the mode's own sysctls.
+  await tuneConntrack(config, exec, log);
   const healthServer = new ServiceHealthServer({ log });
   const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer });
+  try {
+    await mode.setup?.(deps);
+  } catch (e) {
+    if (!(e instanceof ModeUnavailableError)) throw e;
+    log.error(e.message);
+    return 1;
+  }
+  if (o.initOnly) {
+    log.info("System initialized and --init-only flag set; exiting");
+    return 0;
+  }
+  await setOwnOomScoreAdj(exec, config.oomScoreAdj, log);
+
+  const kubernetes = access === undefined ? undefined : startKubernetes(access, config, nodeName, clock, log);
   let proxier: ModeProvider;
   try {
     proxier = await mode.create(deps);
@@ -204,28 +267,37 @@ async function run(
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
-  external?.addEventListener("abort", stop, { once: true });
+  o.stop?.addEventListener("abort", stop, { once: true });
   const tasks: Promise<unknown>[] = [];
-  let listening: ProxyConfig["healthzBindAddress"];
+  const listen = { signal: ac.signal, log, clock, hardFail: config.bindAddressHardFail };
   try {
-    listening = config.healthzBindAddress;
-    if (config.healthzBindAddress !== undefined) {
-      tasks.push(
-        serveHealthz(deps.health, config.healthzBindAddress, ac.signal, {
-          healthz: deps.metrics.healthzTotal,
-          livez: deps.metrics.livezTotal,
-        }).finished,
-      );
+    const hz = config.healthzBindAddress;
+    if (hz !== undefined) {
+      tasks.push(keepListening({
+        ...listen,
+        server: "Healthz",
+        address: hz,
+        start: () =>
+          serveHealthz(deps.health, hz, ac.signal, {
+            healthz: deps.metrics.healthzTotal,
+            livez: deps.metrics.livezTotal,
+          }),
+      }));
     }
-    listening = config.metricsBindAddress;
-    if (config.metricsBindAddress !== undefined) {
-      tasks.push(serveMetrics(deps.metrics, config.metricsBindAddress, ac.signal).finished);
+    const m = config.metricsBindAddress;
+    if (m !== undefined) {
+      tasks.push(keepListening({
+        ...listen,
+        server: "Metrics",
+        address: m,
+        start: () => serveMetrics(deps.metrics, m, ac.signal),
+      }));
     }
   } catch (e) {
-    log.error("Cannot listen", {
-      address: listening && `${listening.hostname}:${listening.port}`,
-      error: (e as Error).message,
-    });
+    if (!(e instanceof ListenError)) throw e;
+    log.error(e.message, { bindAddressHardFail: true });
+    ac.abort();
+    await Promise.allSettled(tasks);
     return 1;
   }
   log.info("Starting kube-proxy-deno", {
@@ -247,19 +319,10 @@ async function run(
     }
     tasks.push(src.watch(ac.signal));
   } else {
-    let k;
-    try {
-      k = await kubernetes!;
-    } catch (e) {
-      if (!(e instanceof KubeconfigError)) throw e;
-      log.error("Cannot reach the API server as configured", { error: e.message });
-      ac.abort();
-      await Promise.allSettled(tasks);
-      return 1;
-    }
-    log.info("Using the API server", { server: k.access.server, from: k.access.origin });
+    const k = await kubernetes!;
     const src = new k.KubernetesSource({
-      access: k.access,
+      access: access!,
+      api: k.api,
       prefetched: k.prefetched,
       nodeName,
       handler: proxier,
@@ -277,22 +340,52 @@ async function run(
 }
 
 /**
- * Resolves API access and requests the first lists at once, while the informer module (the only
- * part of the client library loaded, and only for this source) loads and the mode probes the kernel.
- * @throws {KubeconfigError} when the access cannot work.
+ * Conntrack tuning (`conntrack:` / `--conntrack-*`). A setting the node refuses (a read-only
+ * /proc/sys, nf_conntrack_max outside the host's namespace) is one warning naming each; the proxy
+ * goes on, as upstream does when /sys is read-only.
  */
-async function startKubernetes(config: ProxyConfig, nodeName: string) {
+async function tuneConntrack(config: ProxyConfig, exec: Executor, log: Logger): Promise<void> {
+  const { failed } = await setConntrackSysctls(config.conntrack, {
+    sysctl: new SysctlRunner({ exec }),
+    cpus: navigator.hardwareConcurrency,
+    log,
+  });
+  if (failed.length > 0) {
+    log.warn("Cannot set these conntrack settings; the kernel's values stay (problems may arise later)", {
+      settings: failed,
+    });
+  }
+}
+
+/**
+ * Requests the first lists at once (while the informer module, the only part of the client library
+ * loaded and only for this source, loads and the mode probes the kernel); every request of the
+ * source goes through one `--kube-api-qps` / `--kube-api-burst` limiter.
+ */
+async function startKubernetes(
+  access: ApiAccess,
+  config: ProxyConfig,
+  nodeName: string,
+  clock: Clock,
+  log: Logger,
+) {
   const informer = import("./proxier/config/kubernetes.ts");
   informer.catch(() => {}); // awaited below
-  const access = await loadApiAccess({
-    kubeconfig: config.kubeconfig,
-    master: config.master,
-    env: (name) => Deno.env.get(name),
-    readFile: (path) => Deno.readTextFile(path),
+  const { qps, burst, contentType } = config.clientConnection;
+  log.info("Using the API server", {
+    server: access.server,
+    from: access.origin,
+    contentType: "application/json",
+    ...(contentType === "application/json"
+      ? {}
+      : { requested: contentType, note: "this program reads JSON only" }),
+    qps,
+    burst,
   });
-  const prefetched = prefetchLists(new ApiClient(access), nodeName);
+  const api = new ApiClient(access, { limiter: new RateLimiter({ qps, burst, clock }) });
+  const prefetched = prefetchLists(api, nodeName);
   const { KubernetesSource } = await informer;
-  return { access, prefetched, KubernetesSource };
+  return { api, prefetched, KubernetesSource };
 }
 
 if (import.meta.main) {

@@ -8,7 +8,7 @@
  */
 import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
 import { freePort } from "../tests/net_helpers.ts";
-import { startArgs } from "../tests/program.ts";
+import { hostStartArgs } from "../tests/program.ts";
 
 /** How long after a load run its "after" figures are taken. */
 export const SETTLE_MS = 15_000;
@@ -170,7 +170,7 @@ export async function benchUserspaceLoad(
     objects({ nodePort: web, backend: http.port }, { nodePort: echoPort, backend: echo.port }),
   );
   const proxy = new Deno.Command(Deno.execPath(), {
-    args: startArgs([
+    args: hostStartArgs([
       "--proxy-mode=userspace",
       `--source=file:${dir}`,
       "--hostname-override=bench",

@@ -25,6 +25,11 @@ export interface Packet {
   readonly protocol: "tcp" | "udp" | "sctp";
   /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
   readonly fromHost?: boolean;
+  /**
+   * The interface a packet from elsewhere came in on (`-i`); a packet this node sends has none. Unset
+   * for a packet from elsewhere: an `-i` match stops the path as UNKNOWN rather than guess.
+   */
+  readonly inInterface?: string;
   /** Set by the tracer between nat and filter: the connection was DNATed (conntrack state DNAT). */
   readonly dnatted?: boolean;
   /** Arrives from a pod on this node (through a bridge port, as `-m physdev --physdev-is-in` sees it). */
@@ -319,6 +324,15 @@ function match(
         i += 2;
         break;
       }
+      case "-i": {
+        const iif = pkt.fromHost ? "" : pkt.inInterface;
+        if (iif === undefined) {
+          return { kind: "unknown", what: `input interface match ${neg ? "! " : ""}-i ${v}` };
+        }
+        if (!check(interfaceMatches(iif, v))) return { kind: "no" };
+        i++;
+        break;
+      }
       case "--physdev-is-in":
         if (!check(pkt.fromPod === true)) return { kind: "no" };
         break;
@@ -354,6 +368,12 @@ function match(
     }
   }
   return result;
+}
+
+/** Whether interface `name` matches iptables' `-i` pattern (`veth+` is a prefix; nft writes `veth*`). */
+export function interfaceMatches(name: string, pattern: string): boolean {
+  const wild = pattern.endsWith("+") || pattern.endsWith("*");
+  return wild ? name.startsWith(pattern.slice(0, -1)) : name === pattern;
 }
 
 /**

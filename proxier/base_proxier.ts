@@ -3,6 +3,12 @@
  * bounded-frequency runner, metrics and health. A mode supplies `syncRules`.
  * @module
  */
+import {
+  describeLocalDetector,
+  type LocalDetection,
+  type LocalDetector,
+  localDetector,
+} from "./local_detector.ts";
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import type { Clock } from "./clock.ts";
 import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
@@ -90,13 +96,10 @@ export interface BaseProxierOptions {
    */
   readonly fullSyncPeriodMs?: number;
   /**
-   * How traffic from pods is told from the rest (masquerade decisions): `--cluster-cidr` (any
-   * family; each proxier takes its own) or the Node's podCIDR. Omitted by modes that need none.
+   * How traffic from pods is told from the rest (masquerade decisions): `--detect-local-mode` and
+   * what it reads. Omitted by modes that need none.
    */
-  readonly localDetection?: {
-    readonly mode: "ClusterCIDR" | "NodeCIDR";
-    readonly clusterCIDRs: readonly string[];
-  };
+  readonly localDetection?: LocalDetection;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -114,7 +117,7 @@ export abstract class BaseProxier implements Provider {
   protected readonly endpointsMap: EndpointsMap = new Map();
   /** The own Node, when known. */
   protected node?: V1Node;
-  readonly #localDetection: BaseProxierOptions["localDetection"];
+  readonly #localDetection: LocalDetection | undefined;
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #runner: SyncRunner;
@@ -221,16 +224,9 @@ export abstract class BaseProxier implements Provider {
     return { nodeName: this.nodeName, zone: this.node?.metadata?.labels?.[ZONE_LABEL] ?? "" };
   }
 
-  /** The CIDR that tells pod traffic from the rest for this family, or undefined when unknown. */
-  protected get localCIDR(): string | undefined {
-    const d = this.#localDetection;
-    if (d === undefined) return undefined;
-    if (d.mode === "NodeCIDR") {
-      const spec = this.node?.spec;
-      const cidrs = spec?.podCIDRs ?? (spec?.podCIDR ? [spec.podCIDR] : []);
-      return cidrs.find((c) => cidrFamily(c) === this.family);
-    }
-    return d.clusterCIDRs.find((c) => cidrFamily(c) === this.family);
+  /** How pod traffic is told from the rest for this family, or undefined when it cannot be. */
+  protected get localDetector(): LocalDetector | undefined {
+    return localDetector(this.#localDetection, this.family, this.node);
   }
 
   /** The Node's primary address of this family (InternalIP, else ExternalIP), as upstream picks it. */
@@ -260,7 +256,11 @@ export abstract class BaseProxier implements Provider {
    * sync. Modes that depend on more of the Node extend it.
    */
   protected nodeDependentState(): string {
-    return JSON.stringify([this.topology.zone, this.localCIDR ?? "", this.primaryNodeIP ?? ""]);
+    return JSON.stringify([
+      this.topology.zone,
+      describeLocalDetector(this.localDetector),
+      this.primaryNodeIP ?? "",
+    ]);
   }
 
   #nodeEvent(n: V1Node | undefined): void {

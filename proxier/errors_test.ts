@@ -29,5 +29,5 @@ Deno.test("a --config file that cannot be read or parsed keeps the reason as the
   const garbled = assertThrows(() => parseCommandLine(["--config=/x.yaml"], () => "a: [b"), UsageError);
   assert(garbled.cause instanceof Error && garbled.cause !== garbled, String(garbled.cause));
   const unknown = assertThrows(() => parseCommandLine(["--no-such-flag"]), UsageError);
-  assert(unknown.cause instanceof Error, "parseArgs' own error is kept");
+  assert(unknown.message.includes("--no-such-flag"), unknown.message);
 });

@@ -137,6 +137,27 @@ export const CONNTRACK_NEED: ToolNeed = {
     "(and REJECTed services) until their flows time out (Debian/Ubuntu package conntrack)",
 };
 
+/** Tools the program runs in every mode for its process-wide set-up (upstream's platformSetup). */
+export const PROCESS_TOOLS: readonly ToolNeed[] = [
+  {
+    tool: "sysctl",
+    required: false,
+    without:
+      "the conntrack settings (--conntrack-*, conntrack:) cannot be made (Debian/Ubuntu package procps)",
+    when: (c) => {
+      const t = c.conntrack;
+      return [t.tcpEstablishedTimeoutMs, t.tcpCloseWaitTimeoutMs, t.udpTimeoutMs, t.udpStreamTimeoutMs]
+        .some((ms) => (ms ?? 0) > 0) || t.tcpBeLiberal || (t.maxPerCore ?? 0) > 0;
+    },
+  },
+  {
+    tool: "choom",
+    required: false,
+    without: "--oom-score-adj cannot be applied (Debian/Ubuntu package util-linux)",
+    when: (c) => c.oomScoreAdj !== null,
+  },
+];
+
 /** Returns true when an executable file `name` is in one of `path`'s directories. */
 export async function onPath(name: string, path: string | undefined): Promise<boolean> {
   for (const dir of (path ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {

@@ -62,7 +62,11 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     warnings: d.warnings,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     syncPeriodMs: d.config.syncPeriodMs,
-    localDetection: { mode: d.config.detectLocalMode, clusterCIDRs: d.config.clusterCIDRs },
+    localDetection: {
+      mode: d.config.detectLocalMode,
+      clusterCIDRs: d.config.clusterCIDRs,
+      ...d.config.detectLocal,
+    },
   };
 }
 
@@ -141,7 +145,13 @@ export interface ProxyModeDefinition {
   /** The kernel tools it runs: checked at start, each missing one reported once. */
   readonly tools: readonly ToolNeed[];
   /**
-   * Builds the provider for this node; starts nothing.
+   * The privileged set-up this mode needs before any rule (its sysctls, kernel checks), run at start
+   * and by `--init-only`; writes no rule.
+   * @throws {ModeUnavailableError} when the node lacks what the mode needs (the message says what).
+   */
+  setup?(deps: ModeDeps): Promise<void>;
+  /**
+   * Builds the provider for this node (after {@linkcode setup}); starts nothing.
    * @throws {ModeUnavailableError} when the node lacks what the mode needs (the message says what).
    */
   create(deps: ModeDeps): Promise<ModeProvider>;

@@ -4,6 +4,7 @@
  */
 import { assertEquals } from "./assert.ts";
 import { MODES } from "../proxier/modes.ts";
+import { PROCESS_TOOLS } from "../proxier/kernel_tools.ts";
 
 /** The packages the Dockerfile's last stage installs with apt-get. */
 function imagePackages(): Set<string> {
@@ -16,8 +17,13 @@ function imagePackages(): Set<string> {
 Deno.test("the image installs the package of every tool every mode runs", () => {
   const have = imagePackages();
   const missing: string[] = [];
-  for (const [mode, def] of MODES) {
-    for (const need of def.tools) {
+  for (
+    const [mode, tools] of [
+      ...[...MODES].map(([m, d]) => [m, d.tools] as const),
+      ["every mode", PROCESS_TOOLS] as const,
+    ]
+  ) {
+    for (const need of tools) {
       const pkg = /package (\S+?)\)?$/.exec(need.without)?.[1];
       if (pkg === undefined) missing.push(`${mode}: ${need.tool} names no package`);
       else if (!have.has(pkg)) missing.push(`${mode}: ${need.tool} (package ${pkg})`);

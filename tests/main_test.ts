@@ -7,9 +7,9 @@ import { FakeIpset } from "../iptables/testing/fake_ipset.ts";
 import { FakeIpvs } from "../iptables/testing/fake_ipvs.ts";
 import { commandWorks, netnsAvailable, ProxyProcess, withNamespace } from "./e2e/netns.ts";
 import { TestApiServer } from "./api_server.ts";
-import { startArgs } from "./program.ts";
+import { hostStartArgs } from "./program.ts";
 import { makeService } from "./fixtures.ts";
-import { eventually } from "./net_helpers.ts";
+import { eventually, freePort } from "./net_helpers.ts";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -19,7 +19,7 @@ async function run(
   env?: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: startArgs(args),
+    args: hostStartArgs(args),
     env,
     stdout: "piped",
     stderr: "piped",
@@ -64,7 +64,7 @@ Deno.test("main: render prints the restore input the real proxier builds, and ip
   assertEquals(fake.rules("nat", "KUBE-MARK-MASQ"), ["-j MARK --or-mark 0x4000"]);
 });
 
-Deno.test("main: --logging-format=json writes one JSON object per line", async () => {
+Deno.test("main: --logging-format=json writes one JSON object per line; --bind-address-hard-fail exits when a server cannot bind", async () => {
   const r = await run([
     "--proxy-mode=userspace",
     // Runs on the host: never program portal rules here.
@@ -74,11 +74,54 @@ Deno.test("main: --logging-format=json writes one JSON object per line", async (
     "--healthz-bind-address=",
     // Not an address of this host: the metrics server cannot listen, and the program says so.
     "--metrics-bind-address=192.0.2.1:10249",
+    "--bind-address-hard-fail",
   ]);
   assertEquals(r.code, 1);
   const records = r.stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
-  assert(records.some((x) => String(x.message).startsWith("Cannot listen")), JSON.stringify(r.stderr));
+  assert(
+    records.some((x) => String(x.message).startsWith("Metrics server cannot listen on 192.0.2.1:10249")),
+    JSON.stringify(r.stderr),
+  );
   assert(records.every((x) => typeof x.level === "string"), r.stderr);
+});
+
+Deno.test("main: without --bind-address-hard-fail a server that cannot bind is retried every 5 s while the proxy serves", async () => {
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const metricsPort = (taken.addr as Deno.NetAddr).port;
+  const healthzPort = freePort();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: hostStartArgs([
+      "--proxy-mode=userspace",
+      "--userspace-portals=false",
+      `--source=file:${ROOT}demo/objects.yaml`,
+      "--hostname-override=node-a",
+      `--healthz-bind-address=127.0.0.1:${healthzPort}`,
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    ]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const proc = new ProxyProcess(child);
+  try {
+    await eventually(() => assertMatch(proc.log(), /Metrics server failed .*retryInMs=5000/), 10_000);
+    // The proxy is up meanwhile: its health server answers.
+    await eventually(async () => {
+      const res = await fetch(`http://127.0.0.1:${healthzPort}/livez`);
+      await res.body?.cancel();
+      assertEquals(res.status, 200);
+    }, 10_000);
+    taken.close();
+    await eventually(async () => {
+      const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+      assertMatch(await res.text(), /kubeproxy_sync_proxy_rules_last_timestamp_seconds/);
+    }, 12_000);
+    assertMatch(proc.log(), /Metrics server listening address="127.0.0.1:\d+"/);
+  } finally {
+    try {
+      taken.close();
+    } catch { /* closed */ }
+    await proc.stop();
+  }
 });
 
 Deno.test("main: --master=http://... is reached with the shipped permissions; a kubeconfig that cannot work exits 1", async () => {
@@ -88,7 +131,7 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
   const dir = await Deno.makeTempDir({ prefix: "kpd-kubeconfig-" });
   try {
     const child = new Deno.Command(Deno.execPath(), {
-      args: startArgs([
+      args: hostStartArgs([
         "--proxy-mode=userspace",
         "--userspace-portals=false",
         "--bind-address=127.0.0.1",
@@ -175,12 +218,15 @@ Deno.test("main: CLI details name what is wrong, and bad values exit 2", async (
     );
     const cfg = await run([`--config=${dir}/kp.yaml`]);
     assertEquals(cfg.code, 2);
-    assertMatch(cfg.stderr, new RegExp(`--config: ${dir}/kp.yaml: mode: invalid value "ipvsx"`));
+    assertMatch(cfg.stderr, new RegExp(`--config: ${dir}/kp.yaml: mode: Invalid value: "ipvsx"`));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
   const help = await run(["--help"]);
-  assertMatch(help.stdout, /--detect-local-mode=ClusterCIDR\|NodeCIDR\n +how traffic from local pods/);
+  assertMatch(
+    help.stdout,
+    /\n {2}--detect-local-mode LocalMode +how local pod traffic is told: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix \(default ClusterCIDR\)\n/,
+  );
   // A CIDR with host bits set is used as its network.
   const r = await run(["render", `--source=file:${ROOT}demo/objects.yaml`, "--cluster-cidr=10.244.1.0/16"]);
   assertEquals(r.code, 0, r.stderr);
@@ -244,13 +290,13 @@ endpoints:
 
 Deno.test("main: --iptables-sync-period=1000h runs quietly (timers beyond 2^31 ms are chained)", async () => {
   const child = new Deno.Command(Deno.execPath(), {
-    args: startArgs([
+    args: hostStartArgs([
       "--proxy-mode=userspace",
       "--userspace-portals=false",
       `--source=file:${ROOT}demo/objects.yaml`,
       "--iptables-sync-period=1000h",
-      "--healthz-bind-address=127.0.0.1:0",
-      "--metrics-bind-address=127.0.0.1:0",
+      `--healthz-bind-address=127.0.0.1:${freePort()}`,
+      `--metrics-bind-address=127.0.0.1:${freePort()}`,
       "--hostname-override=node-a",
     ]),
     stdout: "null",

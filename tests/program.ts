@@ -15,3 +15,19 @@ export function startArgs(args: readonly string[] = []): string[] {
   }
   return ["run", "--config", `${ROOT}deno.json`, ...words.slice(2, -1), `${ROOT}main.ts`, ...args];
 }
+
+/**
+ * Flags for a run on the test machine itself (outside a network namespace the test made): the
+ * conntrack sysctls are the host's there and must never be tuned by a test, so every setting that
+ * would write one is turned off (as k3s runs kube-proxy).
+ */
+export const HOST_SAFE_FLAGS: readonly string[] = [
+  "--conntrack-max-per-core=0",
+  "--conntrack-tcp-timeout-established=0",
+  "--conntrack-tcp-timeout-close-wait=0",
+];
+
+/** {@linkcode startArgs} for a run on the host: `args` plus {@linkcode HOST_SAFE_FLAGS}. */
+export function hostStartArgs(args: readonly string[] = []): string[] {
+  return startArgs([...args, ...HOST_SAFE_FLAGS]);
+}

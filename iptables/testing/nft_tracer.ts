@@ -6,6 +6,7 @@
  * expressions the nftables mode writes and throws on any other, never guessing.
  * @module
  */
+import { interfaceMatches } from "../trace.ts";
 import type { IPFamily } from "../ip.ts";
 import { addressFamily, inCIDR } from "../ip.ts";
 import type { FakeNft, FakeSet, FakeTable } from "./fake_nft.ts";
@@ -19,6 +20,8 @@ export interface NftPacket {
   readonly protocol: "tcp" | "udp" | "sctp";
   /** Sent by a process on this node (output hook) rather than arriving from elsewhere. */
   readonly fromHost?: boolean;
+  /** The interface it came in on (`iifname`); a packet this node sends has none. */
+  readonly inInterface?: string;
 }
 
 /** Where the packet went. */
@@ -240,7 +243,10 @@ class Evaluator {
       if (lit === undefined) throw new Error(`nft tracer: dangling expression in: ${rule}`);
       const options = lit.startsWith("{") ? splitTop(lit.slice(1, -1), ",") : [lit];
       const v = values.join(" . ");
-      const match = options.some((o) => o === v || (o.includes("/") && inCIDR(v, o)));
+      const match = options.some((o) =>
+        o === v || (o.includes("/") && inCIDR(v, o)) ||
+        (o.startsWith('"') && interfaceMatches(v, o.slice(1, -1)))
+      );
       if (match === neg) return miss();
       i = j + 1;
     }
@@ -269,6 +275,13 @@ class Evaluator {
       return [tokens[i + 1] === "saddr" ? p.src : st.dst, i + 2];
     }
     if (t === "meta" && tokens[i + 1] === "l4proto") return [p.protocol, i + 2];
+    if (t === "iifname") {
+      const iif = p.fromHost ? "" : p.inInterface;
+      if (iif === undefined) {
+        throw new Error(`nft tracer: the packet's input interface is needed for: ${rule}`);
+      }
+      return [iif, i + 1];
+    }
     if (t === "meta" && tokens[i + 1] === "mark") return [String(st.mark), i + 2];
     if ((t === "th" || t === p.protocol) && tokens[i + 1] === "dport") return [String(st.port), i + 2];
     if ((t === "tcp" || t === "udp" || t === "sctp") && tokens[i + 1] === "dport") {

@@ -13,6 +13,7 @@ import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-
 import { WatchError } from "../errors.ts";
 import type { ApiAccess } from "./api_access.ts";
 import { PROXY_LABEL_SELECTOR } from "./handlers.ts";
+import type { RateLimiter } from "./rate_limiter.ts";
 
 /** The callback signature of client-node's `Watch.watch`. */
 export type WatchCallback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
@@ -29,6 +30,8 @@ export interface ApiClientOptions {
   readonly inactivityTimeoutMs?: number;
   /** Server-side watch timeout range in seconds, randomized as client-go does. */
   readonly minTimeoutSeconds?: number;
+  /** `--kube-api-qps` / `--kube-api-burst`: every request waits for a token; undefined: no limit. */
+  readonly limiter?: RateLimiter;
 }
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
@@ -55,12 +58,14 @@ export class ApiClient {
   readonly #access: ApiAccess;
   readonly #inactivityMs: number;
   readonly #minTimeoutSeconds: number;
+  readonly #limiter?: RateLimiter;
 
   /** Builds the client; opens no connection until a request. */
   constructor(access: ApiAccess, opts: ApiClientOptions = {}) {
     this.#access = access;
     this.#inactivityMs = opts.inactivityTimeoutMs ?? 150_000;
     this.#minTimeoutSeconds = opts.minTimeoutSeconds ?? 300;
+    this.#limiter = opts.limiter;
   }
 
   #url(path: string, query: object): URL {
@@ -79,6 +84,7 @@ export class ApiClient {
     path: string,
     query: ListQuery = {},
   ): Promise<KubernetesListObject<T>> {
+    await this.#limiter?.wait();
     const res = await fetch(this.#url(path, query), {
       headers: await this.#access.headers(),
       client: this.#access.client,
@@ -128,6 +134,7 @@ export class ApiClient {
         timeoutSeconds: t + Math.floor(Math.random() * t),
         ...queryParams,
       });
+      await this.#limiter?.wait(controller.signal);
       touch();
       const res = await fetch(url, {
         headers: await this.#access.headers(),

@@ -24,6 +24,8 @@ export interface KubernetesSourceOptions {
   readonly clock: Clock;
   /** First lists already requested ({@linkcode prefetchLists}); each informer's first list uses its own. */
   readonly prefetched?: PrefetchedLists;
+  /** The client to use (one rate limit for every request); default: a new one on `access`. */
+  readonly api?: ApiClient;
 }
 
 /**
@@ -42,7 +44,7 @@ export class KubernetesSource {
   /** Runs the informers until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     const { access, nodeName, prefetched } = this.#o;
-    const api = new ApiClient(access);
+    const api = this.#o.api ?? new ApiClient(access);
     const watch = api as unknown as Watch;
     const h = kindHandlers(this.#o.handler) as unknown as Record<SourceKind, KindHandler<KubernetesObject>>;
     const queries = sourceQueries(nodeName);

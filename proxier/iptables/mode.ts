@@ -59,6 +59,7 @@ function newProxier(
     masqueradeBit: c.masqueradeBit,
     nodePortAddresses: c.nodePortAddresses,
     localhostNodePorts: c.localhostNodePorts,
+    conntrackTCPLiberal: c.conntrack.tcpBeLiberal,
     ...extra,
   });
 }
@@ -83,6 +84,10 @@ export const iptablesMode: ProxyModeDefinition = {
     },
   ],
 
+  async setup(d) {
+    if (d.config.localhostNodePorts) await enableRouteLocalnet(new SysctlRunner({ exec: d.exec }), d.log);
+  },
+
   async create(d) {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
@@ -102,9 +107,6 @@ export const iptablesMode: ProxyModeDefinition = {
       throw new ModeUnavailableError(
         "iptables mode needs root and a working iptables; try --proxy-mode=userspace",
       );
-    }
-    if (d.config.localhostNodePorts && families[0].family === "IPv4") {
-      await enableRouteLocalnet(new SysctlRunner({ exec: d.exec }), d.log);
     }
     // Our chains in the other backend (a previous run chose it) would act on packets too.
     const other = backend === "nft" ? "legacy" : backend === "legacy" ? "nft" : undefined;

@@ -43,10 +43,14 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
   readonly conntrack?: Conntrack;
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--cluster-cidr` (any family; this proxier takes its own). */
   /** `--nodeport-addresses` CIDRs (any family); empty means every local address. */
   readonly nodePortAddresses: readonly string[];
   readonly localhostNodePorts: boolean;
+  /**
+   * `--conntrack-tcp-be-liberal`: out-of-window TCP packets are not INVALID, so INVALID packets are
+   * not dropped either (upstream drops them otherwise, against spurious resets).
+   */
+  readonly conntrackTCPLiberal?: boolean;
   /** This node's IPs: source ranges that contain one also admit traffic from the node. */
   readonly nodeIPs: readonly string[];
   /** Health check node ports of ETP=Local services; undefined serves none (render). */
@@ -194,7 +198,7 @@ export class IptablesProxier extends BaseProxier {
       joinLines((kernel?.missingJumps ?? []).filter((j) => j.table === table).map(jumpRuleLine));
     const ruleOpts: PortRuleOptions = {
       masqueradeAll: this.#o.masqueradeAll,
-      localCIDR: this.localCIDR,
+      local: this.localDetector,
       nodeIPs: this.#o.nodeIPs,
       topology: this.topology,
       log: this.log,
@@ -274,7 +278,7 @@ export class IptablesProxier extends BaseProxier {
       ...parts.filterServices,
       ...parts.filterExternal,
       joinLines([
-        `-A ${KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP`,
+        ...this.#o.conntrackTCPLiberal ? [] : [`-A ${KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP`],
         `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding rules" -m mark --mark ${m}/${m} -j ACCEPT`,
         `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
       ]),

@@ -365,3 +365,35 @@ for (const backend of ["nft", "legacy"] as const) {
     },
   });
 }
+
+Deno.test("detect-local-mode BridgeInterface / InterfaceNamePrefix: the input interface decides masquerading", async () => {
+  for (
+    const [localDetection, local, other, rule] of [
+      [{ mode: "BridgeInterface", clusterCIDRs: [], bridgeInterface: "cbr0" }, "cbr0", "eth0", "! -i cbr0"],
+      [
+        { mode: "InterfaceNamePrefix", clusterCIDRs: [], interfaceNamePrefix: "veth" },
+        "veth1a2b",
+        "eth0",
+        "! -i veth+",
+      ],
+    ] as const
+  ) {
+    const { fake, proxier } = iptablesSetup({ localDetection });
+    await proxier.syncNow();
+    assert(fake.restores.at(-1)!.includes(`-A ${SVC1} ${rule} -d 172.30.0.41/32`), fake.restores.at(-1)!);
+    const masq = (inInterface: string) =>
+      tracePacket(fake, { src: "10.180.0.9", dst: "172.30.0.41", port: 80, protocol: "tcp", inInterface }, [
+        NODE_IP,
+      ]).masq;
+    assertEquals([masq(local), masq(other)], [false, true], localDetection.mode);
+  }
+});
+
+Deno.test("--conntrack-tcp-be-liberal: no INVALID drop in KUBE-FORWARD, as upstream", async () => {
+  const strict = iptablesSetup();
+  await strict.proxier.syncNow();
+  assertEquals(strict.fake.rules("filter", "KUBE-FORWARD")![0], "-m conntrack --ctstate INVALID -j DROP");
+  const liberal = iptablesSetup({ conntrackTCPLiberal: true });
+  await liberal.proxier.syncNow();
+  assert(!liberal.fake.rules("filter", "KUBE-FORWARD")!.some((r) => r.includes("INVALID")));
+});

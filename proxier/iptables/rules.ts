@@ -4,6 +4,7 @@
  * options, so the proxier can cache it between partial syncs).
  * @module
  */
+import { iptablesLocalMatch, type LocalDetector } from "../local_detector.ts";
 import { linesStartingWith, splitArgs } from "../../iptables/rule_args.ts";
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import { cidrContains, hostPrefix } from "../net.ts";
@@ -190,7 +191,7 @@ function done(r: PortLines, chainRules: () => string): PortRules {
 export interface PortRuleOptions {
   readonly masqueradeAll: boolean;
   /** The CIDR that tells pod traffic from the rest; undefined when detection is off. */
-  readonly localCIDR: string | undefined;
+  readonly local: LocalDetector | undefined;
   /** This node's IPs: source ranges that contain one also admit traffic from the node. */
   readonly nodeIPs: readonly string[];
   /** This node's name and zone, for topology hints. */
@@ -210,7 +211,7 @@ export function servicePortRules(
   eps: readonly EndpointInfo[],
   o: PortRuleOptions,
 ): PortRules {
-  const localCIDR = o.localCIDR;
+  const localTraffic = o.local;
   const name = servicePortNameString(svc.name);
   const proto = svc.protocol.toLowerCase();
   const svcChain = servicePortChainName("KUBE-SVC-", name, proto);
@@ -323,8 +324,10 @@ export function servicePortRules(
       const match = `-p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${svc.port}`;
       const d = `-d ${svc.clusterIP}${hostPrefix(svc.clusterIP)}`;
       if (o.masqueradeAll) internalMasq = `-A ${internalChain} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
-      else if (localCIDR !== undefined) {
-        internalMasq = `-A ${internalChain} ! -s ${localCIDR} ${d} ${match} -j ${KUBE_MARK_MASQ}`;
+      else if (localTraffic !== undefined) {
+        internalMasq = `-A ${internalChain} ${
+          iptablesLocalMatch(localTraffic, false)
+        } ${d} ${match} -j ${KUBE_MARK_MASQ}`;
       }
     }
     // External traffic.
@@ -334,9 +337,11 @@ export function servicePortRules(
           `-A ${extChain} -m comment --comment "masquerade traffic for ${name} external destinations" -j ${KUBE_MARK_MASQ}`,
         );
       } else {
-        if (localCIDR !== undefined) {
+        if (localTraffic !== undefined) {
           rules.push(
-            `-A ${extChain} -s ${localCIDR} -m comment --comment "pod traffic for ${name} external destinations" -j ${svcChain}`,
+            `-A ${extChain} ${
+              iptablesLocalMatch(localTraffic, true)
+            } -m comment --comment "pod traffic for ${name} external destinations" -j ${svcChain}`,
           );
         }
         rules.push(

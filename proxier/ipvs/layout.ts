@@ -4,6 +4,7 @@
  * and the fixed iptables rules that match the sets.
  * @module
  */
+import { iptablesLocalMatch, type LocalDetector } from "../local_detector.ts";
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import type { IpsetSpec, IpsetType } from "../../iptables/ipset.ts";
 import type { IPFamily } from "../types.ts";
@@ -126,8 +127,8 @@ export interface IptablesInputs {
   /** The sets holding at least one entry (upstream writes a set's rule only then). */
   readonly nonEmpty: ReadonlySet<SetName>;
   readonly masqueradeAll: boolean;
-  /** Pod CIDR of this family (`--cluster-cidr` / the Node's podCIDR); undefined: no local detection. */
-  readonly localCIDR?: string;
+  /** How pod traffic of this family is told (`--detect-local-mode`); undefined: it cannot be. */
+  readonly local?: LocalDetector;
   /** `0x4000` for bit 14. */
   readonly mark: string;
   /** LB ingress `ip,proto,port` the node itself must not reach (a source range excludes it). */
@@ -172,8 +173,9 @@ export function iptablesInput(o: IptablesInputs): string {
       s(SET.CLUSTER_IP)
     }`;
     if (o.masqueradeAll) nat.push(`${base} dst,dst -j ${KUBE_MARK_MASQ}`);
-    else if (o.localCIDR !== undefined) nat.push(`${base} dst,dst ! -s ${o.localCIDR} -j ${KUBE_MARK_MASQ}`);
-    // Without local detection: node-originated connections get a VIP as source; masquerade those.
+    else if (o.local !== undefined) {
+      nat.push(`${base} dst,dst ${iptablesLocalMatch(o.local, false)} -j ${KUBE_MARK_MASQ}`);
+    } // Without local detection: node-originated connections get a VIP as source; masquerade those.
     else nat.push(`${base} src,dst -j ${KUBE_MARK_MASQ}`);
   }
   const external = (set: SetName, masq: boolean) => {

@@ -45,9 +45,6 @@ function newProxier(
   const c = d.config;
   return new IpvsProxier({
     ...proxierOptions(d, family),
-    // The ipvs mode's own periods, as upstream's --ipvs-sync-period / --ipvs-min-sync-period.
-    syncPeriodMs: c.ipvs.syncPeriodMs,
-    minSyncPeriodMs: c.ipvs.minSyncPeriodMs,
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     ipvs: new IpvsadmRunner({ exec }),
     ipset: new IpsetRunner({ exec }),
@@ -103,7 +100,7 @@ export const ipvsMode: ProxyModeDefinition = {
     CONNTRACK_NEED,
   ],
 
-  async create(d) {
+  async setup(d) {
     if (Deno.uid() !== 0) throw new ModeUnavailableError("ipvs mode needs root; try --proxy-mode=iptables");
     const missing: string[] = [];
     const oneLine = (t: string) => t.trim().split("\n").join("; ");
@@ -145,6 +142,9 @@ export const ipvsMode: ProxyModeDefinition = {
       )
         .catch((e) => d.log.error("Cannot set IPVS timeouts", { error: (e as Error).message }));
     }
+  },
+
+  async create(d) {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
     const families: IpvsProxier[] = [];

@@ -194,7 +194,7 @@ export class IpvsProxier extends BaseProxier {
       family: this.family,
       nonEmpty: new Set(SET_NAMES.filter((n) => (this.#entries.get(n)?.size ?? 0) > 0)),
       masqueradeAll: this.#o.masqueradeAll,
-      localCIDR: this.localCIDR,
+      local: this.localDetector,
       mark: `0x${(1 << this.#o.masqueradeBit).toString(16)}`,
       noNodeAccess: [...this.#noNodeAccess.values()].sort((
         a,

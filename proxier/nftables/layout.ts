@@ -21,6 +21,7 @@
  * Every rule is written in the form `nft list` prints it, so a listing reads back as sent.
  * @module
  */
+import { type LocalDetector, nftLocalMatch } from "../local_detector.ts";
 import type { IPFamily } from "../../iptables/ip.ts";
 import { nftFamily } from "../../iptables/nft.ts";
 import type { Logger } from "../logger.ts";
@@ -205,8 +206,13 @@ export interface LayoutOptions {
   readonly masqueradeAll: boolean;
   /** The masquerade mark, e.g. `0x00004000`. */
   readonly mark: string;
-  /** Traffic from this CIDR comes from pods; undefined when unknown. */
-  readonly localCIDR: string | undefined;
+  /** How traffic from this node's pods is told; undefined when it cannot be. */
+  readonly local: LocalDetector | undefined;
+  /**
+   * `--conntrack-tcp-be-liberal`: out-of-window TCP packets are not INVALID, so INVALID packets are
+   * not dropped either (upstream drops them otherwise, against spurious resets).
+   */
+  readonly conntrackTCPLiberal?: boolean;
 }
 
 /** Returns the mark for bit `bit` as nft prints it (`0x00004000`). */
@@ -250,6 +256,7 @@ export function fixedLayout(o: LayoutOptions): string[] {
   rule(FILTER_PREROUTING, `ct state new jump ${FIREWALL_CHECK}`);
   rule(FILTER_PREROUTING_POST_DNAT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
   rule(FILTER_INPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
+  if (!o.conntrackTCPLiberal) rule(FILTER_FORWARD, "ct state invalid drop");
   rule(FILTER_FORWARD, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
   rule(FILTER_FORWARD, `ct state new jump ${CLUSTER_IPS_CHECK}`);
   rule(FILTER_OUTPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
@@ -267,7 +274,9 @@ export function fixedLayout(o: LayoutOptions): string[] {
   rule(MASQUERADING, "masquerade fully-random");
   // Cluster IP traffic: masquerade what does not come from pods (or everything).
   if (o.masqueradeAll) rule(INTERNAL, `jump ${MARK_MASQ}`);
-  else if (o.localCIDR !== undefined) rule(INTERNAL, `${fam} saddr != ${o.localCIDR} jump ${MARK_MASQ}`);
+  else if (o.local !== undefined) {
+    rule(INTERNAL, `${nftLocalMatch(o.local, o.family, false)} jump ${MARK_MASQ}`);
+  }
   rule(INTERNAL, `${key} vmap @${AFFINITY_CHECK}`);
   rule(INTERNAL, `${key} vmap @${LB}`);
   // externalTrafficPolicy Cluster: the endpoint may be on another node, so always masquerade.
@@ -276,7 +285,9 @@ export function fixedLayout(o: LayoutOptions): string[] {
   rule(EXTERNAL, `${key} vmap @${LB}`);
   // externalTrafficPolicy Local: pods and the node itself reach every endpoint (as if going out
   // to the load balancer and back); the node is masqueraded (its source is the VIP itself).
-  if (o.localCIDR !== undefined) rule(EXTERNAL_LOCAL, `${fam} saddr ${o.localCIDR} goto ${EXTERNAL_CLUSTER}`);
+  if (o.local !== undefined) {
+    rule(EXTERNAL_LOCAL, `${nftLocalMatch(o.local, o.family, true)} goto ${EXTERNAL_CLUSTER}`);
+  }
   rule(EXTERNAL_LOCAL, `fib saddr type local jump ${MARK_MASQ}`);
   rule(EXTERNAL_LOCAL, `fib saddr type local goto ${EXTERNAL_CLUSTER}`);
   rule(EXTERNAL_LOCAL, `${key} vmap @${AFFINITY_CHECK}`);

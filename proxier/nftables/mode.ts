@@ -35,8 +35,9 @@ function newProxier(
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     nft,
     masqueradeAll: c.masqueradeAll,
-    masqueradeBit: c.masqueradeBit,
+    masqueradeBit: c.nftablesMasqueradeBit,
     nodePortAddresses: c.nodePortAddresses,
+    conntrackTCPLiberal: c.conntrack.tcpBeLiberal,
     ...extra,
   });
 }
@@ -47,7 +48,7 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
   return [
     `add table ${t}`,
     `delete table ${t}`,
-    ...fixedLayout({ family, masqueradeAll: false, mark: markHex(14), localCIDR: undefined }),
+    ...fixedLayout({ family, masqueradeAll: false, mark: markHex(14), local: undefined }),
     ...(withAffinity ? affinityStatements(family, 10800) : []),
   ].join("\n") + "\n";
 }

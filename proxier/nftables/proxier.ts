@@ -52,6 +52,8 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly healthServer?: ServiceHealthServer;
   /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
   readonly affinitySupported: boolean;
+  /** `--conntrack-tcp-be-liberal`: INVALID packets are then not dropped, as upstream. */
+  readonly conntrackTCPLiberal?: boolean;
 }
 
 /** How long a dynamic chain must have been unused before it is deleted (kernels before 6.2 may
@@ -91,13 +93,14 @@ export class NftablesProxier extends BaseProxier {
     const mine = this.#o.nodeIPs.filter((ip) =>
       ipFamily(ip) === this.family && !(ip.startsWith("127.") || ip === "::1" || ip.startsWith("fe80:"))
     );
-    if (this.#o.nodePortAddresses.length > 0) {
-      const cidrs = this.nodePortCIDRs(this.#o.nodePortAddresses);
-      const primary = this.#o.nodePortAddresses.includes(NODE_PORT_PRIMARY) ? this.primaryNodeIP : undefined;
-      const candidates = primary === undefined || mine.includes(primary) ? mine : [...mine, primary];
-      return candidates.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
+    const configured = this.#o.nodePortAddresses;
+    // CIDRs and `primary` never mix (validation); `primary` is upstream's nftables default.
+    if (configured.length > 0 && configured[0] !== NODE_PORT_PRIMARY) {
+      const cidrs = this.nodePortCIDRs(configured);
+      return mine.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
     }
-    // Upstream's nftables default: the node's primary address (InternalIP, else ExternalIP).
+    // The node's primary address (InternalIP, else ExternalIP); without one, as upstream, whose
+    // unresolved `primary` leaves every address: each of this machine's.
     const primary = this.primaryNodeIP;
     return primary !== undefined ? [primary] : mine;
   }
@@ -249,7 +252,8 @@ export class NftablesProxier extends BaseProxier {
       family: this.family,
       masqueradeAll: this.#o.masqueradeAll,
       mark: markHex(this.#o.masqueradeBit),
-      localCIDR: this.localCIDR,
+      local: this.localDetector,
+      conntrackTCPLiberal: this.#o.conntrackTCPLiberal,
     }));
     this.#book.clear();
     this.#ports.clear();

@@ -260,3 +260,36 @@ Deno.test("nftables IPv6: the IPv6 half of dual-stack objects; affinity left out
   ]);
   assertEquals([r.endpoints, r.masq], [["[fd00:180::1]:80", "[fd00:180::2]:80"], true]);
 });
+
+Deno.test("nftables detect-local-mode by interface: iifname decides masquerading; liberal conntrack keeps INVALID packets", async () => {
+  for (
+    const [localDetection, local, match] of [
+      [{ mode: "BridgeInterface", clusterCIDRs: [], bridgeInterface: "cbr0" }, "cbr0", 'iifname != "cbr0"'],
+      [
+        { mode: "InterfaceNamePrefix", clusterCIDRs: [], interfaceNamePrefix: "veth" },
+        "veth9",
+        'iifname != "veth*"',
+      ],
+    ] as const
+  ) {
+    const { fake, proxier } = nftablesSetup({ localDetection });
+    await proxier.syncNow();
+    assert(
+      fake.transactions.at(-1)!.includes(`add rule ip kube-proxy internal ${match} jump mark-for-masquerade`),
+    );
+    const masq = (inInterface: string) =>
+      traceNft(fake, "IPv4", TABLE, {
+        src: "10.180.0.9",
+        dst: "172.30.0.41",
+        port: 80,
+        protocol: "tcp",
+        inInterface,
+      }, [
+        NODE_IP,
+      ]).masq;
+    assertEquals([masq(local), masq("eth0")], [false, true], localDetection.mode);
+  }
+  const liberal = nftablesSetup({ conntrackTCPLiberal: true });
+  await liberal.proxier.syncNow();
+  assert(!liberal.fake.transactions.at(-1)!.includes("ct state invalid drop"));
+});

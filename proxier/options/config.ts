@@ -1,10 +1,19 @@
 /**
- * The whole configuration of one run, with upstream kube-proxy's defaults.
+ * The whole configuration of one run: upstream kube-proxy's internal configuration (what its flags
+ * and its KubeProxyConfiguration file both fill in), plus this program's own settings.
  * @module
  */
+import {
+  defaultKubeProxyConfiguration,
+  platformDefaults,
+  toProxyConfig,
+} from "./kube_proxy_configuration.ts";
 
 /** The proxy modes a flag or config file may name; `proxier/modes.ts` says which are built. */
 export type ProxyMode = "iptables" | "ipvs" | "nftables" | "userspace";
+
+/** How traffic from this node's pods is told apart (upstream's LocalMode). */
+export type LocalMode = "ClusterCIDR" | "NodeCIDR" | "BridgeInterface" | "InterfaceNamePrefix";
 
 /** Where objects come from. */
 export type SourceSpec = { kind: "kubernetes" } | { kind: "file"; path: string };
@@ -18,28 +27,86 @@ export interface BindAddress {
   readonly port: number;
 }
 
+/**
+ * Conntrack tuning, as upstream's `conntrack:` section: null (a pointer left unset) and 0 leave the
+ * kernel's value alone.
+ */
+export interface ConntrackConfig {
+  maxPerCore: number | null;
+  min: number | null;
+  tcpEstablishedTimeoutMs: number | null;
+  tcpCloseWaitTimeoutMs: number | null;
+  tcpBeLiberal: boolean;
+  udpTimeoutMs: number;
+  udpStreamTimeoutMs: number;
+}
+
+/** Upstream's `clientConnection:` (the kubeconfig path is {@linkcode ProxyConfig.kubeconfig}). */
+export interface ClientConnectionConfig {
+  acceptContentTypes: string;
+  contentType: string;
+  qps: number;
+  burst: number;
+}
+
+/** component-base's LoggingConfiguration, as upstream's `logging:` and logging flags. */
+export interface LoggingConfig {
+  format: "text" | "json";
+  verbosity: number;
+  flushFrequencyMs: number;
+  /** `pattern=N` entries (`--vmodule`). */
+  vmodule: Array<{ filePattern: string; verbosity: number }>;
+  textSplitStream: boolean;
+  textInfoBufferSize: string;
+  jsonSplitStream: boolean;
+  jsonInfoBufferSize: string;
+}
+
+/** Upstream's Windows-only `winkernel:` section: kept so a file round-trips; nothing here reads it. */
+export interface WinkernelConfig {
+  networkName: string;
+  sourceVip: string;
+  enableDSR: boolean;
+  rootHnsEndpointName: string;
+  forwardHealthCheckVip: boolean;
+}
+
 /** The whole configuration of one run. */
 export interface ProxyConfig {
   mode: ProxyMode;
   kubeconfig: string;
   master: string;
+  clientConnection: ClientConnectionConfig;
   hostnameOverride: string;
+  /** Upstream: the node's primary IP override; userspace mode also listens on it. */
   bindAddress: string;
+  /** Exit when a health or metrics listener cannot bind (false: retry every 5 s). */
+  bindAddressHardFail: boolean;
+  enableProfiling: boolean;
+  showHiddenMetricsForVersion: string;
+  featureGates: Record<string, boolean>;
   clusterCIDRs: string[];
   nodePortAddresses: string[];
   masqueradeAll: boolean;
+  /** The iptables and ipvs modes' mark bit (`iptables.masqueradeBit`). */
   masqueradeBit: number;
+  /** The nftables mode's mark bit (`nftables.masqueradeBit`; `--iptables-masquerade-bit` does not set it, as upstream). */
+  nftablesMasqueradeBit: number;
   localhostNodePorts: boolean;
   /** Ours (upstream's images decide in a wrapper script): `--iptables-backend`. */
   iptablesBackend: IptablesBackend;
   /** Userspace mode: program REDIRECT portals for cluster/external IPs (ours, default true). */
   userspacePortals: boolean;
-  detectLocalMode: "ClusterCIDR" | "NodeCIDR";
+  detectLocalMode: LocalMode;
+  detectLocal: { bridgeInterface: string; interfaceNamePrefix: string };
+  /** The mode's sync period (its own section of the config file, or its `--*-sync-period` flag). */
   syncPeriodMs: number;
   minSyncPeriodMs: number;
   configSyncPeriodMs: number;
   healthzBindAddress?: BindAddress;
   metricsBindAddress?: BindAddress;
+  oomScoreAdj: number | null;
+  conntrack: ConntrackConfig;
   udpIdleTimeoutMs: number;
   /** Userspace: close a TCP connection idle this long (0: never). Ours; upstream had none. */
   tcpIdleTimeoutMs: number;
@@ -48,11 +115,12 @@ export interface ProxyConfig {
   /** Userspace TCP workers; undefined: two per core, at most 8 (ours; the flag allows up to {@linkcode MAX_TCP_WORKERS}). */
   userspaceTcpWorkers?: number;
   portRange: PortRange;
-  verbosity: number;
-  loggingFormat: "text" | "json";
+  logging: LoggingConfig;
   source: SourceSpec;
   /** The ipvs mode's own settings (`--ipvs-*`, the config file's `ipvs:`). */
   ipvs: IpvsConfig;
+  winkernel: WinkernelConfig;
+  windowsRunAsService: boolean;
 }
 
 /** `--ipvs-*` / KubeProxyConfiguration `ipvs:`, with upstream's defaults. */
@@ -64,8 +132,6 @@ export interface IpvsConfig {
   tcpTimeoutMs: number;
   tcpFinTimeoutMs: number;
   udpTimeoutMs: number;
-  syncPeriodMs: number;
-  minSyncPeriodMs: number;
 }
 
 /** An inclusive port range; `{ min: 0, max: 0 }` means "any free port". */
@@ -74,46 +140,13 @@ export interface PortRange {
   readonly max: number;
 }
 
-/** Returns the defaults upstream kube-proxy uses. */
-export function defaultConfig(): ProxyConfig {
-  return {
-    mode: "iptables",
-    kubeconfig: "",
-    master: "",
-    hostnameOverride: "",
-    bindAddress: "0.0.0.0",
-    clusterCIDRs: [],
-    nodePortAddresses: [],
-    masqueradeAll: false,
-    masqueradeBit: 14,
-    localhostNodePorts: true,
-    iptablesBackend: "auto",
-    userspacePortals: true,
-    detectLocalMode: "ClusterCIDR",
-    syncPeriodMs: 30_000,
-    minSyncPeriodMs: 1_000,
-    configSyncPeriodMs: 15 * 60_000,
-    healthzBindAddress: { hostname: "0.0.0.0", port: 10256 },
-    metricsBindAddress: { hostname: "127.0.0.1", port: 10249 },
-    udpIdleTimeoutMs: 250,
-    tcpIdleTimeoutMs: 3_600_000,
-    tcpWriteTimeoutMs: 60_000,
-    portRange: { min: 0, max: 0 },
-    verbosity: 0,
-    loggingFormat: "text",
-    source: { kind: "kubernetes" },
-    ipvs: {
-      scheduler: "rr",
-      excludeCIDRs: [],
-      strictARP: false,
-      tcpTimeoutMs: 0,
-      tcpFinTimeoutMs: 0,
-      udpTimeoutMs: 0,
-      syncPeriodMs: 30_000,
-      minSyncPeriodMs: 0,
-    },
-  };
-}
-
 /** Most userspace TCP workers the flag accepts, and the most the default picks. */
 export const MAX_TCP_WORKERS = 64;
+
+/** The upstream release whose flags, file format and defaults this program follows. */
+export const UPSTREAM_VERSION = { major: 1, minor: 36 } as const;
+
+/** Returns the configuration of a run without flags: upstream's defaults. */
+export function defaultConfig(): ProxyConfig {
+  return toProxyConfig(platformDefaults(defaultKubeProxyConfiguration()));
+}

@@ -1,32 +1,40 @@
 /**
- * `kubeproxy.config.k8s.io/v1alpha1` KubeProxyConfiguration files, strictly decoded as upstream.
+ * Decoding a `kubeproxy.config.k8s.io/v1alpha1` KubeProxyConfiguration file as upstream does: YAML
+ * or JSON into the typed fields (a value of the wrong type is an error naming the field), strictly
+ * first; a field upstream does not know is then one warning naming it and the rest of the file is
+ * used, as upstream's lenient fallback does.
  * @module
  */
 import { load as loadYaml } from "js-yaml";
 import { UsageError } from "../errors.ts";
-import { MAX_TCP_WORKERS, type ProxyConfig } from "./config.ts";
+import { parseDuration } from "./duration.ts";
 import {
-  durationFlag,
-  intFlag,
-  parseBind,
-  parseCIDRs,
-  parseIP,
-  parseLocalMode,
-  parseMode,
-  parseNodeName,
-  parseNodePortAddresses,
-  parsePortRange,
-  parseScheduler,
-} from "./values.ts";
+  API_VERSION,
+  type FieldType,
+  KIND,
+  type KubeProxyConfiguration,
+  newKubeProxyConfiguration,
+  SCHEMA,
+  type Schema,
+  zeroOf,
+} from "./kube_proxy_configuration.ts";
 
-/** KubeProxyConfiguration fields we map, with the path used in messages. */
-type Obj = Record<string, unknown>;
+/** A decoded file: its fields (not yet defaulted) and the unknown fields it named. */
+export interface DecodedConfigFile {
+  readonly config: KubeProxyConfiguration;
+  /** One line per unknown field, to log once at start. */
+  readonly warnings: string[];
+}
+
+/** A Kubernetes resource quantity (`0`, `10Mi`, `1.5G`), as component-base's infoBufferSize takes. */
+const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$/;
 
 /**
- * Applies a `kubeproxy.config.k8s.io/v1alpha1` KubeProxyConfiguration. Unknown fields are errors,
- * as upstream's strict decoding.
+ * Decodes `text` (the file at `path`). Unknown fields become warnings; everything else that does
+ * not decode is a {@linkcode UsageError} naming the file and the field.
  */
-export function applyConfigFile(c: ProxyConfig, text: string, path: string): void {
+export function decodeConfigFile(text: string, path: string): DecodedConfigFile {
+  const fail = (msg: string, cause?: unknown) => new UsageError(`--config: ${path}: ${msg}`, { cause });
   let doc: unknown;
   try {
     doc = loadYaml(text);
@@ -37,206 +45,109 @@ export function applyConfigFile(c: ProxyConfig, text: string, path: string): voi
       { cause: e },
     );
   }
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
-    throw new UsageError(`--config: ${path}: not a mapping`);
-  }
-  const d = doc as Obj;
-  if (d.kind !== "KubeProxyConfiguration" || d.apiVersion !== "kubeproxy.config.k8s.io/v1alpha1") {
-    throw new UsageError(
-      `--config: ${path}: want kind KubeProxyConfiguration, apiVersion kubeproxy.config.k8s.io/v1alpha1`,
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw fail("not a mapping");
+  const d = doc as Record<string, unknown>;
+  if (d.kind !== KIND || d.apiVersion !== API_VERSION) {
+    throw fail(
+      `want kind ${KIND}, apiVersion ${API_VERSION} (got kind ${JSON.stringify(d.kind)}, ` +
+        `apiVersion ${JSON.stringify(d.apiVersion)})`,
     );
   }
-  const where = (f: string) => `--config: ${path}: ${f}`;
-  const str = (f: string, x: unknown): string => {
-    if (typeof x !== "string") throw new UsageError(`${where(f)}: want a string, got ${JSON.stringify(x)}`);
-    return x;
+  const unknown: string[] = [];
+  const rest = Object.fromEntries(Object.entries(d).filter(([k]) => k !== "kind" && k !== "apiVersion"));
+  const config = newKubeProxyConfiguration();
+  Object.assign(config, decodeObject(SCHEMA, rest, "", unknown, fail));
+  return {
+    config,
+    warnings: unknown.map((f) =>
+      `--config: ${path}: unknown field "${f}" (not a field of ${KIND} ${API_VERSION}); ignored, ` +
+      `as upstream's lenient decoding does`
+    ),
   };
-  const dur = (f: string, x: unknown, min: number) => durationFlag(where(f), str(f, x), min);
-  const bool = (f: string, x: unknown): boolean => {
-    if (typeof x !== "boolean") {
-      throw new UsageError(`${where(f)}: want true or false, got ${JSON.stringify(x)}`);
+}
+
+type Fail = (msg: string, cause?: unknown) => UsageError;
+
+function decodeObject(
+  schema: Schema,
+  value: Record<string, unknown>,
+  prefix: string,
+  unknown: string[],
+  fail: Fail,
+): Record<string, unknown> {
+  const out = zeroOf(schema) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(value)) {
+    const t = schema[k];
+    if (t === undefined) {
+      unknown.push(prefix + k);
+      continue;
     }
-    return x;
-  };
-  const known = (o: Obj, prefix: string, fields: string[]) => {
-    for (const k of Object.keys(o)) {
-      if (!fields.includes(k)) throw new UsageError(`${where(prefix + k)}: unknown field`);
-    }
-  };
-  known(d, "", [
-    "apiVersion",
-    "kind",
-    "bindAddress",
-    "clusterCIDR",
-    "hostnameOverride",
-    "healthzBindAddress",
-    "metricsBindAddress",
-    "mode",
-    "clientConnection",
-    "iptables",
-    "ipvs",
-    "nftables",
-    "conntrack",
-    "configSyncPeriod",
-    "nodePortAddresses",
-    "udpIdleTimeout",
-    "tcpIdleTimeout",
-    "tcpWriteTimeout",
-    "userspaceTcpWorkers",
-    "portRange",
-    "detectLocalMode",
-    "detectLocal",
-    "logging",
-    "featureGates",
-    "enableProfiling",
-    "showHiddenMetricsForVersion",
-    "bindAddressHardFail",
-    "oomScoreAdj",
-    "winkernel",
-    "syncPeriod",
-    "minSyncPeriod",
-  ]);
-  if (d.mode !== undefined && d.mode !== "") c.mode = parseMode(where("mode"), str("mode", d.mode));
-  if (d.bindAddress !== undefined) {
-    c.bindAddress = parseIP(where("bindAddress"), str("bindAddress", d.bindAddress));
+    out[k] = decodeValue(t, v, prefix + k, unknown, fail);
   }
-  if (d.clusterCIDR !== undefined && d.clusterCIDR !== "") {
-    c.clusterCIDRs = parseCIDRs(where("clusterCIDR"), str("clusterCIDR", d.clusterCIDR));
+  return out;
+}
+
+/** Decodes one value as Go's JSON decoding would into `t`; null leaves the zero value. */
+function decodeValue(t: FieldType, v: unknown, field: string, unknown: string[], fail: Fail): unknown {
+  if (v === null || v === undefined) return zeroOf(t);
+  const want = (what: string) => fail(`${field}: want ${what}, got ${JSON.stringify(v)}`);
+  if (typeof t === "object") {
+    if (typeof v !== "object" || Array.isArray(v)) throw want("a mapping");
+    return decodeObject(t, v as Record<string, unknown>, `${field}.`, unknown, fail);
   }
-  if (d.hostnameOverride !== undefined && d.hostnameOverride !== "") {
-    c.hostnameOverride = parseNodeName(
-      where("hostnameOverride"),
-      str("hostnameOverride", d.hostnameOverride),
-    );
+  switch (t) {
+    case "string":
+      if (typeof v !== "string") throw want("a string");
+      return v;
+    case "bool":
+    case "bool?":
+      if (typeof v !== "boolean") throw want("true or false");
+      return v;
+    case "int32":
+    case "int32?":
+      if (typeof v !== "number" || !Number.isInteger(v) || Math.abs(v) > 2 ** 31) throw want("an integer");
+      return v;
+    case "float":
+      if (typeof v !== "number") throw want("a number");
+      return v;
+    case "duration":
+    case "duration?":
+      return duration(v, field, fail);
+    case "flushFrequency":
+      // component-base's TimeOrMetaDuration: a duration string, or an integer of nanoseconds.
+      if (typeof v === "number" && Number.isInteger(v)) return v / 1e6;
+      return duration(v, field, fail);
+    case "quantity":
+      if ((typeof v !== "string" && typeof v !== "number") || !QUANTITY.test(String(v))) {
+        throw want('a quantity such as "0" or "10Mi"');
+      }
+      return String(v);
+    case "strings?":
+      if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) throw want("a list of strings");
+      return [...v];
+    case "boolMap":
+      if (typeof v !== "object" || Array.isArray(v) || Object.values(v).some((x) => typeof x !== "boolean")) {
+        throw want("a mapping of names to true or false");
+      }
+      return { ...v };
+    case "vmodule?":
+      if (
+        !Array.isArray(v) ||
+        v.some((e) =>
+          typeof e?.filePattern !== "string" || !Number.isInteger(e?.verbosity) || e.verbosity < 0
+        )
+      ) {
+        throw want("a list of {filePattern, verbosity}");
+      }
+      return v.map((e) => ({ filePattern: e.filePattern, verbosity: e.verbosity }));
   }
-  if (d.healthzBindAddress !== undefined) {
-    c.healthzBindAddress = parseBind(
-      where("healthzBindAddress"),
-      str("healthzBindAddress", d.healthzBindAddress),
-    );
+}
+
+function duration(v: unknown, field: string, fail: Fail): number {
+  if (typeof v !== "string") {
+    throw fail(`${field}: want a duration string such as "30s", got ${JSON.stringify(v)}`);
   }
-  if (d.metricsBindAddress !== undefined) {
-    c.metricsBindAddress = parseBind(
-      where("metricsBindAddress"),
-      str("metricsBindAddress", d.metricsBindAddress),
-    );
-  }
-  if (d.configSyncPeriod !== undefined) c.configSyncPeriodMs = dur("configSyncPeriod", d.configSyncPeriod, 0);
-  if (d.udpIdleTimeout !== undefined) c.udpIdleTimeoutMs = dur("udpIdleTimeout", d.udpIdleTimeout, 1);
-  // Ours (upstream's userspace proxy had neither): top-level beside udpIdleTimeout.
-  if (d.tcpIdleTimeout !== undefined) c.tcpIdleTimeoutMs = dur("tcpIdleTimeout", d.tcpIdleTimeout, 0);
-  if (d.tcpWriteTimeout !== undefined) c.tcpWriteTimeoutMs = dur("tcpWriteTimeout", d.tcpWriteTimeout, 0);
-  if (d.userspaceTcpWorkers !== undefined && d.userspaceTcpWorkers !== null) {
-    c.userspaceTcpWorkers = intFlag(
-      where("userspaceTcpWorkers"),
-      String(d.userspaceTcpWorkers),
-      0,
-      MAX_TCP_WORKERS,
-    );
-  }
-  if (d.detectLocalMode !== undefined && d.detectLocalMode !== "") {
-    c.detectLocalMode = parseLocalMode(where("detectLocalMode"), str("detectLocalMode", d.detectLocalMode));
-  }
-  if (d.portRange !== undefined && d.portRange !== "") {
-    const r = parsePortRange(str("portRange", d.portRange));
-    if (r === undefined) {
-      throw new UsageError(`${where("portRange")}: invalid value ${JSON.stringify(d.portRange)}`);
-    }
-    c.portRange = r;
-  }
-  if (d.nodePortAddresses !== undefined && d.nodePortAddresses !== null) {
-    if (!Array.isArray(d.nodePortAddresses)) {
-      throw new UsageError(`${where("nodePortAddresses")}: want a list`);
-    }
-    c.nodePortAddresses = parseNodePortAddresses(
-      where("nodePortAddresses"),
-      d.nodePortAddresses.map((x) => str("nodePortAddresses[]", x)).join(","),
-    );
-  }
-  if (d.syncPeriod !== undefined) c.syncPeriodMs = dur("syncPeriod", d.syncPeriod, 1);
-  if (d.minSyncPeriod !== undefined) c.minSyncPeriodMs = dur("minSyncPeriod", d.minSyncPeriod, 0);
-  const sub = (name: string, fields: string[]): Obj | undefined => {
-    const o = d[name];
-    if (o === undefined || o === null) return undefined;
-    if (typeof o !== "object" || Array.isArray(o)) throw new UsageError(`${where(name)}: want a mapping`);
-    known(o as Obj, `${name}.`, fields);
-    return o as Obj;
-  };
-  const cc = sub("clientConnection", ["kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"]);
-  if (cc?.kubeconfig !== undefined) c.kubeconfig = str("clientConnection.kubeconfig", cc.kubeconfig);
-  // Each mode reads its own section, as upstream; every section is still checked for unknown fields.
-  const sections = {
-    iptables: sub("iptables", [
-      "masqueradeAll",
-      "masqueradeBit",
-      "syncPeriod",
-      "minSyncPeriod",
-      "localhostNodePorts",
-    ]),
-    nftables: sub("nftables", ["masqueradeAll", "masqueradeBit", "syncPeriod", "minSyncPeriod"]),
-  };
-  const own = c.mode === "nftables" ? "nftables" : "iptables";
-  for (const [name, sec] of Object.entries(sections)) {
-    if (sec === undefined) continue;
-    const field = (f: string) => `${name}.${f}`;
-    // Parse every section (so a bad value is reported), apply the mode's own.
-    const masqueradeAll = sec.masqueradeAll === undefined
-      ? undefined
-      : bool(field("masqueradeAll"), sec.masqueradeAll);
-    const masqueradeBit = sec.masqueradeBit === undefined || sec.masqueradeBit === null
-      ? undefined
-      : intFlag(where(field("masqueradeBit")), String(sec.masqueradeBit), 0, 31);
-    const syncPeriod = sec.syncPeriod === undefined ? undefined : dur(field("syncPeriod"), sec.syncPeriod, 1);
-    const minSync = sec.minSyncPeriod === undefined
-      ? undefined
-      : dur(field("minSyncPeriod"), sec.minSyncPeriod, 0);
-    const localhost = sec.localhostNodePorts === undefined
-      ? undefined
-      : bool(field("localhostNodePorts"), sec.localhostNodePorts);
-    if (name !== own) continue;
-    if (masqueradeAll !== undefined) c.masqueradeAll = masqueradeAll;
-    if (masqueradeBit !== undefined) c.masqueradeBit = masqueradeBit;
-    if (syncPeriod !== undefined) c.syncPeriodMs = syncPeriod;
-    if (minSync !== undefined) c.minSyncPeriodMs = minSync;
-    if (localhost !== undefined) c.localhostNodePorts = localhost;
-  }
-  const iv = sub("ipvs", [
-    "scheduler",
-    "excludeCIDRs",
-    "strictARP",
-    "syncPeriod",
-    "minSyncPeriod",
-    "tcpTimeout",
-    "tcpFinTimeout",
-    "udpTimeout",
-  ]);
-  if (iv !== undefined) {
-    const ipvs = c.ipvs;
-    if (iv.scheduler !== undefined && iv.scheduler !== "") {
-      ipvs.scheduler = parseScheduler(where("ipvs.scheduler"), str("ipvs.scheduler", iv.scheduler));
-    }
-    if (iv.excludeCIDRs !== undefined && iv.excludeCIDRs !== null) {
-      if (!Array.isArray(iv.excludeCIDRs)) throw new UsageError(`${where("ipvs.excludeCIDRs")}: want a list`);
-      ipvs.excludeCIDRs = parseCIDRs(
-        where("ipvs.excludeCIDRs"),
-        iv.excludeCIDRs.map((x) => str("ipvs.excludeCIDRs[]", x)).join(","),
-      );
-    }
-    if (iv.strictARP !== undefined) ipvs.strictARP = bool("ipvs.strictARP", iv.strictARP);
-    if (iv.syncPeriod !== undefined) ipvs.syncPeriodMs = dur("ipvs.syncPeriod", iv.syncPeriod, 1);
-    if (iv.minSyncPeriod !== undefined) ipvs.minSyncPeriodMs = dur("ipvs.minSyncPeriod", iv.minSyncPeriod, 0);
-    if (iv.tcpTimeout !== undefined) ipvs.tcpTimeoutMs = dur("ipvs.tcpTimeout", iv.tcpTimeout, 0);
-    if (iv.tcpFinTimeout !== undefined) ipvs.tcpFinTimeoutMs = dur("ipvs.tcpFinTimeout", iv.tcpFinTimeout, 0);
-    if (iv.udpTimeout !== undefined) ipvs.udpTimeoutMs = dur("ipvs.udpTimeout", iv.udpTimeout, 0);
-  }
-  const lg = sub("logging", ["format", "verbosity", "flushFrequency", "options", "vmodule"]);
-  if (lg?.format !== undefined) {
-    if (lg.format !== "text" && lg.format !== "json") {
-      throw new UsageError(`${where("logging.format")}: invalid value ${JSON.stringify(lg.format)}`);
-    }
-    c.loggingFormat = lg.format;
-  }
-  if (lg?.verbosity !== undefined) {
-    c.verbosity = intFlag(where("logging.verbosity"), String(lg.verbosity), 0, 10);
-  }
+  const ms = parseDuration(v);
+  if (ms === undefined) throw fail(`${field}: invalid duration ${JSON.stringify(v)} (e.g. 1s, 500ms, 1m30s)`);
+  return ms;
 }

@@ -15,10 +15,12 @@ const UNITS: Record<string, number> = {
 };
 
 /**
- * Parses `1s`, `500ms`, `1m30s`, `1.5h` or `0` into milliseconds.
- * Returns undefined for anything else (negative values included: no duration flag allows them).
+ * Parses `1s`, `500ms`, `1m30s`, `1.5h`, `0` or a signed value (`-1s`, as Go) into milliseconds.
+ * Returns undefined for anything else; whether a negative value is allowed is the caller's check.
  */
-export function parseDuration(s: string): number | undefined {
+export function parseDuration(text: string): number | undefined {
+  const sign = text.startsWith("-") ? -1 : 1;
+  const s = text.startsWith("-") || text.startsWith("+") ? text.slice(1) : text;
   if (s === "0") return 0;
   const re = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
   let total = 0;
@@ -31,11 +33,12 @@ export function parseDuration(s: string): number | undefined {
     total += Number(m[1]) * UNITS[m[2]];
     pos = re.lastIndex;
   }
-  return total;
+  return sign * total;
 }
 
 /** Formats milliseconds the way Go prints a duration (`1m30s`, `250ms`), for messages. */
 export function formatDuration(ms: number): string {
+  if (ms < 0) return `-${formatDuration(-ms)}`;
   if (ms === 0) return "0s";
   if (ms < 1000) return `${ms}ms`;
   const h = Math.floor(ms / 3_600_000);

@@ -1,0 +1,83 @@
+/**
+ * Conntrack tuning at start, as upstream's `pkg/proxy/conntrack` sysctls: the table size from
+ * `maxPerCore` x CPUs (at least `min`, at most 1,048,576) raised only when lower, the hash size
+ * raised to a quarter of it only when smaller, and the TCP and UDP timeouts and TCP liberal mode.
+ * Null and 0 leave a value alone; a value already in place is not rewritten. Everything goes
+ * through sysctl(8) (the shipped permission set cannot open /proc).
+ * @module
+ */
+import type { Sysctl, SysctlKey } from "../iptables/sysctl.ts";
+import type { Logger } from "./logger.ts";
+import type { ConntrackConfig } from "./options/config.ts";
+
+/** Upstream's cap on nf_conntrack_max however many CPUs the node has. */
+export const CONNTRACK_MAX_LIMIT = 1_048_576;
+
+/** The conntrack sysctls, as upstream's names. */
+export const NF_CONNTRACK_MAX: SysctlKey = "net.netfilter.nf_conntrack_max";
+/** The hash size (upstream writes /sys/module/nf_conntrack/parameters/hashsize; the same knob). */
+export const NF_CONNTRACK_BUCKETS: SysctlKey = "net.netfilter.nf_conntrack_buckets";
+export const TCP_ESTABLISHED: SysctlKey = "net.netfilter.nf_conntrack_tcp_timeout_established";
+export const TCP_CLOSE_WAIT: SysctlKey = "net.netfilter.nf_conntrack_tcp_timeout_close_wait";
+export const TCP_BE_LIBERAL: SysctlKey = "net.netfilter.nf_conntrack_tcp_be_liberal";
+export const UDP_TIMEOUT: SysctlKey = "net.netfilter.nf_conntrack_udp_timeout";
+export const UDP_STREAM_TIMEOUT: SysctlKey = "net.netfilter.nf_conntrack_udp_timeout_stream";
+
+/** Returns the nf_conntrack_max upstream wants for `cpus` CPUs; 0 leaves the kernel's. */
+export function conntrackMax(c: ConntrackConfig, cpus: number): number {
+  if (c.maxPerCore === null || c.maxPerCore <= 0) return 0;
+  const scaled = Math.min(c.maxPerCore * cpus, CONNTRACK_MAX_LIMIT);
+  return Math.max(scaled, c.min ?? 0);
+}
+
+/** What {@linkcode setConntrackSysctls} did. */
+export interface ConntrackResult {
+  /** `key=value` written. */
+  readonly written: string[];
+  /** `key=value: why` that could not be made. */
+  readonly failed: string[];
+}
+
+/**
+ * Applies `c`. A setting that cannot be made (a read-only /proc/sys in an unprivileged container,
+ * nf_conntrack_max outside the host's network namespace) is collected, never thrown: the caller
+ * names them in one warning and the proxy goes on.
+ */
+export async function setConntrackSysctls(
+  c: ConntrackConfig,
+  o: { sysctl: Sysctl; cpus: number; log: Logger },
+): Promise<ConntrackResult> {
+  const written: string[] = [];
+  const failed: string[] = [];
+  /** Writes `key` unless it already holds `value` (or, with `raiseOnly`, more). */
+  const ensure = async (key: SysctlKey, value: number, raiseOnly = false) => {
+    try {
+      const current = Number(await o.sysctl.get(key));
+      if (current === value || (raiseOnly && current > value)) return;
+      o.log.info("Set sysctl", { entry: key, value });
+      await o.sysctl.set(key, String(value));
+      written.push(`${key}=${value}`);
+    } catch (e) {
+      failed.push(`${key}=${value}: ${(e as Error).message}`);
+    }
+  };
+  const max = conntrackMax(c, o.cpus);
+  if (max > 0) {
+    await ensure(NF_CONNTRACK_MAX, max, true);
+    // A table larger than four entries per bucket gets slow; the hash grows with it (never shrinks).
+    await ensure(NF_CONNTRACK_BUCKETS, Math.floor(max / 4), true);
+  }
+  const seconds = (ms: number | null) => ms === null || ms <= 0 ? 0 : Math.floor(ms / 1000);
+  for (
+    const [key, value] of [
+      [TCP_ESTABLISHED, seconds(c.tcpEstablishedTimeoutMs)],
+      [TCP_CLOSE_WAIT, seconds(c.tcpCloseWaitTimeoutMs)],
+      [TCP_BE_LIBERAL, c.tcpBeLiberal ? 1 : 0],
+      [UDP_TIMEOUT, seconds(c.udpTimeoutMs)],
+      [UDP_STREAM_TIMEOUT, seconds(c.udpStreamTimeoutMs)],
+    ] as const
+  ) {
+    if (value > 0) await ensure(key, value);
+  }
+  return { written, failed };
+}
