@@ -94,6 +94,16 @@ async function handle(cmd: Cmd): Promise<unknown> {
     serve(cmd.name!, cmd.port, cmd.hostname);
     return { ok: true };
   }
+  if (cmd.op === "whoami") {
+    // Answers each TCP connection with the address it came from: shows whether it was masqueraded.
+    const l = Deno.listen({ hostname: cmd.hostname ?? "0.0.0.0", port: cmd.port });
+    (async () => {
+      for await (const c of l) {
+        c.write(enc.encode((c.remoteAddr as Deno.NetAddr).hostname)).finally(() => c.close()).catch(() => {});
+      }
+    })();
+    return { ok: true };
+  }
   if (cmd.op === "tcp") {
     const c = await Deno.connect({
       hostname: cmd.host!,

@@ -214,6 +214,11 @@ export class ProxyProcess {
     })().catch(() => {});
   }
 
+  /** The process id (`ip netns exec` execs the program in place: it is the program's). */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
   /** Everything written to stderr so far. */
   log(): string {
     return this.#chunks.join("");
@@ -252,6 +257,7 @@ export class Topology {
   readonly #agents: Agent[] = [];
   readonly #procs: ProxyProcess[] = [];
   #nodeAgent?: Agent;
+  #bridgePods = 0;
 
   /** Creates the node namespace with loopback up and forwarding on. */
   async init(): Promise<void> {
@@ -303,6 +309,30 @@ export class Topology {
     const pod = { ns, ip: `10.180.${n}.2`, agent };
     this.pods.push(pod);
     return pod;
+  }
+
+  /**
+   * Adds a pod on a bridge in the node namespace (`bridge`, 10.181.0.1/24, made by the first such
+   * pod), as CNI bridge plugins attach pods: 10.181.0.N, gateway the bridge; its agent serves
+   * nothing until asked.
+   */
+  async addBridgePod(bridge: string): Promise<Pod> {
+    const n = this.#bridgePods + 2;
+    if (this.#bridgePods++ === 0) {
+      await this.exec(this.node, ["ip", "link", "add", bridge, "type", "bridge"]);
+      await this.exec(this.node, ["ip", "addr", "add", "10.181.0.1/24", "dev", bridge]);
+      await this.exec(this.node, ["ip", "link", "set", bridge, "up"]);
+    }
+    const ns = `kpd-${this.id}-b${n}`;
+    await this.#addNs(ns);
+    const port = `kp${this.id}b${n}`;
+    await this.#vethPair(port, ns);
+    await this.exec(this.node, ["ip", "link", "set", port, "master", bridge]);
+    await this.exec(this.node, ["ip", "link", "set", port, "up"]);
+    await this.exec(ns, ["ip", "addr", "add", `10.181.0.${n}/24`, "dev", "eth0"]);
+    await this.exec(ns, ["ip", "link", "set", "eth0", "up"]);
+    await this.exec(ns, ["ip", "route", "add", "default", "via", "10.181.0.1"]);
+    return { ns, ip: `10.181.0.${n}`, agent: this.#agent(ns) };
   }
 
   /**
