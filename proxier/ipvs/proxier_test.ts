@@ -3,7 +3,8 @@ import { ep, HOSTILE, makeEndpointSlice, makeService } from "../../tests/fixture
 import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
 import { NODE_A, NODE_IP, REPRESENTATIVE } from "../../tests/flows/objects.ts";
 import { feed } from "../../tests/flows/datapath.ts";
-import { IpvsError } from "../../iptables/ipvs.ts";
+import { IpvsError, parseSave } from "../../iptables/ipvs.ts";
+import { traceIpvs } from "../../iptables/ipvs_trace.ts";
 import { GRACEFUL_TERMINATION_MAX_MS } from "./proxier.ts";
 
 const VS = "TCP/172.30.0.41:80";
@@ -319,4 +320,38 @@ Deno.test("ipvs golden: the representative services' full sync batches", async (
   const file = new URL("../../tests/testdata/ipvs_golden.txt", import.meta.url);
   if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(file, text);
   assertEquals(text, await Deno.readTextFile(file));
+});
+
+Deno.test("ipvs detect-local-mode by interface: the input interface decides masquerading", async () => {
+  for (
+    const [localDetection, local, rule] of [
+      [{ mode: "BridgeInterface", clusterCIDRs: [], bridgeInterface: "cbr0" }, "cbr0", "! -i cbr0"],
+      [{ mode: "InterfaceNamePrefix", clusterCIDRs: [], interfaceNamePrefix: "veth" }, "veth7", "! -i veth+"],
+    ] as const
+  ) {
+    const s = start(["10.180.0.1"], { localDetection });
+    await s.proxier.syncNow();
+    assert(
+      s.iptables.rules("nat", "KUBE-SERVICES")!.some((r) =>
+        r.endsWith(`-m set --match-set KUBE-CLUSTER-IP dst,dst ${rule} -j KUBE-MARK-MASQ`)
+      ),
+      s.iptables.rules("nat", "KUBE-SERVICES")!.join("\n"),
+    );
+    const state = {
+      rules: s.iptables,
+      sets: s.ipset.lookup(),
+      services: parseSave(s.ipvs.save()),
+      bound: new Set(s.link.bound),
+    };
+    const masq = (inInterface: string) =>
+      traceIpvs(state, {
+        src: "10.180.0.9",
+        dst: "172.30.0.41",
+        port: 80,
+        protocol: "tcp",
+        fromPod: true,
+        inInterface,
+      }, [NODE_IP]).masq;
+    assertEquals([masq(local), masq("eth0")], [false, true], localDetection.mode);
+  }
 });

@@ -808,3 +808,9 @@ Deno.test("config: an address without a port takes the default port; an IPv6 bin
     { hostname: "::1", port: 10249 },
   ]);
 });
+
+Deno.test("the README's flag table has a row for every flag, upstream's and ours", () => {
+  const readme = Deno.readTextFileSync(new URL("../../README.md", import.meta.url));
+  const missing = FLAGS.filter((f) => f.origin !== "trace" && !readme.includes(`\n| \`--${f.name}\``));
+  assertEquals(missing.map((f) => f.name), []);
+});
