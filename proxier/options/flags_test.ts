@@ -814,3 +814,14 @@ Deno.test("the README's flag table has a row for every flag, upstream's and ours
   const missing = FLAGS.filter((f) => f.origin !== "trace" && !readme.includes(`\n| \`--${f.name}\``));
   assertEquals(missing.map((f) => f.name), []);
 });
+
+Deno.test("the shipped example configuration decodes without a warning, to upstream's defaults", () => {
+  const text = Deno.readTextFileSync(new URL("../../deploy/kube-proxy-config.yaml", import.meta.url));
+  const cmd = parseCommandLine(["--config=deploy/kube-proxy-config.yaml"], file(text));
+  assertEquals(cmd.warnings, []);
+  assertEquals(cmd.config, {
+    ...defaultConfig(),
+    kubeconfig: "/var/lib/kube-proxy/kubeconfig.conf",
+    clusterCIDRs: ["10.244.0.0/16"],
+  });
+});
