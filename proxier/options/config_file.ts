@@ -14,6 +14,7 @@ import {
   KIND,
   type KubeProxyConfiguration,
   newKubeProxyConfiguration,
+  QUANTITY,
   SCHEMA,
   type Schema,
   zeroOf,
@@ -25,9 +26,6 @@ export interface DecodedConfigFile {
   /** One line per unknown field, to log once at start. */
   readonly warnings: string[];
 }
-
-/** A Kubernetes resource quantity (`0`, `10Mi`, `1.5G`), as component-base's infoBufferSize takes. */
-const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$/;
 
 /**
  * Decodes `text` (the file at `path`). Unknown fields become warnings; everything else that does

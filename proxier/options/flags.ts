@@ -16,11 +16,13 @@ import {
   defaultKubeProxyConfiguration,
   defaultOwnFlags,
   HEALTHZ_PORT,
+  isZeroQuantity,
   type KubeProxyConfiguration,
   METRICS_PORT,
   modeSection,
   type OwnFlags,
   platformDefaults,
+  QUANTITY,
   setDefaults,
   splitHostPort,
   toProxyConfig,
@@ -124,7 +126,6 @@ const float = (flag: string, s: string): number => {
   return Number(s);
 };
 const list = (s: string): string[] => s.split(",").map((x) => x.trim()).filter((x) => x !== "");
-const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$/;
 const quantity = (flag: string, s: string): string => {
   if (!QUANTITY.test(s)) {
     throw new UsageError(`--${flag}: invalid quantity ${JSON.stringify(s)} (e.g. 0, 10Mi)`);
@@ -153,8 +154,6 @@ function vmodule(s: string): Array<{ filePattern: string; verbosity: number }> {
     return { filePattern: m[1], verbosity: Number(m[2]) };
   });
 }
-
-const NO_PPROF = "upstream serves Go's pprof on the metrics port; this program has no profiler to serve";
 
 /** Every flag, upstream's first (in `kube-proxy --help` order), then ours, then trace's. */
 export const FLAGS: readonly FlagDef[] = [
@@ -982,7 +981,11 @@ function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
     const why = BY_NAME.get(name)!.notApplying;
     if (why !== undefined) out.push(`--${name} does not apply: ${why}`);
   }
-  if (c.enableProfiling) out.push(`profiling (--profiling, enableProfiling) does not apply: ${NO_PPROF}`);
+  if (c.enableProfiling) {
+    out.push(
+      `profiling (--profiling, enableProfiling) does not apply: upstream serves Go's pprof; this program has no profiler`,
+    );
+  }
   const gates = Object.entries(c.featureGates);
   if (gates.length > 0) {
     out.push(
@@ -1005,10 +1008,7 @@ function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
   if (lg.textSplitStream || lg.jsonSplitStream) {
     out.push("logging split streams (--log-*-split-stream) do not apply: every record goes to stderr");
   }
-  if (
-    !/^[+-]?0*(\.0*)?[A-Za-z]*$/.test(lg.textInfoBufferSize) ||
-    !/^[+-]?0*(\.0*)?[A-Za-z]*$/.test(lg.jsonInfoBufferSize)
-  ) {
+  if (!isZeroQuantity(lg.textInfoBufferSize) || !isZeroQuantity(lg.jsonInfoBufferSize)) {
     out.push(
       "logging info buffer sizes (--log-*-info-buffer-size) do not apply: records are written at once",
     );

@@ -180,6 +180,14 @@ export function newKubeProxyConfiguration(): KubeProxyConfiguration {
   return zeroOf(SCHEMA) as KubeProxyConfiguration;
 }
 
+/** A Kubernetes resource quantity (`0`, `10Mi`, `1.5G`), as component-base's info buffer sizes take. */
+export const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$/;
+
+/** True for a quantity of zero (`0`, `0Mi`, `0.0`). */
+export function isZeroQuantity(q: string): boolean {
+  return QUANTITY.test(q) && Number(/^[+-]?(\d+(\.\d*)?|\.\d+)/.exec(q)![0]) === 0;
+}
+
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;

@@ -7,6 +7,7 @@
  */
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
+import { startArgs } from "../program.ts";
 import { realKernel, Topology } from "./netns.ts";
 
 const KEYS = {
@@ -223,3 +224,37 @@ for (const mode of ["iptables", "nftables"]) {
     },
   );
 }
+
+test(
+  "a read-only /proc/sys (an unprivileged container): one warning naming each setting, and the proxy goes on",
+  async (t, dir) => {
+    await Deno.writeTextFile(`${dir}/kp.yaml`, CONFIG);
+    const before = await sysctls(t);
+    // A mount namespace of its own inside the test's network namespace: the host's /proc/sys is untouched.
+    const out = await new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        t.node,
+        "unshare",
+        "-m",
+        "--",
+        "sh",
+        "-c",
+        'mount --bind -o ro /proc/sys /proc/sys && exec "$@"',
+        "sh",
+        Deno.execPath(),
+        ...startArgs([`--config=${dir}/kp.yaml`, "--init-only", `--source=file:${dir}`]),
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assertEquals(out.code, 0, stderr);
+    const warning = stderr.split("\n").filter((l) => l.includes("Cannot set these conntrack settings"));
+    assertEquals(warning.length, 1, stderr);
+    for (const key of [KEYS.established, KEYS.liberal, KEYS.udp]) assertMatch(warning[0], new RegExp(key));
+    assertMatch(stderr, /Cannot enable route_localnet/);
+    assertEquals(await sysctls(t), before);
+  },
+);
