@@ -423,3 +423,26 @@ Deno.test("main: trace --proxy-mode=ipvs over rendered rules: the virtual server
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("main: --write-config-to writes upstream's format under the shipped permissions and changes nothing else", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-writeconfig-" });
+  try {
+    const r = await run([
+      `--write-config-to=${dir}/kp.yaml`,
+      "--proxy-mode=nftables",
+      "--conntrack-min=1000",
+    ]);
+    assertEquals(r.code, 0, r.stderr);
+    assertMatch(r.stderr, new RegExp(`Wrote configuration file="${dir}/kp.yaml"`));
+    const text = await Deno.readTextFile(`${dir}/kp.yaml`);
+    assertMatch(text, /^apiVersion: kubeproxy.config.k8s.io\/v1alpha1\n/);
+    assertMatch(text, /\nmode: nftables\n/);
+    assertMatch(text, /\n {2}min: 1000\n/);
+    // What it wrote starts the program as the flags did.
+    const back = await run(["render", `--config=${dir}/kp.yaml`, `--source=file:${ROOT}demo/objects.yaml`]);
+    assertEquals(back.code, 0, back.stderr);
+    assertMatch(back.stdout, /add table ip kube-proxy/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
