@@ -76,10 +76,35 @@ Deno.test("tracer: a match it does not understand stops that path and is reporte
     { src: "10.180.5.5", dst: "172.30.0.1", port: 80, protocol: "tcp" },
     [],
   );
+  // An input interface match needs the packet's interface; without one the path stops.
   assertEquals([r.verdict, r.endpoints, r.unsupported], [
     "UNKNOWN",
     [],
-    ["-A PREROUTING -i eth9 -j KUBE-SERVICES (unsupported match -i)"],
+    ["-A PREROUTING -i eth9 -j KUBE-SERVICES (input interface match -i eth9)"],
+  ]);
+  const on = (inInterface: string) =>
+    tracePacket(parseRules(text), {
+      src: "10.180.5.5",
+      dst: "172.30.0.1",
+      port: 80,
+      protocol: "tcp",
+      inInterface,
+    }, [])
+      .verdict;
+  assertEquals([on("eth9"), on("eth0")], ["DNAT", "none"]);
+  const owner = tracePacket(
+    parseRules(
+      RULES.replace(
+        "-A PREROUTING -j KUBE-SERVICES",
+        "-A PREROUTING -m owner --uid-owner 0 -j KUBE-SERVICES",
+      ),
+    ),
+    { src: "10.180.5.5", dst: "172.30.0.1", port: 80, protocol: "tcp" },
+    [],
+  );
+  assertEquals([owner.verdict, owner.unsupported], [
+    "UNKNOWN",
+    ["-A PREROUTING -m owner --uid-owner 0 -j KUBE-SERVICES (unsupported match --uid-owner)"],
   ]);
   // The same rules as iptables-save prints them trace like the fake holding them.
   const saved = tracePacket(parseRules(RULES), {
