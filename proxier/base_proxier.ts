@@ -141,7 +141,12 @@ export abstract class BaseProxier implements Provider {
     this.#localDetection = o.localDetection;
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
     this.#services = new ServiceChangeTracker({ family: o.family, warnings });
-    this.#endpoints = new EndpointsChangeTracker({ family: o.family, nodeName: o.nodeName, warnings });
+    this.#endpoints = new EndpointsChangeTracker({
+      family: o.family,
+      nodeName: o.nodeName,
+      warnings,
+      startMs: o.clock.now(),
+    });
     this.#runner = new SyncRunner({
       fn: () => this.#syncOnce(),
       minIntervalMs: o.minSyncPeriodMs,

@@ -33,12 +33,18 @@ export class EndpointsChangeTracker {
   /** Per service with a pending change: its endpoints at the last sync. */
   readonly #previous = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
+  readonly #startMs: number;
 
-  /** Builds an empty tracker; `nodeName` decides which endpoints are local. */
-  constructor(opts: { family: IPFamily; nodeName: string; warnings: ObjectWarnings }) {
+  /**
+   * Builds an empty tracker; `nodeName` decides which endpoints are local. Trigger times before
+   * `startMs` (the proxy's start; default: none skipped) are not reported, as upstream: a change
+   * made before the proxy ran was not waiting for it.
+   */
+  constructor(opts: { family: IPFamily; nodeName: string; warnings: ObjectWarnings; startMs?: number }) {
     this.#family = opts.family;
     this.#nodeName = opts.nodeName;
     this.#warnings = opts.warnings;
+    this.#startMs = opts.startMs ?? -Infinity;
   }
 
   /** Number of Services with endpoint changes not yet applied. */
@@ -76,7 +82,7 @@ export class EndpointsChangeTracker {
     else slices.set(sliceName, parsed);
     if (slices.size === 0) this.#slices.delete(service);
     else this.#slices.set(service, slices);
-    if (!removed && parsed?.triggerTime !== undefined) {
+    if (!removed && parsed?.triggerTime !== undefined && parsed.triggerTime >= this.#startMs) {
       const times = this.#triggerTimes.get(service) ?? [];
       times.push(parsed.triggerTime);
       this.#triggerTimes.set(service, times);

@@ -133,3 +133,24 @@ Deno.test("EndpointsChangeTracker reports lost UDP endpoints and trigger times",
     "10.180.0.1:53",
   ]]]);
 });
+
+Deno.test("EndpointsChangeTracker skips trigger times from before the proxy started, as upstream", () => {
+  const start = Date.parse("2026-11-24T10:00:00Z");
+  const t = new EndpointsChangeTracker({
+    family: "IPv4",
+    nodeName: NODE,
+    warnings: new ObjectWarnings(new MemoryLogger()),
+    startMs: start,
+  });
+  const map: EndpointsMap = new Map();
+  const at = (when: string, ips: string[]) =>
+    makeEndpointSlice("ns1", "svc1", (s) => {
+      s.endpoints = ips.map((ip) => ep(ip));
+      s.metadata!.annotations = { "endpoints.kubernetes.io/last-change-trigger-time": when };
+    });
+  // As `kubectl get -o yaml` prints a slice changed long ago.
+  t.update(at("2025-01-10T10:00:01Z", ["10.180.0.1"]), false);
+  assertEquals(t.apply(map).lastChangeTriggerTimes, []);
+  t.update(at("2026-11-24T10:00:05Z", ["10.180.0.2"]), false);
+  assertEquals(t.apply(map).lastChangeTriggerTimes, [start + 5000]);
+});
