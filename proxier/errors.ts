@@ -63,3 +63,18 @@ export class KubeconfigError extends Error {
     this.name = "KubeconfigError";
   }
 }
+
+/**
+ * Returns `e`'s message with the messages of its causes, outermost first, each said once: a failed
+ * fetch says why (`fetch failed: ... tcp connect error: Connection refused`, a certificate the CA
+ * does not sign), as upstream's client errors do.
+ */
+export function describeError(e: unknown): string {
+  const parts: string[] = [];
+  for (let x: unknown = e, depth = 0; x !== undefined && x !== null && depth < 8; depth++) {
+    const msg = x instanceof Error ? x.message : String(x);
+    if (msg !== "" && !parts.some((p) => p.includes(msg))) parts.push(msg);
+    x = x instanceof Error ? x.cause : undefined;
+  }
+  return parts.join(": ");
+}

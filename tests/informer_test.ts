@@ -213,3 +213,53 @@ Deno.test("kube-proxy's label selector: the file source and the API source progr
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("informers: an API server that cannot be reached is logged with the reason (refused, certificate)", async () => {
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const closedPort = (closed.addr as Deno.NetAddr).port;
+  closed.close();
+  const TLS = new URL("./testdata/tls/", import.meta.url).pathname;
+  const ac = new AbortController();
+  const tls = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    cert: await Deno.readTextFile(`${TLS}server.crt`),
+    key: await Deno.readTextFile(`${TLS}server.key`),
+    signal: ac.signal,
+    onListen: () => {},
+  }, () => Response.json({ kind: "List", items: [] }));
+  try {
+    for (
+      const [url, reason] of [
+        [`http://127.0.0.1:${closedPort}`, /Connection refused/],
+        // No CA given: the server's certificate is not trusted, and the log says so.
+        [`https://127.0.0.1:${tls.addr.port}`, /certificate/i],
+      ] as const
+    ) {
+      const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
+      const stop = new AbortController();
+      const run = new KubernetesSource({
+        access: await access(url),
+        nodeName: NODE,
+        handler: new RecordingProxier(opts),
+        log: opts.log,
+        clock: realClock,
+      }).run(stop.signal);
+      try {
+        await eventually(() => {
+          const failed = opts.log.records.filter((r) => r.msg.startsWith("Watch failed"));
+          assert(failed.length > 0, "a failure is logged");
+          const error = String(failed[0].fields?.error);
+          assert(reason.test(error), error);
+          assert(error.startsWith("fetch failed: "), error);
+        }, 5000);
+      } finally {
+        stop.abort();
+        await run;
+      }
+    }
+  } finally {
+    ac.abort();
+    await tls.finished;
+  }
+});

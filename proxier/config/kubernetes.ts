@@ -9,6 +9,7 @@ import { ListWatch } from "@kubernetes/client-node/dist/cache.js";
 import type { ApiAccess } from "./api_access.ts";
 import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
 import type { Clock } from "../clock.ts";
+import { describeError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey } from "./handlers.ts";
 
@@ -118,7 +119,7 @@ export class KubernetesSource {
       backoff = Math.min(BACKOFF_MAX_MS, backoff === 0 ? BACKOFF_START_MS : backoff * 2);
       log.warn("Watch failed; keeping the last known state and retrying", {
         kind,
-        error: String((err as Error)?.message ?? err),
+        error: describeError(err),
         retryInMs: backoff,
       });
       cancelRetry = clock.setTimer(() => {
