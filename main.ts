@@ -232,7 +232,8 @@ async function run(
 
   // The privileged set-up, as upstream's platformSetup: conntrack, then the mode's own sysctls.
   await tuneConntrack(config, exec, log);
-  const healthServer = new ServiceHealthServer({ log });
+  // The proxy's health (deps below) decides the service health ports too, as upstream.
+  const healthServer = new ServiceHealthServer({ log, proxyHealthy: () => deps.health.status().healthy });
   const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer });
   try {
     await mode.setup?.(deps);

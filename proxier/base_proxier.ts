@@ -272,6 +272,7 @@ export abstract class BaseProxier implements Provider {
     const before = this.nodeDependentState();
     const zoneBefore = this.topology.zone;
     this.node = n;
+    this.health.setNode(n);
     if (this.nodeDependentState() === before) return;
     if (this.topology.zone !== zoneBefore) {
       this.log.info("Node topology changed", { family: this.family, zone: this.topology.zone });
@@ -318,7 +319,7 @@ export abstract class BaseProxier implements Provider {
   }
 
   #queued(): void {
-    this.health.queued();
+    this.health.queued(this.family);
     this.metrics.queuedTimestamp.set(this.clock.now() / 1000);
     this.sync();
   }
@@ -366,7 +367,7 @@ export abstract class BaseProxier implements Provider {
     for (const t of endpointChanges.lastChangeTriggerTimes) {
       this.metrics.networkProgrammingDuration.observe(Math.max(0, this.clock.now() - t) / 1000);
     }
-    this.health.updated();
+    this.health.updated(this.family);
     this.log.debug("Sync complete", {
       family: this.family,
       full,

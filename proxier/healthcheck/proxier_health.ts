@@ -1,17 +1,36 @@
 /**
- * Proxier health as upstream's ProxierHealthServer: healthy unless an update has been queued for
- * longer than the health timeout (2 x syncPeriod) without a sync completing.
+ * Proxier health as upstream's ProxyHealthServer (KEP-3836): each IP family's proxier is healthy
+ * unless an update has been queued for longer than the health timeout (2 x syncPeriod) without
+ * its sync completing; the proxy is healthy when every family is. `/healthz` also answers 503
+ * while the Node is going away (a deletionTimestamp, or the cluster autoscaler's
+ * `ToBeDeletedByClusterAutoscaler` taint), so load balancers drain it; `/livez` ignores that.
  * @module
  */
+import type { V1Node } from "@kubernetes/client-node";
 import type { Counter } from "prom-client";
 import type { Clock } from "../clock.ts";
+import type { IPFamily } from "../types.ts";
 
-/** Tracks when updates were queued and applied. */
+/** The cluster autoscaler's taint on a node it is about to delete. */
+export const TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler";
+
+/** The JSON upstream serves on `/healthz` and `/livez`. */
+export interface HealthBody {
+  lastUpdated: string;
+  currentTime: string;
+  /** `/healthz` only. */
+  nodeEligible?: boolean;
+  healthy: boolean;
+  status: Partial<Record<IPFamily, { lastUpdated: string; healthy: boolean }>>;
+}
+
+/** Tracks when each family's updates were queued and applied, and the own Node. */
 export class ProxyHealth {
   readonly #clock: Clock;
   readonly #timeoutMs: number;
-  #lastUpdated = 0;
-  #oldestPending = 0;
+  readonly #lastUpdated = new Map<IPFamily, number>();
+  readonly #oldestPending = new Map<IPFamily, number>();
+  #node?: V1Node;
 
   /** `timeoutMs` is how long a queued update may wait before health fails. */
   constructor(opts: { clock: Clock; timeoutMs: number }) {
@@ -19,27 +38,52 @@ export class ProxyHealth {
     this.#timeoutMs = opts.timeoutMs;
   }
 
-  /** Records that an update is waiting for a sync (keeps the oldest such time). */
-  queued(): void {
-    if (this.#oldestPending === 0) this.#oldestPending = this.#clock.now();
+  /** Records that `family` has an update waiting for a sync (keeps the oldest such time). */
+  queued(family: IPFamily): void {
+    if (!this.#lastUpdated.has(family)) this.#lastUpdated.set(family, this.#clock.now());
+    if (!this.#oldestPending.has(family)) this.#oldestPending.set(family, this.#clock.now());
   }
 
-  /** Records a completed sync. */
-  updated(): void {
-    this.#lastUpdated = this.#clock.now();
-    this.#oldestPending = 0;
+  /** Records a completed sync of `family`. */
+  updated(family: IPFamily): void {
+    this.#lastUpdated.set(family, this.#clock.now());
+    this.#oldestPending.delete(family);
   }
 
-  /** Returns the health verdict and the JSON body upstream serves. */
-  status(): { healthy: boolean; body: { lastUpdated: string; currentTime: string } } {
+  /** The own Node as last seen (undefined: deleted or not known yet). */
+  setNode(node: V1Node | undefined): void {
+    this.#node = node;
+  }
+
+  /**
+   * False while the Node is going away: deleted (a deletionTimestamp) or tainted by the cluster
+   * autoscaler. A Node not known (yet) is eligible: nothing says it is going away.
+   */
+  nodeEligible(): boolean {
+    const n = this.#node;
+    if (n === undefined) return true;
+    if (n.metadata?.deletionTimestamp !== undefined && n.metadata?.deletionTimestamp !== null) return false;
+    return !(n.spec?.taints ?? []).some((t) => t.key === TO_BE_DELETED_TAINT);
+  }
+
+  /** Returns the verdict and the body of `/livez` (and, with `nodeEligible`, of `/healthz`). */
+  status(): { healthy: boolean; body: HealthBody } {
     const now = this.#clock.now();
-    const healthy = this.#oldestPending === 0 || now - this.#oldestPending < this.#timeoutMs;
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const status: HealthBody["status"] = {};
+    let healthy = true;
+    let last = 0;
+    for (const [family, updated] of this.#lastUpdated) {
+      const pending = this.#oldestPending.get(family);
+      const ok = pending === undefined || now - pending < this.#timeoutMs;
+      healthy &&= ok;
+      last = Math.max(last, updated);
+      status[family] = { lastUpdated: iso(updated), healthy: ok };
+    }
+    // As upstream: a healthy proxy reports "now" (older clients read lastUpdated as liveness).
     return {
       healthy,
-      body: {
-        lastUpdated: new Date(this.#lastUpdated).toISOString(),
-        currentTime: new Date(now).toISOString(),
-      },
+      body: { lastUpdated: iso(healthy ? now : last), currentTime: iso(now), healthy, status },
     };
   }
 }
@@ -57,9 +101,22 @@ export function serveHealthz(
   return Deno.serve({ ...addr, signal, onListen() {} }, (req) => {
     const path = new URL(req.url).pathname;
     if (path !== "/healthz" && path !== "/livez") return new Response("not found\n", { status: 404 });
-    const { healthy, body } = health.status();
+    const status = health.status();
+    let { healthy, body } = status;
+    if (path === "/healthz") {
+      // Upstream's field order; only /healthz says whether the node may take traffic.
+      const { lastUpdated, currentTime, status: families } = body;
+      body = {
+        lastUpdated,
+        currentTime,
+        nodeEligible: health.nodeEligible(),
+        healthy: body.healthy,
+        status: families,
+      };
+      healthy &&= body.nodeEligible!;
+    }
     const code = healthy ? 200 : 503;
     (path === "/healthz" ? counters?.healthz : counters?.livez)?.inc({ code: String(code) });
-    return Response.json(body, { status: code });
+    return Response.json(body, { status: code, headers: { "X-Content-Type-Options": "nosniff" } });
   });
 }

@@ -1,38 +1,81 @@
 import { assertEquals } from "../../tests/assert.ts";
+import { makeNode } from "../../tests/fixtures.ts";
 import { FakeClock } from "../clock.ts";
-import { ProxyHealth, serveHealthz } from "./proxier_health.ts";
+import { ProxyHealth, serveHealthz, TO_BE_DELETED_TAINT } from "./proxier_health.ts";
 
 Deno.test("ProxyHealth: unhealthy only when a queued update waits longer than the timeout", async () => {
   const clock = new FakeClock();
   const h = new ProxyHealth({ clock, timeoutMs: 60_000 });
   assertEquals(h.status().healthy, true);
-  h.queued();
+  h.queued("IPv4");
   await clock.advance(59_000);
   assertEquals(h.status().healthy, true);
-  h.queued(); // the oldest pending time counts
+  h.queued("IPv4"); // the oldest pending time counts
   await clock.advance(2_000);
   assertEquals(h.status().healthy, false);
-  h.updated();
+  h.updated("IPv4");
   assertEquals(h.status().healthy, true);
   assertEquals(h.status().body.lastUpdated, new Date(clock.now()).toISOString());
 });
 
-Deno.test("serveHealthz answers /healthz and /livez with JSON, 503 when unhealthy", async () => {
+Deno.test("ProxyHealth: each family on its own; a good IPv4 sync does not hide a stuck IPv6 family", async () => {
   const clock = new FakeClock();
   const h = new ProxyHealth({ clock, timeoutMs: 1000 });
+  const t0 = clock.now();
+  h.queued("IPv4");
+  h.queued("IPv6");
+  await clock.advance(5000);
+  h.updated("IPv4");
+  const { healthy, body } = h.status();
+  assertEquals(healthy, false);
+  assertEquals(body.status, {
+    IPv4: { lastUpdated: new Date(t0 + 5000).toISOString(), healthy: true },
+    IPv6: { lastUpdated: new Date(t0).toISOString(), healthy: false },
+  });
+  assertEquals(body.healthy, false);
+});
+
+Deno.test("serveHealthz: upstream's JSON; 503 when unhealthy; /healthz also 503 while the Node goes away, /livez not", async () => {
+  const clock = new FakeClock();
+  const h = new ProxyHealth({ clock, timeoutMs: 1000 });
+  h.updated("IPv4");
   const ac = new AbortController();
   const server = serveHealthz(h, { hostname: "127.0.0.1", port: 0 }, ac.signal);
   const url = `http://127.0.0.1:${server.addr.port}`;
+  const get = async (path: string) => {
+    const r = await fetch(url + path);
+    return { status: r.status, body: await r.json() };
+  };
   try {
-    for (const path of ["/healthz", "/livez"]) {
-      const r = await fetch(url + path);
-      assertEquals([r.status, Object.keys(await r.json())], [200, ["lastUpdated", "currentTime"]]);
+    const hz = await get("/healthz");
+    assertEquals([hz.status, Object.keys(hz.body)], [200, [
+      "lastUpdated",
+      "currentTime",
+      "nodeEligible",
+      "healthy",
+      "status",
+    ]]);
+    assertEquals([hz.body.nodeEligible, hz.body.healthy, Object.keys(hz.body.status)], [true, true, [
+      "IPv4",
+    ]]);
+    const lz = await get("/livez");
+    assertEquals([lz.status, "nodeEligible" in lz.body], [200, false]);
+    // The cluster autoscaler is about to remove the node; then it is being deleted.
+    const tainted = makeNode("node-a");
+    tainted.spec = { taints: [{ key: TO_BE_DELETED_TAINT, value: "1732400000", effect: "NoSchedule" }] };
+    const deleting = makeNode("node-a");
+    deleting.metadata!.deletionTimestamp = new Date(0);
+    for (const node of [tainted, deleting]) {
+      h.setNode(node);
+      const r = await get("/healthz");
+      assertEquals([r.status, r.body.nodeEligible, r.body.healthy], [503, false, true]);
+      assertEquals((await get("/livez")).status, 200);
     }
-    h.queued();
+    h.setNode(makeNode("node-a"));
+    assertEquals((await get("/healthz")).status, 200);
+    h.queued("IPv4");
     await clock.advance(5000);
-    const r = await fetch(url + "/healthz");
-    await r.body?.cancel();
-    assertEquals(r.status, 503);
+    assertEquals([(await get("/healthz")).status, (await get("/livez")).status], [503, 503]);
     const nf = await fetch(url + "/nope");
     await nf.body?.cancel();
     assertEquals(nf.status, 404);

@@ -47,6 +47,7 @@ export function serviceHealthStates(
 export class ServiceHealthServer {
   readonly #log: Logger;
   readonly #hostname: string;
+  readonly #proxyHealthy: () => boolean;
   /** What each family's proxier last reported. */
   readonly #byFamily = new Map<string, readonly ServiceHealth[]>();
   readonly #servers = new Map<
@@ -54,10 +55,15 @@ export class ServiceHealthServer {
     { server: Deno.HttpServer; ac: AbortController; state: ServiceHealth }
   >();
 
-  /** Listens on `hostname` (default all addresses); opens nothing until a sync. */
-  constructor(opts: { log: Logger; hostname?: string }) {
+  /**
+   * Listens on `hostname` (default all addresses); opens nothing until a sync. `proxyHealthy` is
+   * the proxy's own health (upstream's `serviceProxyHealthy`): a stuck proxy answers 503 on every
+   * port, so load balancers stop sending to it. Default: always healthy.
+   */
+  constructor(opts: { log: Logger; hostname?: string; proxyHealthy?: () => boolean }) {
     this.#log = opts.log;
     this.#hostname = opts.hostname ?? "0.0.0.0";
+    this.#proxyHealthy = opts.proxyHealthy ?? (() => true);
   }
 
   /**
@@ -93,14 +99,15 @@ export class ServiceHealthServer {
           { hostname: this.#hostname, port, signal: ac.signal, onListen() {} },
           () => {
             const s = entry.state;
+            const proxyHealthy = this.#proxyHealthy();
             return Response.json(
               {
                 service: { namespace: s.namespace, name: s.name },
                 localEndpoints: s.localEndpoints,
-                serviceProxyHealthy: true,
+                serviceProxyHealthy: proxyHealthy,
               },
               {
-                status: s.localEndpoints > 0 ? 200 : 503,
+                status: s.localEndpoints > 0 && proxyHealthy ? 200 : 503,
                 headers: {
                   "X-Content-Type-Options": "nosniff",
                   "X-Load-Balancing-Endpoint-Weight": String(s.localEndpoints),

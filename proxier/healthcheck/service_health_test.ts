@@ -31,3 +31,26 @@ Deno.test("ServiceHealthServer: each family's proxier reports its view; a port i
     hs.close();
   }
 });
+
+Deno.test("ServiceHealthServer: serviceProxyHealthy is the proxy's own health; a stuck proxy answers 503", async () => {
+  let proxyHealthy = true;
+  const hs = new ServiceHealthServer({
+    log: new MemoryLogger(),
+    hostname: "127.0.0.1",
+    proxyHealthy: () => proxyHealthy,
+  });
+  const port = freePort();
+  try {
+    hs.sync([{ namespace: "ns1", name: "lb", port, localEndpoints: 2 }], "IPv4");
+    const ask = async () => {
+      const r = await fetch(`http://127.0.0.1:${port}/`);
+      const body = await r.json();
+      return [r.status, body.serviceProxyHealthy, body.localEndpoints];
+    };
+    assertEquals(await ask(), [200, true, 2]);
+    proxyHealthy = false; // its syncs keep failing
+    assertEquals(await ask(), [503, false, 2]);
+  } finally {
+    hs.close();
+  }
+});
