@@ -110,12 +110,16 @@ async function handle(cmd: Cmd): Promise<unknown> {
       port: cmd.port,
       signal: AbortSignal.timeout(timeout),
     });
+    // A reset read must not leave the timer to close the connection a second time (uncaught).
+    const t = setTimeout(() => {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }, timeout);
     try {
-      const t = setTimeout(() => c.close(), timeout);
-      const data = await readAll(c);
-      clearTimeout(t);
-      return { ok: true, data };
+      return { ok: true, data: await readAll(c) };
     } finally {
+      clearTimeout(t);
       try {
         c.close();
       } catch { /* closed */ }
