@@ -19,13 +19,13 @@ import { RateLimiter } from "./proxier/config/rate_limiter.ts";
 import { FileSource } from "./proxier/config/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
 import { checkTools, onPath, PROCESS_TOOLS } from "./proxier/kernel_tools.ts";
-import { serveMetrics } from "./proxier/healthcheck/metrics_server.ts";
+import { serveMetrics, type StatusPages } from "./proxier/healthcheck/metrics_server.ts";
 import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
 import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier/logger.ts";
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
-import type { ProxyConfig } from "./proxier/options/config.ts";
+import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
 import { parseCommandLine, type TraceQuery, USAGE, VERSION } from "./proxier/options/flags.ts";
 import { formatTrace } from "./proxier/trace_output.ts";
 
@@ -81,7 +81,18 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   if (cmd.command === "render") return await render(mode, config, log);
   if (cmd.command === "trace") return await trace(mode, config, cmd.trace!, exec);
   for (const n of cmd.notApplying) log.warn(n);
-  return await run(mode, config, exec, log, { initOnly: cmd.command === "init-only", stop: opts.stop });
+  return await run(mode, config, exec, log, {
+    initOnly: cmd.command === "init-only",
+    stop: opts.stop,
+    pages: {
+      mode: config.mode,
+      configuration: cmd.kubeProxyConfiguration,
+      flags: cmd.flagValues,
+      version: VERSION,
+      emulates: `${UPSTREAM_VERSION.major}.${UPSTREAM_VERSION.minor}`,
+      startedMs: performance.timeOrigin,
+    },
+  });
 }
 
 /** `--write-config-to`: the effective configuration in upstream's format; changes nothing else. */
@@ -197,7 +208,7 @@ async function run(
   config: ProxyConfig,
   exec: Executor,
   log: Logger,
-  o: { initOnly: boolean; stop?: AbortSignal },
+  o: { initOnly: boolean; stop?: AbortSignal; pages: StatusPages },
 ): Promise<number> {
   const missing = await checkTools(
     [...PROCESS_TOOLS, ...mode.tools],
@@ -291,7 +302,7 @@ async function run(
         ...listen,
         server: "Metrics",
         address: m,
-        start: () => serveMetrics(deps.metrics, m, ac.signal),
+        start: () => serveMetrics(deps.metrics, m, ac.signal, o.pages),
       }));
     }
   } catch (e) {

@@ -446,3 +446,44 @@ Deno.test("main: --write-config-to writes upstream's format under the shipped pe
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("main: the metrics port serves /healthz, /proxyMode, /configz, /flagz and /statusz, as upstream's", async () => {
+  const metricsPort = freePort();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: hostStartArgs([
+      "--proxy-mode=userspace",
+      "--userspace-portals=false",
+      `--source=file:${ROOT}demo/objects.yaml`,
+      "--hostname-override=node-a",
+      "--healthz-bind-address=",
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+      "--conntrack-min=65536",
+    ]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const proc = new ProxyProcess(child);
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
+    return [r.status, await r.text()] as const;
+  };
+  try {
+    await eventually(async () => assertEquals(await get("/healthz"), [200, "ok"]), 10_000);
+    assertEquals(await get("/proxyMode"), [200, "userspace"]);
+    const [code, configz] = await get("/configz");
+    assertEquals(code, 200);
+    const c = JSON.parse(configz)["kubeproxy.config.k8s.io"];
+    assertEquals([c.mode, c.conntrack.min, c.hostnameOverride], ["userspace", 65536, "node-a"]);
+    const [, flagz] = await get("/flagz");
+    assertMatch(flagz, /^kube-proxy flags\n/);
+    for (const line of ["--proxy-mode=userspace", "--conntrack-min=65536", "--iptables-sync-period=30s"]) {
+      assert(flagz.split("\n").includes(line), `${line} in ${flagz}`);
+    }
+    const [, statusz] = await get("/statusz");
+    assertMatch(statusz, /\nStarted: .*\nUp: \d+ hr \d+ min \d+ sec\n/);
+    assertMatch(statusz, /\nBinary version: kube-proxy-deno \S+\nEmulation version: 1\.36\n/);
+    assertEquals((await get("/nope"))[0], 404);
+  } finally {
+    await proc.stop();
+  }
+});

@@ -56,6 +56,8 @@ export interface ParsedCommand {
   readonly notApplying: string[];
   /** Path given to --config, if any (its content is already merged into `config`). */
   readonly configFile?: string;
+  /** Every flag (but trace's) with its value as given, else its default: what `/flagz` lists. */
+  readonly flagValues: ReadonlyArray<readonly [name: string, value: string]>;
 }
 
 /** What `trace` is asked: one new connection, and where the rules come from. */
@@ -908,6 +910,9 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     writeConfigTo,
     warnings,
     notApplying: notApplying(config, flags),
+    flagValues: FLAGS.filter((f) => f.origin !== "trace").map((
+      f,
+    ) => [`--${f.name}`, given(f.name) ?? f.default]),
     configFile,
     trace,
   };
