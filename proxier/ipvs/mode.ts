@@ -80,6 +80,14 @@ export function ipvsSysctls(strictARP: boolean, kernelRelease: string): Array<[S
   ];
 }
 
+/**
+ * Said at every ipvs start, as upstream since 1.35. The mode stays here: kube-router's users rely
+ * on its schedulers.
+ */
+export const IPVS_DEPRECATION = "The ipvs proxy mode is deprecated upstream since Kubernetes 1.35 (off by " +
+  "default from 1.40, removed in 1.43): its kernel API cannot express every Service behaviour; consider " +
+  "--proxy-mode=nftables. kube-proxy-deno keeps it, with kube-router's per-Service schedulers";
+
 /** The ipvs mode (upstream's, with kube-router's per-Service scheduler annotations). */
 export const ipvsMode: ProxyModeDefinition = {
   name: "ipvs",
@@ -101,6 +109,7 @@ export const ipvsMode: ProxyModeDefinition = {
   ],
 
   async setup(d) {
+    d.log.warn(IPVS_DEPRECATION);
     if (Deno.uid() !== 0) throw new ModeUnavailableError("ipvs mode needs root; try --proxy-mode=iptables");
     const missing: string[] = [];
     const oneLine = (t: string) => t.trim().split("\n").join("; ");

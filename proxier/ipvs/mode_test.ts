@@ -1,5 +1,10 @@
-import { assertEquals } from "../../tests/assert.ts";
-import { ipvsSysctls } from "./mode.ts";
+import { assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { MemoryLogger } from "../../tests/fixtures.ts";
+import { FakeClock } from "../clock.ts";
+import { ModeUnavailableError } from "../errors.ts";
+import { newModeDeps } from "../mode_definition.ts";
+import { defaultConfig } from "../options/config.ts";
+import { IPVS_DEPRECATION, ipvsMode, ipvsSysctls } from "./mode.ts";
 
 Deno.test("ipvs sysctls as upstream: conn_reuse_mode only on 4.1 to 5.8 kernels, strict ARP only when asked", () => {
   const keys = (strict: boolean, release: string) =>
@@ -17,4 +22,13 @@ Deno.test("ipvs sysctls as upstream: conn_reuse_mode only on 4.1 to 5.8 kernels,
     "net.ipv4.conf.all.arp_ignore=1",
     "net.ipv4.conf.all.arp_announce=2",
   ]);
+});
+
+Deno.test("ipvs mode says at start that upstream deprecated it, recommending nftables", async () => {
+  const log = new MemoryLogger();
+  const exec = { run: () => Promise.resolve({ code: 1, stdout: "", stderr: "no IPVS" }) };
+  const deps = newModeDeps(defaultConfig(), { nodeName: "node-a", log, clock: new FakeClock(), exec });
+  await assertRejects(() => ipvsMode.setup!(deps), ModeUnavailableError);
+  assertEquals(log.messages("warn"), [IPVS_DEPRECATION]);
+  assertMatch(IPVS_DEPRECATION, /deprecated upstream since Kubernetes 1\.35.*--proxy-mode=nftables/);
 });
