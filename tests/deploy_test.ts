@@ -1,0 +1,105 @@
+/**
+ * The shipped manifests bootstrap a real cluster: kubeadm's DaemonSet shape (its command line,
+ * privileged, host network, every taint tolerated, the xtables lock and modules, a kubeconfig that
+ * points at the control plane rather than the `kubernetes` Service), the image answering to
+ * `/usr/local/bin/kube-proxy`, and the systemd unit.
+ */
+import { loadAll } from "js-yaml";
+import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { loadApiAccess } from "../proxier/config/api_access.ts";
+import { parseCommandLine } from "../proxier/options/flags.ts";
+import { defaultConfig } from "../proxier/options/config.ts";
+
+const read = (path: string) => Deno.readTextFileSync(new URL(`../${path}`, import.meta.url));
+// deno-lint-ignore no-explicit-any
+type Obj = any;
+const docs = loadAll(read("deploy/daemonset.yaml")) as Obj[];
+const byKind = (kind: string) => docs.find((d) => d.kind === kind);
+
+Deno.test("deploy: the DaemonSet has kubeadm's shape: its command line, privileged, host network, every taint", () => {
+  const ds = byKind("DaemonSet");
+  assertEquals([ds.metadata.name, ds.metadata.namespace], ["kube-proxy", "kube-system"]);
+  assertEquals(ds.spec.updateStrategy, { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } });
+  const pod = ds.spec.template.spec;
+  assertEquals([pod.serviceAccountName, pod.priorityClassName, pod.hostNetwork], [
+    "kube-proxy",
+    "system-node-critical",
+    true,
+  ]);
+  assertEquals(pod.tolerations, [{ operator: "Exists" }]);
+  const c = pod.containers[0];
+  assertEquals(c.command, [
+    "/usr/local/bin/kube-proxy",
+    "--config=/var/lib/kube-proxy/config.conf",
+    "--hostname-override=$(NODE_NAME)",
+  ]);
+  assertEquals(c.env, [{ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }]);
+  assertEquals(c.securityContext, { privileged: true });
+  assertEquals(c.livenessProbe.httpGet, { path: "/livez", port: 10256, host: "127.0.0.1" });
+  const mounts = Object.fromEntries(c.volumeMounts.map((m: Obj) => [m.name, m]));
+  const volumes = Object.fromEntries(pod.volumes.map((v: Obj) => [v.name, v]));
+  assertEquals(mounts["lib-modules"], { name: "lib-modules", mountPath: "/lib/modules", readOnly: true });
+  assertEquals(volumes["lib-modules"].hostPath, { path: "/lib/modules" });
+  assertEquals(mounts["xtables-lock"].mountPath, "/run/xtables.lock");
+  assertEquals(volumes["xtables-lock"].hostPath, { path: "/run/xtables.lock", type: "FileOrCreate" });
+  assertEquals(mounts["kube-proxy"].mountPath, "/var/lib/kube-proxy");
+  assertEquals(volumes["kube-proxy"].configMap, { name: "kube-proxy" });
+  // The built-in role every kube-proxy has (Services, EndpointSlices, Nodes, Events).
+  const binding = byKind("ClusterRoleBinding");
+  assertEquals(binding.roleRef.name, "system:node-proxier");
+  assertEquals(binding.subjects, [{ kind: "ServiceAccount", name: "kube-proxy", namespace: "kube-system" }]);
+});
+
+Deno.test("deploy: the ConfigMap's files start the program with the DaemonSet's command line, reaching the control plane", async () => {
+  const cm = byKind("ConfigMap");
+  assertEquals([cm.metadata.name, Object.keys(cm.data).sort()], ["kube-proxy", [
+    "config.conf",
+    "kubeconfig.conf",
+  ]]);
+  const argv = byKind("DaemonSet").spec.template.spec.containers[0].command.slice(1)
+    .map((a: string) => a.replace("$(NODE_NAME)", "node-1"));
+  const files: Record<string, string> = {
+    "/var/lib/kube-proxy/config.conf": cm.data["config.conf"],
+    "/var/lib/kube-proxy/kubeconfig.conf": cm.data["kubeconfig.conf"],
+    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt": read("tests/testdata/tls/ca.crt"),
+    "/var/run/secrets/kubernetes.io/serviceaccount/token": "token-1\n",
+  };
+  const cmd = parseCommandLine(argv, (p) => files[String(p)]);
+  assertEquals([cmd.command, cmd.warnings], ["run", []]);
+  assertEquals(cmd.config, {
+    ...defaultConfig(),
+    kubeconfig: "/var/lib/kube-proxy/kubeconfig.conf",
+    clusterCIDRs: ["10.244.0.0/16"],
+    hostnameOverride: "node-1",
+  });
+  const access = await loadApiAccess({
+    kubeconfig: cmd.config.kubeconfig,
+    master: "",
+    env: () => undefined,
+    readFile: (p) => Promise.resolve(files[p] ?? Promise.reject(new Deno.errors.NotFound(p))),
+  });
+  // The control-plane endpoint, never the `kubernetes` Service only a running proxy makes reachable.
+  assertEquals(access.server, "https://control-plane-endpoint:6443");
+  assertEquals((await access.headers()).get("authorization"), "Bearer token-1");
+  access.client?.close();
+});
+
+Deno.test("deploy: the image answers to kubeadm's /usr/local/bin/kube-proxy", () => {
+  const last = read("Dockerfile").slice(read("Dockerfile").lastIndexOf("\nFROM "));
+  assertMatch(last, /\nCOPY --from=build \/src\/kube-proxy-deno \/usr\/local\/bin\/kube-proxy-deno\n/);
+  assertMatch(last, /\nRUN ln -s kube-proxy-deno \/usr\/local\/bin\/kube-proxy\n/);
+});
+
+Deno.test("deploy: the systemd unit reads --config from /etc/kube-proxy-deno, OOMScoreAdjust=-999, restarts on failure", () => {
+  const unit = read("deploy/kube-proxy-deno.service");
+  const exec = /\nExecStart=(.*)\n/.exec(unit)![1].split(" ");
+  assertEquals(exec[0], "/usr/local/bin/kube-proxy-deno");
+  const cmd = parseCommandLine(
+    exec.slice(1).map((a) => a.replace("%H", "node-1")),
+    (p) => String(p) === "/etc/kube-proxy-deno/config.conf" ? read("deploy/kube-proxy-config.yaml") : "",
+  );
+  assertEquals([cmd.command, cmd.warnings, cmd.config.hostnameOverride], ["run", [], "node-1"]);
+  for (const line of ["OOMScoreAdjust=-999", "Restart=on-failure"]) {
+    assert(unit.includes(`\n${line}\n`), line);
+  }
+});
