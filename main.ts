@@ -11,6 +11,7 @@ import { setConntrackSysctls } from "./proxier/conntrack_sysctls.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
 import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
 import { setOwnOomScoreAdj } from "./proxier/oom_score.ts";
+import type { ProxyMetrics } from "./proxier/metrics.ts";
 import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
 import { encodeConfig } from "./proxier/options/write_config.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/config/api_access.ts";
@@ -259,7 +260,9 @@ async function run(
   }
   await setOwnOomScoreAdj(exec, config.oomScoreAdj, log);
 
-  const kubernetes = access === undefined ? undefined : startKubernetes(access, config, nodeName, clock, log);
+  const kubernetes = access === undefined
+    ? undefined
+    : startKubernetes(access, config, nodeName, clock, log, deps.metrics);
   let proxier: ModeProvider;
   try {
     proxier = await mode.create(deps);
@@ -380,6 +383,7 @@ async function startKubernetes(
   nodeName: string,
   clock: Clock,
   log: Logger,
+  metrics: ProxyMetrics,
 ) {
   const informer = import("./proxier/config/kubernetes.ts");
   informer.catch(() => {}); // awaited below
@@ -394,7 +398,13 @@ async function startKubernetes(
     qps,
     burst,
   });
-  const api = new ApiClient(access, { limiter: new RateLimiter({ qps, burst, clock }) });
+  const api = new ApiClient(access, {
+    limiter: new RateLimiter({ qps, burst, clock }),
+    observe: (r) => {
+      metrics.restClientRequestsTotal.inc({ code: r.code, host: r.host, method: r.method });
+      metrics.restClientRequestDuration.observe({ host: r.host, verb: r.method }, r.seconds);
+    },
+  });
   const prefetched = prefetchLists(api, nodeName);
   const { KubernetesSource } = await informer;
   return { api, prefetched, KubernetesSource };

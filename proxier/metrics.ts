@@ -6,6 +6,7 @@
 import { Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry } from "prom-client";
 import { registerProcessMetrics } from "./process_metrics.ts";
 import type { IPFamily } from "./types.ts";
+import { VERSION } from "./version.ts";
 
 /** One virtual server's IPVS counters with the Service it serves. */
 export interface IpvsServiceCounters {
@@ -26,6 +27,9 @@ export interface IpvsServiceCounters {
 }
 
 const FAMILY = "ip_family";
+
+/** This build's version for `kubernetes_build_info`. */
+const BUILD = { version: VERSION, major: VERSION.split(".")[0], minor: VERSION.split(".")[1] } as const;
 
 /** Upstream's network programming buckets: 0, 0.25 s, 0.5 s, 1-59 s, 60-115 s by 5, 2-5 min by 30 s. */
 const NPL_BUCKETS = [
@@ -87,6 +91,10 @@ export class ProxyMetrics {
   readonly noLocalEndpointsTotal: Gauge<typeof FAMILY | "traffic_policy">;
   readonly healthzTotal: Counter<"code">;
   readonly livezTotal: Counter<"code">;
+  /** client-go's: every API request by status code (`<error>` when none came), method and host. */
+  readonly restClientRequestsTotal: Counter<"code" | "host" | "method">;
+  /** client-go's: API request latency by verb and host. */
+  readonly restClientRequestDuration: Histogram<"host" | "verb">;
   readonly #ipvsSources: Array<() => Promise<readonly IpvsServiceCounters[]>> = [];
   /** Userspace mode: accept/receive calls that failed (EMFILE...) and were retried. */
   readonly userspaceAcceptErrorsTotal?: Counter;
@@ -209,6 +217,46 @@ export class ProxyMetrics {
       registers: [this.registry],
       labelNames: ["code"] as const,
     });
+    this.restClientRequestsTotal = new Counter({
+      name: "rest_client_requests_total",
+      help: "Number of HTTP requests, partitioned by status code, method, and host.",
+      registers: [this.registry],
+      labelNames: ["code", "host", "method"] as const,
+    });
+    this.restClientRequestDuration = new Histogram({
+      name: "rest_client_request_duration_seconds",
+      help: "Request latency in seconds. Broken down by verb, and host.",
+      buckets: [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+      registers: [this.registry],
+      labelNames: ["host", "verb"] as const,
+    });
+    new Gauge({
+      name: "kubernetes_build_info",
+      help: "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree " +
+        "state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.",
+      registers: [this.registry],
+      labelNames: [
+        "build_date",
+        "compiler",
+        "git_commit",
+        "git_tree_state",
+        "git_version",
+        "go_version",
+        "major",
+        "minor",
+        "platform",
+      ] as const,
+    }).set({
+      build_date: "",
+      compiler: "deno",
+      git_commit: "",
+      git_tree_state: "",
+      git_version: `v${BUILD.version}-kube-proxy-deno`,
+      go_version: `deno${Deno.version.deno}`,
+      major: BUILD.major,
+      minor: BUILD.minor,
+      platform: `${Deno.build.os}/${Deno.build.arch === "x86_64" ? "amd64" : "arm64"}`,
+    }, 1);
     registerProcessMetrics(this.registry);
     if (mode === "ipvs") this.#registerIpvsCounters();
     if (mode === "userspace") {

@@ -128,6 +128,7 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
   const api = new TestApiServer();
   api.apply("services", makeService("ns1", "svc1", (s) => s.spec!.type = "ClusterIP"));
   const url = api.start();
+  const metricsPort = freePort();
   const dir = await Deno.makeTempDir({ prefix: "kpd-kubeconfig-" });
   try {
     const child = new Deno.Command(Deno.execPath(), {
@@ -138,7 +139,7 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
         "--hostname-override=node-a",
         `--master=${url}`,
         "--healthz-bind-address=",
-        "--metrics-bind-address=",
+        `--metrics-bind-address=127.0.0.1:${metricsPort}`,
       ]),
       stdout: "null",
       stderr: "piped",
@@ -146,6 +147,22 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
     const proc = new ProxyProcess(child);
     await eventually(() => assertMatch(proc.log(), /Initial list complete kind="Service" objects=1/), 20_000);
     assertMatch(proc.log(), new RegExp(`Using the API server server="${url}" from="--master"`));
+    // client-go's request metrics and the build info, as the kube-proxy dashboards read them.
+    const m = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const host = new URL(url).host;
+    const lists = Number(
+      new RegExp(`rest_client_requests_total\\{code="200",host="${host}",method="GET"\\} (\\d+)`).exec(m)
+        ?.[1],
+    );
+    assert(lists >= 3, m);
+    assertMatch(
+      m,
+      new RegExp(`rest_client_request_duration_seconds_count\\{host="${host}",verb="GET"\\} \\d+`),
+    );
+    assertMatch(
+      m,
+      /kubernetes_build_info\{.*compiler="deno".*git_version="v\d+\.\d+\.\d+-kube-proxy-deno".*\} 1/,
+    );
     assertEquals((await proc.stop()).code, 0);
     await Deno.writeTextFile(
       `${dir}/kubeconfig`,

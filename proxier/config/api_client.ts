@@ -32,6 +32,8 @@ export interface ApiClientOptions {
   readonly minTimeoutSeconds?: number;
   /** `--kube-api-qps` / `--kube-api-burst`: every request waits for a token; undefined: no limit. */
   readonly limiter?: RateLimiter;
+  /** Called once per request with its outcome (client-go's rest_client metrics). */
+  readonly observe?: (r: { method: string; host: string; code: string; seconds: number }) => void;
 }
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
@@ -59,6 +61,7 @@ export class ApiClient {
   readonly #inactivityMs: number;
   readonly #minTimeoutSeconds: number;
   readonly #limiter?: RateLimiter;
+  readonly #observe?: ApiClientOptions["observe"];
 
   /** Builds the client; opens no connection until a request. */
   constructor(access: ApiAccess, opts: ApiClientOptions = {}) {
@@ -66,6 +69,20 @@ export class ApiClient {
     this.#inactivityMs = opts.inactivityTimeoutMs ?? 150_000;
     this.#minTimeoutSeconds = opts.minTimeoutSeconds ?? 300;
     this.#limiter = opts.limiter;
+    this.#observe = opts.observe;
+  }
+
+  /** `fetch` that reports each request's status (`<error>` when none came) and latency. */
+  async #fetch(url: URL, init: RequestInit & { client?: Deno.HttpClient }): Promise<Response> {
+    const start = performance.now();
+    let code = "<error>";
+    try {
+      const res = await fetch(url, init);
+      code = String(res.status);
+      return res;
+    } finally {
+      this.#observe?.({ method: "GET", host: url.host, code, seconds: (performance.now() - start) / 1000 });
+    }
   }
 
   #url(path: string, query: object): URL {
@@ -85,7 +102,7 @@ export class ApiClient {
     query: ListQuery = {},
   ): Promise<KubernetesListObject<T>> {
     await this.#limiter?.wait();
-    const res = await fetch(this.#url(path, query), {
+    const res = await this.#fetch(this.#url(path, query), {
       headers: await this.#access.headers(),
       client: this.#access.client,
     });
@@ -136,7 +153,7 @@ export class ApiClient {
       });
       await this.#limiter?.wait(controller.signal);
       touch();
-      const res = await fetch(url, {
+      const res = await this.#fetch(url, {
         headers: await this.#access.headers(),
         signal: controller.signal,
         client: this.#access.client,

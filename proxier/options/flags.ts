@@ -822,7 +822,7 @@ ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
 })();
 
 /** The version this build reports. */
-export const VERSION = "0.1.0";
+export { VERSION } from "../version.ts";
 
 /**
  * Parses the command line (without the program name) into the configuration to run with.
