@@ -21,6 +21,7 @@ import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { nullLogger } from "../proxier/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { defaultConfig } from "../proxier/options/config.ts";
+import type { KubernetesObject } from "@kubernetes/client-node";
 import { TestApiServer } from "../tests/api_server.ts";
 import { startArgs } from "../tests/program.ts";
 import { feedGenerated, generate, slice } from "./objects.ts";
@@ -269,6 +270,13 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
   let dir: string | undefined;
   if (o.source === "api") {
     api = new TestApiServer();
+    // The node's own Node, as a cluster has it (the first sync waits for it, as upstream's).
+    api.apply("nodes", {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name: "node-a" },
+      status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
+    } as KubernetesObject);
     for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
     for (const s of slices) {
       api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });

@@ -100,6 +100,12 @@ export interface BaseProxierOptions {
    * what it reads. Omitted by modes that need none.
    */
   readonly localDetection?: LocalDetection;
+  /**
+   * How long the first sync waits, once the Node list is in, for the own Node (and, in NodeCIDR
+   * mode, its pod CIDRs), as upstream's NodeManager: node IPs and local detection are then right
+   * from the first rule. 0 (the file source, whose files are the whole truth; tests): no wait.
+   */
+  readonly nodeWaitMs?: number;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -124,6 +130,10 @@ export abstract class BaseProxier implements Provider {
   readonly #fullSyncPeriodMs: number;
   #servicesSynced = false;
   #slicesSynced = false;
+  /** The Node list is in and the own Node is known (with its pod CIDRs when they are needed), or the wait is over. */
+  #nodeReady = false;
+  readonly #nodeWaitMs: number;
+  #stopNodeWait = () => {};
   #needFull = true;
   #lastFull = 0;
   /** The sync loop's signal; never aborted outside {@linkcode syncLoop} (render, tests). */
@@ -139,6 +149,8 @@ export abstract class BaseProxier implements Provider {
     this.health = o.health;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
+    this.#nodeWaitMs = o.nodeWaitMs ?? 0;
+    this.#nodeReady = this.#nodeWaitMs <= 0;
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
     this.#services = new ServiceChangeTracker({ family: o.family, warnings });
     this.#endpoints = new EndpointsChangeTracker({
@@ -172,9 +184,9 @@ export abstract class BaseProxier implements Provider {
     return this.serviceMap.size;
   }
 
-  /** True once Services and EndpointSlices both had their initial sync. */
+  /** True once Services, EndpointSlices and the own Node had their initial sync. */
   get isInitialized(): boolean {
-    return this.#servicesSynced && this.#slicesSynced;
+    return this.#servicesSynced && this.#slicesSynced && this.#nodeReady;
   }
 
   /** @inheritdoc */
@@ -273,6 +285,14 @@ export abstract class BaseProxier implements Provider {
     const zoneBefore = this.topology.zone;
     this.node = n;
     this.health.setNode(n);
+    if (!this.#nodeReady && this.#nodeComplete()) {
+      // Waiting for it (or the Node list is not in yet): it is here now.
+      this.#stopNodeWait();
+      this.#nodeReady = true;
+      this.log.info("Node known", { node: this.nodeName, family: this.family });
+      this.sync();
+      return;
+    }
     if (this.nodeDependentState() === before) return;
     if (this.topology.zone !== zoneBefore) {
       this.log.info("Node topology changed", { family: this.family, zone: this.topology.zone });
@@ -281,7 +301,38 @@ export abstract class BaseProxier implements Provider {
     this.requestFullSync();
   }
   /** @inheritdoc */
-  onNodeSynced(): void {}
+  onNodeSynced(): void {
+    if (this.#nodeReady) return;
+    if (this.#nodeComplete()) {
+      this.#nodeReady = true;
+      this.sync();
+      return;
+    }
+    this.log.info("Waiting for the Node object before the first sync", {
+      node: this.nodeName,
+      family: this.family,
+      timeoutMs: this.#nodeWaitMs,
+    });
+    this.#stopNodeWait = this.clock.setTimer(() => {
+      if (this.#nodeReady) return;
+      this.log.warn(
+        this.node === undefined
+          ? "The Node object did not appear; syncing without its addresses and pod CIDRs"
+          : "The Node has no pod CIDRs yet (NodeCIDR mode); syncing without local traffic detection",
+        { node: this.nodeName, family: this.family, waitedMs: this.#nodeWaitMs },
+      );
+      this.#nodeReady = true;
+      this.sync();
+    }, this.#nodeWaitMs);
+  }
+
+  /** The own Node is known, with pod CIDRs when `--detect-local-mode=NodeCIDR` needs them. */
+  #nodeComplete(): boolean {
+    const n = this.node;
+    if (n === undefined) return false;
+    if (this.#localDetection?.mode !== "NodeCIDR") return true;
+    return (n.spec?.podCIDRs?.length ?? 0) > 0 || (n.spec?.podCIDR ?? "") !== "";
+  }
 
   /** Asks for a sync once both initial syncs are in; the runner rate-limits. */
   sync(): void {

@@ -176,3 +176,85 @@ Deno.test("stopping interrupts a sync in progress at once, counts no failure and
   const page = await metrics.registry.metrics();
   assertEquals(/kubeproxy_sync_proxy_rules_failures_total\{ip_family="IPv4"\} [1-9]/.test(page), false, page);
 });
+
+/** A proxier that records how many syncs ran, waiting for its Node as with the API source. */
+class NodeWaitingProxier extends BaseProxier {
+  syncs = 0;
+  constructor(clock: FakeClock, log: MemoryLogger, nodeCIDR = false) {
+    super({
+      family: "IPv4",
+      nodeName: "node-a",
+      log,
+      clock,
+      metrics: new ProxyMetrics(),
+      health: new ProxyHealth({ clock, timeoutMs: 60_000 }),
+      minSyncPeriodMs: 0,
+      syncPeriodMs: SYNC_PERIOD_MS,
+      nodeWaitMs: nodeCIDR ? 300_000 : 30_000,
+      localDetection: { mode: nodeCIDR ? "NodeCIDR" : "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },
+    });
+  }
+  protected override syncRules(): Promise<void> {
+    this.syncs++;
+    return Promise.resolve();
+  }
+}
+
+Deno.test("the first sync waits (bounded) for the own Node, and in NodeCIDR mode for its pod CIDRs, as upstream", async () => {
+  const node = (podCIDR?: string) => ({
+    metadata: { name: "node-a" },
+    spec: podCIDR === undefined ? {} : { podCIDR, podCIDRs: [podCIDR] },
+    status: { addresses: [{ type: "InternalIP", address: "192.168.0.2" }] },
+  });
+  const start = (p: BaseProxier) => {
+    p.onServicesSynced();
+    p.onEndpointSlicesSynced();
+    p.onNodeSynced(); // the Node list is in, without the Node yet
+  };
+  {
+    const clock = new FakeClock();
+    const p = new NodeWaitingProxier(clock, new MemoryLogger());
+    const ac = new AbortController();
+    const loop = p.syncLoop(ac.signal);
+    start(p);
+    await clock.advance(10_000);
+    assertEquals(p.syncs, 0, "no rule before the Node is known");
+    p.onNodeAdd(node());
+    await clock.advance(100);
+    assertEquals(p.syncs, 1, "the Node arrived: the first sync runs at once");
+    ac.abort();
+    await loop;
+  }
+  {
+    const clock = new FakeClock();
+    const log = new MemoryLogger();
+    const p = new NodeWaitingProxier(clock, log);
+    const ac = new AbortController();
+    const loop = p.syncLoop(ac.signal);
+    start(p);
+    await clock.advance(29_000);
+    assertEquals(p.syncs, 0);
+    await clock.advance(1_100);
+    assertEquals(p.syncs, 1, "the wait is bounded: 30 s");
+    assertEquals(log.messages("warn"), [
+      "The Node object did not appear; syncing without its addresses and pod CIDRs",
+    ]);
+    ac.abort();
+    await loop;
+  }
+  {
+    const clock = new FakeClock();
+    const p = new NodeWaitingProxier(clock, new MemoryLogger(), true);
+    const ac = new AbortController();
+    const loop = p.syncLoop(ac.signal);
+    start(p);
+    p.onNodeAdd(node());
+    await clock.advance(60_000);
+    assertEquals(p.syncs, 0, "NodeCIDR mode: a Node without pod CIDRs is not enough");
+    p.onNodeUpdate(node(), node("10.180.3.0/24"));
+    await clock.advance(100);
+    assertEquals(p.syncs, 1);
+    ac.abort();
+    await loop;
+  }
+});

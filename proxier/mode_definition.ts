@@ -50,6 +50,11 @@ export function newModeDeps(
   };
 }
 
+/** How long the first sync waits for the own Node from the API (upstream's NodeManager waits too). */
+export const NODE_WAIT_MS = 30_000;
+/** In NodeCIDR mode, for its pod CIDRs: upstream waits 5 minutes for an allocator to assign them. */
+export const NODE_CIDR_WAIT_MS = 300_000;
+
 /** Returns the options every proxier of `family` shares. */
 export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOptions {
   return {
@@ -62,6 +67,9 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     warnings: d.warnings,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     syncPeriodMs: d.config.syncPeriodMs,
+    nodeWaitMs: d.config.source.kind === "kubernetes"
+      ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)
+      : 0,
     localDetection: {
       mode: d.config.detectLocalMode,
       clusterCIDRs: d.config.clusterCIDRs,
