@@ -118,6 +118,8 @@ export abstract class BaseProxier implements Provider {
   /** The metrics, bound to this proxier's `ip_family` label. */
   protected readonly metrics: FamilyMetrics;
   protected readonly health: ProxyHealth;
+  /** The periodic resync interval (`--*-sync-period`). */
+  protected readonly syncPeriodMs: number;
   /** The model as of the last sync; only `#syncOnce` writes it. */
   protected readonly serviceMap: ServicePortMap = new Map();
   protected readonly endpointsMap: EndpointsMap = new Map();
@@ -147,6 +149,7 @@ export abstract class BaseProxier implements Provider {
     this.clock = o.clock;
     this.metrics = o.metrics.family(o.family);
     this.health = o.health;
+    this.syncPeriodMs = o.syncPeriodMs;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
     this.#nodeWaitMs = o.nodeWaitMs ?? 0;

@@ -63,6 +63,8 @@ export interface FamilyMetrics {
   userspaceAcceptError(): void;
   /** Counts a failed dial to an endpoint of `service` (userspace mode only). */
   userspaceDialFailure(service: string): void;
+  /** Sets the service ports whose proxy port cannot be opened now (userspace mode only). */
+  userspaceUnservedPorts(n: number): void;
   /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
   noLocalEndpoints(internal: number, external: number): void;
 }
@@ -100,6 +102,8 @@ export class ProxyMetrics {
   readonly userspaceAcceptErrorsTotal?: Counter;
   /** Userspace mode: dials to endpoints that failed, per service port. */
   readonly userspaceDialFailuresTotal?: Counter<"service">;
+  /** Userspace mode: service ports not served because their port cannot be opened. */
+  readonly userspaceUnservedPorts?: Gauge;
 
   /**
    * Registers the metrics on a fresh registry: the common ones, and those of `mode` (iptables
@@ -271,6 +275,11 @@ export class ProxyMetrics {
         labelNames: ["service"] as const,
         registers: [this.registry],
       });
+      this.userspaceUnservedPorts = new Gauge({
+        name: "kubeproxy_userspace_unserved_service_ports",
+        help: "Service ports not served because their proxy or node port cannot be opened (retried)",
+        registers: [this.registry],
+      });
     }
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
@@ -344,6 +353,7 @@ export class ProxyMetrics {
       },
       userspaceAcceptError: () => this.userspaceAcceptErrorsTotal?.inc(),
       userspaceDialFailure: (service) => this.userspaceDialFailuresTotal?.inc({ service }),
+      userspaceUnservedPorts: (n) => this.userspaceUnservedPorts?.set(n),
       noLocalEndpoints: (internal, external) => {
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);

@@ -69,28 +69,53 @@ Deno.test("userspace TCP workers: connections alternate backends as one rotation
   }
 });
 
-Deno.test("userspace TCP workers: a port another program holds fails the sync, naming it; freed, it is served", async () => {
-  const backend = tcpNameServer("a");
-  const nodePort = freePort();
-  const holder = Deno.listen({ hostname: "127.0.0.1", port: nodePort });
-  try {
-    await withWorkers(async (p, log) => {
+Deno.test("userspace: a port another program holds is named once, its Service waits; the sync (and health) stay good; freed, it is served", async () => {
+  for (const tcpWorkers of [2, 0]) {
+    const backend = tcpNameServer("a");
+    const nodePort = freePort();
+    const otherPort = freePort();
+    const holder = Deno.listen({ hostname: "127.0.0.1", port: nodePort });
+    const log = new MemoryLogger();
+    const p = loopbackUserspaceProxier({ tcpWorkers, log });
+    const ac = new AbortController();
+    const loop = p.syncLoop(ac.signal);
+    p.onServicesSynced();
+    p.onEndpointSlicesSynced();
+    try {
       p.onServiceAdd(nodePortService(nodePort));
       for (const s of slices([backend.port])) p.onEndpointSliceAdd(s);
-      await eventually(() => {
-        const e = log.records.find((r) => r.msg === "Cannot open proxy port; retrying");
-        if (e === undefined) throw new Error("no error yet");
-        assertEquals(e.fields?.nodePort, nodePort);
+      // Another Service on a free port is served meanwhile.
+      const other = makeService("ns1", "other", (s) => {
+        s.spec!.type = "NodePort";
+        s.spec!.ports = [{ name: "p", port: 80, protocol: "TCP", nodePort: otherPort }];
       });
+      p.onServiceAdd(other);
+      p.onEndpointSliceAdd(makeEndpointSlice("ns1", "other", (s) => {
+        s.ports = [{ name: "p", port: backend.port, protocol: "TCP" }];
+        s.endpoints = [ep("127.0.0.1")];
+      }));
+      assertEquals(await eventually(() => tcpAsk(otherPort)), "a");
+      const named = log.records.filter((r) => r.msg.startsWith("Cannot open the proxy port of this Service"));
+      assertEquals(named.length, 1, `tcpWorkers=${tcpWorkers}: named once, not at every retry`);
+      assertEquals([named[0].level, named[0].fields?.service, named[0].fields?.nodePort], [
+        "warn",
+        "ns1/svc1:p",
+        nodePort,
+      ]);
+      assertEquals(log.messages("error").filter((m) => m.startsWith("Sync failed")), [], "syncs do not fail");
       holder.close();
-      // The failed sync is retried with backoff and opens the port then.
+      // Retried with backoff (1 s, 2 s, ...): served once the port is free.
       assertEquals(await eventually(() => tcpAsk(nodePort), 15_000), "a");
-    });
-  } finally {
-    backend.close();
-    try {
-      holder.close();
-    } catch { /* closed above */ }
+      assert(log.messages("info").includes("Serving the Service's port now"));
+    } finally {
+      ac.abort();
+      await loop;
+      p.close();
+      backend.close();
+      try {
+        holder.close();
+      } catch { /* closed above */ }
+    }
   }
 });
 

@@ -108,6 +108,10 @@ export class UserspaceProxier extends BaseProxier {
   #portalText = "";
   #warnedNoPortals = false;
   readonly #warnedSctp = new Set<string>();
+  /** Service ports whose port cannot be opened now, with the reason last reported. */
+  readonly #unserved = new Map<string, string>();
+  /** A retry of the unserved ports is scheduled (backoff doubling from 1 s to the sync period). */
+  #retry?: { cancel: () => void; ms: number };
   /** Per endpoint: when a failed dial to it was last logged. */
   readonly #dialWarned = new Map<string, number>();
 
@@ -169,6 +173,7 @@ export class UserspaceProxier extends BaseProxier {
 
   /** Closes every listener (connections in flight keep going); the kernel rules stay. */
   close(): void {
+    this.#retry?.cancel();
     for (const key of [...this.#ports.keys()]) this.#closePort(key);
     this.#tcp.close();
     this.#pool?.close();
@@ -185,7 +190,7 @@ export class UserspaceProxier extends BaseProxier {
     for (const key of [...this.#ports.keys()]) {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
-    let unopened = 0;
+    const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {
       const spec = JSON.stringify([
@@ -210,12 +215,7 @@ export class UserspaceProxier extends BaseProxier {
         try {
           this.#openPort(key, info, spec);
         } catch (e) {
-          unopened++;
-          this.log.error("Cannot open proxy port; retrying", {
-            service: servicePortNameString(info.name),
-            ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
-            error: (e as Error).message,
-          });
+          unopened.set(key, (e as Error).message);
         }
       }
       // Traffic reaches us from inside the node (portals, or pods and hosts through NodePorts): the
@@ -234,15 +234,48 @@ export class UserspaceProxier extends BaseProxier {
       for (const { key } of workerPorts) {
         const error = failed.get(key) ?? failed.get("*");
         if (error === undefined) continue;
-        unopened++;
-        this.log.error("Cannot open proxy port; retrying", { service: key, error });
+        unopened.set(key, error);
         this.#closePort(key);
       }
     }
     if (this.#iptables !== undefined) await this.#syncPortals(ctx.full);
-    // A port that cannot be served fails the sync: it is retried with backoff (reopening the
-    // port), and /healthz turns unhealthy while it keeps failing.
-    if (unopened > 0) throw new Error(`${unopened} proxy port(s) could not be opened`);
+    this.#reportUnserved(unopened, ctx);
+  }
+
+  /**
+   * A port another program holds concerns its Service, not the node: the sync succeeds (health
+   * stays about syncs), the Service is named in a warning once per reason, counted in
+   * `kubeproxy_userspace_unserved_service_ports`, and its port retried with backoff.
+   */
+  #reportUnserved(unopened: ReadonlyMap<string, string>, ctx: SyncContext): void {
+    for (const [key, error] of unopened) {
+      if (this.#unserved.get(key) === error) continue;
+      const info = ctx.services.get(key)!;
+      this.log.warn(
+        "Cannot open the proxy port of this Service; it is not served until the port is free, other Services are",
+        {
+          service: servicePortNameString(info.name),
+          ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
+          error,
+        },
+      );
+    }
+    for (const key of this.#unserved.keys()) {
+      if (!unopened.has(key) && this.#ports.has(key)) {
+        this.log.info("Serving the Service's port now", { service: key });
+      }
+    }
+    this.#unserved.clear();
+    for (const [k, v] of unopened) this.#unserved.set(k, v);
+    this.metrics.userspaceUnservedPorts(unopened.size);
+    if (unopened.size === 0) {
+      this.#retry?.cancel();
+      this.#retry = undefined;
+      return;
+    }
+    const ms = Math.min(this.#retry === undefined ? 1000 : 2 * this.#retry.ms, this.syncPeriodMs);
+    this.#retry?.cancel();
+    this.#retry = { ms, cancel: this.clock.setTimer(() => this.sync(), ms) };
   }
 
   #openPort(key: string, info: ServicePortInfo, spec: string): void {
