@@ -11,7 +11,14 @@ import { setConntrackSysctls } from "./proxier/conntrack_sysctls.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
 import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
 import { setOwnOomScoreAdj } from "./proxier/oom_score.ts";
-import type { ProxyMetrics } from "./proxier/metrics.ts";
+import { ProxyMetrics } from "./proxier/metrics.ts";
+import {
+  ApiEventRecorder,
+  type EventRecorder,
+  nodeRef,
+  nullRecorder,
+  type ObjectRef,
+} from "./proxier/events.ts";
 import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
 import { encodeConfig } from "./proxier/options/write_config.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/config/api_access.ts";
@@ -242,11 +249,25 @@ async function run(
     }
   }
 
+  const metrics = new ProxyMetrics(config.mode);
+  const api = access === undefined ? undefined : apiClient(access, config, clock, metrics);
+  const events: EventRecorder = api === undefined ? nullRecorder : new ApiEventRecorder({
+    post: (p, b) => api.create(p, b),
+    instance: `kube-proxy-${Deno.hostname()}`,
+    log,
+  });
+  const node = nodeRef(nodeName);
+
   // The privileged set-up, as upstream's platformSetup: conntrack, then the mode's own sysctls.
-  await tuneConntrack(config, exec, log);
+  await tuneConntrack(config, exec, log, events, node);
   // The proxy's health (deps below) decides the service health ports too, as upstream.
-  const healthServer = new ServiceHealthServer({ log, proxyHealthy: () => deps.health.status().healthy });
-  const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer });
+  const healthServer = new ServiceHealthServer({
+    log,
+    proxyHealthy: () => deps.health.status().healthy,
+    events,
+    nodeName,
+  });
+  const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer, metrics, events });
   try {
     await mode.setup?.(deps);
   } catch (e) {
@@ -260,9 +281,9 @@ async function run(
   }
   await setOwnOomScoreAdj(exec, config.oomScoreAdj, log);
 
-  const kubernetes = access === undefined
+  const kubernetes = access === undefined || api === undefined
     ? undefined
-    : startKubernetes(access, config, nodeName, clock, log, deps.metrics);
+    : startKubernetes(access, api, config, nodeName, log);
   let proxier: ModeProvider;
   try {
     proxier = await mode.create(deps);
@@ -292,6 +313,14 @@ async function run(
         ...listen,
         server: "Healthz",
         address: hz,
+        onFailure: (error) =>
+          events.record({
+            regarding: node,
+            type: "Warning",
+            reason: "FailedToStartProxierHealthcheck",
+            action: "StartKubeProxy",
+            note: error,
+          }),
         start: () =>
           serveHealthz(deps.health, hz, ac.signal, {
             healthz: deps.metrics.healthzTotal,
@@ -305,6 +334,14 @@ async function run(
         ...listen,
         server: "Metrics",
         address: m,
+        onFailure: (error) =>
+          events.record({
+            regarding: node,
+            type: "Warning",
+            reason: "FailedToStartMetricServer",
+            action: "StartKubeProxy",
+            note: error,
+          }),
         start: () => serveMetrics(deps.metrics, m, ac.signal, o.pages),
       }));
     }
@@ -315,6 +352,7 @@ async function run(
     await Promise.allSettled(tasks);
     return 1;
   }
+  events.record({ regarding: node, type: "Normal", reason: "Starting", action: "StartKubeProxy", note: "" });
   log.info("Starting kube-proxy-deno", {
     version: VERSION,
     mode: config.mode,
@@ -337,7 +375,7 @@ async function run(
     const k = await kubernetes!;
     const src = new k.KubernetesSource({
       access: access!,
-      api: k.api,
+      api,
       prefetched: k.prefetched,
       nodeName,
       handler: proxier,
@@ -359,7 +397,13 @@ async function run(
  * /proc/sys, nf_conntrack_max outside the host's namespace) is one warning naming each; the proxy
  * goes on, as upstream does when /sys is read-only.
  */
-async function tuneConntrack(config: ProxyConfig, exec: Executor, log: Logger): Promise<void> {
+async function tuneConntrack(
+  config: ProxyConfig,
+  exec: Executor,
+  log: Logger,
+  events: EventRecorder,
+  node: ObjectRef,
+): Promise<void> {
   const { failed } = await setConntrackSysctls(config.conntrack, {
     sysctl: new SysctlRunner({ exec }),
     cpus: navigator.hardwareConcurrency,
@@ -368,6 +412,13 @@ async function tuneConntrack(config: ProxyConfig, exec: Executor, log: Logger): 
   if (failed.length > 0) {
     log.warn("Cannot set these conntrack settings; the kernel's values stay (problems may arise later)", {
       settings: failed,
+    });
+    events.record({
+      regarding: node,
+      type: "Warning",
+      reason: "FailedToSetConntrack",
+      action: "StartKubeProxy",
+      note: `cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`,
     });
   }
 }
@@ -379,11 +430,10 @@ async function tuneConntrack(config: ProxyConfig, exec: Executor, log: Logger): 
  */
 async function startKubernetes(
   access: ApiAccess,
+  api: ApiClient,
   config: ProxyConfig,
   nodeName: string,
-  clock: Clock,
   log: Logger,
-  metrics: ProxyMetrics,
 ) {
   const informer = import("./proxier/config/kubernetes.ts");
   informer.catch(() => {}); // awaited below
@@ -398,16 +448,24 @@ async function startKubernetes(
     qps,
     burst,
   });
-  const api = new ApiClient(access, {
+  const prefetched = prefetchLists(api, nodeName);
+  const { KubernetesSource } = await informer;
+  return { prefetched, KubernetesSource };
+}
+
+/**
+ * The one API client of the process: every request (lists, watches, Events) passes one
+ * `--kube-api-qps` / `--kube-api-burst` limiter and is counted in client-go's rest_client metrics.
+ */
+function apiClient(access: ApiAccess, config: ProxyConfig, clock: Clock, metrics: ProxyMetrics): ApiClient {
+  const { qps, burst } = config.clientConnection;
+  return new ApiClient(access, {
     limiter: new RateLimiter({ qps, burst, clock }),
     observe: (r) => {
       metrics.restClientRequestsTotal.inc({ code: r.code, host: r.host, method: r.method });
       metrics.restClientRequestDuration.observe({ host: r.host, verb: r.method }, r.seconds);
     },
   });
-  const prefetched = prefetchLists(api, nodeName);
-  const { KubernetesSource } = await informer;
-  return { api, prefetched, KubernetesSource };
 }
 
 if (import.meta.main) {

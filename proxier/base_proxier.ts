@@ -3,6 +3,7 @@
  * bounded-frequency runner, metrics and health. A mode supplies `syncRules`.
  * @module
  */
+import { type EventRecorder, nullRecorder } from "./events.ts";
 import {
   describeLocalDetector,
   type LocalDetection,
@@ -106,6 +107,8 @@ export interface BaseProxierOptions {
    * from the first rule. 0 (the file source, whose files are the whole truth; tests): no wait.
    */
   readonly nodeWaitMs?: number;
+  /** Kubernetes Events about Services and the Node; default: none. */
+  readonly events?: EventRecorder;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -118,6 +121,8 @@ export abstract class BaseProxier implements Provider {
   /** The metrics, bound to this proxier's `ip_family` label. */
   protected readonly metrics: FamilyMetrics;
   protected readonly health: ProxyHealth;
+  /** Kubernetes Events (a no-op without an API server). */
+  protected readonly events: EventRecorder;
   /** The periodic resync interval (`--*-sync-period`). */
   protected readonly syncPeriodMs: number;
   /** The model as of the last sync; only `#syncOnce` writes it. */
@@ -150,6 +155,7 @@ export abstract class BaseProxier implements Provider {
     this.metrics = o.metrics.family(o.family);
     this.health = o.health;
     this.syncPeriodMs = o.syncPeriodMs;
+    this.events = o.events ?? nullRecorder;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
     this.#nodeWaitMs = o.nodeWaitMs ?? 0;

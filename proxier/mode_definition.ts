@@ -7,6 +7,7 @@ import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
 import type { TraceResult } from "../iptables/trace.ts";
 import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
+import { type EventRecorder, nullRecorder } from "./events.ts";
 import { MetaProxier } from "./meta_proxier.ts";
 import type { Clock } from "./clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
@@ -34,18 +35,26 @@ export interface ModeDeps {
   readonly healthServer?: ServiceHealthServer;
   /** Object problems, logged once per object version whichever family's proxier finds them. */
   readonly warnings: ObjectWarnings;
+  /** Kubernetes Events (none with the file source). */
+  readonly events: EventRecorder;
 }
 
-/** Returns deps with fresh metrics and health (the health timeout is 2 x syncPeriod, as upstream). */
+/**
+ * Returns deps with health (the health timeout is 2 x syncPeriod, as upstream) and, unless given,
+ * fresh metrics and no Events.
+ */
 export function newModeDeps(
   config: ProxyConfig,
-  o: Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer">,
+  o:
+    & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer">
+    & Partial<Pick<ModeDeps, "metrics" | "events">>,
 ): ModeDeps {
   return {
     config,
     ...o,
     warnings: new ObjectWarnings(o.log),
-    metrics: new ProxyMetrics(config.mode),
+    metrics: o.metrics ?? new ProxyMetrics(config.mode),
+    events: o.events ?? nullRecorder,
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
   };
 }
@@ -65,6 +74,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     metrics: d.metrics,
     health: d.health,
     warnings: d.warnings,
+    events: d.events,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     syncPeriodMs: d.config.syncPeriodMs,
     nodeWaitMs: d.config.source.kind === "kubernetes"

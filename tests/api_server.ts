@@ -50,6 +50,8 @@ export class TestApiServer {
   listRequests = 0;
   /** Milliseconds between BOOKMARK events on open watches. */
   bookmarkEveryMs = 200;
+  /** `events.k8s.io/v1` Events created (POSTed), with their namespace from the path. */
+  readonly events: Array<{ namespace: string; event: Record<string, unknown> }> = [];
 
   /** Starts listening (on the previous port after a stop); returns the base URL. */
   start(): string {
@@ -139,9 +141,29 @@ export class TestApiServer {
       const end = pending.indexOf("\r\n\r\n");
       const head = pending.slice(0, end);
       pending = pending.slice(end + 4);
-      const target = head.split("\r\n")[0].split(" ")[1];
+      const [method, target] = head.split("\r\n")[0].split(" ");
       const url = new URL(target, "http://x");
       const write = (text: string) => writeAllText(c, enc.encode(text));
+      if (method === "POST") {
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? "0");
+        while (enc.encode(pending).length < length) {
+          const n = await c.read(buf);
+          if (n === null) return;
+          pending += new TextDecoder().decode(buf.subarray(0, n));
+        }
+        const body = pending.slice(0, length);
+        pending = pending.slice(length);
+        const m = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events$/.exec(url.pathname);
+        const status = m === null ? "404 Not Found" : "201 Created";
+        if (m !== null) this.events.push({ namespace: decodeURIComponent(m[1]), event: JSON.parse(body) });
+        const reply = m === null ? JSON.stringify({ kind: "Status", code: 404 }) : body;
+        await write(
+          `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${
+            enc.encode(reply).length
+          }\r\n\r\n${reply}`,
+        );
+        continue;
+      }
       const entry = Object.entries(RESOURCES).find(([, r]) => r.path === url.pathname);
       if (entry === undefined) {
         const body = JSON.stringify({ kind: "Status", code: 404 });

@@ -504,3 +504,50 @@ Deno.test("main: the metrics port serves /healthz, /proxyMode, /configz, /flagz 
     await proc.stop();
   }
 });
+
+Deno.test("main: Events as upstream's: Starting on the Node, FailedToStartMetricServer when its port is taken", async () => {
+  const api = new TestApiServer();
+  const url = api.start();
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const metricsPort = (taken.addr as Deno.NetAddr).port;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: hostStartArgs([
+      "--proxy-mode=userspace",
+      "--userspace-portals=false",
+      "--hostname-override=node-a",
+      `--master=${url}`,
+      "--healthz-bind-address=",
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    ]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const proc = new ProxyProcess(child);
+  try {
+    const reasons = () => api.events.map((e) => e.event.reason);
+    await eventually(() => assertEquals(reasons().sort(), ["FailedToStartMetricServer", "Starting"]), 15_000);
+    const starting = api.events.find((e) => e.event.reason === "Starting")!;
+    assertEquals(starting.namespace, "default");
+    const { metadata, eventTime, reportingInstance, ...rest } = starting.event as Record<string, unknown>;
+    assertEquals(rest, {
+      apiVersion: "events.k8s.io/v1",
+      kind: "Event",
+      reportingController: "kube-proxy",
+      action: "StartKubeProxy",
+      reason: "Starting",
+      regarding: { kind: "Node", name: "node-a", uid: "node-a" },
+      note: "",
+      type: "Normal",
+    });
+    assertMatch((metadata as { name: string }).name, /^node-a\.[0-9a-f]+$/);
+    assertMatch(String(eventTime), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    assertMatch(String(reportingInstance), /^kube-proxy-/);
+    const failed = api.events.find((e) => e.event.reason === "FailedToStartMetricServer")!.event;
+    assertEquals([failed.type, (failed.regarding as { kind: string }).kind], ["Warning", "Node"]);
+    assertMatch(String(failed.note), /in use/i);
+  } finally {
+    await proc.stop();
+    taken.close();
+    await api.stop();
+  }
+});

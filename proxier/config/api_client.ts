@@ -73,7 +73,11 @@ export class ApiClient {
   }
 
   /** `fetch` that reports each request's status (`<error>` when none came) and latency. */
-  async #fetch(url: URL, init: RequestInit & { client?: Deno.HttpClient }): Promise<Response> {
+  async #fetch(
+    url: URL,
+    init: RequestInit & { client?: Deno.HttpClient },
+    method = "GET",
+  ): Promise<Response> {
     const start = performance.now();
     let code = "<error>";
     try {
@@ -81,7 +85,7 @@ export class ApiClient {
       code = String(res.status);
       return res;
     } finally {
-      this.#observe?.({ method: "GET", host: url.host, code, seconds: (performance.now() - start) / 1000 });
+      this.#observe?.({ method, host: url.host, code, seconds: (performance.now() - start) / 1000 });
     }
   }
 
@@ -113,6 +117,24 @@ export class ApiClient {
     const list = await res.json() as KubernetesListObject<T>;
     for (const o of list.items ?? []) slim(o);
     return list;
+  }
+
+  /**
+   * Creates `body` at `path` (a POST); resolves with the HTTP status. Rejects only when no answer
+   * came (the cause says why).
+   */
+  async create(path: string, body: unknown): Promise<number> {
+    await this.#limiter?.wait();
+    const headers = await this.#access.headers();
+    headers.set("content-type", "application/json");
+    const res = await this.#fetch(this.#url(path, {}), {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      client: this.#access.client,
+    }, "POST");
+    await res.body?.cancel();
+    return res.status;
   }
 
   /**

@@ -31,6 +31,8 @@ export interface ListenOptions {
   readonly clock: Clock;
   readonly hardFail: boolean;
   readonly retryMs?: number;
+  /** Called once per distinct failure (for an Event). */
+  readonly onFailure?: (error: string) => void;
 }
 
 /**
@@ -52,13 +54,19 @@ export function keepListening(o: ListenOptions): Promise<void> {
   if (!(first instanceof Error)) return first.finished;
   if (o.hardFail) throw new ListenError(o.server, address, { cause: first });
   const retryMs = o.retryMs ?? LISTEN_RETRY_MS;
-  o.log.error(`${o.server} server failed`, { address, error: first.message, retryInMs: retryMs });
+  let reported = "";
+  const failed = (error: string) => {
+    o.log.error(`${o.server} server failed`, { address, error, retryInMs: retryMs });
+    if (error !== reported) o.onFailure?.(error);
+    reported = error;
+  };
+  failed(first.message);
   return new Promise((resolve) => {
     let cancel = () => {};
     const again = () => {
       const s = attempt();
       if (s instanceof Error) {
-        o.log.error(`${o.server} server failed`, { address, error: s.message, retryInMs: retryMs });
+        failed(s.message);
         cancel = o.clock.setTimer(again, retryMs);
         return;
       }

@@ -4,6 +4,7 @@
  * upstream's JSON body, so load balancers send traffic only to nodes that can serve it.
  * @module
  */
+import { type EventRecorder, nullRecorder } from "../events.ts";
 import type { Logger } from "../logger.ts";
 import { categorizeEndpoints, type NodeTopology } from "../topology.ts";
 import type { EndpointsMap, ServicePortMap } from "../types.ts";
@@ -48,6 +49,8 @@ export class ServiceHealthServer {
   readonly #log: Logger;
   readonly #hostname: string;
   readonly #proxyHealthy: () => boolean;
+  readonly #events: EventRecorder;
+  readonly #nodeName: string;
   /** What each family's proxier last reported. */
   readonly #byFamily = new Map<string, readonly ServiceHealth[]>();
   readonly #servers = new Map<
@@ -60,10 +63,20 @@ export class ServiceHealthServer {
    * the proxy's own health (upstream's `serviceProxyHealthy`): a stuck proxy answers 503 on every
    * port, so load balancers stop sending to it. Default: always healthy.
    */
-  constructor(opts: { log: Logger; hostname?: string; proxyHealthy?: () => boolean }) {
+  constructor(
+    opts: {
+      log: Logger;
+      hostname?: string;
+      proxyHealthy?: () => boolean;
+      events?: EventRecorder;
+      nodeName?: string;
+    },
+  ) {
     this.#log = opts.log;
     this.#hostname = opts.hostname ?? "0.0.0.0";
     this.#proxyHealthy = opts.proxyHealthy ?? (() => true);
+    this.#events = opts.events ?? nullRecorder;
+    this.#nodeName = opts.nodeName ?? "";
   }
 
   /**
@@ -122,6 +135,16 @@ export class ServiceHealthServer {
           service: `${state.namespace}/${state.name}`,
           port,
           error: (e as Error).message,
+        });
+        this.#events.record({
+          regarding: { kind: "Service", namespace: state.namespace, name: state.name },
+          type: "Warning",
+          reason: "FailedToStartServiceHealthcheck",
+          action: "Listen",
+          note:
+            `node ${this.#nodeName} failed to start healthcheck "${state.namespace}/${state.name}" on port ${port}: ${
+              (e as Error).message
+            }`,
         });
       }
     }

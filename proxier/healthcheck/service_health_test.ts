@@ -1,6 +1,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { freePort } from "../../tests/net_helpers.ts";
+import type { EventSpec } from "../events.ts";
 import { ServiceHealthServer } from "./service_health.ts";
 
 async function get(port: number): Promise<string> {
@@ -52,5 +53,36 @@ Deno.test("ServiceHealthServer: serviceProxyHealthy is the proxy's own health; a
     assertEquals(await ask(), [503, false, 2]);
   } finally {
     hs.close();
+  }
+});
+
+Deno.test("ServiceHealthServer: a health check port that cannot be bound is an Event on the Service, as upstream", () => {
+  const events: EventSpec[] = [];
+  const hs = new ServiceHealthServer({
+    log: new MemoryLogger(),
+    hostname: "127.0.0.1",
+    events: { record: (e) => events.push(e) },
+    nodeName: "node-a",
+  });
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  try {
+    hs.sync([{ namespace: "ns1", name: "lb", port, localEndpoints: 1 }], "IPv4");
+    assertEquals(events.length, 1);
+    const e = events[0];
+    assertEquals([e.regarding, e.type, e.reason, e.action], [
+      { kind: "Service", namespace: "ns1", name: "lb" },
+      "Warning",
+      "FailedToStartServiceHealthcheck",
+      "Listen",
+    ]);
+    assertEquals(
+      e.note.startsWith(`node node-a failed to start healthcheck "ns1/lb" on port ${port}: `),
+      true,
+      e.note,
+    );
+  } finally {
+    hs.close();
+    taken.close();
   }
 });

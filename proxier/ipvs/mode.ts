@@ -3,6 +3,7 @@
  * sysctls, one proxier per family that has a working iptables, `render` on a dry run, `--cleanup`.
  * @module
  */
+import { nodeRef } from "../events.ts";
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
 import { ExecError, type Executor } from "../../iptables/executor.ts";
@@ -110,6 +111,13 @@ export const ipvsMode: ProxyModeDefinition = {
 
   async setup(d) {
     d.log.warn(IPVS_DEPRECATION);
+    d.events.record({
+      regarding: nodeRef(d.nodeName),
+      type: "Warning",
+      reason: "DeprecatedProxyMode",
+      action: "StartKubeProxy",
+      note: IPVS_DEPRECATION,
+    });
     if (Deno.uid() !== 0) throw new ModeUnavailableError("ipvs mode needs root; try --proxy-mode=iptables");
     const missing: string[] = [];
     const oneLine = (t: string) => t.trim().split("\n").join("; ");

@@ -251,6 +251,15 @@ export class UserspaceProxier extends BaseProxier {
     for (const [key, error] of unopened) {
       if (this.#unserved.get(key) === error) continue;
       const info = ctx.services.get(key)!;
+      this.events.record({
+        regarding: { kind: "Service", namespace: info.name.namespace, name: info.name.name },
+        type: "Warning",
+        reason: "FailedToStartServiceProxyPort",
+        action: "Listen",
+        note: `node ${this.nodeName} cannot serve ${servicePortNameString(info.name)}${
+          info.nodePort !== 0 ? ` on node port ${info.nodePort}` : ""
+        }: ${error}`,
+      });
       this.log.warn(
         "Cannot open the proxy port of this Service; it is not served until the port is free, other Services are",
         {
