@@ -1,16 +1,7 @@
 /**
- * The one logger interface the program uses, and its LogTape-backed implementation.
+ * The one logger interface the program uses, and its implementation in klog's text and JSON shapes.
  * @module
  */
-import {
-  configure,
-  dispose,
-  getJsonLinesFormatter,
-  getLogger,
-  getStreamSink,
-  getTextFormatter,
-  type LogLevel,
-} from "@logtape/logtape";
 
 /** Structured fields attached to a log record. */
 export type Fields = Record<string, unknown>;
@@ -37,43 +28,72 @@ export function warningsOnly(log: Logger): Logger {
 }
 
 /**
- * Configures LogTape to write to stderr (text or JSON lines) and returns a logger for the
- * program. `verbosity` follows klog: 4 and above enables debug records.
+ * Returns the logger of the program, writing klog's shapes to stderr, as upstream kube-proxy's
+ * logs look (so log parsers and alerts written for it match):
+ * - text: `I1124 00:59:09.855879   28555 proxier.ts:123] "Syncing rules" family="IPv4" services=3`
+ *   (level letter I, W or E; local date and time to the microsecond; process id; the calling file and
+ *   line; the message quoted; then each field, strings quoted);
+ * - json: one object per line, `{"ts":<ms since epoch>,"caller":"proxier.ts:123","msg":"...","v":0, ...}`
+ *   (`v` is the verbosity of info records and absent on errors, as component-base's JSON format).
+ * `verbosity` follows klog: 4 and above enables debug records (written at v=4).
  */
-export async function setupLogging(format: "text" | "json", verbosity: number): Promise<Logger> {
-  const formatter = format === "json" ? getJsonLinesFormatter({ properties: "flatten" }) : getTextFormatter({
-    timestamp: "date-time-tz",
-    value: (v) => typeof v === "string" ? v : JSON.stringify(v),
-  });
-  const lowestLevel: LogLevel = verbosity >= 4 ? "debug" : "info";
-  await configure({
-    reset: true,
-    sinks: { stderr: getStreamSink(Deno.stderr.writable, { formatter }) },
-    loggers: [
-      { category: ["kube-proxy-deno"], lowestLevel, sinks: ["stderr"] },
-      { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["stderr"] },
-    ],
-  });
-  const lt = getLogger(["kube-proxy-deno"]);
-  const fieldsText = (msg: string, f?: Fields) =>
-    format === "json" || f === undefined || Object.keys(f).length === 0
-      ? msg
-      : `${msg} ${
-        Object.entries(f).map(([k, v]) =>
-          `${k}=${typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v) ?? String(v)}`
-        ).join(" ")
-      }`;
-  // LogTape treats {x} in messages as placeholders; escape braces so text stays literal.
-  const esc = (s: string) => s.replaceAll("{", "{{").replaceAll("}", "}}");
-  return {
-    debug: (m, f) => lt.debug(esc(fieldsText(m, f)), f ?? {}),
-    info: (m, f) => lt.info(esc(fieldsText(m, f)), f ?? {}),
-    warn: (m, f) => lt.warn(esc(fieldsText(m, f)), f ?? {}),
-    error: (m, f) => lt.error(esc(fieldsText(m, f)), f ?? {}),
+export function setupLogging(format: "text" | "json", verbosity: number): Promise<Logger> {
+  const enc = new TextEncoder();
+  const write = (line: string) => {
+    const data = enc.encode(line + "\n");
+    let off = 0;
+    while (off < data.length) off += Deno.stderr.writeSync(data.subarray(off));
   };
+  const record = (level: "debug" | "info" | "warn" | "error", msg: string, fields: Fields = {}) => {
+    if (level === "debug" && verbosity < 4) return;
+    const now = performance.timeOrigin + performance.now();
+    const caller = callerOf(new Error().stack);
+    if (format === "json") {
+      const v = level === "error" ? {} : { v: level === "debug" ? 4 : 0 };
+      write(JSON.stringify({ ts: Math.round(now * 1000) / 1000, caller, msg, ...v, ...fields }));
+      return;
+    }
+    const letter = level === "error" ? "E" : level === "warn" ? "W" : "I";
+    const kv = Object.entries(fields).map(([k, x]) => ` ${k}=${klogValue(x)}`).join("");
+    write(`${letter}${klogTime(now)} ${String(Deno.pid).padStart(7)} ${caller}] ${JSON.stringify(msg)}${kv}`);
+  };
+  return Promise.resolve({
+    debug: (m, f) => record("debug", m, f),
+    info: (m, f) => record("info", m, f),
+    warn: (m, f) => record("warn", m, f),
+    error: (m, f) => record("error", m, f),
+  });
 }
 
-/** Flushes and closes the log sinks; call before the process exits so no record is lost. */
-export async function flushLogging(): Promise<void> {
-  await dispose();
+/** klog's header time: `MMDD hh:mm:ss.uuuuuu`, local time. */
+function klogTime(ms: number): string {
+  const d = new Date(ms);
+  const p = (n: number, w = 2) => String(n).padStart(w, "0");
+  const micros = Math.floor((ms % 1000) * 1000);
+  return `${p(d.getMonth() + 1)}${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${
+    p(d.getSeconds())
+  }.${p(micros, 6)}`;
+}
+
+/** A field's value as klog's text format writes it: strings quoted, numbers and booleans bare. */
+function klogValue(x: unknown): string {
+  if (typeof x === "string") return JSON.stringify(x);
+  if (typeof x === "number" || typeof x === "boolean" || typeof x === "bigint") return String(x);
+  if (x === undefined || x === null) return "<nil>";
+  if (x instanceof Error) return JSON.stringify(x.message);
+  return JSON.stringify(x) ?? String(x);
+}
+
+/** `file.ts:line` of the first stack frame outside this module: who logged. */
+function callerOf(stack: string | undefined): string {
+  for (const line of (stack ?? "").split("\n").slice(1)) {
+    const m = /([^/\s(]+\.[tj]s):(\d+):\d+\)?$/.exec(line);
+    if (m !== null && m[1] !== "logger.ts") return `${m[1]}:${m[2]}`;
+  }
+  return "kube-proxy-deno:0";
+}
+
+/** Log records are written as they are made; kept for callers that flush before exiting. */
+export function flushLogging(): Promise<void> {
+  return Promise.resolve();
 }

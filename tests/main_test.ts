@@ -79,10 +79,18 @@ Deno.test("main: --logging-format=json writes one JSON object per line; --bind-a
   assertEquals(r.code, 1);
   const records = r.stderr.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
   assert(
-    records.some((x) => String(x.message).startsWith("Metrics server cannot listen on 192.0.2.1:10249")),
+    records.some((x) => String(x.msg).startsWith("Metrics server cannot listen on 192.0.2.1:10249")),
     JSON.stringify(r.stderr),
   );
-  assert(records.every((x) => typeof x.level === "string"), r.stderr);
+  // component-base's JSON shape: ts (ms), caller (file:line), msg; v on info records, none on errors.
+  for (const x of records) {
+    assert(typeof x.ts === "number" && Math.abs(x.ts - Date.now()) < 60_000, JSON.stringify(x));
+    assertMatch(String(x.caller), /^[\w.-]+\.ts:\d+$/);
+    assert(typeof x.msg === "string", JSON.stringify(x));
+  }
+  const error = records.find((x) => String(x.msg).startsWith("Metrics server cannot listen"))!;
+  assertEquals("v" in error, false);
+  assert(records.some((x) => x.v === 0), r.stderr);
 });
 
 Deno.test("main: without --bind-address-hard-fail a server that cannot bind is retried every 5 s while the proxy serves", async () => {
@@ -103,7 +111,7 @@ Deno.test("main: without --bind-address-hard-fail a server that cannot bind is r
   }).spawn();
   const proc = new ProxyProcess(child);
   try {
-    await eventually(() => assertMatch(proc.log(), /Metrics server failed .*retryInMs=5000/), 10_000);
+    await eventually(() => assertMatch(proc.log(), /"Metrics server failed" .*retryInMs=5000/), 10_000);
     // The proxy is up meanwhile: its health server answers.
     await eventually(async () => {
       const res = await fetch(`http://127.0.0.1:${healthzPort}/livez`);
@@ -115,7 +123,7 @@ Deno.test("main: without --bind-address-hard-fail a server that cannot bind is r
       const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
       assertMatch(await res.text(), /kubeproxy_sync_proxy_rules_last_timestamp_seconds/);
     }, 12_000);
-    assertMatch(proc.log(), /Metrics server listening address="127.0.0.1:\d+"/);
+    assertMatch(proc.log(), /"Metrics server listening" address="127.0.0.1:\d+"/);
   } finally {
     try {
       taken.close();
@@ -145,8 +153,11 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
       stderr: "piped",
     }).spawn();
     const proc = new ProxyProcess(child);
-    await eventually(() => assertMatch(proc.log(), /Initial list complete kind="Service" objects=1/), 20_000);
-    assertMatch(proc.log(), new RegExp(`Using the API server server="${url}" from="--master"`));
+    await eventually(
+      () => assertMatch(proc.log(), /"Initial list complete" kind="Service" objects=1/),
+      20_000,
+    );
+    assertMatch(proc.log(), new RegExp(`"Using the API server" server="${url}" from="--master"`));
     // client-go's request metrics and the build info, as the kube-proxy dashboards read them.
     const m = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const host = new URL(url).host;
@@ -179,7 +190,7 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
     assertEquals(bad.code, 1);
     assertMatch(
       bad.stderr,
-      /Cannot reach the API server as configured .*kubeconfig: users.*exec is not supported/,
+      /"Cannot reach the API server as configured" .*kubeconfig: users.*exec is not supported/,
     );
   } finally {
     await api.stop();
@@ -289,12 +300,21 @@ endpoints:
     );
     const r = await run(["render", `--source=file:${dir}`]);
     assertEquals(r.code, 0, r.stderr);
-    const warnings = r.stderr.trim().split("\n").sort();
+    const warnings = r.stderr.trim().split("\n");
     assertEquals(warnings.length, 2, r.stderr);
-    assertMatch(warnings[0], /Skipping malformed Service "evil\/badip": invalid spec.clusterIPs\[0\]/);
-    assertMatch(
-      warnings[1],
-      /Skipping malformed endpoint of EndpointSlice "default\/good-1": invalid endpoints\[1\]/,
+    // klog's text: the message is quoted, so its own quotes are escaped.
+    assert(
+      warnings.some((w) =>
+        /^W.*\] "Skipping malformed Service \\"evil\/badip\\": invalid spec.clusterIPs\[0\]/.test(w)
+      ),
+      r.stderr,
+    );
+    assert(
+      warnings.some((w) =>
+        /^W.*\] "Skipping malformed endpoint of EndpointSlice \\"default\/good-1\\": invalid endpoints\[1\]/
+          .test(w)
+      ),
+      r.stderr,
     );
     assert(r.stdout.startsWith("# iptables-restore --noflush input\n"));
     assert(!r.stdout.includes("WRN"));
@@ -450,7 +470,7 @@ Deno.test("main: --write-config-to writes upstream's format under the shipped pe
       "--conntrack-min=1000",
     ]);
     assertEquals(r.code, 0, r.stderr);
-    assertMatch(r.stderr, new RegExp(`Wrote configuration file="${dir}/kp.yaml"`));
+    assertMatch(r.stderr, new RegExp(`"Wrote configuration" file="${dir}/kp.yaml"`));
     const text = await Deno.readTextFile(`${dir}/kp.yaml`);
     assertMatch(text, /^apiVersion: kubeproxy.config.k8s.io\/v1alpha1\n/);
     assertMatch(text, /\nmode: nftables\n/);
@@ -550,4 +570,16 @@ Deno.test("main: Events as upstream's: Starting on the Node, FailedToStartMetric
     taken.close();
     await api.stop();
   }
+});
+
+Deno.test("main: text logs in klog's shape: level letter, date and time, pid, caller, quoted message, fields", async () => {
+  const r = await run([`--write-config-to=/nonexistent-dir/kp.yaml`]);
+  assertEquals(r.code, 1, r.stderr);
+  const line = r.stderr.split("\n").find((l) => l.includes("Cannot write the configuration"))!;
+  assertMatch(
+    line,
+    /^E\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ main\.ts:\d+\] "Cannot write the configuration" file="\/nonexistent-dir\/kp\.yaml" error="[^"]+"$/,
+  );
+  const warn = r.stderr.split("\n").find((l) => l.includes("--config is set") || l.startsWith("W"));
+  assert(warn === undefined || warn.startsWith("W"), r.stderr);
 });

@@ -119,7 +119,7 @@ test(
     ]);
     await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), 15_000);
     assertEquals((await Deno.readTextFile(`/proc/${p.pid}/oom_score_adj`)).trim(), "600");
-    assertMatch(p.log(), /Set oom_score_adj value=600/);
+    assertMatch(p.log(), /"Set oom_score_adj" value=600/);
     assertEquals((await sysctls(t)).established, "10800");
     await eventually(async () => {
       const forward = await t.exec(t.node, ["iptables-nft-save", "-t", "filter"]);
