@@ -583,3 +583,43 @@ Deno.test("main: text logs in klog's shape: level letter, date and time, pid, ca
   const warn = r.stderr.split("\n").find((l) => l.includes("--config is set") || l.startsWith("W"));
   assert(warn === undefined || warn.startsWith("W"), r.stderr);
 });
+
+Deno.test("main: /healthz drains a node the autoscaler is removing (Node from the file source); /livez stays", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-node-" });
+  const healthzPort = freePort();
+  const node = (taints: string) =>
+    `apiVersion: v1\nkind: Node\nmetadata: { name: node-a }\nspec: { ${taints} }\n` +
+    "status: { addresses: [{ type: InternalIP, address: 127.0.0.1 }] }\n";
+  await Deno.writeTextFile(`${dir}/node.yaml`, node(""));
+  const child = new Deno.Command(Deno.execPath(), {
+    args: hostStartArgs([
+      "--proxy-mode=userspace",
+      "--userspace-portals=false",
+      `--source=file:${dir}`,
+      "--hostname-override=node-a",
+      `--healthz-bind-address=127.0.0.1:${healthzPort}`,
+      "--metrics-bind-address=",
+    ]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const proc = new ProxyProcess(child);
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${healthzPort}${path}`);
+    return [r.status, (await r.json()).nodeEligible] as const;
+  };
+  try {
+    await eventually(async () => assertEquals(await get("/healthz"), [200, true]), 10_000);
+    // Written aside and renamed, as tools write files.
+    await Deno.writeTextFile(
+      `${dir}/.node.tmp`,
+      node("taints: [{ key: ToBeDeletedByClusterAutoscaler, value: '1732400000', effect: NoSchedule }]"),
+    );
+    await Deno.rename(`${dir}/.node.tmp`, `${dir}/node.yaml`);
+    await eventually(async () => assertEquals(await get("/healthz"), [503, false]), 10_000);
+    assertEquals(await get("/livez"), [200, undefined]);
+  } finally {
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
