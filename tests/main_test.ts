@@ -28,6 +28,19 @@ async function run(
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
+/**
+ * Starts the program in userspace mode without portals on the host, as `deno task start` does
+ * (the host-safe flags added), with `args`; its stderr is collected.
+ */
+function startUserspace(args: string[]): ProxyProcess {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: hostStartArgs(["--proxy-mode=userspace", "--userspace-portals=false", ...args]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  return new ProxyProcess(child);
+}
+
 Deno.test("main: bad flags exit 2 naming the flag; --version and --help exit 0", async () => {
   const bad = await run(["--iptables-sync-period=often"]);
   assertEquals(bad.code, 2);
@@ -97,19 +110,12 @@ Deno.test("main: without --bind-address-hard-fail a server that cannot bind is r
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const metricsPort = (taken.addr as Deno.NetAddr).port;
   const healthzPort = freePort();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: hostStartArgs([
-      "--proxy-mode=userspace",
-      "--userspace-portals=false",
-      `--source=file:${ROOT}demo/objects.yaml`,
-      "--hostname-override=node-a",
-      `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    ]),
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const proc = new ProxyProcess(child);
+  const proc = startUserspace([
+    `--source=file:${ROOT}demo/objects.yaml`,
+    "--hostname-override=node-a",
+    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+  ]);
   try {
     await eventually(() => assertMatch(proc.log(), /"Metrics server failed" .*retryInMs=5000/), 10_000);
     // The proxy is up meanwhile: its health server answers.
@@ -139,20 +145,13 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
   const metricsPort = freePort();
   const dir = await Deno.makeTempDir({ prefix: "kpd-kubeconfig-" });
   try {
-    const child = new Deno.Command(Deno.execPath(), {
-      args: hostStartArgs([
-        "--proxy-mode=userspace",
-        "--userspace-portals=false",
-        "--bind-address=127.0.0.1",
-        "--hostname-override=node-a",
-        `--master=${url}`,
-        "--healthz-bind-address=",
-        `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      ]),
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    const proc = new ProxyProcess(child);
+    const proc = startUserspace([
+      "--bind-address=127.0.0.1",
+      "--hostname-override=node-a",
+      `--master=${url}`,
+      "--healthz-bind-address=",
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    ]);
     await eventually(
       () => assertMatch(proc.log(), /"Initial list complete" kind="Service" objects=1/),
       20_000,
@@ -326,20 +325,13 @@ endpoints:
 });
 
 Deno.test("main: --iptables-sync-period=1000h runs quietly (timers beyond 2^31 ms are chained)", async () => {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: hostStartArgs([
-      "--proxy-mode=userspace",
-      "--userspace-portals=false",
-      `--source=file:${ROOT}demo/objects.yaml`,
-      "--iptables-sync-period=1000h",
-      `--healthz-bind-address=127.0.0.1:${freePort()}`,
-      `--metrics-bind-address=127.0.0.1:${freePort()}`,
-      "--hostname-override=node-a",
-    ]),
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const p = new ProxyProcess(child);
+  const p = startUserspace([
+    `--source=file:${ROOT}demo/objects.yaml`,
+    "--iptables-sync-period=1000h",
+    `--healthz-bind-address=127.0.0.1:${freePort()}`,
+    `--metrics-bind-address=127.0.0.1:${freePort()}`,
+    "--hostname-override=node-a",
+  ]);
   try {
     await eventually(() => assertMatch(p.log(), /Opened proxy port/), 10_000);
     await new Promise((r) => setTimeout(r, 1000));
@@ -486,20 +478,13 @@ Deno.test("main: --write-config-to writes upstream's format under the shipped pe
 
 Deno.test("main: the metrics port serves /healthz, /proxyMode, /configz, /flagz and /statusz, as upstream's", async () => {
   const metricsPort = freePort();
-  const child = new Deno.Command(Deno.execPath(), {
-    args: hostStartArgs([
-      "--proxy-mode=userspace",
-      "--userspace-portals=false",
-      `--source=file:${ROOT}demo/objects.yaml`,
-      "--hostname-override=node-a",
-      "--healthz-bind-address=",
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      "--conntrack-min=65536",
-    ]),
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const proc = new ProxyProcess(child);
+  const proc = startUserspace([
+    `--source=file:${ROOT}demo/objects.yaml`,
+    "--hostname-override=node-a",
+    "--healthz-bind-address=",
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    "--conntrack-min=65536",
+  ]);
   const get = async (path: string) => {
     const r = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
     return [r.status, await r.text()] as const;
@@ -530,19 +515,12 @@ Deno.test("main: Events as upstream's: Starting on the Node, FailedToStartMetric
   const url = api.start();
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const metricsPort = (taken.addr as Deno.NetAddr).port;
-  const child = new Deno.Command(Deno.execPath(), {
-    args: hostStartArgs([
-      "--proxy-mode=userspace",
-      "--userspace-portals=false",
-      "--hostname-override=node-a",
-      `--master=${url}`,
-      "--healthz-bind-address=",
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    ]),
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const proc = new ProxyProcess(child);
+  const proc = startUserspace([
+    "--hostname-override=node-a",
+    `--master=${url}`,
+    "--healthz-bind-address=",
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+  ]);
   try {
     const reasons = () => api.events.map((e) => e.event.reason);
     await eventually(() => assertEquals(reasons().sort(), ["FailedToStartMetricServer", "Starting"]), 15_000);
@@ -591,19 +569,12 @@ Deno.test("main: /healthz drains a node the autoscaler is removing (Node from th
     `apiVersion: v1\nkind: Node\nmetadata: { name: node-a }\nspec: { ${taints} }\n` +
     "status: { addresses: [{ type: InternalIP, address: 127.0.0.1 }] }\n";
   await Deno.writeTextFile(`${dir}/node.yaml`, node(""));
-  const child = new Deno.Command(Deno.execPath(), {
-    args: hostStartArgs([
-      "--proxy-mode=userspace",
-      "--userspace-portals=false",
-      `--source=file:${dir}`,
-      "--hostname-override=node-a",
-      `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-      "--metrics-bind-address=",
-    ]),
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const proc = new ProxyProcess(child);
+  const proc = startUserspace([
+    `--source=file:${dir}`,
+    "--hostname-override=node-a",
+    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
+    "--metrics-bind-address=",
+  ]);
   const get = async (path: string) => {
     const r = await fetch(`http://127.0.0.1:${healthzPort}${path}`);
     return [r.status, (await r.json()).nodeEligible] as const;
