@@ -16,6 +16,8 @@ async function withNodePort(
   fn: (nodePort: number, p: UserspaceProxier) => Promise<void>,
   tcpLimits?: SpliceLimits,
   tcpWorkers = 0,
+  /** The backends answer (their name): ready means one answered, not merely that the port accepted. */
+  answering = true,
 ): Promise<void> {
   const p = loopbackUserspaceProxier({ tcpLimits, tcpWorkers });
   const nodePort = freePort();
@@ -35,9 +37,14 @@ async function withNodePort(
     }))
   );
   try {
-    await eventually(() =>
-      tcpAsk(nodePort).catch((e) => (e instanceof Deno.errors.ConnectionRefused ? Promise.reject(e) : ""))
-    );
+    // Served once a backend answers: a connection the proxy accepts before the workers have the
+    // endpoints ends empty, and must not count as ready (it made the fault tests flaky under load).
+    await eventually(async () => {
+      const answer = await tcpAsk(nodePort).catch((e) =>
+        e instanceof Deno.errors.ConnectionRefused ? Promise.reject(e) : ""
+      );
+      if (answering && answer === "") throw new Error("accepted, no endpoint yet");
+    });
     await fn(nodePort, p);
   } finally {
     ac.abort();
@@ -148,32 +155,38 @@ Deno.test("userspace faults: a backend that never reads: the client gets an erro
     for await (const c of stuck) accepted.push(c);
   })().catch(() => {});
   try {
-    await withNodePort([(stuck.addr as Deno.NetAddr).port], async (nodePort) => {
-      const c = await Deno.connect({ hostname: "127.0.0.1", port: nodePort });
-      const started = Date.now();
-      // Far more than the socket buffers hold: the proxy's write to the backend stalls.
-      const chunk = new Uint8Array(1 << 20);
-      let ended = false;
-      try {
-        for (let i = 0; i < 256; i++) await c.write(chunk);
-        ended = (await c.read(new Uint8Array(1))) === null;
-      } catch {
-        ended = true; // reset by the proxy's close
-      }
-      const waited = Date.now() - started;
-      assert(ended, "the client saw the connection end");
-      assert(waited < 5000, `a bounded wait: ${waited} ms`);
-      try {
-        c.close();
-      } catch { /* closed */ }
-      // Idle: a connection with nothing moving is closed after the idle timeout.
-      const idle = await Deno.connect({ hostname: "127.0.0.1", port: nodePort });
-      const t = Date.now();
-      const n = await idle.read(new Uint8Array(1)).catch(() => null);
-      assertEquals(n, null, "closed by the proxy");
-      assert(Date.now() - t < 3000, `idle close after ${Date.now() - t} ms`);
-      idle.close();
-    }, { idleTimeoutMs: 800, writeTimeoutMs: 500 });
+    await withNodePort(
+      [(stuck.addr as Deno.NetAddr).port],
+      async (nodePort) => {
+        const c = await Deno.connect({ hostname: "127.0.0.1", port: nodePort });
+        const started = Date.now();
+        // Far more than the socket buffers hold: the proxy's write to the backend stalls.
+        const chunk = new Uint8Array(1 << 20);
+        let ended = false;
+        try {
+          for (let i = 0; i < 256; i++) await c.write(chunk);
+          ended = (await c.read(new Uint8Array(1))) === null;
+        } catch {
+          ended = true; // reset by the proxy's close
+        }
+        const waited = Date.now() - started;
+        assert(ended, "the client saw the connection end");
+        assert(waited < 5000, `a bounded wait: ${waited} ms`);
+        try {
+          c.close();
+        } catch { /* closed */ }
+        // Idle: a connection with nothing moving is closed after the idle timeout.
+        const idle = await Deno.connect({ hostname: "127.0.0.1", port: nodePort });
+        const t = Date.now();
+        const n = await idle.read(new Uint8Array(1)).catch(() => null);
+        assertEquals(n, null, "closed by the proxy");
+        assert(Date.now() - t < 3000, `idle close after ${Date.now() - t} ms`);
+        idle.close();
+      },
+      { idleTimeoutMs: 800, writeTimeoutMs: 500 },
+      0,
+      false,
+    );
   } finally {
     stuck.close();
     for (const c of accepted) c.close();
