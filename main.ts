@@ -12,13 +12,7 @@ import { SysctlRunner } from "./iptables/sysctl.ts";
 import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
 import { setOwnOomScoreAdj } from "./proxier/oom_score.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
-import {
-  ApiEventRecorder,
-  type EventRecorder,
-  nodeRef,
-  nullRecorder,
-  type ObjectRef,
-} from "./proxier/events.ts";
+import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/events.ts";
 import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
 import { encodeConfig } from "./proxier/options/write_config.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/config/api_access.ts";
@@ -257,9 +251,12 @@ async function run(
     log,
   });
   const node = nodeRef(nodeName);
+  /** A Warning Event on this Node about starting the proxy (upstream's action `StartKubeProxy`). */
+  const warnNode = (reason: string) => (note: string) =>
+    events.record({ regarding: node, type: "Warning", reason, action: "StartKubeProxy", note });
 
   // The privileged set-up, as upstream's platformSetup: conntrack, then the mode's own sysctls.
-  await tuneConntrack(config, exec, log, events, node);
+  await tuneConntrack(config, exec, log, warnNode("FailedToSetConntrack"));
   // The proxy's health (deps below) decides the service health ports too, as upstream.
   const healthServer = new ServiceHealthServer({
     log,
@@ -281,9 +278,7 @@ async function run(
   }
   await setOwnOomScoreAdj(exec, config.oomScoreAdj, log);
 
-  const kubernetes = access === undefined || api === undefined
-    ? undefined
-    : startKubernetes(access, api, config, nodeName, log);
+  const kubernetes = api === undefined ? undefined : startKubernetes(access!, api, config, nodeName, log);
   let proxier: ModeProvider;
   try {
     proxier = await mode.create(deps);
@@ -313,14 +308,7 @@ async function run(
         ...listen,
         server: "Healthz",
         address: hz,
-        onFailure: (error) =>
-          events.record({
-            regarding: node,
-            type: "Warning",
-            reason: "FailedToStartProxierHealthcheck",
-            action: "StartKubeProxy",
-            note: error,
-          }),
+        onFailure: warnNode("FailedToStartProxierHealthcheck"),
         start: () =>
           serveHealthz(deps.health, hz, ac.signal, {
             healthz: deps.metrics.healthzTotal,
@@ -334,14 +322,7 @@ async function run(
         ...listen,
         server: "Metrics",
         address: m,
-        onFailure: (error) =>
-          events.record({
-            regarding: node,
-            type: "Warning",
-            reason: "FailedToStartMetricServer",
-            action: "StartKubeProxy",
-            note: error,
-          }),
+        onFailure: warnNode("FailedToStartMetricServer"),
         start: () => serveMetrics(deps.metrics, m, ac.signal, o.pages),
       }));
     }
@@ -401,8 +382,7 @@ async function tuneConntrack(
   config: ProxyConfig,
   exec: Executor,
   log: Logger,
-  events: EventRecorder,
-  node: ObjectRef,
+  warn: (note: string) => void,
 ): Promise<void> {
   const { failed } = await setConntrackSysctls(config.conntrack, {
     sysctl: new SysctlRunner({ exec }),
@@ -413,13 +393,7 @@ async function tuneConntrack(
     log.warn("Cannot set these conntrack settings; the kernel's values stay (problems may arise later)", {
       settings: failed,
     });
-    events.record({
-      regarding: node,
-      type: "Warning",
-      reason: "FailedToSetConntrack",
-      action: "StartKubeProxy",
-      note: `cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`,
-    });
+    warn(`cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`);
   }
 }
 

@@ -10,7 +10,7 @@ import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { baseOptions, ep, makeEndpointSlice, makeService, NODE } from "./fixtures.ts";
-import { eventually } from "./net_helpers.ts";
+import { eventually, serveTls } from "./net_helpers.ts";
 
 /** A proxier that records what each sync would program. */
 class RecordingProxier extends BaseProxier {
@@ -218,16 +218,8 @@ Deno.test("informers: an API server that cannot be reached is logged with the re
   const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const closedPort = (closed.addr as Deno.NetAddr).port;
   closed.close();
-  const TLS = new URL("./testdata/tls/", import.meta.url).pathname;
   const ac = new AbortController();
-  const tls = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    cert: await Deno.readTextFile(`${TLS}server.crt`),
-    key: await Deno.readTextFile(`${TLS}server.key`),
-    signal: ac.signal,
-    onListen: () => {},
-  }, () => Response.json({ kind: "List", items: [] }));
+  const tls = await serveTls(() => Response.json({ kind: "List", items: [] }), ac.signal);
   try {
     for (
       const [url, reason] of [

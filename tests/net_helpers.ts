@@ -105,3 +105,22 @@ export async function eventually<T>(fn: () => Promise<T> | T, ms = 5000): Promis
     }
   }
 }
+
+/**
+ * Serves `handler` over HTTPS on 127.0.0.1 (a free port) with the test certificate signed by
+ * `tests/testdata/tls/ca.crt`, until `signal` aborts.
+ */
+export async function serveTls(
+  handler: (req: Request) => Response | Promise<Response>,
+  signal: AbortSignal,
+): Promise<Deno.HttpServer<Deno.NetAddr>> {
+  const tls = new URL("./testdata/tls/", import.meta.url).pathname;
+  return Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    cert: await Deno.readTextFile(`${tls}server.crt`),
+    key: await Deno.readTextFile(`${tls}server.key`),
+    signal,
+    onListen: () => {},
+  }, handler);
+}

@@ -2,6 +2,7 @@ import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { KubeconfigError } from "../errors.ts";
 import { type ApiAccessInputs, loadApiAccess } from "./api_access.ts";
 import { ApiClient } from "./api_client.ts";
+import { serveTls } from "../../tests/net_helpers.ts";
 
 const TLS = new URL("../../tests/testdata/tls/", import.meta.url).pathname;
 
@@ -106,14 +107,7 @@ Deno.test("kubeconfig: what cannot work is refused up front, naming the file and
 Deno.test("kubeconfig: a real HTTPS API server is reached through its CA, with the token", async () => {
   const ac = new AbortController();
   const seen: string[] = [];
-  const server = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    cert: await Deno.readTextFile(`${TLS}server.crt`),
-    key: await Deno.readTextFile(`${TLS}server.key`),
-    signal: ac.signal,
-    onListen: () => {},
-  }, (req) => {
+  const server = await serveTls((req) => {
     seen.push(`${new URL(req.url).pathname} ${req.headers.get("authorization")}`);
     return Response.json({
       kind: "ServiceList",
@@ -129,7 +123,7 @@ Deno.test("kubeconfig: a real HTTPS API server is reached through its CA, with t
         endpoints: [{ addresses: ["10.0.0.1"], targetRef: { kind: "Pod", name: "p" } }],
       }],
     });
-  });
+  }, ac.signal);
   try {
     const ca = btoa(await Deno.readTextFile(`${TLS}ca.crt`));
     const url = `https://127.0.0.1:${server.addr.port}`;

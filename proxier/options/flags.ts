@@ -79,8 +79,8 @@ export interface TraceQuery {
 interface FlagContext {
   readonly v: KubeProxyConfiguration;
   readonly own: OwnFlags;
-  /** Flags whose meaning depends on others (`--*-sync-period` on the mode), applied last. */
-  readonly late: Map<string, string>;
+  /** Flags whose meaning depends on others (`--*-sync-period` on the mode, in ms), applied last. */
+  readonly late: Map<string, number>;
   healthzPort: number;
   metricsPort: number;
   readonly notes: string[];
@@ -137,16 +137,13 @@ const quantity = (flag: string, s: string): string => {
 
 /** IPVar / IPPortVar: an IP, or (for addresses) an IP with a port; "" is allowed. */
 const ipPort = (flag: string, s: string): string => {
-  if (s === "" || parseIPOrUndefined(s) !== undefined) return s;
+  if (s === "" || ipFamily(s) !== undefined) return s;
   const hp = splitHostPort(s);
-  if (hp === undefined || parseIPOrUndefined(hp.host) === undefined || !/^\d{1,5}$/.test(hp.port)) {
+  if (hp === undefined || ipFamily(hp.host) === undefined || !/^\d{1,5}$/.test(hp.port)) {
     throw new UsageError(`--${flag}: invalid address ${JSON.stringify(s)} (want IP or IP:PORT)`);
   }
   return s;
 };
-function parseIPOrUndefined(s: string): string | undefined {
-  return ipFamily(s) === undefined ? undefined : s;
-}
 
 /** `pattern=N,...` (`--vmodule`). */
 function vmodule(s: string): Array<{ filePattern: string; verbosity: number }> {
@@ -382,7 +379,7 @@ export const FLAGS: readonly FlagDef[] = [
     type: "duration",
     default: "1s",
     help: "the shortest time between syncs (every mode but ipvs); 0: every change syncs at once",
-    apply: (c, s) => c.late.set("iptables-min-sync-period", String(dur("iptables-min-sync-period", s))),
+    apply: (c, s) => c.late.set("iptables-min-sync-period", dur("iptables-min-sync-period", s)),
   },
   {
     name: "iptables-sync-period",
@@ -390,7 +387,7 @@ export const FLAGS: readonly FlagDef[] = [
     type: "duration",
     default: "30s",
     help: "how often to resync (partial; a full one hourly) in every mode but ipvs; must be greater than 0",
-    apply: (c, s) => c.late.set("iptables-sync-period", String(dur("iptables-sync-period", s))),
+    apply: (c, s) => c.late.set("iptables-sync-period", dur("iptables-sync-period", s)),
   },
   {
     name: "ipvs-exclude-cidrs",
@@ -407,7 +404,7 @@ export const FLAGS: readonly FlagDef[] = [
     type: "duration",
     default: "0s",
     help: "ipvs mode: the shortest time between syncs",
-    apply: (c, s) => c.late.set("ipvs-min-sync-period", String(dur("ipvs-min-sync-period", s))),
+    apply: (c, s) => c.late.set("ipvs-min-sync-period", dur("ipvs-min-sync-period", s)),
   },
   {
     name: "ipvs-scheduler",
@@ -434,7 +431,7 @@ export const FLAGS: readonly FlagDef[] = [
     type: "duration",
     default: "30s",
     help: "ipvs mode: how often to resync; must be greater than 0",
-    apply: (c, s) => c.late.set("ipvs-sync-period", String(dur("ipvs-sync-period", s))),
+    apply: (c, s) => c.late.set("ipvs-sync-period", dur("ipvs-sync-period", s)),
   },
   {
     name: "ipvs-tcp-timeout",
@@ -888,7 +885,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   const errors = validate(v);
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
   const config = toProxyConfig(v, ctx.own);
-  const command = given("help") !== undefined && parseBool("--help", given("help")!)
+  const command = bool(given, "help")
     ? "help"
     : given("version") !== undefined && given("version") !== "false"
     ? "version"
@@ -948,11 +945,9 @@ function bool(given: (name: string) => string | undefined, name: string): boolea
  * port flags joined to their addresses.
  */
 function applyLate(c: FlagContext, writing: boolean): void {
-  const ms = (name: string) => c.late.has(name) ? Number(c.late.get(name)) : undefined;
-  const ipvs = c.v.mode === "ipvs";
-  const sync = (ipvs ? ms("ipvs-sync-period") : ms("iptables-sync-period")) ?? c.v.iptables.syncPeriod;
-  const min = (ipvs ? ms("ipvs-min-sync-period") : ms("iptables-min-sync-period")) ??
-    c.v.iptables.minSyncPeriod;
+  const flag = c.v.mode === "ipvs" ? "ipvs" : "iptables";
+  const sync = c.late.get(`${flag}-sync-period`) ?? c.v.iptables.syncPeriod;
+  const min = c.late.get(`${flag}-min-sync-period`) ?? c.v.iptables.minSyncPeriod;
   const section = c.v[modeSection(c.v.mode)];
   section.syncPeriod = sync;
   section.minSyncPeriod = min;
@@ -972,11 +967,11 @@ function describe(e: FieldError, v: KubeProxyConfiguration, configFile?: string)
   const section = modeSection(v.mode);
   const periodFlag = section === "ipvs" ? "ipvs" : "iptables";
   const flag = e.field === `${section}.syncPeriod`
-    ? `--${periodFlag}-sync-period`
+    ? `${periodFlag}-sync-period`
     : e.field === `${section}.minSyncPeriod`
-    ? `--${periodFlag}-min-sync-period`
+    ? `${periodFlag}-min-sync-period`
     : FLAGS.find((f) => f.field !== undefined && e.field.replace(/\[\d+\]$/, "") === f.field)?.name;
-  return `${flag === undefined ? e.field : flag.startsWith("--") ? flag : `--${flag}`}: ${e.message}`;
+  return `${flag === undefined ? e.field : `--${flag}`}: ${e.message}`;
 }
 
 /** Each setting given that has no effect here, with why (named once at start). */

@@ -295,15 +295,15 @@ export function defaultOwnFlags(): OwnFlags {
 }
 
 /**
- * Returns the configuration the program runs with from a validated, defaulted KubeProxyConfiguration
- * (upstream's v1alpha1-to-internal conversion: the mode's own section gives the sync periods and
- * masquerade-all) and this program's own flags.
+ * Returns the configuration the program runs with from a validated KubeProxyConfiguration (defaulted,
+ * platform defaults applied) and this program's own flags: upstream's v1alpha1-to-internal conversion,
+ * where the mode's own section gives the sync periods and masquerade-all.
  */
 export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = defaultOwnFlags()): ProxyConfig {
   const section = c[modeSection(c.mode)];
   const lg = c.logging;
   return {
-    mode: (c.mode === "" ? "iptables" : c.mode) as ProxyMode,
+    mode: c.mode as ProxyMode,
     kubeconfig: c.clientConnection.kubeconfig,
     master: own.master,
     clientConnection: {
@@ -326,7 +326,7 @@ export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = default
     localhostNodePorts: c.iptables.localhostNodePorts ?? true,
     iptablesBackend: own.iptablesBackend,
     userspacePortals: own.userspacePortals,
-    detectLocalMode: (c.detectLocalMode === "" ? "ClusterCIDR" : c.detectLocalMode) as LocalMode,
+    detectLocalMode: c.detectLocalMode as LocalMode,
     detectLocal: { ...c.detectLocal },
     syncPeriodMs: section.syncPeriod,
     minSyncPeriodMs: section.minSyncPeriod,
