@@ -243,7 +243,7 @@ async function run(
     }
   }
 
-  const metrics = new ProxyMetrics(config.mode);
+  const metrics = new ProxyMetrics();
   const api = access === undefined ? undefined : apiClient(access, config, clock, metrics);
   const events: EventRecorder = api === undefined ? nullRecorder : new ApiEventRecorder({
     post: (p, b) => api.create(p, b),

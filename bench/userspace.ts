@@ -47,7 +47,8 @@ export async function benchUserspace(bytes = 1 << 30, connections = 2000): Promi
   const p = new UserspaceProxier({
     ...proxierOptions(deps, "IPv4"),
     listenAddress: "127.0.0.1",
-    nodePortAddresses: ["127.0.0.1"],
+    nodePortAddresses: ["127.0.0.1/32"],
+    nodeIPs: ["127.0.0.1"],
     portRange: { min: 0, max: 0 },
     udpIdleTimeoutMs: 250,
   });

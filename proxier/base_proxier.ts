@@ -17,13 +17,17 @@ import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { Logger } from "./logger.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
+import type { Registry } from "prom-client";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology.ts";
-import { cidrFamily, hostPrefix, ipFamily } from "./net.ts";
-import { NODE_PORT_PRIMARY } from "./options/values.ts";
+import { ipFamily } from "./net.ts";
+import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 import { collectGarbage } from "./gc.ts";
+import type { Conntrack } from "../iptables/conntrack.ts";
+import { clearStaleConntrack } from "./conntrack_cleanup.ts";
+import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */
 export interface ServiceHandler {
@@ -65,6 +69,12 @@ export interface SyncContext {
   readonly endpoints: EndpointsMap;
   /** `namespace/name` of Services whose ports or endpoints changed since the last sync. */
   readonly changedServices: ReadonlySet<string>;
+  /**
+   * The service port keys a partial sync recomputes, the one answer every mode uses (upstream's
+   * `svcInfo changed || endpoints changed`): every port, before and after, of each changed Service.
+   * A key absent from `services` is a port that went away.
+   */
+  readonly changedPorts: ReadonlySet<string>;
   readonly serviceChanges: ServiceUpdateResult;
   readonly endpointChanges: EndpointsUpdateResult;
   /**
@@ -109,6 +119,10 @@ export interface BaseProxierOptions {
   readonly nodeWaitMs?: number;
   /** Kubernetes Events about Services and the Node; default: none. */
   readonly events?: EventRecorder;
+  /** Deletes stale UDP flows after each sync (modes that NAT in the kernel); default: none. */
+  readonly conntrack?: Conntrack;
+  /** Health check node ports, updated after each sync; default: none. */
+  readonly healthServer?: ServiceHealthServer;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -118,8 +132,10 @@ export abstract class BaseProxier implements Provider {
   protected readonly nodeName: string;
   protected readonly log: Logger;
   protected readonly clock: Clock;
-  /** The metrics, bound to this proxier's `ip_family` label. */
+  /** The metrics every mode writes, bound to this proxier's `ip_family` label. */
   protected readonly metrics: FamilyMetrics;
+  /** The registry a mode registers its own metrics on (`proxier/<mode>/metrics.ts`). */
+  protected readonly registry: Registry;
   protected readonly health: ProxyHealth;
   /** Kubernetes Events (a no-op without an API server). */
   protected readonly events: EventRecorder;
@@ -135,6 +151,10 @@ export abstract class BaseProxier implements Provider {
   readonly #endpoints: EndpointsChangeTracker;
   readonly #runner: SyncRunner;
   readonly #fullSyncPeriodMs: number;
+  readonly #conntrack?: Conntrack;
+  readonly #healthServer?: ServiceHealthServer;
+  /** Service -> its port keys in `serviceMap`, for {@linkcode SyncContext.changedPorts}. */
+  readonly #portsByService = new Map<string, Set<string>>();
   #servicesSynced = false;
   #slicesSynced = false;
   /** The Node list is in and the own Node is known (with its pod CIDRs when they are needed), or the wait is over. */
@@ -153,11 +173,14 @@ export abstract class BaseProxier implements Provider {
     this.log = o.log;
     this.clock = o.clock;
     this.metrics = o.metrics.family(o.family);
+    this.registry = o.metrics.registry;
     this.health = o.health;
     this.syncPeriodMs = o.syncPeriodMs;
     this.events = o.events ?? nullRecorder;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
     this.#localDetection = o.localDetection;
+    this.#conntrack = o.conntrack;
+    this.#healthServer = o.healthServer;
     this.#nodeWaitMs = o.nodeWaitMs ?? 0;
     this.#nodeReady = this.#nodeWaitMs <= 0;
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
@@ -173,20 +196,32 @@ export abstract class BaseProxier implements Provider {
       minIntervalMs: o.minSyncPeriodMs,
       maxIntervalMs: o.syncPeriodMs,
       clock: o.clock,
-      onError: (err, retryInMs) => {
+      onError: (_err, retryInMs) => {
+        // #syncOnce logged the failure itself; shutdown's interruption is no failure.
         if (this.#signal.aborted) {
           this.log.info("Sync interrupted by shutdown; the previous rules stay", { family: this.family });
-        } else {this.log.error("Sync failed, will retry", {
-            error: String(err),
-            retryInMs,
-            family: this.family,
-          });}
+        } else this.log.debug("Retrying the failed sync", { family: this.family, retryInMs });
       },
     });
   }
 
-  /** Programs the datapath from `ctx`; throws when nothing (or not everything) was applied. */
-  protected abstract syncRules(ctx: SyncContext): Promise<void>;
+  /**
+   * Programs the datapath from `ctx`; throws when nothing (or not everything) was applied. Returns
+   * true when it rewrote everything although `ctx.full` was false (it found the kernel state lost).
+   */
+  protected abstract syncRules(ctx: SyncContext): Promise<boolean | void>;
+
+  /**
+   * Called when {@linkcode syncRules} threw, also on shutdown: forget what the mode believed the
+   * kernel holds (the next sync is full and rewrites it).
+   */
+  protected forgetKernelState(): void {}
+
+  /**
+   * Counts a failed sync under the mode's own metric names (upstream's differ per mode); not called
+   * when the failure is the shutdown's. `full`: the sync was meant to rewrite everything.
+   */
+  protected countFailure(_error: unknown, _full: boolean): void {}
 
   /** Number of service ports in the model as of the last sync. */
   get serviceCount(): number {
@@ -266,15 +301,11 @@ export abstract class BaseProxier implements Provider {
   }
 
   /**
-   * Returns `configured` (`--nodeport-addresses`) for this family, `primary` resolved to the Node's
-   * primary address (left out while unknown, as upstream).
+   * Returns where NodePorts answer for this family (`proxier/nodeport_addresses.ts`), `primary`
+   * resolved to the Node's primary address as known now.
    */
-  protected nodePortCIDRs(configured: readonly string[]): string[] {
-    return configured.flatMap((c) => {
-      if (c !== NODE_PORT_PRIMARY) return cidrFamily(c) === this.family ? [c] : [];
-      const ip = this.primaryNodeIP;
-      return ip === undefined ? [] : [ip + hostPrefix(ip)];
-    });
+  protected nodePortAddresses(configured: readonly string[], allowIPv4Localhost = false): NodePortAddresses {
+    return new NodePortAddresses(this.family, configured, this.primaryNodeIP, allowIPv4Localhost);
   }
 
   /**
@@ -396,31 +427,46 @@ export abstract class BaseProxier implements Provider {
     const now = this.clock.now();
     const full = this.#needFull || now - this.#lastFull >= this.#fullSyncPeriodMs;
     const changedServices = new Set([...serviceChanges.updatedServices, ...endpointChanges.updatedServices]);
+    const changedPorts = this.#changedPorts(serviceChanges, endpointChanges);
+    const ctx: SyncContext = {
+      full,
+      services: this.serviceMap,
+      endpoints: this.endpointsMap,
+      changedServices,
+      changedPorts,
+      serviceChanges,
+      endpointChanges,
+      signal: this.#signal,
+    };
+    let didFull = full;
     try {
-      await this.syncRules({
-        full,
-        services: this.serviceMap,
-        endpoints: this.endpointsMap,
-        changedServices,
-        serviceChanges,
-        endpointChanges,
-        signal: this.#signal,
-      });
+      didFull = (await this.syncRules(ctx)) === true || full;
     } catch (e) {
       // The maps already hold the new state; a full sync rewrites all of it.
       this.#needFull = true;
-      if (!this.#signal.aborted) this.metrics.syncFailuresTotal.inc();
+      this.forgetKernelState();
+      if (!this.#signal.aborted) {
+        this.metrics.syncFailuresTotal.inc();
+        this.countFailure(e, full);
+        const line = (e as { line?: unknown }).line;
+        this.log.error("Sync failed; the previous rules stay in place and the next sync is full", {
+          family: this.family,
+          error: e instanceof Error ? e.message : String(e),
+          ...(typeof line === "string" ? { line: line.slice(0, 200) } : {}),
+        });
+      }
       throw e;
     }
-    if (full) {
+    if (didFull) {
       this.#needFull = false;
       // Measured from the end: a full sync longer than the period must not make the next one full.
       this.#lastFull = this.clock.now();
       collectGarbage();
     }
+    await this.#afterSync(ctx);
     const elapsed = (performance.now() - start) / 1000;
     this.metrics.syncDuration.observe(elapsed);
-    (full ? this.metrics.syncFullDuration : this.metrics.syncPartialDuration).observe(elapsed);
+    (didFull ? this.metrics.syncFullDuration : this.metrics.syncPartialDuration).observe(elapsed);
     this.metrics.lastSyncTimestamp.set(this.clock.now() / 1000);
     const noLocal = countNoLocalEndpoints(this.serviceMap, this.endpointsMap);
     this.metrics.noLocalEndpoints(noLocal.internal, noLocal.external);
@@ -430,10 +476,37 @@ export abstract class BaseProxier implements Provider {
     this.health.updated(this.family);
     this.log.debug("Sync complete", {
       family: this.family,
-      full,
+      full: didFull,
       elapsedMs: Math.round(elapsed * 1000),
       services: this.serviceMap.size,
       changed: changedServices.size,
     });
+  }
+
+  /**
+   * The post-sync step every mode shares: stale UDP conntrack entries go (a failed deletion only
+   * delays a client until the entry expires), then the health check node ports report the new
+   * endpoints.
+   */
+  async #afterSync(ctx: SyncContext): Promise<void> {
+    if (this.#conntrack !== undefined) await clearStaleConntrack(this.#conntrack, this.family, ctx, this.log);
+    this.#healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints), this.family);
+  }
+
+  /** See {@linkcode SyncContext.changedPorts}; keeps the service -> ports index current. */
+  #changedPorts(services: ServiceUpdateResult, endpoints: EndpointsUpdateResult): Set<string> {
+    const changed = new Set(services.portKeys);
+    for (const service of services.updatedServices) this.#portsByService.delete(service);
+    for (const key of services.portKeys) {
+      const svc = this.serviceMap.get(key);
+      if (svc === undefined) continue;
+      let keys = this.#portsByService.get(svc.service);
+      if (keys === undefined) this.#portsByService.set(svc.service, keys = new Set());
+      keys.add(key);
+    }
+    for (const service of endpoints.updatedServices) {
+      for (const key of this.#portsByService.get(service) ?? []) changed.add(key);
+    }
+    return changed;
   }
 }

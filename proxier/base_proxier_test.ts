@@ -1,5 +1,8 @@
 import { assertEquals } from "../tests/assert.ts";
-import { ep, makeEndpointSlice, makeService, MemoryLogger } from "../tests/fixtures.ts";
+import type { V1Service } from "@kubernetes/client-node";
+import { baseOptions, ep, makeEndpointSlice, makeService, MemoryLogger, NODE } from "../tests/fixtures.ts";
+import { freePort } from "../tests/net_helpers.ts";
+import { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext } from "./base_proxier.ts";
 import { FakeClock } from "./clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
@@ -257,4 +260,77 @@ Deno.test("the first sync waits (bounded) for the own Node, and in NodeCIDR mode
     ac.abort();
     await loop;
   }
+});
+
+/** A proxier whose datapath does nothing: what the shared half does around it is observed. */
+class NoopProxier extends BaseProxier {
+  readonly contexts: SyncContext[] = [];
+  protected override syncRules(ctx: SyncContext): Promise<void> {
+    this.contexts.push(ctx);
+    return Promise.resolve();
+  }
+}
+
+Deno.test("health check node port: terminating endpoints do not count, even while serving (upstream's LocalReadyEndpoints)", async () => {
+  const port = freePort();
+  const healthServer = new ServiceHealthServer({ log: new MemoryLogger(), hostname: "127.0.0.1" });
+  const p = new NoopProxier(baseOptions({ healthServer }));
+  const lb = makeService("ns1", "lb", (s) => {
+    s.spec!.type = "LoadBalancer";
+    s.spec!.externalTrafficPolicy = "Local";
+    s.spec!.healthCheckNodePort = port;
+  });
+  const slice = (...eps: ReturnType<typeof ep>[]) => makeEndpointSlice("ns1", "lb", (s) => s.endpoints = eps);
+  const get = async () => {
+    const r = await fetch(`http://127.0.0.1:${port}/`);
+    return { status: r.status, localEndpoints: (await r.json()).localEndpoints };
+  };
+  try {
+    p.onServiceAdd(lb);
+    p.onEndpointSliceAdd(slice(ep("10.180.0.1", { node: NODE }), ep("10.180.0.2")));
+    p.onServicesSynced();
+    p.onEndpointSlicesSynced();
+    await p.syncNow();
+    assertEquals(await get(), { status: 200, localEndpoints: 1 });
+    // The local pod terminates but still serves: the load balancer must drain this node now.
+    p.onEndpointSliceUpdate(
+      slice(),
+      slice(
+        ep("10.180.0.1", { node: NODE, ready: false, serving: true, terminating: true }),
+        ep("10.180.0.2"),
+      ),
+    );
+    await p.syncNow();
+    assertEquals(await get(), { status: 503, localEndpoints: 0 });
+  } finally {
+    healthServer.close();
+  }
+});
+
+Deno.test("a partial sync recomputes every port, before and after, of each changed Service, and no other", async () => {
+  const p = new NoopProxier(baseOptions());
+  const twoPorts = (s: V1Service) =>
+    s.spec!.ports = [{ name: "p80", port: 80, protocol: "TCP" }, { name: "p81", port: 81, protocol: "TCP" }];
+  p.onServiceAdd(makeService("ns1", "svc1", twoPorts));
+  p.onServiceAdd(makeService("ns1", "svc2"));
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  await p.syncNow();
+  const changed = () => [...p.contexts.at(-1)!.changedPorts].sort();
+  // An endpoint change: every port of that Service, none of the other.
+  p.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1"));
+  await p.syncNow();
+  assertEquals(changed(), ["ns1/svc1:p80/TCP", "ns1/svc1:p81/TCP"]);
+  // A port removed: the old one (now absent from the model) and the one left.
+  p.onServiceUpdate(makeService("ns1", "svc1", twoPorts), makeService("ns1", "svc1"));
+  await p.syncNow();
+  assertEquals(changed(), ["ns1/svc1:p80/TCP", "ns1/svc1:p81/TCP"]);
+  assertEquals(p.contexts.at(-1)!.services.has("ns1/svc1:p81/TCP"), false);
+  // The Service deleted: its port, gone; then an endpoint change of the deleted Service: nothing.
+  p.onServiceDelete(makeService("ns1", "svc1"));
+  await p.syncNow();
+  assertEquals(changed(), ["ns1/svc1:p80/TCP"]);
+  p.onEndpointSliceDelete(makeEndpointSlice("ns1", "svc1"));
+  await p.syncNow();
+  assertEquals(changed(), []);
 });

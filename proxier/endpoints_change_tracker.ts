@@ -13,9 +13,9 @@ import { sameEntries } from "./types.ts";
 export interface EndpointsUpdateResult {
   /** `namespace/name` of every Service whose endpoints changed. */
   readonly updatedServices: Set<string>;
-  /** Service port keys that lost a UDP endpoint, with the endpoints lost (stale conntrack). */
+  /** UDP service port keys with endpoints that stopped serving (gone, or still listed but not serving). */
   readonly deletedUDPEndpoints: Map<string, EndpointInfo[]>;
-  /** Service port keys of UDP ports that went from no endpoints to some (stale REJECT state). */
+  /** UDP service port keys whose first endpoint started serving (stale REJECT state). */
   readonly newlyActiveUDPServices: Set<string>;
   /** Trigger times (ms since epoch) of the applied changes, for the programming latency metric. */
   readonly lastChangeTriggerTimes: number[];
@@ -105,16 +105,18 @@ export class EndpointsChangeTracker {
       const current = this.#endpointsOf(service);
       for (const key of previous.keys()) map.delete(key);
       for (const [key, eps] of current) map.set(key, eps);
+      // As upstream, both keyed on `serving`: an endpoint that never served has no flows to
+      // flush, one that stopped serving (still listed, terminating) is gone for its flows, and a
+      // port is newly active when its first endpoint starts serving, not when it is first listed.
       for (const [key, eps] of previous) {
         if (!key.endsWith("/UDP")) continue;
-        const now = new Set((current.get(key) ?? []).map((e) => e.key));
-        const gone = eps.filter((e) => !now.has(e.key));
+        const servingNow = new Set((current.get(key) ?? []).filter((e) => e.serving).map((e) => e.key));
+        const gone = eps.filter((e) => e.serving && !servingNow.has(e.key));
         if (gone.length > 0) deletedUDPEndpoints.set(key, gone);
       }
       for (const [key, eps] of current) {
-        if (key.endsWith("/UDP") && eps.length > 0 && (previous.get(key)?.length ?? 0) === 0) {
-          newlyActiveUDPServices.add(key);
-        }
+        if (!key.endsWith("/UDP") || !eps.some((e) => e.serving)) continue;
+        if (!(previous.get(key) ?? []).some((e) => e.serving)) newlyActiveUDPServices.add(key);
       }
       lastChangeTriggerTimes.push(...(this.#triggerTimes.get(service) ?? []));
     }

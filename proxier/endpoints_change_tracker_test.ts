@@ -154,3 +154,27 @@ Deno.test("EndpointsChangeTracker skips trigger times from before the proxy star
   t.update(at("2026-11-24T10:00:05Z", ["10.180.0.2"]), false);
   assertEquals(t.apply(map).lastChangeTriggerTimes, [start + 5000]);
 });
+
+Deno.test("EndpointsChangeTracker: stale UDP flows keyed on serving, as upstream", () => {
+  const { t, map } = tracker();
+  const key = "ns1/dns:dns/UDP";
+  const mk = (...eps: ReturnType<typeof ep>[]) =>
+    makeEndpointSlice("ns1", "dns", (s) => {
+      s.ports = [{ name: "dns", port: 53, protocol: "UDP" }];
+      s.endpoints = eps;
+    });
+  const deleted = (r: ReturnType<typeof t.apply>) =>
+    [...r.deletedUDPEndpoints].map(([k, v]) => [k, v.map((e) => e.key)]);
+  // Listed but not serving yet: nothing reached it, and the port is not active yet.
+  t.update(mk(ep("10.180.0.1", { ready: false, serving: false })), false);
+  assertEquals([...t.apply(map).newlyActiveUDPServices], []);
+  // It starts serving: now the port is newly active (REJECT flows from before must go).
+  t.update(mk(ep("10.180.0.1")), false);
+  assertEquals([...t.apply(map).newlyActiveUDPServices], [key]);
+  // It stops serving while still listed (terminating): its flows go as if it were deleted.
+  t.update(mk(ep("10.180.0.1", { ready: false, serving: false, terminating: true })), false);
+  assertEquals(deleted(t.apply(map)), [[key, ["10.180.0.1:53"]]]);
+  // An endpoint that never served leaves no flows behind when it goes.
+  t.update(mk(), false);
+  assertEquals(deleted(t.apply(map)), []);
+});

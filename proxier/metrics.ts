@@ -8,25 +8,9 @@ import { registerProcessMetrics } from "./process_metrics.ts";
 import type { IPFamily } from "./types.ts";
 import { VERSION } from "./version.ts";
 
-/** One virtual server's IPVS counters with the Service it serves. */
-export interface IpvsServiceCounters {
-  readonly labels: {
-    readonly namespace: string;
-    readonly service: string;
-    readonly port: string;
-    readonly protocol: string;
-    readonly address: string;
-  };
-  readonly counters: {
-    readonly connections: number;
-    readonly packetsIn: number;
-    readonly packetsOut: number;
-    readonly bytesIn: number;
-    readonly bytesOut: number;
-  };
-}
-
-const FAMILY = "ip_family";
+/** The label every per-family series carries, as upstream (1.31+). */
+export const IP_FAMILY_LABEL = "ip_family";
+const FAMILY = IP_FAMILY_LABEL;
 
 /** This build's version for `kubernetes_build_info`. */
 const BUILD = { version: VERSION, major: VERSION.split(".")[0], minor: VERSION.split(".")[1] } as const;
@@ -51,20 +35,8 @@ export interface FamilyMetrics {
   readonly serviceChangesPending: { set(v: number): void };
   readonly endpointChangesTotal: { inc(v?: number): void };
   readonly endpointChangesPending: { set(v: number): void };
-  readonly restoreFailuresTotal: { inc(v?: number): void };
-  readonly partialRestoreFailuresTotal: { inc(v?: number): void };
   readonly queuedTimestamp: { set(v: number): void };
   readonly syncFailuresTotal: { inc(v?: number): void };
-  readonly nftablesSyncFailuresTotal: { inc(v?: number): void };
-  readonly nftablesCleanupFailuresTotal: { inc(v?: number): void };
-  /** Sets `kubeproxy_sync_proxy_rules_iptables_total` (rules the kernel holds from us) and `_last` (written). */
-  iptablesRules(table: "filter" | "nat", total: number, lastWritten: number): void;
-  /** Counts a failed accept/receive on a userspace proxy port (userspace mode only). */
-  userspaceAcceptError(): void;
-  /** Counts a failed dial to an endpoint of `service` (userspace mode only). */
-  userspaceDialFailure(service: string): void;
-  /** Sets the service ports whose proxy port cannot be opened now (userspace mode only). */
-  userspaceUnservedPorts(n: number): void;
   /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
   noLocalEndpoints(internal: number, external: number): void;
 }
@@ -82,14 +54,8 @@ export class ProxyMetrics {
   readonly serviceChangesPending: Gauge;
   readonly endpointChangesTotal: Counter;
   readonly endpointChangesPending: Gauge;
-  readonly restoreFailuresTotal: Counter<typeof FAMILY>;
-  readonly partialRestoreFailuresTotal: Counter<typeof FAMILY>;
   readonly queuedTimestamp: Gauge<typeof FAMILY>;
   readonly syncFailuresTotal: Counter<typeof FAMILY>;
-  readonly nftablesSyncFailuresTotal: Counter<typeof FAMILY>;
-  readonly nftablesCleanupFailuresTotal: Counter<typeof FAMILY>;
-  readonly iptablesRulesTotal: Gauge<typeof FAMILY | "table">;
-  readonly iptablesRulesLast: Gauge<typeof FAMILY | "table">;
   readonly noLocalEndpointsTotal: Gauge<typeof FAMILY | "traffic_policy">;
   readonly healthzTotal: Counter<"code">;
   readonly livezTotal: Counter<"code">;
@@ -97,21 +63,14 @@ export class ProxyMetrics {
   readonly restClientRequestsTotal: Counter<"code" | "host" | "method">;
   /** client-go's: API request latency by verb and host. */
   readonly restClientRequestDuration: Histogram<"host" | "verb">;
-  readonly #ipvsSources: Array<() => Promise<readonly IpvsServiceCounters[]>> = [];
-  /** Userspace mode: accept/receive calls that failed (EMFILE...) and were retried. */
-  readonly userspaceAcceptErrorsTotal?: Counter;
-  /** Userspace mode: dials to endpoints that failed, per service port. */
-  readonly userspaceDialFailuresTotal?: Counter<"service">;
-  /** Userspace mode: service ports not served because their port cannot be opened. */
-  readonly userspaceUnservedPorts?: Gauge;
 
   /**
-   * Registers the metrics on a fresh registry: the common ones, and those of `mode` (iptables
-   * rule metrics for iptables, sync failures for nftables), as upstream registers per mode.
+   * Registers the metrics every mode writes on a fresh registry; each mode registers its own on
+   * the same registry when its proxier is built (`proxier/<mode>/metrics.ts`), as upstream
+   * registers per mode.
    */
-  constructor(mode = "iptables") {
+  constructor() {
     const common = { registers: [this.registry], labelNames: [FAMILY] as const };
-    const only = (modes: string[]) => ({ registers: modes.includes(mode) ? [this.registry] : [] });
     const syncBuckets = exponentialBuckets(0.001, 2, 15);
     this.syncDuration = new Histogram({
       name: "kubeproxy_sync_proxy_rules_duration_seconds",
@@ -162,46 +121,10 @@ export class ProxyMetrics {
       help: "Pending proxy rules Endpoint changes",
       registers: [this.registry],
     });
-    this.restoreFailuresTotal = new Counter({
-      name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
-      help: "Cumulative proxy iptables restore failures",
-      ...common,
-      ...only(["iptables", "ipvs"]),
-    });
-    this.partialRestoreFailuresTotal = new Counter({
-      name: "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
-      help: "Cumulative proxy iptables partial restore failures",
-      ...common,
-      ...only(["iptables", "ipvs"]),
-    });
     this.queuedTimestamp = new Gauge({
       name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
       help: "The last time a sync of proxy rules was queued",
       ...common,
-    });
-    this.nftablesSyncFailuresTotal = new Counter({
-      name: "kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
-      help: "Cumulative proxy nftables sync failures",
-      ...common,
-      ...only(["nftables"]),
-    });
-    this.nftablesCleanupFailuresTotal = new Counter({
-      name: "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
-      help: "Cumulative proxy nftables cleanup failures",
-      ...common,
-      ...only(["nftables"]),
-    });
-    this.iptablesRulesTotal = new Gauge({
-      name: "kubeproxy_sync_proxy_rules_iptables_total",
-      help: "Total number of iptables rules owned by kube-proxy",
-      ...only(["iptables"]),
-      labelNames: [FAMILY, "table"] as const,
-    });
-    this.iptablesRulesLast = new Gauge({
-      name: "kubeproxy_sync_proxy_rules_iptables_last",
-      help: "Number of iptables rules written by kube-proxy in last sync",
-      ...only(["iptables"]),
-      labelNames: [FAMILY, "table"] as const,
     });
     this.noLocalEndpointsTotal = new Gauge({
       name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
@@ -262,70 +185,11 @@ export class ProxyMetrics {
       platform: `${Deno.build.os}/${Deno.build.arch === "x86_64" ? "amd64" : "arm64"}`,
     }, 1);
     registerProcessMetrics(this.registry);
-    if (mode === "ipvs") this.#registerIpvsCounters();
-    if (mode === "userspace") {
-      this.userspaceAcceptErrorsTotal = new Counter({
-        name: "kubeproxy_userspace_accept_errors_total",
-        help: "Accepts and receives on proxy ports that failed and were retried (e.g. too many open files)",
-        registers: [this.registry],
-      });
-      this.userspaceDialFailuresTotal = new Counter({
-        name: "kubeproxy_userspace_dial_failures_total",
-        help: "Connections to endpoints that failed or timed out, per service port",
-        labelNames: ["service"] as const,
-        registers: [this.registry],
-      });
-      this.userspaceUnservedPorts = new Gauge({
-        name: "kubeproxy_userspace_unserved_service_ports",
-        help: "Service ports not served because their proxy or node port cannot be opened (retried)",
-        registers: [this.registry],
-      });
-    }
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
       help: "Cumulative failed syncs of proxy rules (any mode)",
       ...common,
     });
-  }
-
-  /** Adds a source of per-virtual-server IPVS counters (each ipvs proxier), read on every scrape. */
-  addIpvsCounters(source: () => Promise<readonly IpvsServiceCounters[]>): void {
-    this.#ipvsSources.push(source);
-  }
-
-  /** Per-virtual-server traffic counters from IPVS (kube-router exports these; upstream does not). */
-  #registerIpvsCounters(): void {
-    const labelNames = ["namespace", "service", "port", "protocol", "address"] as const;
-    const registers = [this.registry];
-    const sources = this.#ipvsSources;
-    const fields = [
-      [
-        "connections",
-        "kubeproxy_ipvs_service_connections_total",
-        "Connections IPVS scheduled to the virtual server",
-      ],
-      ["packetsIn", "kubeproxy_ipvs_service_packets_in_total", "Packets into the virtual server"],
-      ["packetsOut", "kubeproxy_ipvs_service_packets_out_total", "Packets out of the virtual server"],
-      ["bytesIn", "kubeproxy_ipvs_service_bytes_in_total", "Bytes into the virtual server"],
-      ["bytesOut", "kubeproxy_ipvs_service_bytes_out_total", "Bytes out of the virtual server"],
-    ] as const;
-    // One kernel read per scrape fills all five: the counters' collects, started together, share it.
-    let pending: Promise<void> | undefined;
-    const fill = async () => {
-      const rows = (await Promise.all(sources.map((s) => s().catch(() => [])))).flat();
-      for (const c of counters) c.reset();
-      for (const r of rows) fields.forEach(([field], i) => counters[i].inc(r.labels, r.counters[field]));
-    };
-    const collect = () => {
-      if (pending === undefined) {
-        pending = fill();
-        pending.then(() => pending = undefined, () => pending = undefined);
-      }
-      return pending;
-    };
-    const counters: Array<Counter<typeof labelNames[number]>> = fields.map(([, name, help]) =>
-      new Counter({ name, help, labelNames, registers, collect })
-    );
   }
 
   /** Returns the metrics bound to `family`'s label: what that family's proxier writes. */
@@ -341,23 +205,58 @@ export class ProxyMetrics {
       serviceChangesPending: this.serviceChangesPending,
       endpointChangesTotal: this.endpointChangesTotal,
       endpointChangesPending: this.endpointChangesPending,
-      restoreFailuresTotal: this.restoreFailuresTotal.labels(l),
-      partialRestoreFailuresTotal: this.partialRestoreFailuresTotal.labels(l),
       queuedTimestamp: this.queuedTimestamp.labels(l),
       syncFailuresTotal: this.syncFailuresTotal.labels(l),
-      nftablesSyncFailuresTotal: this.nftablesSyncFailuresTotal.labels(l),
-      nftablesCleanupFailuresTotal: this.nftablesCleanupFailuresTotal.labels(l),
-      iptablesRules: (table, total, lastWritten) => {
-        this.iptablesRulesTotal.set({ ...l, table }, total);
-        this.iptablesRulesLast.set({ ...l, table }, lastWritten);
-      },
-      userspaceAcceptError: () => this.userspaceAcceptErrorsTotal?.inc(),
-      userspaceDialFailure: (service) => this.userspaceDialFailuresTotal?.inc({ service }),
-      userspaceUnservedPorts: (n) => this.userspaceUnservedPorts?.set(n),
       noLocalEndpoints: (internal, external) => {
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);
       },
     };
   }
+}
+
+/**
+ * Returns the metric `name` of `registry`, registering it with `make` the first time: each family's
+ * proxier of a mode asks for the same series, and a second registration would throw.
+ */
+export function registeredOnce<T>(registry: Registry, name: string, make: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+/** Returns a counter labelled by `ip_family`, registered once on `registry`, bound to `family`. */
+export function familyCounter(
+  registry: Registry,
+  family: IPFamily,
+  name: string,
+  help: string,
+): { inc(): void } {
+  return registeredOnce(
+    registry,
+    name,
+    () => new Counter({ name, help, registers: [registry], labelNames: [FAMILY] as const }),
+  ).labels({ [FAMILY]: family });
+}
+
+/**
+ * Returns upstream's iptables-restore failure counters for `family`: the iptables and ipvs modes
+ * both restore iptables rules and count their failures under these names (and nothing else).
+ */
+export function restoreFailureCounters(
+  registry: Registry,
+  family: IPFamily,
+): { readonly restore: { inc(): void }; readonly partialRestore: { inc(): void } } {
+  return {
+    restore: familyCounter(
+      registry,
+      family,
+      "kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
+      "Cumulative proxy iptables restore failures",
+    ),
+    partialRestore: familyCounter(
+      registry,
+      family,
+      "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
+      "Cumulative proxy iptables partial restore failures",
+    ),
+  };
 }

@@ -53,7 +53,7 @@ export function newModeDeps(
     config,
     ...o,
     warnings: new ObjectWarnings(o.log),
-    metrics: o.metrics ?? new ProxyMetrics(config.mode),
+    metrics: o.metrics ?? new ProxyMetrics(),
     events: o.events ?? nullRecorder,
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
   };

@@ -153,7 +153,8 @@ export function loopbackUserspaceProxier(over: Partial<UserspaceProxierOptions> 
   return new UserspaceProxier({
     ...baseOptions({ clock: realClock, minSyncPeriodMs: 0 }),
     listenAddress: "127.0.0.1",
-    nodePortAddresses: ["127.0.0.1"],
+    nodePortAddresses: ["127.0.0.1/32"],
+    nodeIPs: ["127.0.0.1"],
     portRange: { min: 0, max: 0 },
     udpIdleTimeoutMs: 250,
     ...over,

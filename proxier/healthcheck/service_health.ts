@@ -6,7 +6,6 @@
  */
 import { type EventRecorder, nullRecorder } from "../events.ts";
 import type { Logger } from "../logger.ts";
-import { categorizeEndpoints, type NodeTopology } from "../topology.ts";
 import type { EndpointsMap, ServicePortMap } from "../types.ts";
 
 /** What one health check port reports. */
@@ -18,19 +17,24 @@ export interface ServiceHealth {
 }
 
 /**
- * Returns what each health check node port reports: per port, the Service with the most local
- * endpoints (two Services sharing a port is a misconfiguration; the port stays healthy while
- * either can serve).
+ * Returns what each health check node port reports, as upstream's `LocalReadyEndpoints`: per
+ * Service, the distinct addresses of its endpoints that run on this node and are ready, over all
+ * its ports. Terminating endpoints do not count, even while serving: a node left with only those
+ * answers 503, so load balancers drain it before the pods go. Two Services sharing a port is a
+ * misconfiguration; the port stays healthy while either can serve.
  */
-export function serviceHealthStates(
-  services: ServicePortMap,
-  endpoints: EndpointsMap,
-  topology: NodeTopology,
-): ServiceHealth[] {
+export function serviceHealthStates(services: ServicePortMap, endpoints: EndpointsMap): ServiceHealth[] {
+  const ready = new Map<string, Set<string>>();
   const byPort = new Map<number, ServiceHealth>();
   for (const [key, svc] of services) {
     if (svc.healthCheckNodePort === 0) continue;
-    const local = categorizeEndpoints(svc, endpoints.get(key) ?? [], topology).local.length;
+    let ips = ready.get(svc.service);
+    if (ips === undefined) ready.set(svc.service, ips = new Set());
+    for (const e of endpoints.get(key) ?? []) if (e.isLocal && e.ready) ips.add(e.ip);
+  }
+  for (const svc of services.values()) {
+    if (svc.healthCheckNodePort === 0) continue;
+    const local = ready.get(svc.service)!.size;
     const cur = byPort.get(svc.healthCheckNodePort);
     if (cur === undefined || local > cur.localEndpoints) {
       byPort.set(svc.healthCheckNodePort, {

@@ -4,15 +4,10 @@
  * per-service chains of Services that changed, and delete chains that are gone.
  * @module
  */
-import type { Conntrack } from "../../iptables/conntrack.ts";
 import type { Chain, IPTables, RestoreInput, Table } from "../../iptables/iptables.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { linesStartingWith } from "../../iptables/rule_args.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
-import { clearStaleConntrack } from "../conntrack_cleanup.ts";
-import { cidrContains } from "../net.ts";
-import { NODE_PORT_PRIMARY } from "../options/values.ts";
 import {
   joinLines,
   JUMP_CHAINS,
@@ -35,15 +30,14 @@ import {
   SERVICE_CHAIN,
   servicePortRules,
 } from "./rules.ts";
+import { type IptablesMetrics, iptablesMetrics } from "./metrics.ts";
 
 /** Options of {@linkcode IptablesProxier}. */
 export interface IptablesProxierOptions extends BaseProxierOptions {
   readonly iptables: IPTables;
-  /** Stale UDP entries are deleted through it; undefined skips (render). */
-  readonly conntrack?: Conntrack;
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--nodeport-addresses` CIDRs (any family); empty means every local address. */
+  /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
   readonly nodePortAddresses: readonly string[];
   readonly localhostNodePorts: boolean;
   /**
@@ -53,8 +47,6 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
   readonly conntrackTCPLiberal?: boolean;
   /** This node's IPs: source ranges that contain one also admit traffic from the node. */
   readonly nodeIPs: readonly string[];
-  /** Health check node ports of ETP=Local services; undefined serves none (render). */
-  readonly healthServer?: ServiceHealthServer;
 }
 
 /** What a full sync reads from the kernel before building. */
@@ -68,7 +60,6 @@ interface KernelView {
 /** The iptables proxier; see the module doc. */
 export class IptablesProxier extends BaseProxier {
   readonly #ipt: IPTables;
-  readonly #conntrack?: Conntrack;
   readonly #o: IptablesProxierOptions;
   readonly #mark: string;
   readonly #loopback: string;
@@ -78,23 +69,26 @@ export class IptablesProxier extends BaseProxier {
   #sortedKeys: string[] = [];
   /** More than LARGE_CLUSTER_ENDPOINTS endpoints at the last sync. */
   #largeCluster = false;
+  /** The sync in progress rewrites everything (for the partial-failure metric). */
+  #syncingFull = false;
+  readonly #metrics: IptablesMetrics;
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: IptablesProxierOptions) {
     super(o);
     this.#o = o;
     this.#ipt = o.iptables;
-    this.#conntrack = o.conntrack;
     this.#mark = `0x${(2 ** o.masqueradeBit).toString(16)}`;
     this.#loopback = o.family === "IPv4" ? "127.0.0.0/8" : "::1/128";
+    this.#metrics = iptablesMetrics(this.registry, o.family);
   }
 
   /** @inheritdoc */
-  protected override async syncRules(ctx: SyncContext): Promise<void> {
-    let full = ctx.full;
+  protected override async syncRules(ctx: SyncContext): Promise<boolean> {
+    let full = this.#syncingFull = ctx.full;
     if (!full && !(await this.#ipt.chainExists("mangle", KUBE_PROXY_CANARY))) {
       this.log.warn("Canary chain is gone (tables flushed?); doing a full sync", { family: this.family });
-      full = true;
+      full = this.#syncingFull = true;
     }
     let endpoints = 0;
     for (const eps of ctx.endpoints.values()) endpoints += eps.length;
@@ -109,7 +103,7 @@ export class IptablesProxier extends BaseProxier {
       );
       this.#largeCluster = large;
       // Every cached service's rules change form.
-      full = true;
+      full = this.#syncingFull = true;
     }
     const t0 = performance.now();
     // A full sync finds every per-service chain the kernel holds, ours or upstream's, so stale
@@ -134,45 +128,41 @@ export class IptablesProxier extends BaseProxier {
     const t1 = performance.now();
     const { input, portRules, written } = this.#build({ ...ctx, full }, kernel);
     const t2 = performance.now();
-    try {
-      await this.#ipt.restoreAll(input, { flush: false, counters: false, signal: ctx.signal });
-    } catch (e) {
-      // The rule cache may describe rules that never reached the kernel: rebuild all next time.
-      this.#portRules = new Map();
-      // Stopping: each table's commit is atomic, so the kernel holds the previous or the new rules.
-      if (ctx.signal.aborted) throw e;
-      this.metrics.restoreFailuresTotal.inc();
-      if (!full) this.metrics.partialRestoreFailuresTotal.inc();
-      this.log.error("iptables-restore failed; previous rules stay in place", {
-        family: this.family,
-        error: (e as Error).message,
-        line: e instanceof RestoreError ? e.line : undefined,
-      });
-      throw e;
-    }
+    await this.#ipt.restoreAll(input, { flush: false, counters: false, signal: ctx.signal });
     this.#portRules = portRules;
     // What the kernel holds from us: every table rule (all written each sync) plus each service's
     // own chain rules, counted when they were last written.
     let chainRules = 0;
     for (const r of portRules.values()) chainRules += r.chainRuleCount;
-    this.metrics.iptablesRules("filter", written.filter, written.filter);
-    this.metrics.iptablesRules("nat", written.nat + chainRules, written.nat + written.chains);
+    this.#metrics.rules("filter", written.filter, written.filter);
+    this.#metrics.rules("nat", written.nat + chainRules, written.nat + written.chains);
     const t3 = performance.now();
     const ms = (a: number, b: number) => Math.round(b - a);
     this.log.debug("Rules restored", {
       family: this.family,
       full,
-      rewritten: full ? ctx.services.size : ctx.changedServices.size,
+      rewritten: full ? ctx.services.size : ctx.changedPorts.size,
       saveMs: ms(t0, t1),
       buildMs: ms(t1, t2),
       // Includes writing the services' own chains, which happens as the restore reads.
       restoreMs: ms(t2, t3),
       jumpsInserted: kernel?.missingJumps.length ?? 0,
     });
-    if (this.#conntrack !== undefined) {
-      await clearStaleConntrack(this.#conntrack, this.family, ctx, this.log);
-    }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology), this.family);
+    return full;
+  }
+
+  /** @inheritdoc */
+  protected override forgetKernelState(): void {
+    // The rule cache may describe rules that never reached the kernel. Each table's commit is
+    // atomic, so the kernel holds the previous or the new rules, never half of them.
+    this.#portRules = new Map();
+  }
+
+  /** @inheritdoc */
+  protected override countFailure(e: unknown): void {
+    if (!(e instanceof RestoreError)) return;
+    this.#metrics.restoreFailures.restore.inc();
+    if (!this.#syncingFull) this.#metrics.restoreFailures.partialRestore.inc();
   }
 
   #firewallChainUsed(): boolean {
@@ -185,7 +175,7 @@ export class IptablesProxier extends BaseProxier {
    * without it, stale chains are those the rewritten and removed service ports had before.
    */
   #build(
-    ctx: Pick<SyncContext, "services" | "endpoints" | "full" | "changedServices">,
+    ctx: Pick<SyncContext, "services" | "endpoints" | "full" | "changedPorts">,
     kernel: KernelView | undefined,
   ): {
     input: RestoreInput;
@@ -227,7 +217,7 @@ export class IptablesProxier extends BaseProxier {
     ];
     for (const key of keys) {
       const svc = ctx.services.get(key)!;
-      const rewrite = ctx.full || ctx.changedServices.has(svc.service) || !this.#portRules.has(key);
+      const rewrite = ctx.full || ctx.changedPorts.has(key) || !this.#portRules.has(key);
       const r = rewrite
         ? servicePortRules(svc, ctx.endpoints.get(key) ?? [], ruleOpts)
         : this.#portRules.get(key)!;
@@ -340,19 +330,18 @@ export class IptablesProxier extends BaseProxier {
   #nodePortJumps(): string[] {
     const comment =
       `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`;
-    const cidrs = this.nodePortCIDRs(this.#o.nodePortAddresses);
-    const allowLoopback = this.family === "IPv4" && this.#o.localhostNodePorts;
-    // `primary` alone while the Node's address is unknown: no NodePorts yet, never all addresses.
-    if (cidrs.length === 0 && this.#o.nodePortAddresses.includes(NODE_PORT_PRIMARY)) return [];
-    if (cidrs.length === 0) {
-      const notLoopback = allowLoopback ? "" : `! -d ${this.#loopback} `;
+    const npa = this.nodePortAddresses(this.#o.nodePortAddresses, this.#o.localhostNodePorts);
+    if (npa.matchAll) {
+      const notLoopback = npa.allowLocalhost ? "" : `! -d ${this.#loopback} `;
       return [
         `-A ${KUBE_SERVICES} ${notLoopback}${comment} -m addrtype --dst-type LOCAL -j ${KUBE_NODEPORTS}`,
       ];
     }
-    return cidrs
-      .filter((c) => allowLoopback || !cidrContains(c, this.family === "IPv4" ? "127.0.0.1" : "::1"))
-      .map((c) => `-A ${KUBE_SERVICES} -d ${c} ${comment} -j ${KUBE_NODEPORTS}`);
+    // As upstream: one rule per node address inside the CIDRs, so forwarded traffic to other hosts
+    // in them never reaches KUBE-NODEPORTS.
+    return npa.nodeIPs(this.#o.nodeIPs).map((ip) =>
+      `-A ${KUBE_SERVICES} -d ${ip} ${comment} -j ${KUBE_NODEPORTS}`
+    );
   }
 }
 

@@ -10,7 +10,7 @@ import {
   ZONE_LABEL,
 } from "../../tests/fixtures.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
-import { NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
+import { NODE_A_TWO_IPS, NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { servicePortChainName } from "./chain_name.ts";
 import { JUMP_CHAINS, jumpRuleArgs, jumpRuleLine, KUBE_PROXY_CANARY } from "./rules.ts";
@@ -73,7 +73,9 @@ Deno.test("a failed restore keeps the previous rules, is counted, and the next s
       'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total{ip_family="IPv4"} 1',
     ),
   );
-  assert(log.messages("error").includes("iptables-restore failed; previous rules stay in place"));
+  assertEquals(log.messages("error"), [
+    "Sync failed; the previous rules stay in place and the next sync is full",
+  ]);
   await proxier.syncNow();
   const next = fake.restores.at(-1)!;
   assert(next.includes(`:${SVC2} - [0:0]`), "after a failure the sync is full");
@@ -240,11 +242,15 @@ Deno.test("detect-local-mode NodeCIDR: the Node's podCIDR decides masquerading; 
   assertEquals([masq("10.180.0.9"), masq("10.180.1.9")], [true, false]);
 });
 
-Deno.test("--nodeport-addresses=primary: NodePorts answer on the Node's InternalIP only, once it is known", async () => {
-  const { fake, proxier } = iptablesSetup({ nodePortAddresses: ["primary"] });
-  const jumps = () => fake.rules("nat", "KUBE-SERVICES")!.filter((r) => r.endsWith("-j KUBE-NODEPORTS"));
+Deno.test("--nodeport-addresses=primary: every node address until the Node's InternalIP is known, then that one, as upstream", async () => {
+  const { fake, proxier } = iptablesSetup({ nodePortAddresses: ["primary"] }, { node: NODE_A_TWO_IPS });
+  const answering = () =>
+    NODE_A_TWO_IPS.ips.filter((dst) =>
+      tracePacket(fake, { src: "192.168.0.10", dst, port: 3003, protocol: "tcp" }, NODE_A_TWO_IPS.ips)
+        .verdict === "DNAT"
+    );
   await proxier.syncNow();
-  assertEquals(jumps(), [], "no primary address known: no NodePort jump (never all addresses)");
+  assertEquals(answering(), [NODE_IP, "10.99.0.1"], "primary unknown: upstream's 0.0.0.0/0");
   const node = (ip: string) => ({
     metadata: { name: "node-a" },
     status: {
@@ -253,12 +259,10 @@ Deno.test("--nodeport-addresses=primary: NodePorts answer on the Node's Internal
   });
   proxier.onNodeAdd(node(NODE_IP));
   await proxier.syncNow();
-  assertEquals(jumps(), [
-    `-d ${NODE_IP}/32 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS`,
-  ]);
-  proxier.onNodeUpdate(node(NODE_IP), node("192.168.0.77"));
+  assertEquals(answering(), [NODE_IP]);
+  proxier.onNodeUpdate(node(NODE_IP), node("10.99.0.1"));
   await proxier.syncNow();
-  assertMatch(jumps()[0], /^-d 192.168.0.77\/32 /);
+  assertEquals(answering(), ["10.99.0.1"]);
 });
 
 Deno.test("a zone label change on the Node re-selects hinted endpoints with a full sync", async () => {

@@ -8,11 +8,10 @@
  * (or after {@linkcode GRACEFUL_TERMINATION_MAX_MS}); UDP ones go at once.
  * @module
  */
-import type { Conntrack } from "../../iptables/conntrack.ts";
 import type { DummyLink } from "../../iptables/dummy_link.ts";
 import { addressFamily } from "../../iptables/ip.ts";
 import { addEntry, createSet, delEntry, type IPSet } from "../../iptables/ipset.ts";
-import type { IPTables } from "../../iptables/iptables.ts";
+import { type IPTables, RestoreError } from "../../iptables/iptables.ts";
 import {
   addRealServer,
   addVirtualServer,
@@ -27,10 +26,9 @@ import {
   vsKey,
 } from "../../iptables/ipvs.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import { clearStaleConntrack } from "../conntrack_cleanup.ts";
-import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
-import type { IpvsServiceCounters } from "../metrics.ts";
+import { restoreFailureCounters } from "../metrics.ts";
 import { cidrContains } from "../net.ts";
+import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
 import {
   iptablesInput,
   type IpvsJump,
@@ -53,20 +51,16 @@ export interface IpvsProxierOptions extends BaseProxierOptions {
   readonly ipset: IPSet;
   readonly iptables: IPTables;
   readonly link: DummyLink;
-  /** Stale UDP entries are deleted through it; undefined skips (render). */
-  readonly conntrack?: Conntrack;
   /** `--ipvs-scheduler` (rr by default). */
   readonly scheduler: string;
   /** `--ipvs-exclude-cidrs`: virtual servers inside them are never touched. */
   readonly excludeCIDRs: readonly string[];
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--nodeport-addresses` (CIDRs and `primary`); empty: every node address. */
+  /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
   readonly nodePortAddresses: readonly string[];
   /** This node's addresses (any family), from its interfaces. */
   readonly nodeIPs: readonly string[];
-  /** Health check node ports of ETP=Local services; undefined serves none (render). */
-  readonly healthServer?: ServiceHealthServer;
 }
 
 interface Wanted {
@@ -78,9 +72,9 @@ interface Wanted {
 /** The ipvs proxier for one family; see the module doc. */
 export class IpvsProxier extends BaseProxier {
   readonly #o: IpvsProxierOptions;
-  /** Per service port key: its Service and what it contributed at the last sync. */
-  readonly #ports = new Map<string, { service: string; state: PortState }>();
-  readonly #byService = new Map<string, Set<string>>();
+  /** Per service port key: what it contributed at the last sync. */
+  readonly #ports = new Map<string, PortState>();
+  readonly #restoreFailures: ReturnType<typeof restoreFailureCounters>;
   /** What all ports want, added up (entries and binds counted: two ports may share one). */
   readonly #servers = new Map<string, Wanted>();
   readonly #entries = new Map<SetName, Map<string, number>>();
@@ -98,7 +92,8 @@ export class IpvsProxier extends BaseProxier {
   constructor(o: IpvsProxierOptions) {
     super(o);
     this.#o = o;
-    o.metrics.addIpvsCounters(() => this.counters());
+    this.#restoreFailures = restoreFailureCounters(this.registry, o.family);
+    addIpvsCounters(this.registry, () => this.counters());
   }
 
   /** The IPVS counters of this family's virtual servers that serve a Service, with its labels. */
@@ -125,14 +120,9 @@ export class IpvsProxier extends BaseProxier {
 
   /** The addresses NodePorts are served on: this family's node addresses within --nodeport-addresses. */
   #nodePortIPs(): string[] {
-    const mine = this.#o.nodeIPs.filter((ip) =>
-      addressFamily(ip) === this.family && !ip.startsWith("127.") && ip !== "::1" &&
-      !ip.startsWith("fe80:") &&
-      !this.#kernelBinds.has(ip) && !this.#binds.has(ip)
-    );
-    if (this.#o.nodePortAddresses.length === 0) return mine;
-    const cidrs = this.nodePortCIDRs(this.#o.nodePortAddresses);
-    return mine.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
+    // Addresses bound to kube-ipvs0 are service addresses, not the node's.
+    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.#o.nodeIPs)
+      .filter((ip) => !this.#kernelBinds.has(ip) && !this.#binds.has(ip));
   }
 
   /** @inheritdoc */
@@ -154,7 +144,7 @@ export class IpvsProxier extends BaseProxier {
       entries: new Map<SetName, Set<string>>(),
       binds: new Set<string>(),
     };
-    const keys = full ? [...ctx.services.keys()] : this.#changedKeys(ctx);
+    const keys = full ? ctx.services.keys() : ctx.changedPorts;
     if (full) this.#clearWanted();
     const opts = {
       scheduler: this.#o.scheduler,
@@ -166,11 +156,11 @@ export class IpvsProxier extends BaseProxier {
     };
     for (const key of keys) {
       const old = this.#ports.get(key);
-      if (old !== undefined) this.#forget(key, old.state, touched);
+      if (old !== undefined) this.#forget(key, old, touched);
       const svc = ctx.services.get(key);
       if (svc === undefined) continue;
       const state = portState(svc, ctx.endpoints.get(key) ?? [], opts);
-      this.#remember(key, svc.service, state, touched);
+      this.#remember(key, state, touched);
     }
     if (full) {
       for (const k of this.#kernelServers.keys()) touched.servers.add(k);
@@ -213,34 +203,28 @@ export class IpvsProxier extends BaseProxier {
     // 4. virtual and real servers.
     const ipvsLines = await this.#ipvsLines(touched.servers, ctx.signal);
 
-    try {
-      await ipset.restore(setLines, ctx.signal);
-      if (full || iptablesText !== this.#lastIptables) {
-        await this.#o.iptables.restoreAll(iptablesText, {
-          flush: false,
-          counters: false,
-          signal: ctx.signal,
-        });
-        this.#lastIptables = iptablesText;
-      }
-      await link.apply(bind, unbind, ctx.signal);
-      await ipvs.apply(ipvsLines.lines, ctx.signal);
-    } catch (e) {
-      // What the kernel holds is unknown now: the next sync reads it again (full).
-      this.#lastIptables = "";
-      if (ctx.signal.aborted) throw e;
-      this.metrics.restoreFailuresTotal.inc();
-      this.log.error("ipvs sync failed; the next sync re-reads the kernel and reconciles", {
-        family: this.family,
-        error: (e as Error).message,
-      });
-      throw e;
+    await ipset.restore(setLines, ctx.signal);
+    if (full || iptablesText !== this.#lastIptables) {
+      await this.#o.iptables.restoreAll(iptablesText, { flush: false, counters: false, signal: ctx.signal });
+      this.#lastIptables = iptablesText;
     }
+    await link.apply(bind, unbind, ctx.signal);
+    await ipvs.apply(ipvsLines.lines, ctx.signal);
     this.#commit(touched, ipvsLines.kernel);
-    if (this.#o.conntrack !== undefined) {
-      await clearStaleConntrack(this.#o.conntrack, this.family, ctx, this.log);
-    }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology), this.family);
+  }
+
+  /** @inheritdoc */
+  protected override forgetKernelState(): void {
+    // What the kernel holds is unknown now: the next (full) sync reads it again and reconciles.
+    this.#lastIptables = "";
+  }
+
+  /** @inheritdoc */
+  protected override countFailure(e: unknown, full: boolean): void {
+    // Upstream's ipvs mode counts its iptables-restore failures only, under the iptables names.
+    if (!(e instanceof RestoreError)) return;
+    this.#restoreFailures.restore.inc();
+    if (!full) this.#restoreFailures.partialRestore.inc();
   }
 
   /** Without a Node object, the first node address stands in for the node's own (source ranges). */
@@ -250,19 +234,8 @@ export class IpvsProxier extends BaseProxier {
     );
   }
 
-  /** Service port keys of the changed services, and of ports that went away. */
-  #changedKeys(ctx: SyncContext): string[] {
-    const keys = new Set<string>();
-    for (const service of ctx.changedServices) {
-      for (const k of this.#byService.get(service) ?? []) keys.add(k);
-    }
-    for (const [k, svc] of ctx.services) if (ctx.changedServices.has(svc.service)) keys.add(k);
-    return [...keys];
-  }
-
   #clearWanted(): void {
     this.#ports.clear();
-    this.#byService.clear();
     this.#servers.clear();
     this.#entries.clear();
     this.#binds.clear();
@@ -278,14 +251,10 @@ export class IpvsProxier extends BaseProxier {
   /** Adds a port's state to the wanted totals. */
   #remember(
     key: string,
-    service: string,
     state: PortState,
     t: { servers: Set<string>; entries: Map<SetName, Set<string>>; binds: Set<string> },
   ): void {
-    this.#ports.set(key, { service, state });
-    let ks = this.#byService.get(service);
-    if (ks === undefined) this.#byService.set(service, ks = new Set());
-    ks.add(key);
+    this.#ports.set(key, state);
     for (const s of state.servers) {
       const k = vsKey(s.vs);
       t.servers.add(k);
@@ -323,10 +292,7 @@ export class IpvsProxier extends BaseProxier {
     state: PortState,
     t: { servers: Set<string>; entries: Map<SetName, Set<string>>; binds: Set<string> },
   ): void {
-    const svc = this.#ports.get(key)!.service;
     this.#ports.delete(key);
-    this.#byService.get(svc)?.delete(key);
-    if (this.#byService.get(svc)?.size === 0) this.#byService.delete(svc);
     for (const s of state.servers) {
       const k = vsKey(s.vs);
       t.servers.add(k);

@@ -4,6 +4,7 @@ import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
 import { NODE_A, NODE_IP, REPRESENTATIVE } from "../../tests/flows/objects.ts";
 import { feed } from "../../tests/flows/datapath.ts";
 import { IpvsError, parseSave } from "../../iptables/ipvs.ts";
+import { RestoreError } from "../../iptables/iptables.ts";
 import { traceIpvs } from "../../iptables/ipvs_trace.ts";
 import { GRACEFUL_TERMINATION_MAX_MS } from "./proxier.ts";
 
@@ -194,10 +195,24 @@ Deno.test("ipvs: a failed batch is counted and the next sync re-reads the kernel
   assertEquals(reals(s).length, 2, "the failed line did not apply");
   await s.proxier.syncNow();
   assertEquals(reals(s), ["10.180.0.1:80 w1", "10.180.0.2:80 w1", "10.180.0.3:80 w1"]);
-  assert(
-    (await s.metrics.registry.metrics()).includes(
-      'kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 1',
-    ),
+  // An ipvsadm failure is no iptables-restore failure: upstream counts only those, by that name.
+  const page = await s.metrics.registry.metrics();
+  assertEquals(page.match(/^kubeproxy_sync_proxy_rules_iptables_restore_failures_total\{.*$/m), null);
+  assertEquals(
+    page.match(/^kubeproxy_sync_proxy_rules_failures_total\{.*$/m)?.[0],
+    'kubeproxy_sync_proxy_rules_failures_total{ip_family="IPv4"} 1',
+  );
+});
+
+Deno.test("ipvs: a failed iptables-restore is counted under upstream's iptables names", async () => {
+  const s = start();
+  s.iptables.failNextRestore = "line 3 failed";
+  await assertRejects(() => s.proxier.syncNow(), RestoreError);
+  const page = await s.metrics.registry.metrics();
+  assertEquals(
+    page.match(/^kubeproxy_sync_proxy_rules_iptables_(partial_)?restore_failures_total\{.*$/gm),
+    ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 1'],
+    "a full sync's failure is no partial one",
   );
 });
 

@@ -5,13 +5,9 @@
  * only the elements of the service ports that changed.
  * @module
  */
-import type { Conntrack } from "../../iptables/conntrack.ts";
 import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import { clearStaleConntrack } from "../conntrack_cleanup.ts";
-import { type ServiceHealthServer, serviceHealthStates } from "../healthcheck/service_health.ts";
-import { cidrContains, ipFamily } from "../net.ts";
-import { NODE_PORT_PRIMARY } from "../options/values.ts";
+import { nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
   AFFINITY_CHECK,
@@ -40,16 +36,12 @@ import {
 /** Options of {@linkcode NftablesProxier}. */
 export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly nft: NFTables;
-  /** Stale UDP entries are deleted through it; undefined skips (render). */
-  readonly conntrack?: Conntrack;
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--nodeport-addresses` CIDRs (any family); empty: the node's primary addresses. */
+  /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
   readonly nodePortAddresses: readonly string[];
   /** This node's addresses (any family), from its interfaces. */
   readonly nodeIPs: readonly string[];
-  /** Health check node ports of ETP=Local services; undefined serves none (render). */
-  readonly healthServer?: ServiceHealthServer;
   /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
   readonly affinitySupported: boolean;
   /** `--conntrack-tcp-be-liberal`: INVALID packets are then not dropped, as upstream. */
@@ -66,10 +58,9 @@ export class NftablesProxier extends BaseProxier {
   readonly #nft: NFTables;
   readonly #fam: "ip" | "ip6";
   readonly #book = new ElementBook();
-  /** Per service port key: its Service and the elements it contributed at the last sync. */
-  readonly #ports = new Map<string, { service: string; elements: PortElements }>();
-  /** Service `ns/name` -> its port keys in {@linkcode #ports}. */
-  readonly #byService = new Map<string, Set<string>>();
+  readonly #metrics: ReturnType<typeof nftablesMetrics>;
+  /** Per service port key: the elements it contributed at the last sync. */
+  readonly #ports = new Map<string, PortElements>();
   /** Dynamic chain (or affinity map) name -> number of service ports using it. */
   readonly #uses = new Map<NftName, number>();
   /** The size each backends map was created with. */
@@ -86,23 +77,12 @@ export class NftablesProxier extends BaseProxier {
     this.#o = o;
     this.#nft = o.nft;
     this.#fam = nftFamily(o.family);
+    this.#metrics = nftablesMetrics(this.registry, o.family);
   }
 
   /** The node's addresses of this family that answer NodePorts. */
   #nodePortIPs(): string[] {
-    const mine = this.#o.nodeIPs.filter((ip) =>
-      ipFamily(ip) === this.family && !(ip.startsWith("127.") || ip === "::1" || ip.startsWith("fe80:"))
-    );
-    const configured = this.#o.nodePortAddresses;
-    // CIDRs and `primary` never mix (validation); `primary` is upstream's nftables default.
-    if (configured.length > 0 && configured[0] !== NODE_PORT_PRIMARY) {
-      const cidrs = this.nodePortCIDRs(configured);
-      return mine.filter((ip) => cidrs.some((c) => cidrContains(c, ip)));
-    }
-    // The node's primary address (InternalIP, else ExternalIP); without one, as upstream, whose
-    // unresolved `primary` leaves every address: each of this machine's.
-    const primary = this.primaryNodeIP;
-    return primary !== undefined ? [primary] : mine;
+    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.#o.nodeIPs);
   }
 
   /** @inheritdoc */
@@ -111,7 +91,7 @@ export class NftablesProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
-  protected override async syncRules(ctx: SyncContext): Promise<void> {
+  protected override async syncRules(ctx: SyncContext): Promise<boolean> {
     await this.#deleteStale();
     let full = ctx.full;
     if (!full && (await this.#nft.listChains(TABLE))?.includes(LAYOUT_MARKER) !== true) {
@@ -124,30 +104,24 @@ export class NftablesProxier extends BaseProxier {
     const lines = full ? await this.#buildFull(ctx, affinityDirty) : this.#buildPartial(ctx, affinityDirty);
     if (lines.length > 0) {
       const text = lines.join("\n") + "\n";
-      try {
-        await this.#nft.apply(text, ctx.signal);
-      } catch (e) {
-        // The book describes elements that never reached the kernel: the next sync is full.
-        this.#book.clear();
-        this.#ports.clear();
-        this.#byService.clear();
-        // Stopping: nft was killed before its one transaction, or after it; never half of it.
-        if (ctx.signal.aborted) throw e;
-        this.metrics.nftablesSyncFailuresTotal.inc();
-        this.log.error("nft transaction failed; previous rules stay in place", {
-          family: this.family,
-          error: (e as Error).message,
-          line: e instanceof NftError ? e.line?.slice(0, 200) : undefined,
-        });
-        throw e;
-      }
+      // One transaction: nft applies all of it or none, also when killed on shutdown.
+      await this.#nft.apply(text, ctx.signal);
     }
     this.#markStale();
     await this.#dropStalePins(affinityDirty);
-    if (this.#o.conntrack !== undefined) {
-      await clearStaleConntrack(this.#o.conntrack, this.family, ctx, this.log);
-    }
-    this.#o.healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints, this.topology), this.family);
+    return full;
+  }
+
+  /** @inheritdoc */
+  protected override forgetKernelState(): void {
+    // The book describes elements that never reached the kernel: the next sync is full.
+    this.#book.clear();
+    this.#ports.clear();
+  }
+
+  /** @inheritdoc */
+  protected override countFailure(e: unknown): void {
+    if (e instanceof NftError) this.#metrics.syncFailures.inc();
   }
 
   /** Computes one port's elements (warning once per Service when affinity cannot be programmed). */
@@ -169,20 +143,6 @@ export class NftablesProxier extends BaseProxier {
       affinitySupported: this.#o.affinitySupported,
       log: this.log,
     });
-  }
-
-  #remember(key: string, service: string, elements: PortElements): void {
-    this.#ports.set(key, { service, elements });
-    let keys = this.#byService.get(service);
-    if (keys === undefined) this.#byService.set(service, keys = new Set());
-    keys.add(key);
-  }
-
-  #forget(key: string, service: string): void {
-    this.#ports.delete(key);
-    const keys = this.#byService.get(service);
-    keys?.delete(key);
-    if (keys?.size === 0) this.#byService.delete(service);
   }
 
   /** Adds (+1) or removes (-1) a port's uses of dynamic chains; notes names whose use began. */
@@ -257,13 +217,12 @@ export class NftablesProxier extends BaseProxier {
     }));
     this.#book.clear();
     this.#ports.clear();
-    this.#byService.clear();
     this.#uses.clear();
     const nodePortIPs = this.#nodePortIPs();
     const began = new Set<NftName>();
     for (const key of [...ctx.services.keys()].sort()) {
       const pe = this.#elements(ctx, key, nodePortIPs);
-      this.#remember(key, ctx.services.get(key)!.service, pe);
+      this.#ports.set(key, pe);
       this.#count(pe, 1, began);
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.fill(key, pe.elements));
@@ -293,25 +252,20 @@ export class NftablesProxier extends BaseProxier {
     const touched: Touched = new Map();
     const began = new Set<NftName>();
     const nodePortIPs = this.#nodePortIPs();
-    // Only the ports of changed Services: their ports at the last sync, and any the Service got.
-    const keys = new Set(ctx.serviceChanges.portKeys);
-    for (const service of ctx.changedServices) {
-      for (const k of this.#byService.get(service) ?? []) keys.add(k);
-    }
-    for (const key of keys) {
+    for (const key of ctx.changedPorts) {
       const old = this.#ports.get(key);
       if (old !== undefined) {
-        this.#count(old.elements, -1, began);
-        if (old.elements.affinityTimeout > 0) affinityDirty.add(old.elements.affinityTimeout);
+        this.#count(old, -1, began);
+        if (old.affinityTimeout > 0) affinityDirty.add(old.affinityTimeout);
       }
       const svc = ctx.services.get(key);
       if (svc === undefined) {
-        if (old !== undefined) this.#forget(key, old.service);
+        this.#ports.delete(key);
         this.#book.replace(key, [], touched);
         continue;
       }
       const pe = this.#elements(ctx, key, nodePortIPs);
-      this.#remember(key, svc.service, pe);
+      this.#ports.set(key, pe);
       this.#count(pe, 1, began);
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
@@ -390,7 +344,7 @@ export class NftablesProxier extends BaseProxier {
       }
       this.log.debug("Deleted unused nftables chains", { family: this.family, chains: due.length });
     } catch (e) {
-      this.metrics.nftablesCleanupFailuresTotal.inc();
+      this.#metrics.cleanupFailures.inc();
       this.log.warn("Cannot delete unused nftables chains; will retry", {
         family: this.family,
         error: (e as Error).message,
@@ -409,7 +363,7 @@ export class NftablesProxier extends BaseProxier {
       const map = affinityName(timeout);
       if (!this.#inKernel.has(map)) continue;
       const valid = new Map<string, Set<string>>();
-      for (const { elements } of this.#ports.values()) {
+      for (const elements of this.#ports.values()) {
         if (elements.affinityTimeout !== timeout) continue;
         for (const e of elements.elements) {
           if (e.container !== BACKENDS && e.container !== BACKENDS_CLUSTER) continue;

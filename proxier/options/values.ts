@@ -56,6 +56,3 @@ export function parseBackend(flag: string, s: string): IptablesBackend {
   if (s === "auto" || s === "nft" || s === "legacy") return s;
   throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (auto, nft or legacy)`);
 }
-
-/** The `--nodeport-addresses` value meaning the node's primary IPs (upstream 1.29+). */
-export const NODE_PORT_PRIMARY = "primary";

@@ -5,23 +5,8 @@
  */
 import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../kernel_tools.ts";
 import { proxierOptions, type ProxyModeDefinition } from "../mode_definition.ts";
-import { cidrContains } from "../net.ts";
-import { NODE_PORT_PRIMARY } from "../options/values.ts";
 import { cleanupUserspace } from "./portals.ts";
 import { UserspaceProxier } from "./proxier.ts";
-
-/** The local addresses NodePorts answer on: those inside `--nodeport-addresses`, or all. */
-function nodePortAddresses(cidrs: readonly string[]): string[] {
-  if (cidrs.length === 0) return ["0.0.0.0"];
-  const v4 = Deno.networkInterfaces().filter((i) => i.family === "IPv4");
-  // `primary`: no Node is known before the proxy starts; the first non-loopback address stands in.
-  const primary = v4.find((i) => !i.address.startsWith("127."))?.address;
-  return v4
-    .filter((i) =>
-      cidrs.some((c) => c === NODE_PORT_PRIMARY ? i.address === primary : cidrContains(c, i.address))
-    )
-    .map((i) => i.address);
-}
 
 /** The userspace mode: the fallback when the kernel tools are missing. */
 export const userspaceMode: ProxyModeDefinition = {
@@ -42,7 +27,8 @@ export const userspaceMode: ProxyModeDefinition = {
         )
         : undefined,
       listenAddress: c.bindAddress,
-      nodePortAddresses: nodePortAddresses(c.nodePortAddresses),
+      nodePortAddresses: c.nodePortAddresses,
+      nodeIPs: Deno.networkInterfaces().filter((i) => i.family === "IPv4").map((i) => i.address),
       portRange: c.portRange,
       udpIdleTimeoutMs: c.udpIdleTimeoutMs,
       tcpLimits: { idleTimeoutMs: c.tcpIdleTimeoutMs, writeTimeoutMs: c.tcpWriteTimeoutMs },

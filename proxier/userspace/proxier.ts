@@ -15,6 +15,7 @@ import { AcceptRetry, type ServingEvents, TcpServing } from "./tcp_serve.ts";
 import { TcpWorkerPool } from "./tcp_workers.ts";
 import type { WorkerPort } from "./tcp_worker_protocol.ts";
 import { DatagramSender } from "./datagram_sender.ts";
+import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
@@ -27,8 +28,14 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
   readonly iptables?: IPTables;
   /** Address the portal listeners bind (`--bind-address`). */
   readonly listenAddress: string;
-  /** Addresses NodePorts are served on; `0.0.0.0` / `::` for all. */
+  /**
+   * `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it; loopback
+   * addresses included, as a socket serves them): NodePorts listen on every address (`0.0.0.0`) or
+   * on those of `nodeIPs` inside it.
+   */
   readonly nodePortAddresses: readonly string[];
+  /** This node's IPv4 addresses, from its interfaces. */
+  readonly nodeIPs: readonly string[];
   readonly portRange: PortRange;
   readonly udpIdleTimeoutMs: number;
   /** TCP idle and stalled-write bounds (`--tcp-idle-timeout`, `--tcp-write-timeout`); default none. */
@@ -94,7 +101,10 @@ interface UdpSession {
 export class UserspaceProxier extends BaseProxier {
   readonly #iptables?: IPTables;
   readonly #listenAddress: string;
-  readonly #nodePortAddresses: readonly string[];
+  readonly #o: UserspaceProxierOptions;
+  readonly #metrics: UserspaceMetrics;
+  /** Where NodePorts listen, as of the sync in progress. */
+  #nodePortHosts: readonly string[] = [];
   readonly #ports = new Map<string, PortProxy>();
   readonly #allocator: PortAllocator;
   readonly #udpIdleTimeoutMs: number;
@@ -118,9 +128,10 @@ export class UserspaceProxier extends BaseProxier {
   /** Builds the proxier; opens nothing until the first sync. */
   constructor(o: UserspaceProxierOptions) {
     super(o);
+    this.#o = o;
+    this.#metrics = userspaceMetrics(this.registry);
     this.#iptables = o.iptables;
     this.#listenAddress = o.listenAddress;
-    this.#nodePortAddresses = o.nodePortAddresses;
     this.#allocator = new PortAllocator(o.portRange);
     this.#udpIdleTimeoutMs = o.udpIdleTimeoutMs;
     this.#limits = o.tcpLimits;
@@ -128,11 +139,11 @@ export class UserspaceProxier extends BaseProxier {
     this.#listenFn = o.listen ?? denoListen;
     this.#events = {
       dialFailed: (key, endpoint, error) => {
-        this.metrics.userspaceDialFailure(key);
+        this.#metrics.dialFailure(key);
         this.#warnDial(key, endpoint, error);
       },
       acceptFailed: (key, error, first) => {
-        this.metrics.userspaceAcceptError();
+        this.#metrics.acceptError();
         if (first) {
           this.log.warn("Accepting on a proxy port failed; retrying (too many open files?)", {
             service: key,
@@ -157,7 +168,7 @@ export class UserspaceProxier extends BaseProxier {
     for (const [service, p] of this.#ports) {
       if (p.info.protocol !== protocol) continue;
       const portal = p.proxyPort !== 0 && p.proxyPort === port && bound(this.#listenAddress);
-      const nodePort = p.info.nodePort === port && this.#nodePortAddresses.some(bound);
+      const nodePort = p.info.nodePort === port && this.#nodePortHosts.some(bound);
       if (portal || nodePort) return { service, endpoints: this.#balancer.endpoints(service) };
     }
     return undefined;
@@ -190,6 +201,8 @@ export class UserspaceProxier extends BaseProxier {
     for (const key of [...this.#ports.keys()]) {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
+    const npa = this.nodePortAddresses(this.#o.nodePortAddresses, true);
+    this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.#o.nodeIPs);
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {
@@ -198,6 +211,7 @@ export class UserspaceProxier extends BaseProxier {
         info.clusterIP,
         info.port,
         info.nodePort,
+        info.nodePort === 0 ? [] : this.#nodePortHosts,
         info.externalIPs,
         info.loadBalancerIPs,
       ]);
@@ -276,7 +290,7 @@ export class UserspaceProxier extends BaseProxier {
     }
     this.#unserved.clear();
     for (const [k, v] of unopened) this.#unserved.set(k, v);
-    this.metrics.userspaceUnservedPorts(unopened.size);
+    this.#metrics.unservedPorts(unopened.size);
     if (unopened.size === 0) {
       this.#retry?.cancel();
       this.#retry = undefined;
@@ -303,7 +317,7 @@ export class UserspaceProxier extends BaseProxier {
         proxyPort = (l.addr as Deno.NetAddr).port;
       }
       if (info.nodePort !== 0) {
-        for (const addr of this.#nodePortAddresses) listeners.push(this.#listen(info, addr, info.nodePort));
+        for (const addr of this.#nodePortHosts) listeners.push(this.#listen(info, addr, info.nodePort));
       }
     } catch (e) {
       for (const l of listeners) l.close();
@@ -338,7 +352,7 @@ export class UserspaceProxier extends BaseProxier {
       want.push({ hostname: this.#listenAddress, port });
     }
     if (info.nodePort !== 0) {
-      for (const hostname of this.#nodePortAddresses) want.push({ hostname, port: info.nodePort });
+      for (const hostname of this.#nodePortHosts) want.push({ hostname, port: info.nodePort });
     }
     const listen: Array<{ hostname: string; port: number }> = [];
     try {

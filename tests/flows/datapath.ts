@@ -60,7 +60,11 @@ export interface Datapath {
 
 /** Feeds the setup's Node and objects to `p`, then both "synced" calls. */
 export function feed(p: Provider, setup: Pick<FlowSetup, "objects" | "node">): void {
-  p.onNodeAdd(makeNode(setup.node.name, setup.node.labels));
+  const node = makeNode(setup.node.name, setup.node.labels);
+  if (setup.node.internalIP !== undefined) {
+    node.status = { addresses: [{ type: "InternalIP", address: setup.node.internalIP }] };
+  }
+  p.onNodeAdd(node);
   const { services, slices } = setup.objects.build();
   for (const s of services) p.onServiceAdd(s);
   for (const s of slices) p.onEndpointSliceAdd(s);

@@ -9,7 +9,6 @@ import { FakeDummyLink } from "../../iptables/testing/fake_dummy_link.ts";
 import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
 import { FakeIpvs } from "../../iptables/testing/fake_ipvs.ts";
 import { IpvsProxier, type IpvsProxierOptions } from "../../proxier/ipvs/proxier.ts";
-import { ProxyMetrics } from "../../proxier/metrics.ts";
 import { baseOptions } from "../fixtures.ts";
 import { NODE_IP } from "./objects.ts";
 import { parseSave } from "../../iptables/ipvs.ts";
@@ -23,7 +22,7 @@ export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
   const iptables = new FakeIPTables();
   const link = new FakeDummyLink();
   const conntrack = new RecordingConntrack();
-  const opts = baseOptions({ metrics: new ProxyMetrics("ipvs") });
+  const opts = baseOptions();
   const proxier = new IpvsProxier({
     ...opts,
     ipvs,

@@ -8,7 +8,6 @@ import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { traceNft } from "../../iptables/testing/nft_tracer.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "../../proxier/nftables/proxier.ts";
-import { ProxyMetrics } from "../../proxier/metrics.ts";
 import { baseOptions } from "../fixtures.ts";
 import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
@@ -20,7 +19,7 @@ import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup: Partial<FlowSetup> = {}) {
   const fake = new FakeNft();
   const conntrack = new RecordingConntrack();
-  const opts = baseOptions({ metrics: new ProxyMetrics("nftables") });
+  const opts = baseOptions();
   const node = setup.node ?? NODE_A;
   const o = setup.options ?? {};
   const family = over.family ?? "IPv4";

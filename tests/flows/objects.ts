@@ -22,6 +22,8 @@ export interface NodeSpec {
   readonly name: string;
   readonly labels: Record<string, string>;
   readonly ips: readonly string[];
+  /** The Node object's InternalIP (its primary address); default: the Node lists no addresses. */
+  readonly internalIP?: string;
 }
 
 /** No objects. */
@@ -33,6 +35,12 @@ export const NODE_A: NodeSpec = { id: "node-a", name: NODE, labels: {}, ips: [NO
 export const NODE_A_ZONE_A: NodeSpec = { ...NODE_A, id: "node-a/zone-a", labels: { [ZONE_LABEL]: "zone-a" } };
 /** node-a with a second address outside 192.168.0.0/24 (for --nodeport-addresses). */
 export const NODE_A_TWO_IPS: NodeSpec = { ...NODE_A, id: "node-a/two-ips", ips: [NODE_IP, "10.99.0.1"] };
+/** node-a with two addresses whose Node object names the second as its InternalIP. */
+export const NODE_A_TWO_IPS_PRIMARY: NodeSpec = {
+  ...NODE_A_TWO_IPS,
+  id: "node-a/two-ips/primary",
+  internalIP: "10.99.0.1",
+};
 
 /** Adds a Service and one slice with `eps` (and `ports`, default the Service's p80) to `out`. */
 function add(

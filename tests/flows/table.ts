@@ -9,6 +9,7 @@ import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
 import {
   NODE_A,
   NODE_A_TWO_IPS,
+  NODE_A_TWO_IPS_PRIMARY,
   NODE_A_ZONE_A,
   NODE_IP,
   type NodeSpec,
@@ -280,6 +281,30 @@ export const FLOWS: readonly FlowRow[] = [
     options: { nodePortAddresses: ["192.168.0.0/24"] },
     packet: tcp(OUTSIDE, NODE_IP, 3003),
     expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], true),
+  },
+  {
+    name: "--nodeport-addresses=primary before the Node's address is known: every node address answers",
+    objects: REPRESENTATIVE,
+    node: NODE_A_TWO_IPS,
+    options: { nodePortAddresses: ["primary"] },
+    packet: tcp(OUTSIDE, "10.99.0.1", 3003),
+    expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], true),
+  },
+  {
+    name: "--nodeport-addresses=primary: the Node's InternalIP answers",
+    objects: REPRESENTATIVE,
+    node: NODE_A_TWO_IPS_PRIMARY,
+    options: { nodePortAddresses: ["primary"] },
+    packet: tcp(OUTSIDE, "10.99.0.1", 3003),
+    expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], true),
+  },
+  {
+    name: "--nodeport-addresses=primary: another node address does not",
+    objects: REPRESENTATIVE,
+    node: NODE_A_TWO_IPS_PRIMARY,
+    options: { nodePortAddresses: ["primary"] },
+    packet: tcp(OUTSIDE, NODE_IP, 3003),
+    expect: { verdict: "none" },
   },
   {
     name: "--nodeport-addresses: an address outside does not",

@@ -6,7 +6,6 @@
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { tracePacket } from "../../iptables/testing/tracer.ts";
-import { cidrContains } from "../../proxier/net.ts";
 import { type Listener, UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 import { baseOptions } from "../fixtures.ts";
 import { type Datapath, feed, type FlowResult, tracerPacket } from "./datapath.ts";
@@ -35,14 +34,12 @@ export const userspaceDatapath: Datapath = {
   async load(setup) {
     const portals = new FakeIPTables();
     const listenAddress = "0.0.0.0";
-    const cidrs = setup.options.nodePortAddresses ?? [];
     const proxier = new UserspaceProxier({
       ...baseOptions(),
       iptables: portals,
       listenAddress,
-      nodePortAddresses: cidrs.length === 0
-        ? ["0.0.0.0"]
-        : setup.node.ips.filter((ip) => cidrs.some((c) => cidrContains(c, ip))),
+      nodePortAddresses: setup.options.nodePortAddresses ?? [],
+      nodeIPs: setup.node.ips,
       portRange: { min: 0, max: 0 },
       udpIdleTimeoutMs: 250,
       listen: ({ protocol, hostname, port }) => fakeListener(protocol, hostname, port),
