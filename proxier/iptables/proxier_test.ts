@@ -1,5 +1,5 @@
 import { tracePacket } from "../../iptables/testing/tracer.ts";
-import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import {
   ep,
   HOSTILE,
