@@ -6,7 +6,7 @@
  */
 import process from "node:process";
 import { main } from "./main.ts";
-import { flushLogging } from "./proxier/logger.ts";
+import { flushLogging } from "./proxier/runtime/logger.ts";
 
 const enc = new TextEncoder();
 const say = (text: string) => Deno.stderr.writeSync(enc.encode(text));

@@ -6,30 +6,30 @@
  */
 import { DryRunExecutor } from "./iptables/dry_run.ts";
 import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
-import { type Clock, realClock } from "./proxier/clock.ts";
-import { setConntrackSysctls } from "./proxier/conntrack_sysctls.ts";
+import { type Clock, realClock } from "./proxier/runtime/clock.ts";
+import { setConntrackSysctls } from "./proxier/conntrack/sysctls.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
 import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
-import { setOwnOomScoreAdj } from "./proxier/oom_score.ts";
+import { setOwnOomScoreAdj } from "./proxier/runtime/oom_score.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/events.ts";
 import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
 import { encodeConfig } from "./proxier/options/write_config.ts";
-import { type ApiAccess, loadApiAccess } from "./proxier/config/api_access.ts";
-import { ApiClient, prefetchLists } from "./proxier/config/api_client.ts";
-import { RateLimiter } from "./proxier/config/rate_limiter.ts";
-import { FileSource } from "./proxier/config/file.ts";
+import { type ApiAccess, loadApiAccess } from "./proxier/sources/api_access.ts";
+import { ApiClient, prefetchLists } from "./proxier/sources/api_client.ts";
+import { RateLimiter } from "./proxier/sources/rate_limiter.ts";
+import { FileSource } from "./proxier/sources/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
-import { checkTools, onPath, PROCESS_TOOLS } from "./proxier/kernel_tools.ts";
+import { checkTools, onPath, PROCESS_TOOLS } from "./proxier/runtime/kernel_tools.ts";
 import { serveMetrics, type StatusPages } from "./proxier/healthcheck/metrics_server.ts";
 import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
-import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier/logger.ts";
+import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier/runtime/logger.ts";
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
 import { parseCommandLine, type TraceQuery, USAGE, VERSION } from "./proxier/options/flags.ts";
-import { formatTrace } from "./proxier/trace_output.ts";
+import { formatTrace } from "./proxier/trace.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -409,7 +409,7 @@ async function startKubernetes(
   nodeName: string,
   log: Logger,
 ) {
-  const informer = import("./proxier/config/kubernetes.ts");
+  const informer = import("./proxier/sources/kubernetes.ts");
   informer.catch(() => {}); // awaited below
   const { qps, burst, contentType } = config.clientConnection;
   log.info("Using the API server", {

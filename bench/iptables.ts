@@ -9,9 +9,9 @@ import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { feedGenerated, peakRssMiB, slice } from "./objects.ts";
 import type { IPTables, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
 import { inputText } from "../iptables/executor.ts";
-import { realClock } from "../proxier/clock.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
-import { nullLogger } from "../proxier/logger.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { defaultConfig } from "../proxier/options/config.ts";
 

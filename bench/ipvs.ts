@@ -8,12 +8,12 @@
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { IptablesRunner } from "../iptables/iptables.ts";
-import { realClock } from "../proxier/clock.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
 import { IpvsProxier } from "../proxier/ipvs/proxier.ts";
 import { DummyLinkRunner } from "../iptables/dummy_link.ts";
 import { IpsetRunner } from "../iptables/ipset.ts";
 import { IpvsadmRunner } from "../iptables/ipvs.ts";
-import { nullLogger } from "../proxier/logger.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { defaultConfig } from "../proxier/options/config.ts";
 import { feedGenerated, peakRssMiB, slice } from "./objects.ts";

@@ -7,7 +7,7 @@
 import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
 import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
-import { onPath } from "../proxier/kernel_tools.ts";
+import { onPath } from "../proxier/runtime/kernel_tools.ts";
 
 const which = new Set(
   Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "npl"],

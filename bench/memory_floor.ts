@@ -7,7 +7,7 @@
  */
 const what = Deno.args[0] ?? "none";
 if (what !== "none") await import("../main.ts");
-if (what === "informer") await import("../proxier/config/kubernetes.ts");
+if (what === "informer") await import("../proxier/sources/kubernetes.ts");
 (globalThis as { gc?: () => void }).gc?.();
 const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
 console.log(JSON.stringify({ what, rssMiB: Math.round(Number(m?.[1]) / 1024) }));

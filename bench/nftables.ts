@@ -13,8 +13,8 @@
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult, Executor } from "../iptables/executor.ts";
 import { NftRunner } from "../iptables/nft.ts";
-import { realClock } from "../proxier/clock.ts";
-import { nullLogger } from "../proxier/logger.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";

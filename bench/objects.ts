@@ -4,7 +4,7 @@
  * @module
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import type { EventHandler } from "../proxier/config/handlers.ts";
+import type { EventHandler } from "../proxier/sources/handlers.ts";
 
 const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 

@@ -4,9 +4,9 @@
  * @module
  */
 import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
-import { realClock } from "../proxier/clock.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { nullLogger } from "../proxier/logger.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { defaultConfig } from "../proxier/options/config.ts";
 import { UserspaceProxier } from "../proxier/userspace/proxier.ts";

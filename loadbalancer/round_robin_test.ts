@@ -1,5 +1,5 @@
 import { assertEquals } from "../tests/assert.ts";
-import { FakeClock } from "../proxier/clock.ts";
+import { FakeClock } from "../proxier/runtime/clock.ts";
 import { RoundRobinBalancer } from "./round_robin.ts";
 
 const EPS = ["10.180.0.1:80", "10.180.0.2:80", "10.180.0.3:80"];

@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../tests/assert.ts";
-import { FakeClock } from "../proxier/clock.ts";
+import { FakeClock } from "../proxier/runtime/clock.ts";
 import { type Rotation, RoundRobinBalancer } from "./round_robin.ts";
 import { RotationSlots, sharedRotation } from "./shared_rotation.ts";
 

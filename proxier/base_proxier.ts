@@ -11,10 +11,10 @@ import {
   localDetector,
 } from "./local_detector.ts";
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "./runtime/clock.ts";
 import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
-import type { Logger } from "./logger.ts";
+import type { Logger } from "./runtime/logger.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
 import type { Registry } from "prom-client";
@@ -24,9 +24,9 @@ import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology
 import { ipFamily } from "./net.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
-import { collectGarbage } from "./gc.ts";
+import { collectGarbage } from "./runtime/gc.ts";
 import type { Conntrack } from "../iptables/conntrack.ts";
-import { clearStaleConntrack } from "./conntrack_cleanup.ts";
+import { clearStaleConntrack } from "./conntrack/cleanup.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */

@@ -4,7 +4,7 @@ import { baseOptions, ep, makeEndpointSlice, makeService, MemoryLogger, NODE } f
 import { freePort } from "../tests/net_helpers.ts";
 import { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext } from "./base_proxier.ts";
-import { FakeClock } from "./clock.ts";
+import { FakeClock } from "./runtime/clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "./metrics.ts";
 

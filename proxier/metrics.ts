@@ -4,9 +4,9 @@
  * @module
  */
 import { Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry } from "prom-client";
-import { registerProcessMetrics } from "./process_metrics.ts";
+import { registerProcessMetrics } from "./runtime/process_metrics.ts";
 import type { IPFamily } from "./types.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "./runtime/version.ts";
 
 /** The label every per-family series carries, as upstream (1.31+). */
 export const IP_FAMILY_LABEL = "ip_family";

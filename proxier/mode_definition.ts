@@ -5,15 +5,15 @@
  */
 import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
-import type { TraceResult } from "../iptables/trace.ts";
+import type { TraceResult } from "../iptables/rule_walker.ts";
 import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
 import { type EventRecorder, nullRecorder } from "./events.ts";
 import { MetaProxier } from "./meta_proxier.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "./runtime/clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
-import type { ToolNeed } from "./kernel_tools.ts";
-import type { Logger } from "./logger.ts";
+import type { ToolNeed } from "./runtime/kernel_tools.ts";
+import type { Logger } from "./runtime/logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";

@@ -3,7 +3,7 @@
  * however many trackers (one per IP family) and re-deliveries (resyncs, file re-reads) see it.
  * @module
  */
-import type { Fields, Logger } from "./logger.ts";
+import type { Fields, Logger } from "./runtime/logger.ts";
 
 /** One problem found in an object. */
 export interface ObjectProblem {

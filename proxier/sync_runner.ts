@@ -4,7 +4,7 @@
  * `maxInterval`, and again after a failure with exponential backoff.
  * @module
  */
-import type { Clock } from "./clock.ts";
+import type { Clock } from "./runtime/clock.ts";
 
 /** Options of {@linkcode SyncRunner}. */
 export interface SyncRunnerOptions {

@@ -11,7 +11,7 @@
  * them only for Services that ask (`trafficDistribution`, `service.kubernetes.io/topology-mode`).
  * @module
  */
-import type { Logger } from "./logger.ts";
+import type { Logger } from "./runtime/logger.ts";
 import type { EndpointInfo, ServicePortInfo } from "./types.ts";
 import { servicePortNameString } from "./types.ts";
 

@@ -6,7 +6,7 @@
  */
 import { loadAll } from "js-yaml";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
-import { loadApiAccess } from "../proxier/config/api_access.ts";
+import { loadApiAccess } from "../proxier/sources/api_access.ts";
 import { parseCommandLine } from "../proxier/options/flags.ts";
 import { defaultConfig } from "../proxier/options/config.ts";
 

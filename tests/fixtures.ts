@@ -8,8 +8,8 @@
  * @module
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { Fields, Logger } from "../proxier/logger.ts";
-import { FakeClock, realClock } from "../proxier/clock.ts";
+import type { Fields, Logger } from "../proxier/runtime/logger.ts";
+import { FakeClock, realClock } from "../proxier/runtime/clock.ts";
 import { UserspaceProxier, type UserspaceProxierOptions } from "../proxier/userspace/proxier.ts";
 import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "../proxier/metrics.ts";

@@ -3,7 +3,7 @@
  * start`'s flags): the V8 collection is exposed and glibc's malloc_trim may be opened.
  */
 import { assertEquals } from "./assert.ts";
-import { LIBC_PATHS } from "../proxier/gc.ts";
+import { LIBC_PATHS } from "../proxier/runtime/gc.ts";
 import { startArgs } from "./program.ts";
 
 Deno.test("thorough garbage collection runs malloc_trim under the shipped permissions", async () => {

@@ -1,11 +1,11 @@
 /**
  * The real client-node informers (through KubernetesSource) against the test API server.
  */
-import { realClock } from "../proxier/clock.ts";
-import { type ApiAccess, loadApiAccess } from "../proxier/config/api_access.ts";
-import { FileSource } from "../proxier/config/file.ts";
-import { KubernetesSource } from "../proxier/config/kubernetes.ts";
-import { ApiClient, type PrefetchedLists, prefetchLists } from "../proxier/config/api_client.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { type ApiAccess, loadApiAccess } from "../proxier/sources/api_access.ts";
+import { FileSource } from "../proxier/sources/file.ts";
+import { KubernetesSource } from "../proxier/sources/kubernetes.ts";
+import { ApiClient, type PrefetchedLists, prefetchLists } from "../proxier/sources/api_client.ts";
 import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
 import { assert, assertEquals } from "./assert.ts";

@@ -14,7 +14,7 @@ import {
   type IpsetType,
   parseIpsetSave,
 } from "../ipset.ts";
-import type { SetLookup } from "../trace.ts";
+import type { SetLookup } from "../rule_walker.ts";
 
 interface FakeSet {
   spec: IpsetSpec;

@@ -4,8 +4,8 @@
  * proxy goes on, or, with hard fail, ends the process.
  * @module
  */
-import type { Clock } from "../clock.ts";
-import type { Logger } from "../logger.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
 
 /** Upstream retries a failed health or metrics server every 5 s (`wait.Until`). */
 export const LISTEN_RETRY_MS = 5000;

@@ -8,7 +8,7 @@
  */
 import type { V1Node } from "@kubernetes/client-node";
 import type { Counter } from "prom-client";
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../runtime/clock.ts";
 import type { IPFamily } from "../types.ts";
 
 /** The cluster autoscaler's taint on a node it is about to delete. */

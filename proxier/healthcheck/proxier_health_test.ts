@@ -1,6 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { makeNode } from "../../tests/fixtures.ts";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../runtime/clock.ts";
 import { ProxyHealth, serveHealthz, TO_BE_DELETED_TAINT } from "./proxier_health.ts";
 
 Deno.test("ProxyHealth: unhealthy only when a queued update waits longer than the timeout", async () => {

@@ -5,7 +5,7 @@
  * @module
  */
 import { type EventRecorder, nullRecorder } from "../events.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../runtime/logger.ts";
 import type { EndpointsMap, ServicePortMap } from "../types.ts";
 
 /** What one health check port reports. */

@@ -8,15 +8,14 @@ import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptabl
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { parseRules, tracePacket } from "../../iptables/trace.ts";
+import { traceIptables } from "./trace.ts";
 import {
-  chooseIptablesBackend,
   CONNTRACK_NEED,
   onEveryIptablesBackend,
   probeIptables,
   probeIptablesBackend,
-} from "../kernel_tools.ts";
-import type { Logger } from "../logger.ts";
+} from "../runtime/kernel_tools.ts";
+import type { Logger } from "../runtime/logger.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -24,7 +23,6 @@ import {
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
-import { ipFamily } from "../net.ts";
 import type { IPFamily } from "../types.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
 import {
@@ -134,40 +132,12 @@ export const iptablesMode: ProxyModeDefinition = {
     });
   },
 
-  async trace(q, { exec, config, nodeIPs }) {
-    const family = ipFamily(q.dst) ?? "IPv4";
-    let text: string;
-    if (q.rulesFile !== undefined) {
-      text = rulesOfFamily(await Deno.readTextFile(q.rulesFile), family);
-    } else {
-      const { backend } = await chooseIptablesBackend(exec, config.iptablesBackend);
-      const ipt = new IptablesRunner({ exec, family, backend });
-      text = (await ipt.save("nat")) + (await ipt.save("filter"));
-    }
-    const loopback = family === "IPv4" ? "127.0.0.1" : "::1";
-    const src = q.src ??
-      (q.dst === loopback
-        ? loopback
-        : nodeIPs.find((ip) => ipFamily(ip) === family && ip !== loopback) ?? loopback);
-    return tracePacket(
-      parseRules(text),
-      { src, dst: q.dst, port: q.port, protocol: q.protocol, fromHost: q.from === "node" },
-      nodeIPs,
-    );
-  },
+  trace: traceIptables,
 
   cleanup(exec, family, opts) {
     return onEveryIptablesBackend(exec, family, (ipt) => cleanupIptables(ipt, opts?.everything ?? true));
   },
 };
-
-/** The part of a `render` output (both families, under headings) or a save file for `family`. */
-function rulesOfFamily(text: string, family: IPFamily): string {
-  const heading = "# ip6tables-restore --noflush input\n";
-  const at = text.indexOf(heading);
-  if (at < 0) return text;
-  return family === "IPv4" ? text.slice(0, at) : text.slice(at + heading.length);
-}
 
 /**
  * Removes every chain and rule kube-proxy (and kube-proxy-deno) creates in iptables mode from one

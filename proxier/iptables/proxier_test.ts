@@ -1,4 +1,4 @@
-import { tracePacket } from "../../iptables/testing/tracer.ts";
+import { tracePacket } from "../../iptables/rule_walker.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import {
   ep,

@@ -10,7 +10,7 @@ import type { Chain, Table } from "../../iptables/iptables.ts";
 import { cidrContains, hostPrefix } from "../net.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../runtime/logger.ts";
 import { categorizeEndpoints, externallyAccessible, type NodeTopology } from "../topology.ts";
 import { endpointChainName, servicePortChainName } from "./chain_name.ts";
 

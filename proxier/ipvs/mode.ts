@@ -8,21 +8,19 @@ import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
 import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
-import { destroySet, IpsetRunner, parseIpsetSave } from "../../iptables/ipset.ts";
+import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
 import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
-import { deleteVirtualServer, IpvsadmRunner, parseSave } from "../../iptables/ipvs.ts";
-import { type IpvsState, traceIpvs } from "../../iptables/ipvs_trace.ts";
-import { parseRules } from "../../iptables/trace.ts";
+import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvs.ts";
+import { traceIpvsMode } from "./trace.ts";
 import { ensureSysctl, type SysctlKey, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import {
-  chooseIptablesBackend,
   CONNTRACK_NEED,
   onEveryIptablesBackend,
   probeIptables,
   probeIptablesBackend,
-} from "../kernel_tools.ts";
+} from "../runtime/kernel_tools.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -30,7 +28,6 @@ import {
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
-import type { IptablesBackend } from "../options/config.ts";
 import type { IPFamily } from "../types.ts";
 import { CHAINS, jumpRule, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
 import { IpvsProxier, type IpvsProxierOptions } from "./proxier.ts";
@@ -194,84 +191,12 @@ export const ipvsMode: ProxyModeDefinition = {
     });
   },
 
-  async trace(q, { exec, config, nodeIPs }) {
-    const family = addressFamily(q.dst) ?? "IPv4";
-    const state = q.rulesFile === undefined
-      ? await liveState(exec, family, config.iptablesBackend)
-      : renderedState(await Deno.readTextFile(q.rulesFile), family);
-    const loopback = family === "IPv4" ? "127.0.0.1" : "::1";
-    const src = q.src ??
-      (q.dst === loopback
-        ? loopback
-        : nodeIPs.find((ip) => addressFamily(ip) === family && ip !== loopback) ?? loopback);
-    return traceIpvs(
-      state,
-      {
-        src,
-        dst: q.dst,
-        port: q.port,
-        protocol: q.protocol,
-        fromHost: q.from === "node",
-        fromPod: q.from === "pod",
-      },
-      nodeIPs,
-    );
-  },
+  trace: traceIpvsMode,
 
   cleanup(exec, family, opts) {
     return cleanupIpvs(exec, family, opts?.everything ?? true);
   },
 };
-
-/** The ipvs datapath of this network namespace, read only: virtual servers, sets, rules, binds. */
-async function liveState(exec: Executor, family: IPFamily, requested: IptablesBackend): Promise<IpvsState> {
-  const { backend } = await chooseIptablesBackend(exec, requested);
-  const ipt = new IptablesRunner({ exec, family, backend });
-  const [services, sets, nat, filter, bound] = await Promise.all([
-    new IpvsadmRunner({ exec }).read(),
-    new IpsetRunner({ exec }).save(),
-    ipt.save("nat"),
-    ipt.save("filter"),
-    new DummyLinkRunner({ exec }).addresses(),
-  ]);
-  return {
-    rules: parseRules(nat + filter),
-    sets: {
-      get: (name) => {
-        const c = sets.get(name);
-        return c && { type: c.spec.type, entries: c.entries };
-      },
-    },
-    services,
-    bound: new Set(bound),
-  };
-}
-
-/** The same from `render --proxy-mode=ipvs` output: its ipset, iptables-restore and ipvsadm sections. */
-function renderedState(text: string, family: IPFamily): IpvsState {
-  const sections = new Map<string, string>();
-  for (const part of text.split(/^# /m).filter((p) => p !== "")) {
-    const nl = part.indexOf("\n");
-    sections.set(part.slice(0, nl), part.slice(nl + 1));
-  }
-  const find = (prefix: string) => [...sections].find(([h]) => h.startsWith(prefix))?.[1] ?? "";
-  const tag = `(${family})`;
-  const ipsetText = [...sections].find(([h]) => h.startsWith("ipset") && h.includes(tag))?.[1] ?? "";
-  const ipvsText = [...sections].find(([h]) => h.startsWith("ipvsadm") && h.includes(tag))?.[1] ?? "";
-  const sets = parseIpsetSave(ipsetText);
-  const bound = sets.get(setName(SET.IPVS_IPS, family))?.entries ?? new Set<string>();
-  return {
-    rules: parseRules(find(family === "IPv4" ? "iptables-restore" : "ip6tables-restore")),
-    sets: {
-      get: (name) => {
-        const c = sets.get(name);
-        return c && { type: c.spec.type, entries: c.entries };
-      },
-    },
-    services: parseSave(ipvsText),
-    bound: new Set(bound),
-  };
-}
 
 /**
  * Removes what the ipvs mode (ours or upstream's) creates in `family`: virtual servers on

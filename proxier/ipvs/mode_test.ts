@@ -1,6 +1,6 @@
 import { assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../runtime/clock.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import { defaultConfig } from "../options/config.ts";

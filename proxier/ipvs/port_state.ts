@@ -6,7 +6,7 @@
  * @module
  */
 import type { IpvsProtocol, RealServer, VirtualServer } from "../../iptables/ipvs.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../runtime/logger.ts";
 import { cidrContains, normalizeCIDR } from "../net.ts";
 import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "../topology.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";

@@ -5,7 +5,7 @@ import { NODE_A, NODE_IP, REPRESENTATIVE } from "../../tests/flows/objects.ts";
 import { feed } from "../../tests/flows/datapath.ts";
 import { IpvsError, parseSave } from "../../iptables/ipvs.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
-import { traceIpvs } from "../../iptables/ipvs_trace.ts";
+import { traceIpvs } from "./trace.ts";
 import { GRACEFUL_TERMINATION_MAX_MS } from "./proxier.ts";
 
 const VS = "TCP/172.30.0.41:80";

@@ -24,7 +24,7 @@
 import { type LocalDetector, nftLocalMatch } from "../local_detector.ts";
 import type { IPFamily } from "../../iptables/ip.ts";
 import { nftFamily } from "../../iptables/nft.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../runtime/logger.ts";
 import { cidrContains } from "../net.ts";
 import {
   type CategorizedEndpoints,

@@ -8,7 +8,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { CONNTRACK_NEED } from "../kernel_tools.ts";
+import { CONNTRACK_NEED } from "../runtime/kernel_tools.ts";
 import {
   familyProvider,
   familyRenderer,

@@ -4,7 +4,7 @@ import { MemoryLogger } from "../../tests/fixtures.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import { defaultConfig } from "../options/config.ts";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../runtime/clock.ts";
 import { nftablesMode } from "./mode.ts";
 
 /** An executor whose nft reports `version`, or that has no nft at all. */

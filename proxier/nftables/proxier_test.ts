@@ -1,5 +1,5 @@
 import { NftError } from "../../iptables/nft.ts";
-import { traceNft } from "../../iptables/testing/nft_tracer.ts";
+import { traceNft } from "./trace.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";

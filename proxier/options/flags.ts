@@ -819,7 +819,7 @@ ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
 })();
 
 /** The version this build reports. */
-export { VERSION } from "../version.ts";
+export { VERSION } from "../runtime/version.ts";
 
 /**
  * Parses the command line (without the program name) into the configuration to run with.

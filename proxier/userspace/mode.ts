@@ -3,7 +3,7 @@
  * works (and `--userspace-portals` allows), NodePort listeners always, and `--cleanup`.
  * @module
  */
-import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../kernel_tools.ts";
+import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
 import { proxierOptions, type ProxyModeDefinition } from "../mode_definition.ts";
 import { cleanupUserspace } from "./portals.ts";
 import { UserspaceProxier } from "./proxier.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 import type { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
-import { collectGarbage } from "../gc.ts";
+import { collectGarbage } from "../runtime/gc.ts";
 import { dialStaggered } from "./dial.ts";
 import { splice, type SpliceLimits, SpliceWatch } from "./tcp_copy.ts";
 

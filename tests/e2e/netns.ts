@@ -6,7 +6,7 @@
  */
 
 import { startArgs } from "../program.ts";
-import { onPath } from "../../proxier/kernel_tools.ts";
+import { onPath } from "../../proxier/runtime/kernel_tools.ts";
 import { DenoExecutor, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;

@@ -3,7 +3,7 @@
  * fakes, then say where a packet goes.
  * @module
  */
-import type { Packet } from "../../iptables/testing/tracer.ts";
+import type { Packet } from "../../iptables/rule_walker.ts";
 import type { Provider } from "../../proxier/base_proxier.ts";
 import { makeNode } from "../fixtures.ts";
 import type { NodeSpec, ObjectSet } from "./objects.ts";

@@ -5,7 +5,7 @@
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
-import { tracePacket } from "../../iptables/testing/tracer.ts";
+import { tracePacket } from "../../iptables/rule_walker.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
 import { baseOptions } from "../fixtures.ts";
 import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";

@@ -12,7 +12,7 @@ import { IpvsProxier, type IpvsProxierOptions } from "../../proxier/ipvs/proxier
 import { baseOptions } from "../fixtures.ts";
 import { NODE_IP } from "./objects.ts";
 import { parseSave } from "../../iptables/ipvs.ts";
-import { traceIpvs } from "../../iptables/ipvs_trace.ts";
+import { traceIpvs } from "../../proxier/ipvs/trace.ts";
 import { type Datapath, feed, tracerPacket } from "./datapath.ts";
 
 /** A proxier on the four fakes (nothing synced yet), its options overridden by `over`. */

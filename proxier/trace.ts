@@ -1,10 +1,24 @@
 /**
- * What `kube-proxy-deno trace` prints: the rules hit, the endpoints with their shares, masquerading
- * and the verdict, as text for people or JSON for scripts.
+ * What every mode's `kube-proxy-deno trace` shares: the packet's source when none is given, and the
+ * report (the rules hit, the endpoints with their shares, masquerading and the verdict, as text for
+ * people or JSON for scripts). Each mode's tracer is its `proxier/<mode>/trace.ts`.
  * @module
  */
-import type { TraceResult } from "../iptables/trace.ts";
+import type { TraceResult } from "../iptables/rule_walker.ts";
+import { ipFamily } from "./net.ts";
 import type { TraceQuery } from "./options/flags.ts";
+import type { IPFamily } from "./types.ts";
+
+/**
+ * Returns the source address of the traced packet: `--src`, else (a packet from this node) the
+ * loopback address for a loopback destination, else the first node address of the family.
+ */
+export function traceSource(q: TraceQuery, family: IPFamily, nodeIPs: readonly string[]): string {
+  if (q.src !== undefined) return q.src;
+  const loopback = family === "IPv4" ? "127.0.0.1" : "::1";
+  if (q.dst === loopback) return loopback;
+  return nodeIPs.find((ip) => ipFamily(ip) === family && ip !== loopback) ?? loopback;
+}
 
 /** Returns the report of `r` for query `q` in `q.output`'s format, ending in a newline. */
 export function formatTrace(q: TraceQuery, r: TraceResult): string {

@@ -1,5 +1,5 @@
 import { assertEquals } from "../../tests/assert.ts";
-import { FakeClock } from "../clock.ts";
+import { FakeClock } from "../runtime/clock.ts";
 import { RateLimiter } from "./rate_limiter.ts";
 
 Deno.test("rate limiter: burst at once, then qps a second, in order (client-go's token bucket)", async () => {

@@ -1,7 +1,7 @@
-import { assertEquals } from "../../tests/assert.ts";
-import { FakeIPTables } from "./fake_iptables.ts";
-import { parseRules } from "../trace.ts";
-import { tracePacket } from "./tracer.ts";
+import { assertEquals } from "../tests/assert.ts";
+import { FakeIPTables } from "./testing/fake_iptables.ts";
+import { parseRules } from "./rule_walker.ts";
+import { tracePacket } from "./rule_walker.ts";
 
 const RULES = `*filter
 :KUBE-SERVICES - [0:0]

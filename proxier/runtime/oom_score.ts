@@ -4,7 +4,7 @@
  * through util-linux's choom(1): the shipped permission set cannot open /proc.
  * @module
  */
-import type { Executor } from "../iptables/executor.ts";
+import type { Executor } from "../../iptables/executor.ts";
 import type { Logger } from "./logger.ts";
 
 /** Returns the oom_score_adj of `pid`, as choom reports it. @throws {Error} naming what failed. */

@@ -1,7 +1,7 @@
-import { ExecError, type ExecOptions, type ExecResult, type Executor } from "../iptables/executor.ts";
-import { assert, assertEquals } from "../tests/assert.ts";
-import { MemoryLogger } from "../tests/fixtures.ts";
-import { iptablesMode } from "./iptables/mode.ts";
+import { ExecError, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
+import { MemoryLogger } from "../../tests/fixtures.ts";
+import { iptablesMode } from "../iptables/mode.ts";
 import {
   checkTools,
   chooseIptablesBackend,
@@ -9,7 +9,7 @@ import {
   onEveryIptablesBackend,
   onPath,
 } from "./kernel_tools.ts";
-import { defaultConfig } from "./options/config.ts";
+import { defaultConfig } from "../options/config.ts";
 
 /** Answers `*-save` from canned tables per command; commands not listed are not installed. */
 class SaveOnly implements Executor {

@@ -3,7 +3,7 @@
  * program (lists and watch starts) passes, as upstream's client does.
  * @module
  */
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../runtime/clock.ts";
 
 /** A token bucket: `burst` requests at once, then `qps` a second. */
 export class RateLimiter {

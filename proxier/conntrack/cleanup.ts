@@ -4,11 +4,11 @@
  * endpoints) are deleted, or DNS clients stay pinned to dead pods.
  * @module
  */
-import type { Conntrack } from "../iptables/conntrack.ts";
-import type { SyncContext } from "./base_proxier.ts";
-import type { Logger } from "./logger.ts";
-import { ipFamily } from "./net.ts";
-import type { IPFamily } from "./types.ts";
+import type { Conntrack } from "../../iptables/conntrack.ts";
+import type { SyncContext } from "../base_proxier.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { ipFamily } from "../net.ts";
+import type { IPFamily } from "../types.ts";
 
 /**
  * Deletes the entries the sync in `ctx` made stale, for `family`. A failed deletion is logged and

@@ -1,6 +1,6 @@
-import { assertEquals, assertMatch } from "../tests/assert.ts";
-import { MemoryLogger } from "../tests/fixtures.ts";
-import { FakeSysctl } from "../iptables/testing/fake_sysctl.ts";
+import { assertEquals, assertMatch } from "../../tests/assert.ts";
+import { MemoryLogger } from "../../tests/fixtures.ts";
+import { FakeSysctl } from "../../iptables/testing/fake_sysctl.ts";
 import {
   CONNTRACK_MAX_LIMIT,
   conntrackMax,
@@ -12,9 +12,9 @@ import {
   TCP_ESTABLISHED,
   UDP_STREAM_TIMEOUT,
   UDP_TIMEOUT,
-} from "./conntrack_sysctls.ts";
-import { defaultConfig } from "./options/config.ts";
-import type { ConntrackConfig } from "./options/config.ts";
+} from "./sysctls.ts";
+import { defaultConfig } from "../options/config.ts";
+import type { ConntrackConfig } from "../options/config.ts";
 
 /** A kernel as a fresh Linux 6.x node boots: its defaults. */
 function kernel(): FakeSysctl {

@@ -5,7 +5,7 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { loadAll as loadAllYaml } from "js-yaml";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
 
 /** Options of {@linkcode FileSource}. */

@@ -2,11 +2,11 @@
  * Which kernel tools work on this node, probed once at start by the modes that need them.
  * @module
  */
-import { ExecError, type Executor } from "../iptables/executor.ts";
-import { type IptablesBackendName, IptablesRunner } from "../iptables/iptables.ts";
+import { ExecError, type Executor } from "../../iptables/executor.ts";
+import { type IptablesBackendName, IptablesRunner } from "../../iptables/iptables.ts";
 import type { Logger } from "./logger.ts";
-import type { IptablesBackend, ProxyConfig } from "./options/config.ts";
-import type { IPFamily } from "./types.ts";
+import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
+import type { IPFamily } from "../types.ts";
 
 /** Chains kubelet (1.17+) creates in mangle: where they are is the backend the host uses. */
 const KUBELET_HINT = /^:(KUBE-IPTABLES-HINT|KUBE-KUBELET-CANARY) /m;

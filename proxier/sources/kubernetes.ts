@@ -8,9 +8,9 @@ import type { KubernetesObject, ListPromise, Watch } from "@kubernetes/client-no
 import { ListWatch } from "@kubernetes/client-node/dist/cache.js";
 import type { ApiAccess } from "./api_access.ts";
 import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../runtime/clock.ts";
 import { describeError } from "../errors.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey } from "./handlers.ts";
 
 const BACKOFF_START_MS = 1000;

@@ -1,16 +1,15 @@
 /**
- * A packet tracer over {@linkcode FakeNft}: follows a new connection through the base chains of
+ * The nftables mode's packet tracer, over an {@linkcode NftTable} (a rendered transaction, or the tests' fake): follows a new connection through the base chains of
  * one table, hook by hook in priority order (prerouting, then input or forward, then postrouting;
  * output first for the node's own traffic), exploring every branch of `numgen random mod N`, and
  * reports the endpoints it can reach, whether it is masqueraded, and the verdict. It interprets the
  * expressions the nftables mode writes and throws on any other, never guessing.
  * @module
  */
-import { interfaceMatches } from "../trace.ts";
-import type { IPFamily } from "../ip.ts";
-import { addressFamily, inCIDR } from "../ip.ts";
-import type { FakeNft, FakeSet, FakeTable } from "./fake_nft.ts";
-import { splitTop } from "./fake_nft.ts";
+import { interfaceMatches } from "../../iptables/rule_walker.ts";
+import type { IPFamily } from "../../iptables/ip.ts";
+import { addressFamily, inCIDR } from "../../iptables/ip.ts";
+import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset.ts";
 
 /** A packet opening a connection. */
 export interface NftPacket {
@@ -58,7 +57,7 @@ interface Outcome {
 
 /** Traces `pkt` through `table` of `family`; `nodeIPs` are this node's addresses. */
 export function traceNft(
-  nft: FakeNft,
+  nft: { table(family: IPFamily, table: string): NftTable | undefined },
   family: IPFamily,
   table: string,
   pkt: NftPacket,
@@ -113,14 +112,14 @@ export function traceNft(
 }
 
 class Evaluator {
-  readonly #t: FakeTable;
+  readonly #t: NftTable;
   readonly #fam: "ip" | "ip6";
   readonly #pkt: NftPacket;
   readonly #isLocal: (ip: string) => boolean;
   readonly #record: boolean;
 
   constructor(
-    t: FakeTable,
+    t: NftTable,
     family: IPFamily,
     pkt: NftPacket,
     isLocal: (ip: string) => boolean,
@@ -302,14 +301,14 @@ class Evaluator {
     );
   }
 
-  #set(ref: string, rule: string): FakeSet {
+  #set(ref: string, rule: string): NftSet {
     const s = this.#t.sets.get(ref.replace(/^@/, ""));
     if (s === undefined) throw new Error(`nft tracer: missing set ${ref} in: ${rule}`);
     return s;
   }
 
   /** Looks `values` up in a set or map (interval parts match CIDRs); returns the value ("" for sets). */
-  #lookup(s: FakeSet, values: string[]): string | undefined {
+  #lookup(s: NftSet, values: string[]): string | undefined {
     const exact = s.elements.get(values.join(" . "));
     if (exact !== undefined) return exact.value;
     if (!s.decl.some((d) => d.includes("interval"))) return undefined;

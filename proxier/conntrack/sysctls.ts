@@ -6,9 +6,9 @@
  * through sysctl(8) (the shipped permission set cannot open /proc).
  * @module
  */
-import type { Sysctl, SysctlKey } from "../iptables/sysctl.ts";
-import type { Logger } from "./logger.ts";
-import type { ConntrackConfig } from "./options/config.ts";
+import type { Sysctl, SysctlKey } from "../../iptables/sysctl.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { ConntrackConfig } from "../options/config.ts";
 
 /** Upstream's cap on nf_conntrack_max however many CPUs the node has. */
 export const CONNTRACK_MAX_LIMIT = 1_048_576;

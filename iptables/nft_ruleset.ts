@@ -1,0 +1,337 @@
+/**
+ * An nftables ruleset as text describes it: the statements the nftables mode writes (tables,
+ * chains base and regular, rules, sets and maps with `type` or `typeof`, flags, timeouts, and their
+ * elements), applied as the kernel applies a transaction: all or nothing, rejecting a jump or goto
+ * to a missing chain (in a rule or a map element), a reference to a missing set, the deletion of a
+ * chain or set still referenced (a chain's own rules do not hold it), adding a map key that exists
+ * with another value, and deleting a missing element. `listTable` prints what `nft list table`
+ * prints (elements sorted). The model behind the nftables tracer (rendered transactions) and the
+ * tests' fake `nft`.
+ * @module
+ */
+import type { IPFamily } from "./ip.ts";
+import { type NftElement, NftError, nftFamily } from "./nft.ts";
+
+/** A chain: base chain properties (`type filter hook input priority -110`) and rules. */
+export interface NftChain {
+  readonly base?: string;
+  rules: string[];
+}
+
+/** A set or map: its declaration lines and elements (key -> value text, "" for sets). */
+export interface NftSet {
+  readonly kind: "set" | "map";
+  /** The declaration between the braces, split on `;` and trimmed. */
+  readonly decl: readonly string[];
+  readonly elements: Map<string, { value: string; comment?: string }>;
+}
+
+/** One table's state. */
+export interface NftTable {
+  readonly chains: Map<string, NftChain>;
+  readonly sets: Map<string, NftSet>;
+}
+
+type State = Map<string, NftTable>; // "ip kube-proxy" -> table
+
+function clone(s: State): State {
+  const out: State = new Map();
+  for (const [k, t] of s) {
+    out.set(k, {
+      chains: new Map([...t.chains].map(([n, c]) => [n, { base: c.base, rules: [...c.rules] }])),
+      sets: new Map(
+        [...t.sets].map(([n, x]) => [n, { kind: x.kind, decl: x.decl, elements: new Map(x.elements) }]),
+      ),
+    });
+  }
+  return out;
+}
+
+/** Splits on `sep` outside braces and quotes. */
+export function splitTop(s: string, sep: string): string[] {
+  const out: string[] = [];
+  let depth = 0, quote = false, cur = "";
+  for (const ch of s) {
+    if (ch === '"') quote = !quote;
+    else if (!quote && ch === "{") depth++;
+    else if (!quote && ch === "}") depth--;
+    if (!quote && depth === 0 && ch === sep) {
+      out.push(cur);
+      cur = "";
+    } else cur += ch;
+  }
+  out.push(cur);
+  return out.map((x) => x.trim()).filter((x) => x !== "");
+}
+
+/** Returns the chains a rule or verdict text jumps or goes to. */
+function targets(text: string): string[] {
+  return [...text.matchAll(/\b(?:jump|goto) ([A-Za-z0-9_./-]+)/g)].map((m) => m[1]);
+}
+
+/** Returns the sets and maps a rule refers to (`@name`). */
+function setRefs(text: string): string[] {
+  return [...text.matchAll(/@([A-Za-z0-9_./-]+)/g)].map((m) => m[1]);
+}
+
+/** Parses `key [timeout T] [expires E] [comment "c"] [: value]`. */
+function parseElement(text: string): { key: string; value: string; comment?: string } {
+  let rest = text;
+  let value = "";
+  const colon = rest.search(/ : /);
+  if (colon >= 0) {
+    value = rest.slice(colon + 3).trim();
+    rest = rest.slice(0, colon);
+  }
+  let comment: string | undefined;
+  const cm = / comment "([^"]*)"/.exec(rest);
+  if (cm) {
+    comment = cm[1];
+    rest = rest.replace(cm[0], "");
+  }
+  rest = rest.replace(/ (timeout|expires) \S+/g, "");
+  return { key: rest.trim().replace(/\s+/g, " "), value, comment };
+}
+
+/** Every table of every family, as the kernel holds them. */
+export class NftRuleset {
+  #state: State = new Map();
+
+  /**
+   * Applies a transaction, all or nothing; with `commit` false only checks it (`nft -c`).
+   * @throws {NftError} naming the failing line.
+   */
+  apply(script: string, commit = true): void {
+    const next = clone(this.#state);
+    const lines = script.split("\n");
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i].trim();
+      if (line === "" || line.startsWith("#")) continue;
+      try {
+        this.#statement(next, line);
+      } catch (e) {
+        throw new NftError(
+          `nft -f - exited 1: /dev/stdin:${i + 1}:1: Error: ${(e as Error).message}`,
+          1,
+          lines[i],
+          i + 1,
+        );
+      }
+    }
+    if (commit) this.#state = next;
+  }
+
+  #statement(s: State, line: string): void {
+    const m = /^(add|delete|flush) (table|chain|rule|set|map|element) (ip6?|inet) (\S+)(?: (\S+))?(?: (.*))?$/
+      .exec(line);
+    if (m === null) throw new Error(`syntax error: ${line}`);
+    const [, verb, what, fam, tableName, name, rest] = m;
+    const tk = `${fam} ${tableName}`;
+    if (what === "table") {
+      if (verb === "add") {
+        if (!s.has(tk)) s.set(tk, { chains: new Map(), sets: new Map() });
+      } else if (verb === "delete") {
+        if (!s.delete(tk)) throw new Error(`No such file or directory: table ${tk}`);
+      } else throw new Error(`unsupported: ${line}`);
+      return;
+    }
+    const t = s.get(tk);
+    if (t === undefined) throw new Error(`No such file or directory: table ${tk}`);
+    if (name === undefined) throw new Error(`syntax error: ${line}`);
+    switch (what) {
+      case "chain":
+        return this.#chain(t, verb, name, rest);
+      case "rule": {
+        const c = t.chains.get(name);
+        if (c === undefined) throw new Error(`No such file or directory: chain ${name}`);
+        if (verb !== "add" || rest === undefined) throw new Error(`unsupported: ${line}`);
+        for (const target of targets(rest)) {
+          if (!t.chains.has(target)) {
+            throw new Error(`Could not process rule: No such file or directory: ${target}`);
+          }
+        }
+        for (const ref of setRefs(rest)) {
+          if (!t.sets.has(ref)) throw new Error(`Could not process rule: No such file or directory: @${ref}`);
+        }
+        c.rules.push(rest.trim());
+        return;
+      }
+      case "set":
+      case "map":
+        return this.#set(t, what, verb, name, rest);
+      case "element":
+        return this.#element(t, verb, name, rest);
+    }
+  }
+
+  #chain(t: NftTable, verb: string, name: string, rest: string | undefined): void {
+    const c = t.chains.get(name);
+    if (verb === "add") {
+      const base = rest === undefined ? undefined : /^\{\s*(.*?)\s*\}$/.exec(rest)?.[1];
+      if (rest !== undefined && base === undefined) throw new Error(`syntax error: chain ${name} ${rest}`);
+      if (c === undefined) t.chains.set(name, { base, rules: [] });
+      else if ((c.base ?? undefined) !== base && base !== undefined) {
+        throw new Error(`Device or resource busy: chain ${name} exists with other properties`);
+      }
+    } else if (verb === "flush") {
+      if (c === undefined) throw new Error(`No such file or directory: chain ${name}`);
+      c.rules = [];
+    } else {
+      if (c === undefined) throw new Error(`No such file or directory: chain ${name}`);
+      for (const [other, oc] of t.chains) {
+        if (other !== name && oc.rules.some((r) => targets(r).includes(name))) {
+          throw new Error(`Device or resource busy: chain ${name} is referenced by chain ${other}`);
+        }
+      }
+      for (const [setName, set] of t.sets) {
+        for (const e of set.elements.values()) {
+          if (targets(e.value).includes(name)) {
+            throw new Error(`Device or resource busy: chain ${name} is referenced by map ${setName}`);
+          }
+        }
+      }
+      t.chains.delete(name);
+    }
+  }
+
+  #set(t: NftTable, kind: "set" | "map", verb: string, name: string, rest: string | undefined): void {
+    const cur = t.sets.get(name);
+    if (verb === "add") {
+      const body = rest === undefined ? undefined : /^\{\s*(.*?)\s*\}$/.exec(rest)?.[1];
+      if (body === undefined) throw new Error(`syntax error: ${kind} ${name} needs a declaration`);
+      const decl = splitTop(body, ";");
+      if (!decl.some((d) => d.startsWith("type ") || d.startsWith("typeof "))) {
+        throw new Error(`syntax error: ${kind} ${name} has no type`);
+      }
+      if (kind === "map" && !decl[0].includes(" : ")) {
+        throw new Error(`syntax error: map ${name} needs a value type`);
+      }
+      if (cur === undefined) t.sets.set(name, { kind, decl, elements: new Map() });
+      else if (cur.kind !== kind || cur.decl.join(";") !== decl.join(";")) {
+        throw new Error(`File exists: ${kind} ${name} exists with another declaration`);
+      }
+      return;
+    }
+    if (cur === undefined || cur.kind !== kind) throw new Error(`No such file or directory: ${kind} ${name}`);
+    if (verb === "flush") {
+      cur.elements.clear();
+      return;
+    }
+    for (const [chainName, c] of t.chains) {
+      if (c.rules.some((r) => setRefs(r).includes(name))) {
+        throw new Error(`Device or resource busy: ${kind} ${name} is referenced by chain ${chainName}`);
+      }
+    }
+    t.sets.delete(name);
+  }
+
+  #element(t: NftTable, verb: string, name: string, rest: string | undefined): void {
+    const set = t.sets.get(name);
+    if (set === undefined) throw new Error(`No such file or directory: set ${name}`);
+    const body = rest === undefined ? undefined : /^\{\s*(.*?)\s*\}$/.exec(rest)?.[1];
+    if (body === undefined) throw new Error(`syntax error: element list of ${name}`);
+    for (const item of splitTop(body, ",")) {
+      const e = parseElement(item);
+      if (verb === "add") {
+        if (set.kind === "map" && e.value === "") {
+          throw new Error(`syntax error: map ${name} element ${e.key} needs a value`);
+        }
+        for (const target of targets(e.value)) {
+          if (!t.chains.has(target)) {
+            throw new Error(`Could not process rule: No such file or directory: ${target}`);
+          }
+        }
+        const old = set.elements.get(e.key);
+        if (old !== undefined && old.value !== e.value) {
+          throw new Error(`Could not process rule: File exists: ${name} ${e.key}`);
+        }
+        set.elements.set(e.key, { value: e.value, comment: e.comment ?? old?.comment });
+      } else if (verb === "delete") {
+        if (!set.elements.delete(e.key)) {
+          throw new Error(`Could not process rule: No such file or directory: ${name} ${e.key}`);
+        }
+      } else throw new Error(`unsupported: ${verb} element`);
+    }
+  }
+
+  /** The table's state (undefined when absent), for tracers and tests. */
+  table(family: IPFamily, table: string): NftTable | undefined {
+    return this.#state.get(`${nftFamily(family)} ${table}`);
+  }
+
+  /** Names of `table`'s chains, or undefined when the table does not exist. */
+  listChains(family: IPFamily, table: string): string[] | undefined {
+    const t = this.table(family, table);
+    return t === undefined ? undefined : [...t.chains.keys()];
+  }
+
+  /** Elements of a set or map as `nft -j` reports them; empty when absent. */
+  listElements(family: IPFamily, table: string, name: string): NftElement[] {
+    const set = this.table(family, table)?.sets.get(name);
+    if (set === undefined) return [];
+    return [...set.elements].map(([k, v]) => ({
+      key: k.split(" . "),
+      value: v.value === "" ? [] : v.value.split(" . "),
+    }));
+  }
+
+  /** Deletes every table, as `nft flush ruleset` does. */
+  flush(): void {
+    this.#state = new Map();
+  }
+
+  /** Prints the table as `nft list table` does, elements sorted. */
+  listTable(family: IPFamily, table: string): string {
+    const t = this.table(family, table);
+    if (t === undefined) throw new Error(`No such file or directory: table ${table}`);
+    const out = [`table ${nftFamily(family)} ${table} {`];
+    const blocks: string[][] = [];
+    for (const [name, set] of t.sets) {
+      const b = [`\t${set.kind} ${name} {`];
+      const dynamic = set.decl.some((d) => d.startsWith("flags") && d.includes("dynamic"));
+      for (const d of set.decl) {
+        if (d.startsWith("timeout ")) continue;
+        if (d.startsWith("flags") && dynamic) b.push("\t\tsize 65535");
+        b.push(`\t\t${d}`);
+      }
+      const timeout = set.decl.find((d) => d.startsWith("timeout "));
+      if (timeout) b.push(`\t\ttimeout ${formatSeconds(Number(timeout.slice(8).replace(/s$/, "")))}`);
+      const elems = [...set.elements].map(([k, v]) =>
+        `${k}${v.comment === undefined ? "" : ` comment "${v.comment}"`}${
+          v.value === "" ? "" : ` : ${v.value}`
+        }`
+      ).sort();
+      if (elems.length > 0) b.push(`\t\telements = { ${elems.join(", ")} }`);
+      b.push("\t}");
+      blocks.push(b);
+    }
+    for (const [name, c] of t.chains) {
+      const b = [`\tchain ${name} {`];
+      if (c.base !== undefined) b.push(`\t\t${c.base}`);
+      for (const r of c.rules) b.push(`\t\t${r}`);
+      b.push("\t}");
+      blocks.push(b);
+    }
+    out.push(blocks.map((b) => b.join("\n")).join("\n\n"));
+    out.push("}");
+    return out.join("\n") + "\n";
+  }
+}
+
+/** Formats seconds as nft prints durations (`3h`, `1m40s`). */
+export function formatSeconds(total: number): string {
+  const d = Math.floor(total / 86400), h = Math.floor(total % 86400 / 3600);
+  const m = Math.floor(total % 3600 / 60), s = total % 60;
+  return `${d ? `${d}d` : ""}${h ? `${h}h` : ""}${m ? `${m}m` : ""}${s || total === 0 ? `${s}s` : ""}`;
+}
+
+/**
+ * Normalizes an `nft list table` text for comparison: every `elements = { ... }` block (which nft
+ * wraps and orders by hash) becomes one sorted line.
+ */
+export function normalizeListing(text: string): string {
+  return text.replace(/elements = \{([^}]*)\}/g, (_, body: string) => {
+    const items = splitTop(body.replace(/\s+/g, " "), ",").map((x) => x.replace(/ expires \S+/, "")).sort();
+    return `elements = { ${items.join(", ")} }`;
+  });
+}

@@ -1,0 +1,49 @@
+/**
+ * `trace --proxy-mode=iptables`: the rule walker (`iptables/rule_walker.ts`) over the live rules of
+ * this network namespace (read only) or over a `render` output or save file.
+ * @module
+ */
+import type { Executor } from "../../iptables/executor.ts";
+import { IptablesRunner } from "../../iptables/iptables.ts";
+import { parseRules, tracePacket, type TraceResult } from "../../iptables/rule_walker.ts";
+import { ipFamily } from "../net.ts";
+import type { ProxyConfig } from "../options/config.ts";
+import type { TraceQuery } from "../options/flags.ts";
+import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
+import { traceSource } from "../trace.ts";
+import type { IPFamily } from "../types.ts";
+
+/** Traces `q` through the iptables mode's rules; see the module doc. */
+export async function traceIptables(
+  q: TraceQuery,
+  { exec, config, nodeIPs }: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+): Promise<TraceResult> {
+  const family = ipFamily(q.dst) ?? "IPv4";
+  let text: string;
+  if (q.rulesFile !== undefined) {
+    text = rulesOfFamily(await Deno.readTextFile(q.rulesFile), family);
+  } else {
+    const { backend } = await chooseIptablesBackend(exec, config.iptablesBackend);
+    const ipt = new IptablesRunner({ exec, family, backend });
+    text = (await ipt.save("nat")) + (await ipt.save("filter"));
+  }
+  return tracePacket(
+    parseRules(text),
+    {
+      src: traceSource(q, family, nodeIPs),
+      dst: q.dst,
+      port: q.port,
+      protocol: q.protocol,
+      fromHost: q.from === "node",
+    },
+    nodeIPs,
+  );
+}
+
+/** The part of a `render` output (both families, under headings) or a save file for `family`. */
+function rulesOfFamily(text: string, family: IPFamily): string {
+  const heading = "# ip6tables-restore --noflush input\n";
+  const at = text.indexOf(heading);
+  if (at < 0) return text;
+  return family === "IPv4" ? text.slice(0, at) : text.slice(at + heading.length);
+}

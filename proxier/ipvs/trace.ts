@@ -1,0 +1,167 @@
+/**
+ * Which endpoint a packet reaches in ipvs mode: the iptables walk (nat marks, filter verdicts, with
+ * `-m set` answered from the ipsets), then the virtual server IPVS holds for the destination and
+ * its real servers (weight above 0) with their shares, masquerading (marked in nat, or hairpin
+ * through the loop-back set), over the live datapath, a `render` output, or the tests' fakes:
+ * `trace --proxy-mode=ipvs`.
+ * @module
+ */
+import { DummyLinkRunner } from "../../iptables/dummy_link.ts";
+import type { Executor } from "../../iptables/executor.ts";
+import { addressFamily, type IPFamily } from "../../iptables/ip.ts";
+import { IpsetRunner, parseIpsetSave } from "../../iptables/ipset.ts";
+import { IptablesRunner } from "../../iptables/iptables.ts";
+import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptables/ipvs.ts";
+import {
+  type Packet,
+  parseRules,
+  type RuleSource,
+  type SetLookup,
+  tracePacket,
+  type TraceResult,
+} from "../../iptables/rule_walker.ts";
+import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
+import type { TraceQuery } from "../options/flags.ts";
+import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
+import { traceSource } from "../trace.ts";
+import { SET, setName } from "./layout.ts";
+
+/** What the ipvs mode's datapath consists of, as read from the kernel (or a rendered file). */
+export interface IpvsState {
+  readonly rules: RuleSource;
+  readonly sets: SetLookup;
+  readonly services: readonly IpvsService[];
+  /** Addresses on kube-ipvs0 (local to the node, as its own). */
+  readonly bound: ReadonlySet<string>;
+}
+
+/** Traces `pkt` through the ipvs mode's state; `nodeIPs` are the node's own addresses. */
+export function traceIpvs(state: IpvsState, pkt: Packet, nodeIPs: readonly string[]): TraceResult {
+  const local = [...nodeIPs, ...state.bound];
+  const r = tracePacket(state.rules, pkt, local, state.sets);
+  if (r.verdict !== "none") return r;
+  const isLocal = local.includes(pkt.dst) ||
+    (addressFamily(pkt.dst) === "IPv4" ? pkt.dst.startsWith("127.") : pkt.dst === "::1");
+  const key = vsKey({ address: pkt.dst, protocol: pkt.protocol, port: pkt.port });
+  const svc = isLocal ? state.services.find((s) => vsKey(s.vs) === key) : undefined;
+  if (svc === undefined) return r;
+  const target = `${pkt.protocol === "sctp" ? "--sctp-service" : pkt.protocol === "tcp" ? "-t" : "-u"} ${
+    key.slice(key.indexOf("/") + 1)
+  }`;
+  const persistence = svc.vs.persistentTimeout === undefined ? "" : ` -p ${svc.vs.persistentTimeout}`;
+  const step = {
+    table: "ipvs" as const,
+    chain: key,
+    rule: `-A ${target} -s ${svc.vs.scheduler}${persistence}`,
+    depth: 0,
+  };
+  const live = svc.reals.filter((x) => x.weight > 0);
+  const total = live.reduce((n, x) => n + x.weight, 0);
+  if (live.length === 0) {
+    // IPVS accepts the connection and has nowhere to send it: it times out.
+    return { ...r, path: [...r.path, step], verdict: "DROP" };
+  }
+  const family = addressFamily(pkt.dst);
+  const loopBack = state.sets.get(family === "IPv6" ? "KUBE-6-LOOP-BACK" : "KUBE-LOOP-BACK");
+  const masqueraded = live.map((x) =>
+    r.marked || (loopBack?.entries.has(`${x.address},${pkt.protocol}:${x.port},${pkt.src}`) ?? false)
+  );
+  const name = (x: { address: string; port: number }) =>
+    x.address.includes(":") ? `[${x.address}]:${x.port}` : `${x.address}:${x.port}`;
+  const reach = live.map((x) => ({
+    endpoint: name(x),
+    probability: Math.round((x.weight / total) * 1e6) / 1e6,
+  }))
+    .sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1));
+  return {
+    ...r,
+    endpoints: reach.map((e) => e.endpoint),
+    reach,
+    masq: masqueraded.every((m) => m),
+    masqMixed: masqueraded.some((m) => m) && !masqueraded.every((m) => m),
+    affinity: svc.vs.persistentTimeout !== undefined,
+    verdict: "DNAT",
+    path: [
+      ...r.path,
+      step,
+      ...live.map((x) => ({
+        ...step,
+        rule: `-a ${step.rule.split(" -s ")[0].slice(3)} -r ${name(x)} -m -w ${x.weight}`,
+        depth: 1,
+      })),
+    ],
+  };
+}
+
+/** `trace --proxy-mode=ipvs`: traces `q` through the live datapath (read only) or a `render` output. */
+export async function traceIpvsMode(
+  q: TraceQuery,
+  { exec, config, nodeIPs }: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+): Promise<TraceResult> {
+  const family = addressFamily(q.dst) ?? "IPv4";
+  const state = q.rulesFile === undefined
+    ? await liveState(exec, family, config.iptablesBackend)
+    : renderedState(await Deno.readTextFile(q.rulesFile), family);
+  return traceIpvs(
+    state,
+    {
+      src: traceSource(q, family, nodeIPs),
+      dst: q.dst,
+      port: q.port,
+      protocol: q.protocol,
+      fromHost: q.from === "node",
+      fromPod: q.from === "pod",
+    },
+    nodeIPs,
+  );
+}
+
+/** The ipvs datapath of this network namespace, read only: virtual servers, sets, rules, binds. */
+async function liveState(exec: Executor, family: IPFamily, requested: IptablesBackend): Promise<IpvsState> {
+  const { backend } = await chooseIptablesBackend(exec, requested);
+  const ipt = new IptablesRunner({ exec, family, backend });
+  const [services, sets, nat, filter, bound] = await Promise.all([
+    new IpvsadmRunner({ exec }).read(),
+    new IpsetRunner({ exec }).save(),
+    ipt.save("nat"),
+    ipt.save("filter"),
+    new DummyLinkRunner({ exec }).addresses(),
+  ]);
+  return {
+    rules: parseRules(nat + filter),
+    sets: {
+      get: (name) => {
+        const c = sets.get(name);
+        return c && { type: c.spec.type, entries: c.entries };
+      },
+    },
+    services,
+    bound: new Set(bound),
+  };
+}
+
+/** The same from `render --proxy-mode=ipvs` output: its ipset, iptables-restore and ipvsadm sections. */
+function renderedState(text: string, family: IPFamily): IpvsState {
+  const sections = new Map<string, string>();
+  for (const part of text.split(/^# /m).filter((p) => p !== "")) {
+    const nl = part.indexOf("\n");
+    sections.set(part.slice(0, nl), part.slice(nl + 1));
+  }
+  const find = (prefix: string) => [...sections].find(([h]) => h.startsWith(prefix))?.[1] ?? "";
+  const tag = `(${family})`;
+  const ipsetText = [...sections].find(([h]) => h.startsWith("ipset") && h.includes(tag))?.[1] ?? "";
+  const ipvsText = [...sections].find(([h]) => h.startsWith("ipvsadm") && h.includes(tag))?.[1] ?? "";
+  const sets = parseIpsetSave(ipsetText);
+  const bound = sets.get(setName(SET.IPVS_IPS, family))?.entries ?? new Set<string>();
+  return {
+    rules: parseRules(find(family === "IPv4" ? "iptables-restore" : "ip6tables-restore")),
+    sets: {
+      get: (name) => {
+        const c = sets.get(name);
+        return c && { type: c.spec.type, entries: c.entries };
+      },
+    },
+    services: parseSave(ipvsText),
+    bound: new Set(bound),
+  };
+}
