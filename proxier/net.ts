@@ -35,6 +35,11 @@ export function cidrFamily(cidr: unknown): IPFamily | undefined {
   return Number(bits) <= (f === "IPv4" ? 32 : 128) ? f : undefined;
 }
 
+/** Returns true for loopback addresses (127.0.0.0/8, ::1). */
+export function isLoopback(ip: string): boolean {
+  return ip.startsWith("127.") || ip === "::1";
+}
+
 /** Returns true when `p` is an integer port in 1..65535. */
 export function isPort(p: unknown): p is number {
   return typeof p === "number" && Number.isInteger(p) && p >= 1 && p <= 65535;

@@ -9,16 +9,11 @@
  *   (`--iptables-localhost-nodeports`); IPv6 link-local addresses never do.
  * @module
  */
-import { cidrContains, hostPrefix, ipFamily } from "./net.ts";
+import { cidrContains, hostPrefix, ipFamily, isLoopback } from "./net.ts";
 import type { IPFamily } from "./types.ts";
 
 /** The `--nodeport-addresses` value meaning the node's primary IPs (upstream 1.29+). */
 export const NODE_PORT_PRIMARY = "primary";
-
-/** Returns true for loopback addresses (127.0.0.0/8, ::1). */
-function isLoopback(ip: string): boolean {
-  return ip.startsWith("127.") || ip === "::1";
-}
 
 /** Where NodePorts answer for one IP family; see the module doc. */
 export class NodePortAddresses {
@@ -29,6 +24,7 @@ export class NodePortAddresses {
   /** IPv4 loopback addresses answer too (only when the mode allows and the CIDRs include them). */
   readonly allowLocalhost: boolean;
   readonly #family: IPFamily;
+  readonly #primary?: string;
 
   /**
    * Reads `configured` (`--nodeport-addresses`: CIDRs of both families, or `primary`) for `family`;
@@ -42,6 +38,7 @@ export class NodePortAddresses {
     allowIPv4Localhost = false,
   ) {
     this.#family = family;
+    if (primaryIP !== undefined && ipFamily(primaryIP) === family) this.#primary = primaryIP;
     const cidrs = configured.flatMap((c) => {
       if (c !== NODE_PORT_PRIMARY) return ipFamily(c.split("/")[0]) === family ? [c] : [];
       // A loopback primary address is upstream's stand-in for an unknown one.
@@ -62,9 +59,14 @@ export class NodePortAddresses {
     return this.matchAll || this.cidrs.some((c) => cidrContains(c, ip));
   }
 
-  /** Returns the addresses among `local` (the node's own) that NodePorts answer on, in order. */
+  /**
+   * Returns the addresses among `local` (the node's own, from its interfaces) that NodePorts answer
+   * on, in order, and the Node's primary address when it is one of them: the Node object names it
+   * as this node's, so `render` on another machine writes what the node itself would.
+   */
   nodeIPs(local: readonly string[]): string[] {
-    return [...new Set(local.filter((ip) => this.contains(ip)))];
+    const candidates = this.#primary === undefined ? local : [...local, this.#primary];
+    return [...new Set(candidates.filter((ip) => this.contains(ip)))];
   }
 
   /** One string that changes whenever the answer of {@linkcode contains} may change. */

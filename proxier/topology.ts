@@ -35,6 +35,13 @@ export interface CategorizedEndpoints {
   readonly all: EndpointInfo[];
   /** Some usable endpoint exists anywhere in the cluster (even when `all` is empty). */
   readonly hasAny: boolean;
+  /**
+   * Traffic from inside the cluster to the cluster IP has an endpoint to go to: some exists, and
+   * with internalTrafficPolicy Local one is on this node. False with `hasAny`: drop, not reject.
+   */
+  readonly hasInternal: boolean;
+  /** The same for traffic from outside (NodePorts, external and load-balancer IPs). */
+  readonly hasExternal: boolean;
 }
 
 /** Returns true when the port takes traffic from outside the cluster. */
@@ -126,12 +133,20 @@ export function categorizeEndpoints(
     if (cluster.length === 0) cluster = usableEndpoints(eps);
   }
   let hasAny = cluster.length > 0;
-  if (!usesLocal) return { cluster, local: [], all: cluster, hasAny };
-  const local = usableEndpoints(eps, (e) => e.isLocal);
-  if (eps.some((e) => e.ready || (e.serving && e.terminating))) hasAny = true;
-  if (!usesCluster) return { cluster, local, all: local, hasAny };
-  const seen = new Set(cluster.map((e) => e.key));
-  return { cluster, local, all: [...cluster, ...local.filter((e) => !seen.has(e.key))], hasAny };
+  let local: EndpointInfo[] = [];
+  if (usesLocal) {
+    local = usableEndpoints(eps, (e) => e.isLocal);
+    if (eps.some((e) => e.ready || (e.serving && e.terminating))) hasAny = true;
+  }
+  const hasInternal = hasAny && (!svc.internalPolicyLocal || local.length > 0);
+  const hasExternal = hasAny && (!svc.externalPolicyLocal || local.length > 0);
+  let all = cluster;
+  if (!usesCluster) all = local;
+  else if (usesLocal) {
+    const seen = new Set(cluster.map((e) => e.key));
+    all = [...cluster, ...local.filter((e) => !seen.has(e.key))];
+  }
+  return { cluster, local, all, hasAny, hasInternal, hasExternal };
 }
 
 /** Returns the endpoints traffic from inside the cluster to the port's cluster IP uses. */

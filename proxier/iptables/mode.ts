@@ -23,11 +23,11 @@ import {
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
+import { type ChainOwnership, removeOwnChains } from "../iptables_chains.ts";
 import type { IPFamily } from "../types.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
 import {
   JUMP_CHAINS,
-  jumpRuleArgs,
   KUBE_EXTERNAL_SERVICES,
   KUBE_FIREWALL,
   KUBE_FORWARD,
@@ -37,7 +37,6 @@ import {
   KUBE_PROXY_CANARY,
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
-  missingJumps,
   SERVICE_CHAIN,
 } from "./rules.ts";
 
@@ -144,41 +143,18 @@ export const iptablesMode: ProxyModeDefinition = {
  * family; running it again finds nothing to do.
  */
 export async function cleanupIptables(ipt: IPTables, everything = true): Promise<void> {
-  for (const table of ["nat", "filter"] as const) {
-    let text = await ipt.save(table);
-    // The ipvs mode shares some chain names (nat KUBE-SERVICES, KUBE-POSTROUTING...): a running ipvs
-    // mode must not lose them, so unless asked for everything only a table holding a chain only
-    // this mode has is cleaned.
-    const declared = text.split("\n").filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")));
-    const mine = (c: Chain) =>
-      IPTABLES_ONLY.has(c) || SERVICE_CHAIN.test(c) || (table === "filter" && c === KUBE_SERVICES);
-    if (!everything && !declared.some(mine)) continue;
-    // The jumps from the built-in chains go first: a chain cannot be deleted while one points at it.
-    const jumps = JUMP_CHAINS.filter((j) => j.table === table);
-    const absent = new Set(missingJumps(jumps, text));
-    const present = jumps.filter((j) => !absent.has(j));
-    for (const j of present) await ipt.deleteRule(table, j.from, jumpRuleArgs(j));
-    if (present.length > 0) text = await ipt.save(table);
-    const saved = text.split("\n");
-    const chains = saved.filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")));
-    const ours = chains.filter((c) => OWN_CHAINS.has(c) || SERVICE_CHAIN.test(c));
-    // Chains kubelet may also have created stay while a rule that is not ours still jumps to them.
-    const foreignJumps = saved.filter((l) => l.startsWith("-A ") && !ours.includes(l.split(" ")[1]))
-      .map((l) => / -[jg] (\S+)/.exec(l)?.[1]);
-    ours.push(...chains.filter((c) => SHARED_CHAINS.has(c) && !foreignJumps.includes(c)));
-    if (ours.length === 0) continue;
-    // Flush all first (chains reference each other), then delete, in one atomic restore.
-    const lines = [
-      `*${table}`,
-      ...ours.map((c) => `:${c} - [0:0]`),
-      ...ours.map((c) => `-X ${c}`),
-      "COMMIT",
-      "",
-    ];
-    await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
-  }
+  await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
   await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
 }
+
+/** The iptables mode's chains, for {@linkcode removeOwnChains}. */
+const IPTABLES_CHAINS: ChainOwnership = {
+  jumps: JUMP_CHAINS,
+  mine: (_, c) => OWN_CHAINS.has(c) || SERVICE_CHAIN.test(c) || SHARED_CHAINS.has(c),
+  // The ipvs mode shares some names (nat KUBE-SERVICES, KUBE-POSTROUTING...).
+  onlyMine: (table, c) =>
+    IPTABLES_ONLY.has(c) || SERVICE_CHAIN.test(c) || (table === "filter" && c === KUBE_SERVICES),
+};
 
 /** Chains only kube-proxy creates (besides the per-service ones). */
 const OWN_CHAINS: ReadonlySet<Chain> = new Set([

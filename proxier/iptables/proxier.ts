@@ -7,12 +7,12 @@
 import type { Chain, IPTables, RestoreInput, Table } from "../../iptables/iptables.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { linesStartingWith } from "../../iptables/rule_args.ts";
+import { type BuiltinJump, jumpRuleLine, missingJumps } from "../iptables_chains.ts";
+import { masqueradeMark } from "../masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import {
   joinLines,
   JUMP_CHAINS,
-  type JumpChain,
-  jumpRuleLine,
   KUBE_EXTERNAL_SERVICES,
   KUBE_FIREWALL,
   KUBE_FORWARD,
@@ -23,7 +23,6 @@ import {
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
   LARGE_CLUSTER_ENDPOINTS,
-  missingJumps,
   NO_CHAIN_RULES,
   type PortRuleOptions,
   type PortRules,
@@ -54,7 +53,7 @@ interface KernelView {
   /** The per-service chains in nat (ours or upstream's). */
   readonly chains: ReadonlySet<Chain>;
   /** Jumps from built-in chains into ours that are not there. */
-  readonly missingJumps: readonly JumpChain[];
+  readonly missingJumps: readonly BuiltinJump[];
 }
 
 /** The iptables proxier; see the module doc. */
@@ -78,7 +77,7 @@ export class IptablesProxier extends BaseProxier {
     super(o);
     this.#o = o;
     this.#ipt = o.iptables;
-    this.#mark = `0x${(2 ** o.masqueradeBit).toString(16)}`;
+    this.#mark = masqueradeMark(o.masqueradeBit);
     this.#loopback = o.family === "IPv4" ? "127.0.0.0/8" : "::1/128";
     this.#metrics = iptablesMetrics(this.registry, o.family);
   }

@@ -13,7 +13,8 @@ import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_TWO_IPS, NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { servicePortChainName } from "./chain_name.ts";
-import { JUMP_CHAINS, jumpRuleArgs, jumpRuleLine, KUBE_PROXY_CANARY } from "./rules.ts";
+import { JUMP_CHAINS, KUBE_PROXY_CANARY } from "./rules.ts";
+import { jumpRuleArgs, jumpRuleLine } from "../iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/netns.ts";
 

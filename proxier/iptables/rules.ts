@@ -5,8 +5,8 @@
  * @module
  */
 import { iptablesLocalMatch, type LocalDetector } from "../local_detector.ts";
-import { linesStartingWith, splitArgs } from "../../iptables/rule_args.ts";
-import type { Chain, Table } from "../../iptables/iptables.ts";
+import type { Chain } from "../../iptables/iptables.ts";
+import type { BuiltinJump } from "../iptables_chains.ts";
 import { cidrContains, hostPrefix } from "../net.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
@@ -33,20 +33,10 @@ export const KUBE_FIREWALL: Chain = "KUBE-FIREWALL";
 /** Exists in mangle, nat and filter; its disappearance means someone flushed the tables. */
 export const KUBE_PROXY_CANARY: Chain = "KUBE-PROXY-CANARY";
 
-/** A jump from a built-in chain into ours, as upstream's iptablesJumpChains. */
-/** A jump from a built-in chain into one of ours. */
-export interface JumpChain {
-  readonly table: Table;
-  readonly to: Chain;
-  readonly from: Chain;
-  readonly comment: string;
-  readonly extra: readonly string[];
-}
-
 const NEW = ["-m", "conntrack", "--ctstate", "NEW"];
 
 /** Upstream's jump rules, all prepended to the built-in chains. */
-export const JUMP_CHAINS: readonly JumpChain[] = [
+export const JUMP_CHAINS: readonly BuiltinJump[] = [
   {
     table: "filter",
     to: KUBE_EXTERNAL_SERVICES,
@@ -104,33 +94,6 @@ export const JUMP_CHAINS: readonly JumpChain[] = [
     extra: [],
   },
 ];
-
-/** Returns the arguments of a jump rule (for ensureRule/deleteRule). */
-export function jumpRuleArgs(j: JumpChain): string[] {
-  return [...j.extra, ...(j.comment === "" ? [] : ["-m", "comment", "--comment", j.comment]), "-j", j.to];
-}
-
-/** Returns the restore line that inserts jump `j` at the top of its built-in chain. */
-export function jumpRuleLine(j: JumpChain): string {
-  return `-I ${j.from} ${jumpRuleArgs(j).map((a) => a.includes(" ") ? `"${a}"` : a).join(" ")}`;
-}
-
-/**
- * Returns the jumps of `jumps` that `saved` (iptables-save output of their table) lacks. A rule
- * matches when it has the same chain and the same arguments in any order, as iptables-save may
- * order matches differently than they were given.
- */
-export function missingJumps(jumps: readonly JumpChain[], saved: string): JumpChain[] {
-  const key = (chain: string, args: readonly string[]) => `${chain} ${[...args].sort().join("\u0000")}`;
-  const present = new Set<string>();
-  for (const from of new Set(jumps.map((j) => j.from))) {
-    for (const line of linesStartingWith(saved, `-A ${from} `)) {
-      const [, chain, ...args] = splitArgs(line);
-      present.add(key(chain, args));
-    }
-  }
-  return jumps.filter((j) => !present.has(key(j.from, jumpRuleArgs(j))));
-}
 
 /** Per-service nat chain prefixes we own (upstream's too), for finding stale chains. */
 export const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP|XLB)-[A-Z2-7]{16}$/;
@@ -218,13 +181,16 @@ export function servicePortRules(
   const svlChain = servicePortChainName("KUBE-SVL-", name, proto);
   const extChain = servicePortChainName("KUBE-EXT-", name, proto);
   const fwChain = servicePortChainName("KUBE-FW-", name, proto);
-  const { cluster, local, all, hasAny } = categorizeEndpoints(svc, eps, o.topology, o.log);
+  const { cluster, local, all, hasAny, hasInternal, hasExternal } = categorizeEndpoints(
+    svc,
+    eps,
+    o.topology,
+    o.log,
+  );
   const usesCluster = cluster.length > 0;
   const usesLocal = local.length > 0;
   const internalChain = svc.internalPolicyLocal ? svlChain : svcChain;
-  const hasInternal = hasAny && (!svc.internalPolicyLocal || local.length > 0);
   const externalPolicyChain = svc.externalPolicyLocal ? svlChain : svcChain;
-  const hasExternal = hasAny && (!svc.externalPolicyLocal || local.length > 0);
   const usesExt = hasAny && externallyAccessible(svc);
   const usesFW = hasAny && svc.loadBalancerIPs.length > 0 && svc.hasSourceRanges;
   const lbChain = usesFW ? fwChain : extChain;

@@ -7,6 +7,7 @@
 import { iptablesLocalMatch, type LocalDetector } from "../local_detector.ts";
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import type { IpsetSpec, IpsetType } from "../../iptables/ipset.ts";
+import { type BuiltinJump, jumpRuleLine } from "../iptables_chains.ts";
 import type { IPFamily } from "../types.ts";
 
 /** The ipsets, by their IPv4 (upstream) name. */
@@ -95,16 +96,8 @@ export const CHAINS: Readonly<Record<"nat" | "filter", readonly Chain[]>> = {
   ],
 };
 
-/** A jump from a built-in chain into ours. */
-export interface IpvsJump {
-  readonly table: Table;
-  readonly from: Chain;
-  readonly to: Chain;
-  readonly comment: string;
-}
-
 /** Upstream's jumps, each inserted at the top of its built-in chain. */
-export const JUMPS: readonly IpvsJump[] = [
+export const JUMPS: readonly BuiltinJump[] = [
   { table: "nat", from: "OUTPUT", to: KUBE_SERVICES, comment: "kubernetes service portals" },
   { table: "nat", from: "PREROUTING", to: KUBE_SERVICES, comment: "kubernetes service portals" },
   { table: "nat", from: "POSTROUTING", to: KUBE_POSTROUTING, comment: "kubernetes postrouting rules" },
@@ -115,11 +108,6 @@ export const JUMPS: readonly IpvsJump[] = [
   { table: "filter", from: "INPUT", to: KUBE_IPVS_FILTER, comment: "kubernetes ipvs access filter" },
   { table: "filter", from: "OUTPUT", to: KUBE_IPVS_OUT_FILTER, comment: "kubernetes ipvs access filter" },
 ];
-
-/** The rule text (after `-A CHAIN `/`-I CHAIN `) of a jump. */
-export function jumpRule(j: IpvsJump): string {
-  return `-m comment --comment "${j.comment}" -j ${j.to}`;
-}
 
 /** What the fixed rules depend on. */
 export interface IptablesInputs {
@@ -134,7 +122,7 @@ export interface IptablesInputs {
   /** LB ingress `ip,proto,port` the node itself must not reach (a source range excludes it). */
   readonly noNodeAccess: ReadonlyArray<{ ip: string; protocol: string; port: number }>;
   /** Jumps missing from the built-in chains (full syncs insert them in the same restore). */
-  readonly missingJumps: readonly IpvsJump[];
+  readonly missingJumps: readonly BuiltinJump[];
 }
 
 /** The `iptables-restore --noflush` input of one sync: our chains rewritten whole, as upstream does. */
@@ -237,8 +225,7 @@ export function iptablesInput(o: IptablesInputs): string {
     } -j MASQUERADE --random-fully`,
     `-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${o.mark}`,
   );
-  const insert = (table: Table) =>
-    o.missingJumps.filter((j) => j.table === table).map((j) => `-I ${j.from} ${jumpRule(j)}`);
+  const insert = (table: Table) => o.missingJumps.filter((j) => j.table === table).map(jumpRuleLine);
   return [
     "*filter",
     ...[...CHAINS.filter].sort().map((c) => `:${c} - [0:0]`),

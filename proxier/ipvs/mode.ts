@@ -7,7 +7,6 @@ import { nodeRef } from "../events.ts";
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
 import { ExecError, type Executor } from "../../iptables/executor.ts";
-import { addressFamily } from "../../iptables/ip.ts";
 import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
 import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
 import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvs.ts";
@@ -28,8 +27,10 @@ import {
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
+import { type ChainOwnership, removeOwnChains } from "../iptables_chains.ts";
+import { ipFamily } from "../net.ts";
 import type { IPFamily } from "../types.ts";
-import { CHAINS, jumpRule, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
+import { CHAINS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
 import { IpvsProxier, type IpvsProxierOptions } from "./proxier.ts";
 
 /** Builds one family's ipvs proxier from the program's configuration. */
@@ -206,7 +207,7 @@ export const ipvsMode: ProxyModeDefinition = {
  */
 export async function cleanupIpvs(exec: Executor, family: IPFamily, everything = true): Promise<void> {
   const link = new DummyLinkRunner({ exec });
-  const bound = new Set((await link.addresses()).filter((ip) => addressFamily(ip) === family));
+  const bound = new Set((await link.addresses()).filter((ip) => ipFamily(ip) === family));
   const ipset = new IpsetRunner({ exec });
   const sets = await ipset.save().catch((e) => {
     if (e instanceof ExecError && e.code === -1) throw e; // not installed: nothing of ours
@@ -220,11 +221,11 @@ export async function cleanupIpvs(exec: Executor, family: IPFamily, everything =
   const table = await ipvs.read().catch(() => []); // no IPVS in the kernel: nothing to remove
   const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
   const ours = table.filter(({ vs }) =>
-    addressFamily(vs.address) === family &&
+    ipFamily(vs.address) === family &&
     (bound.has(vs.address) || (nodeIPs.includes(vs.address) && nodePorts.has(vs.port)))
   );
   if (ours.length > 0) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
-  await onEveryIptablesBackend(exec, family, (ipt) => removeIpvsChains(ipt, everything));
+  await onEveryIptablesBackend(exec, family, (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything));
   const present = SET_NAMES.map((n) => setName(n, family)).filter((n) => sets.has(n));
   if (present.length > 0) await ipset.restore(present.map(destroySet));
   // kube-ipvs0 holds both families' addresses: it goes with the last family's cleanup.
@@ -235,41 +236,14 @@ export async function cleanupIpvs(exec: Executor, family: IPFamily, everything =
 }
 
 /**
- * Removes the ipvs mode's jumps and chains from one iptables backend (nothing when absent).
- * KUBE-SERVICES, KUBE-MARK-MASQ... are the iptables mode's names too: a running iptables mode must
- * not lose them, so unless asked for `everything` only a table holding a chain only this mode has
- * is cleaned.
+ * The ipvs mode's chains, for {@linkcode removeOwnChains}: KUBE-SERVICES, KUBE-MARK-MASQ... are the
+ * iptables mode's names too.
  */
-async function removeIpvsChains(ipt: IPTables, everything: boolean): Promise<void> {
-  for (const table of ["nat", "filter"] as const) {
-    const saved = await ipt.save(table);
-    const declared = saved.split("\n").filter((l) => l.startsWith(":")).map((l) =>
-      l.slice(1, l.indexOf(" "))
-    );
-    if (!everything && !declared.some((c) => IPVS_ONLY.has(c))) continue;
-    for (const j of JUMPS.filter((j) => j.table === table)) {
-      if (saved.includes(`-A ${j.from} ${jumpRule(j)}`)) {
-        await ipt.deleteRule(table, j.from, ["-m", "comment", "--comment", j.comment, "-j", j.to]);
-      }
-    }
-    const after = (await ipt.save(table)).split("\n");
-    const mine = CHAINS[table].filter((c) => declared.includes(c));
-    // A chain another mode's rules still jump to (KUBE-MARK-MASQ from the iptables mode's KUBE-SEP-
-    // chains) stays for that mode's cleanup.
-    const usedElsewhere = new Set(
-      after.filter((l) => l.startsWith("-A ") && !mine.includes(l.split(" ")[1]))
-        .map((l) => / -[jg] (\S+)/.exec(l)?.[1]),
-    );
-    const ours = mine.filter((c) => !usedElsewhere.has(c));
-    if (ours.length === 0) continue;
-    await ipt.restoreAll(
-      [`*${table}`, ...ours.map((c) => `:${c} - [0:0]`), ...ours.map((c) => `-X ${c}`), "COMMIT", ""].join(
-        "\n",
-      ),
-      { flush: false, counters: false },
-    );
-  }
-}
+const IPVS_CHAINS: ChainOwnership = {
+  jumps: JUMPS,
+  mine: (table, c) => CHAINS[table as "nat" | "filter"]?.includes(c) ?? false,
+  onlyMine: (_, c) => IPVS_ONLY.has(c),
+};
 
 /** Chains only the ipvs mode creates: where one exists, the ipvs mode ran. */
 const IPVS_ONLY: ReadonlySet<string> = new Set([

@@ -9,7 +9,6 @@
  * @module
  */
 import type { DummyLink } from "../../iptables/dummy_link.ts";
-import { addressFamily } from "../../iptables/ip.ts";
 import { addEntry, createSet, delEntry, type IPSet } from "../../iptables/ipset.ts";
 import { type IPTables, RestoreError } from "../../iptables/iptables.ts";
 import {
@@ -25,21 +24,13 @@ import {
   type VirtualServer,
   vsKey,
 } from "../../iptables/ipvs.ts";
+import { type BuiltinJump, missingJumps } from "../iptables_chains.ts";
+import { masqueradeMark } from "../masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { restoreFailureCounters } from "../metrics.ts";
-import { cidrContains } from "../net.ts";
+import { cidrContains, ipFamily, isLoopback } from "../net.ts";
 import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
-import {
-  iptablesInput,
-  type IpvsJump,
-  jumpRule,
-  JUMPS,
-  SET,
-  SET_NAMES,
-  type SetName,
-  setName,
-  setSpec,
-} from "./layout.ts";
+import { iptablesInput, JUMPS, SET, SET_NAMES, type SetName, setName, setSpec } from "./layout.ts";
 import { type PortState, portState } from "./port_state.ts";
 
 /** How long a removed TCP/SCTP real server may keep connections before it is deleted anyway. */
@@ -185,7 +176,7 @@ export class IpvsProxier extends BaseProxier {
       nonEmpty: new Set(SET_NAMES.filter((n) => (this.#entries.get(n)?.size ?? 0) > 0)),
       masqueradeAll: this.#o.masqueradeAll,
       local: this.localDetector,
-      mark: `0x${(1 << this.#o.masqueradeBit).toString(16)}`,
+      mark: masqueradeMark(this.#o.masqueradeBit),
       noNodeAccess: [...this.#noNodeAccess.values()].sort((
         a,
         b,
@@ -229,9 +220,7 @@ export class IpvsProxier extends BaseProxier {
 
   /** Without a Node object, the first node address stands in for the node's own (source ranges). */
   #nodePortIPsFallback(): string | undefined {
-    return this.#o.nodeIPs.find((ip) =>
-      addressFamily(ip) === this.family && !ip.startsWith("127.") && ip !== "::1"
-    );
+    return this.#o.nodeIPs.find((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
   }
 
   #clearWanted(): void {
@@ -326,7 +315,7 @@ export class IpvsProxier extends BaseProxier {
       this.#o.ipset.save(),
       this.#o.link.addresses(),
     ]);
-    this.#kernelBinds = new Set(bound.filter((ip) => addressFamily(ip) === this.family));
+    this.#kernelBinds = new Set(bound.filter((ip) => ipFamily(ip) === this.family));
     this.#kernelEntries = new Map();
     for (const n of SET_NAMES) {
       const content = sets.get(setName(n, this.family));
@@ -341,7 +330,7 @@ export class IpvsProxier extends BaseProxier {
     }
     this.#kernelServers = new Map();
     for (const { vs, reals } of table) {
-      if (addressFamily(vs.address) !== this.family) continue;
+      if (ipFamily(vs.address) !== this.family) continue;
       if (this.#o.excludeCIDRs.some((c) => cidrContains(c, vs.address))) continue;
       // Ours: bound on kube-ipvs0, or a node port of ours on a node address. Nothing else is touched.
       const ours = this.#kernelBinds.has(vs.address) ||
@@ -352,12 +341,12 @@ export class IpvsProxier extends BaseProxier {
   }
 
   /** The jumps from the built-in chains missing from the kernel. */
-  async #missingJumps(): Promise<IpvsJump[]> {
-    const saved = {
-      nat: await this.#o.iptables.save("nat"),
-      filter: await this.#o.iptables.save("filter"),
-    };
-    return JUMPS.filter((j) => !saved[j.table as "nat" | "filter"].includes(`-A ${j.from} ${jumpRule(j)}`));
+  async #missingJumps(): Promise<BuiltinJump[]> {
+    const [nat, filter] = [await this.#o.iptables.save("nat"), await this.#o.iptables.save("filter")];
+    return [
+      ...missingJumps(JUMPS.filter((j) => j.table === "nat"), nat),
+      ...missingJumps(JUMPS.filter((j) => j.table === "filter"), filter),
+    ];
   }
 
   /**

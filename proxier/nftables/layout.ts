@@ -22,7 +22,6 @@
  * @module
  */
 import { type LocalDetector, nftLocalMatch } from "../local_detector.ts";
-import type { IPFamily } from "../../iptables/ip.ts";
 import { nftFamily } from "../../iptables/nft.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { cidrContains } from "../net.ts";
@@ -32,7 +31,7 @@ import {
   internalEndpoints,
   type NodeTopology,
 } from "../topology.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
 /** A chain, set or map name in our table. */
@@ -213,11 +212,6 @@ export interface LayoutOptions {
    * not dropped either (upstream drops them otherwise, against spurious resets).
    */
   readonly conntrackTCPLiberal?: boolean;
-}
-
-/** Returns the mark for bit `bit` as nft prints it (`0x00004000`). */
-export function markHex(bit: number): string {
-  return `0x${(2 ** bit).toString(16).padStart(8, "0")}`;
 }
 
 /**
@@ -437,10 +431,8 @@ export function portElements(
   o: PortElementOptions,
 ): PortElements {
   const cat: CategorizedEndpoints = categorizeEndpoints(svc, eps, o.topology, o.log);
-  const { hasAny } = cat;
+  const { hasAny, hasInternal, hasExternal } = cat;
   const internal = internalEndpoints(svc, cat);
-  const hasInternal = hasAny && (!svc.internalPolicyLocal || cat.local.length > 0);
-  const hasExternal = hasAny && (!svc.externalPolicyLocal || cat.local.length > 0);
   const proto = svc.protocol.toLowerCase();
   const elements: Element[] = [];
   const lbCounts = new Set<number>();

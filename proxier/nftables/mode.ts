@@ -17,7 +17,8 @@ import {
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
 import type { IPFamily } from "../types.ts";
-import { affinityStatements, fixedLayout, markHex, TABLE } from "./layout.ts";
+import { affinityStatements, fixedLayout, TABLE } from "./layout.ts";
+import { masqueradeMark } from "../masquerade.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "./proxier.ts";
 
 /** The oldest nft the layout is known to need features of (upstream's minimum too). */
@@ -48,7 +49,7 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
   return [
     `add table ${t}`,
     `delete table ${t}`,
-    ...fixedLayout({ family, masqueradeAll: false, mark: markHex(14), local: undefined }),
+    ...fixedLayout({ family, masqueradeAll: false, mark: masqueradeMark(14, 8), local: undefined }),
     ...(withAffinity ? affinityStatements(family, 10800) : []),
   ].join("\n") + "\n";
 }

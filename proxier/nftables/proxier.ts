@@ -6,6 +6,7 @@
  * @module
  */
 import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
+import { masqueradeMark } from "../masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
@@ -25,7 +26,6 @@ import {
   LAYOUT_MARKER,
   lbChain,
   lbClusterChain,
-  markHex,
   type NftName,
   type PortElements,
   portElements,
@@ -211,7 +211,7 @@ export class NftablesProxier extends BaseProxier {
     lines.push(...fixedLayout({
       family: this.family,
       masqueradeAll: this.#o.masqueradeAll,
-      mark: markHex(this.#o.masqueradeBit),
+      mark: masqueradeMark(this.#o.masqueradeBit, 8),
       local: this.localDetector,
       conntrackTCPLiberal: this.#o.conntrackTCPLiberal,
     }));
