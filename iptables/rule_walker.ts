@@ -34,6 +34,11 @@ export interface Packet {
   readonly dnatted?: boolean;
   /** Arrives from a pod on this node (through a bridge port, as `-m physdev --physdev-is-in` sees it). */
   readonly fromPod?: boolean;
+  /**
+   * The client's earlier connection reached this endpoint (`ip:port`) and was recorded: a
+   * `recent --rcheck --name X` matches when chain X DNATs there. Unset: both outcomes are taken.
+   */
+  readonly returningTo?: string;
 }
 
 /** ipset contents, for `-m set --match-set` (the ipvs mode's rules). */
@@ -196,7 +201,7 @@ function walk(
   rules.forEach((rule, index) => {
     if (states.length === 0) return;
     const args = splitArgs(rule);
-    const m = match(args, pkt, dst, w.isLocal, w.sets);
+    let m = match(args, pkt, dst, w.isLocal, w.sets);
     if (m.kind === "no") return;
     const step = `${table}/${chain}/${index}`;
     if (!w.seen.has(step)) {
@@ -209,7 +214,16 @@ function walk(
       states = [];
       return;
     }
-    if (m.kind === "recent") w.affinity = true;
+    if (m.kind === "recent") {
+      w.affinity = true;
+      if (pkt.returningTo !== undefined) {
+        // The endpoint chain the list is named after records the clients it DNATs.
+        const name = args[args.indexOf("--name") + 1];
+        const to = `--to-destination ${pkt.returningTo}`;
+        if (!(w.rules.rules(table, name) ?? []).some((r) => r.includes(to))) return;
+        m = { kind: "yes" };
+      }
+    }
     const next: Array<{ masq: boolean; p: number }> = [];
     for (const st0 of states) {
       // A probabilistic match: this share takes the rule, the rest goes on down the chain.

@@ -8,9 +8,18 @@ import { ipvsMode } from "./ipvs/mode.ts";
 import type { ProxyModeDefinition } from "./mode_definition.ts";
 import { nftablesMode } from "./nftables/mode.ts";
 import { userspaceMode } from "./userspace/mode.ts";
+import type { ProxyMode } from "./options/config.ts";
+
+/** Each mode's definition, typed by the one mode list: a mode without one does not compile. */
+const BY_NAME: Readonly<Record<ProxyMode, ProxyModeDefinition>> = {
+  iptables: iptablesMode,
+  ipvs: ipvsMode,
+  nftables: nftablesMode,
+  userspace: userspaceMode,
+};
 
 /** Every mode this build can run, by `--proxy-mode` name, in `--cleanup` order. */
-export const MODES: ReadonlyMap<string, ProxyModeDefinition> = new Map(
+export const MODES: ReadonlyMap<ProxyMode, ProxyModeDefinition> = new Map(
   // ipvs before iptables: its jumps lead into chains whose names the iptables mode shares.
-  [ipvsMode, iptablesMode, nftablesMode, userspaceMode].map((m) => [m.name, m]),
+  (["ipvs", "iptables", "nftables", "userspace"] as const).map((m) => [m, BY_NAME[m]]),
 );

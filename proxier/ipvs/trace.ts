@@ -55,7 +55,14 @@ export function traceIpvs(state: IpvsState, pkt: Packet, nodeIPs: readonly strin
     rule: `-A ${target} -s ${svc.vs.scheduler}${persistence}`,
     depth: 0,
   };
-  const live = svc.reals.filter((x) => x.weight > 0);
+  const name = (x: { address: string; port: number }) =>
+    x.address.includes(":") ? `[${x.address}]:${x.port}` : `${x.address}:${x.port}`;
+  let live = svc.reals.filter((x) => x.weight > 0);
+  // Persistence: IPVS's template for this client sends it back to its earlier real server.
+  if (svc.vs.persistentTimeout !== undefined && pkt.returningTo !== undefined) {
+    const again = live.filter((x) => name(x) === pkt.returningTo);
+    if (again.length > 0) live = again;
+  }
   const total = live.reduce((n, x) => n + x.weight, 0);
   if (live.length === 0) {
     // IPVS accepts the connection and has nowhere to send it: it times out.
@@ -66,8 +73,6 @@ export function traceIpvs(state: IpvsState, pkt: Packet, nodeIPs: readonly strin
   const masqueraded = live.map((x) =>
     r.marked || (loopBack?.entries.has(`${x.address},${pkt.protocol}:${x.port},${pkt.src}`) ?? false)
   );
-  const name = (x: { address: string; port: number }) =>
-    x.address.includes(":") ? `[${x.address}]:${x.port}` : `${x.address}:${x.port}`;
   const reach = live.map((x) => ({
     endpoint: name(x),
     probability: Math.round((x.weight / total) * 1e6) / 1e6,

@@ -9,8 +9,14 @@ import {
   toProxyConfig,
 } from "./kube_proxy_configuration.ts";
 
-/** The proxy modes a flag or config file may name; `proxier/modes.ts` says which are built. */
-export type ProxyMode = "iptables" | "ipvs" | "nftables" | "userspace";
+/**
+ * The proxy modes a flag or config file may name: the one list the registry (`proxier/modes.ts`),
+ * the flow table's adapters and the end-to-end list are each typed by, so none can miss a mode.
+ */
+export const PROXY_MODES = ["iptables", "ipvs", "nftables", "userspace"] as const;
+
+/** One of {@linkcode PROXY_MODES}. */
+export type ProxyMode = typeof PROXY_MODES[number];
 
 /** How traffic from this node's pods is told apart (upstream's LocalMode). */
 export type LocalMode = "ClusterCIDR" | "NodeCIDR" | "BridgeInterface" | "InterfaceNamePrefix";

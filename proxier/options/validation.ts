@@ -6,7 +6,7 @@
  */
 import { SCHEDULERS } from "../../iptables/ipvs.ts";
 import { cidrFamily, ipFamily } from "../net.ts";
-import { MAX_TCP_WORKERS, UPSTREAM_VERSION } from "./config.ts";
+import { MAX_TCP_WORKERS, PROXY_MODES, UPSTREAM_VERSION } from "./config.ts";
 import { formatDuration } from "./duration.ts";
 import { type KubeProxyConfiguration, modeSection, splitHostPort } from "./kube_proxy_configuration.ts";
 import { parsePortRange } from "./values.ts";
@@ -18,7 +18,6 @@ export interface FieldError {
 }
 
 /** The modes this program accepts (upstream's Linux modes, and ours). */
-export const MODES = ["iptables", "ipvs", "nftables", "userspace"] as const;
 const LOCAL_MODES = ["ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix", ""];
 /**
  * A Linux interface name (at most 15 bytes) of the characters that are safe inside an iptables
@@ -65,7 +64,7 @@ export function validate(c: KubeProxyConfiguration): FieldError[] {
     invalid("oomScoreAdj", c.oomScoreAdj, "must be within the range [-1000, 1000]");
   }
 
-  if (c.mode !== "" && !(MODES as readonly string[]).includes(c.mode)) {
+  if (c.mode !== "" && !(PROXY_MODES as readonly string[]).includes(c.mode)) {
     invalid(
       "mode",
       c.mode,

@@ -174,6 +174,14 @@ export class UserspaceProxier extends BaseProxier {
     return undefined;
   }
 
+  /**
+   * Returns the endpoint a new connection from `clientIP` to the service port `key` gets, as a
+   * real connection would (round robin, ClientIP affinity); undefined without endpoints.
+   */
+  pick(key: string, clientIP: string): string | undefined {
+    return this.#balancer.next(key, clientIP);
+  }
+
   /** Returns the portal port of a service port key (for tests and `render`); 0 when none. */
   proxyPort(key: string): number {
     return this.#ports.get(key)?.proxyPort ?? 0;

@@ -5,6 +5,7 @@
  */
 import type { Packet } from "../../iptables/rule_walker.ts";
 import type { Provider } from "../../proxier/base_proxier.ts";
+import type { ProxyMode } from "../../proxier/options/config.ts";
 import { makeNode } from "../fixtures.ts";
 import type { NodeSpec, ObjectSet } from "./objects.ts";
 
@@ -30,6 +31,11 @@ export interface FlowPacket {
   readonly proto: "tcp" | "udp" | "sctp";
   /** Sent by a process on this node (OUTPUT) rather than arriving from a pod or another host. */
   readonly fromNode?: boolean;
+  /**
+   * The same client's second connection, after a first one that reached the last endpoint the
+   * packet can reach (for ClientIP affinity: with it, the second goes there too).
+   */
+  readonly again?: boolean;
 }
 
 /** Where the packet went. */
@@ -48,7 +54,7 @@ export interface FlowResult {
 /** One mode's adapter. */
 export interface Datapath {
   /** The `--proxy-mode` name. */
-  readonly mode: string;
+  readonly mode: ProxyMode;
   /**
    * False when the mode always hides the client's address (a userspace proxy is the source of
    * every connection it makes), so rows' masquerade expectations do not apply.
@@ -72,7 +78,20 @@ export function feed(p: Provider, setup: Pick<FlowSetup, "objects" | "node">): v
   p.onEndpointSlicesSynced();
 }
 
-/** Returns the packet as the iptables tracer takes it. */
-export function tracerPacket(p: FlowPacket): Packet {
-  return { src: p.src, dst: p.dst, port: p.port, protocol: p.proto, fromHost: p.fromNode };
+/** Returns the packet as the iptables tracer takes it (`returningTo`: see {@linkcode FlowPacket.again}). */
+export function tracerPacket(p: FlowPacket, returningTo?: string): Packet {
+  return { src: p.src, dst: p.dst, port: p.port, protocol: p.proto, fromHost: p.fromNode, returningTo };
+}
+
+/**
+ * Runs `trace` for `p`; for a second connection ({@linkcode FlowPacket.again}), first for the
+ * first one, then for the second, told where the first went.
+ */
+export function traceAgain<R extends { endpoints: readonly string[] }>(
+  p: FlowPacket,
+  trace: (returningTo?: string) => R,
+): R {
+  if (p.again !== true) return trace();
+  const first = trace();
+  return trace(first.endpoints.at(-1));
 }

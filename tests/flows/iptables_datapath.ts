@@ -8,7 +8,7 @@ import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { tracePacket } from "../../iptables/rule_walker.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
 import { baseOptions } from "../fixtures.ts";
-import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";
+import { type Datapath, feed, type FlowSetup, traceAgain, tracerPacket } from "./datapath.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 
 /**
@@ -48,7 +48,7 @@ export const iptablesDatapath: Datapath = {
     const { fake, proxier } = iptablesSetup({}, setup);
     await proxier.syncNow();
     return (p) => {
-      const r = tracePacket(fake, tracerPacket(p), setup.node.ips);
+      const r = traceAgain(p, (to) => tracePacket(fake, tracerPacket(p, to), setup.node.ips));
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       if (r.verdict === "REDIRECT") throw new Error(`iptables mode never redirects: ${JSON.stringify(r)}`);
       if (r.verdict === "UNKNOWN") {

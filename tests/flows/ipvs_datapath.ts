@@ -13,7 +13,7 @@ import { baseOptions } from "../fixtures.ts";
 import { NODE_IP } from "./objects.ts";
 import { parseSave } from "../../iptables/ipvs.ts";
 import { traceIpvs } from "../../proxier/ipvs/trace.ts";
-import { type Datapath, feed, tracerPacket } from "./datapath.ts";
+import { type Datapath, feed, traceAgain, tracerPacket } from "./datapath.ts";
 
 /** A proxier on the four fakes (nothing synced yet), its options overridden by `over`. */
 export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
@@ -72,10 +72,11 @@ export const ipvsDatapath: Datapath = {
       bound: new Set(s.link.bound),
     };
     return (p) => {
-      const r = traceIpvs(state, {
-        ...tracerPacket(p),
-        fromPod: p.fromNode !== true && p.src.startsWith("10.180."),
-      }, setup.node.ips);
+      const r = traceAgain(p, (to) =>
+        traceIpvs(state, {
+          ...tracerPacket(p, to),
+          fromPod: p.fromNode !== true && p.src.startsWith("10.180."),
+        }, setup.node.ips));
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       if (r.verdict === "UNKNOWN") {
         throw new Error(`the tracer does not understand: ${r.unsupported.join("; ")}`);

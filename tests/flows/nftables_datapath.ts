@@ -53,6 +53,9 @@ export const nftablesDatapath: Datapath = {
     const { fake, proxier } = nftablesSetup({}, setup);
     await proxier.syncNow();
     return (p) => {
+      // A first connection records its endpoint in the affinity map, as the kernel does: its row
+      // has a load of its own (flows_test.ts), so the record stays with it.
+      if (p.again === true) traceNft(fake, "IPv4", TABLE, tracerPacket(p), setup.node.ips, { record: true });
       const r = traceNft(fake, "IPv4", TABLE, tracerPacket(p), setup.node.ips);
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };

@@ -5,6 +5,7 @@
  * modes is either a failing row or a stated one.
  * @module
  */
+import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
 import {
   NODE_A,
@@ -26,12 +27,20 @@ export interface FlowRow {
   readonly node?: NodeSpec;
   readonly options?: FlowOptions;
   readonly packet: FlowPacket;
-  /** For DNAT, the endpoints and (where the mode reports it) whether the packet is masqueraded. */
+  /**
+   * For DNAT, the endpoints and (where the mode reports it) whether the packet is masqueraded;
+   * `sticky`: exactly one of `endpoints` (a returning client's, under ClientIP affinity).
+   */
   readonly expect:
-    | { readonly verdict: "DNAT"; readonly endpoints: string[]; readonly masquerade: boolean }
+    | {
+      readonly verdict: "DNAT";
+      readonly endpoints: string[];
+      readonly masquerade: boolean;
+      readonly sticky?: boolean;
+    }
     | { readonly verdict: Exclude<FlowResult["verdict"], "DNAT"> };
-  /** Modes the row does not apply to, each with the reason. */
-  readonly notFor?: Readonly<Record<string, string>>;
+  /** Modes the row does not apply to, each with the reason (a misspelt mode does not compile). */
+  readonly notFor?: Readonly<Partial<Record<ProxyMode, string>>>;
 }
 
 const POD = "10.180.5.5";
@@ -199,6 +208,18 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.43", 80),
     expect: dnat(["10.180.0.4:80", "10.180.0.5:80"], false),
+  },
+  {
+    name: "ClientIP affinity: a returning client goes to the endpoint its first connection reached",
+    objects: REPRESENTATIVE,
+    packet: { ...tcp(POD, "172.30.0.43", 80), again: true },
+    expect: { ...dnat(["10.180.0.4:80", "10.180.0.5:80"], false), sticky: true },
+  },
+  {
+    name: "no affinity (control): a returning client still reaches every endpoint",
+    objects: REPRESENTATIVE,
+    packet: { ...tcp(POD, "172.30.0.42", 80), again: true },
+    expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
   },
   {
     name: "UDP service without endpoints rejects",

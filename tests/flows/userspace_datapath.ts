@@ -60,7 +60,13 @@ export const userspaceDatapath: Datapath = {
       if (route.endpoints.length === 0) {
         return { endpoints: [], masquerade: false, verdict: protocol === "UDP" ? "DROP" : "REJECT" };
       }
-      return { endpoints: [...route.endpoints].sort(), masquerade: true, verdict: "DNAT" };
+      if (p.again !== true) {
+        return { endpoints: [...route.endpoints].sort(), masquerade: true, verdict: "DNAT" };
+      }
+      // Real picks: one first connection, then every endpoint the next connections get.
+      proxier.pick(route.service, p.src);
+      const next = new Set(route.endpoints.map(() => proxier.pick(route.service, p.src)!));
+      return { endpoints: [...next].sort(), masquerade: true, verdict: "DNAT" };
     };
   },
 };
