@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "../tests/assert.ts";
+import { assertEquals, assertNotEquals, assertThrows } from "../tests/assert.ts";
 import { FakeClock } from "../proxier/runtime/clock.ts";
 import { type Rotation, RoundRobinBalancer } from "./round_robin.ts";
 import { RotationSlots, sharedRotation } from "./shared_rotation.ts";
@@ -44,7 +44,7 @@ Deno.test("RotationSlots: one slot per key while retained; freed slots are reuse
   const a = slots.slot("a");
   const b = slots.slot("b");
   assertEquals(slots.slot("a"), a);
-  assertEquals(a !== b, true);
+  assertNotEquals(a, b);
   slots.retain(new Set(["b"]));
   assertEquals(slots.slot("c"), a);
   assertEquals(slots.slot("b"), b);

@@ -2,11 +2,26 @@
  * Small assertion helpers over `node:assert/strict`, returning the thrown error where useful.
  * @module
  */
-import { deepStrictEqual, match, ok } from "node:assert/strict";
+import { AssertionError, deepStrictEqual, match, notDeepStrictEqual, ok } from "node:assert/strict";
 
-/** Asserts deep strict equality. */
+/** Runs `check`; a failure keeps its own text (the values and their difference) after `msg`. */
+function withMessage(check: () => void, msg?: string): void {
+  try {
+    check();
+  } catch (e) {
+    if (msg === undefined || !(e instanceof AssertionError)) throw e;
+    throw new AssertionError({ message: `${msg}\n${e.message}`, actual: e.actual, expected: e.expected });
+  }
+}
+
+/** Asserts deep strict equality; a failure shows both values and `msg`. */
 export function assertEquals<T>(actual: T, expected: T, msg?: string): void {
-  deepStrictEqual(actual, expected, msg ?? "values differ");
+  withMessage(() => deepStrictEqual(actual, expected), msg);
+}
+
+/** Asserts deep strict inequality; a failure shows the value and `msg`. */
+export function assertNotEquals<T>(actual: T, expected: T, msg?: string): void {
+  withMessage(() => notDeepStrictEqual(actual, expected), msg);
 }
 
 /** Asserts a truthy value. */

@@ -218,7 +218,10 @@ Deno.test("main: render --proxy-mode=nftables prints the transaction a full sync
     assertMatch(r.stdout, /192\.168\.0\.2 \. tcp \. 30080 : goto external/);
     const fake = new FakeNft();
     await fake.apply(r.stdout);
-    assertEquals(fake.listChains("IPv4", "kube-proxy")?.includes("services"), true);
+    assert(
+      fake.listChains("IPv4", "kube-proxy")!.includes("services"),
+      String(fake.listChains("IPv4", "kube-proxy")),
+    );
     if (await netnsAvailable() && await commandWorks("nft")) {
       await withNamespace(async (exec) => {
         const loaded = await exec.run("nft", { args: ["-f", "-"], stdin: r.stdout });

@@ -7,7 +7,8 @@
  * `delete element` / `add element` statements for exactly the keys whose effective element changed.
  * @module
  */
-import { type Element, elementText, type NftName } from "./layout.ts";
+import { type NftName } from "./layout.ts";
+import { type Element, elementText } from "./port_elements.ts";
 
 interface Claim {
   readonly owner: string;

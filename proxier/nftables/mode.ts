@@ -17,7 +17,8 @@ import {
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
 import type { IPFamily } from "../types.ts";
-import { affinityStatements, fixedLayout, TABLE } from "./layout.ts";
+import { fixedLayout, TABLE } from "./layout.ts";
+import { affinityStatements } from "./affinity.ts";
 import { masqueradeMark } from "../masquerade.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "./proxier.ts";
 

@@ -14,24 +14,20 @@ import {
   AFFINITY_CHECK,
   affinityName,
   affinityRecordChain,
-  affinityStatements,
   BACKENDS,
   BACKENDS_CLUSTER,
-  backendsSize,
-  backendsStatements,
   DYNAMIC_CHAIN,
   ELEMENT_CONTAINERS,
-  elementStatements,
   fixedLayout,
   LAYOUT_MARKER,
   lbChain,
   lbClusterChain,
   type NftName,
-  type PortElements,
-  portElements,
-  PRECREATED_LB_COUNTS,
   TABLE,
 } from "./layout.ts";
+import { affinityStatements } from "./affinity.ts";
+import { backendsSize, backendsStatements, PRECREATED_LB_COUNTS } from "./backends.ts";
+import { elementStatements, type PortElements, portElements } from "./port_elements.ts";
 
 /** Options of {@linkcode NftablesProxier}. */
 export interface NftablesProxierOptions extends BaseProxierOptions {

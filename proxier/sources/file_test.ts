@@ -1,5 +1,5 @@
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import { assert, assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals, assertNotEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { eventually } from "../../tests/net_helpers.ts";
 import { FileSource } from "./file.ts";
@@ -306,7 +306,7 @@ Deno.test("FileSource: a file written in place with a pause mid-write is applied
     await new Promise((r) => setTimeout(r, 300));
     await f.write(enc.encode("---\n" + svc("b", "172.30.0.22")));
     f.close();
-    await eventually(() => assertEquals(rec.events.length > 0, true), 5000);
+    await eventually(() => assertNotEquals(rec.events, []), 5000);
     await new Promise((r) => setTimeout(r, 300));
     // Never "delete Service ns1/b": the half-written file was not applied.
     assertEquals(rec.events, ["update Service ns1/b 172.30.0.2->172.30.0.22"]);

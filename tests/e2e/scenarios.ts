@@ -7,6 +7,7 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
 import type { Agent, Pod, Topology } from "./netns.ts";
+import { servicePortChainName } from "../../proxier/iptables/chain_name.ts";
 
 /** What a scenario sees of the running test topology. */
 export interface E2EEnv {
@@ -138,6 +139,8 @@ async function answers(n: number, ask: () => Promise<string>): Promise<Set<strin
 }
 
 const BOTH = new Set(["pod-a", "pod-b"]);
+/** Upstream's service chain of e2e/named's port p (`proxier/iptables/chain_name.ts`). */
+const SVC_NAMED = servicePortChainName("KUBE-SVC-", "e2e/named:p", "tcp");
 const USERSPACE_ETP =
   "externalTrafficPolicy Local needs the client's address, which a userspace proxy cannot keep";
 
@@ -227,24 +230,39 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: "lb-source-ranges",
-    name: "loadBalancerSourceRanges drop a client outside them",
-    objects: () => "",
+    name: "loadBalancerSourceRanges drop a client outside them and admit one inside",
+    objects: ({ pods }) =>
+      service("ranged", "172.30.0.26", {
+        type: "LoadBalancer",
+        nodePort: 30086,
+        spec: "  loadBalancerSourceRanges: [192.168.0.10/32]",
+        status: "status: { loadBalancer: { ingress: [{ ip: 192.168.99.26 }] } }\n",
+      }) + slice("ranged", pods),
     async check(env) {
-      assertMatch(await env.refused.agent.tcp("192.168.99.11", 80, 1000), /^ERR/);
-      await traceAgrees(env, { client: env.refused }, "192.168.99.11", 80, "refused");
-      await traceAgrees(env, { client: env.admitted }, "192.168.99.11", 80, BOTH);
+      // The control first: the admitted client gets through, so the refusal below is the ranges'.
+      await eventually(
+        async () => assertMatch(await env.admitted.agent.tcp("192.168.99.26", 80), /^pod-[ab]$/),
+        10_000,
+      );
+      assertMatch(await env.refused.agent.tcp("192.168.99.26", 80, 1000), /^ERR/);
+      await traceAgrees(env, { client: env.refused }, "192.168.99.26", 80, "refused");
+      await traceAgrees(env, { client: env.admitted }, "192.168.99.26", 80, BOTH);
     },
     notFor: { userspace: "loadBalancerSourceRanges are not enforced in userspace mode" },
   },
   {
     id: "affinity",
-    name: "ClientIP affinity pins a client to one pod",
+    name: "ClientIP affinity pins a client to one pod; without it the same client reaches both",
     objects: ({ pods }) =>
-      service("sticky", "172.30.0.12", { spec: "  sessionAffinity: ClientIP" }) + slice("sticky", pods),
+      service("sticky", "172.30.0.12", { spec: "  sessionAffinity: ClientIP" }) + slice("sticky", pods) +
+      service("unsticky", "172.30.0.31") + slice("unsticky", pods),
     async check({ node }) {
       await eventually(async () => ok(await node.tcp("172.30.0.12", 80)), 10_000);
       const got = await answers(8, () => node.tcp("172.30.0.12", 80));
       assertEquals(got.size, 1, `affinity: ${[...got]}`);
+      // The control: the same client, the same pods, no affinity.
+      await eventually(async () => ok(await node.tcp("172.30.0.31", 80)), 10_000);
+      assertEquals(await answers(16, () => node.tcp("172.30.0.31", 80)), BOTH);
     },
   },
   {
@@ -374,7 +392,8 @@ export const SCENARIOS: readonly Scenario[] = [
         type: "NodePort",
         nodePort: 30085,
         meta: 'annotations: { kube-router.io/service.scheduler: "sh" }',
-      }) + slice("hashed", pods),
+      }) + slice("hashed", pods) +
+      service("unhashed", "172.30.0.32", { type: "NodePort", nodePort: 30087 }) + slice("unhashed", pods),
     async check({ t, admitted, refused }) {
       await eventually(
         async () => assertMatch(await admitted.agent.hello(t.nodeIP, 30085), /^pod-[ab]$/),
@@ -383,6 +402,12 @@ export const SCENARIOS: readonly Scenario[] = [
       for (const client of [admitted, refused]) {
         assertEquals((await answers(8, () => client.agent.hello(t.nodeIP, 30085))).size, 1, client.ip);
       }
+      // The control: the default scheduler (rr) spreads the same client over both.
+      await eventually(
+        async () => assertMatch(await admitted.agent.hello(t.nodeIP, 30087), /^pod-[ab]$/),
+        10_000,
+      );
+      assertEquals(await answers(8, () => admitted.agent.hello(t.nodeIP, 30087)), BOTH);
     },
     notFor: {
       iptables: "kube-router's annotations choose IPVS schedulers",
@@ -459,14 +484,16 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
   {
     id: "chain-names",
     name: "the kernel holds upstream's chain names",
-    objects: () => "",
+    objects: ({ pods }) => service("named", "172.30.0.27") + slice("named", [pods[0]]),
     async check({ t }) {
-      const nat = await t.exec(t.node, ["iptables-save", "-t", "nat"]);
-      assert(
-        nat.includes(":KUBE-SERVICES - ") && nat.includes(":KUBE-POSTROUTING - ") &&
-          /:KUBE-SVC-[A-Z2-7]{16} /.test(nat),
-        nat,
-      );
+      // Upstream's hash of "e2e/named:p" + "tcp" and of the endpoint 10.180.1.2:8080 (DESIGN.md).
+      await eventually(async () => {
+        const nat = await t.exec(t.node, ["iptables-save", "-t", "nat"]);
+        for (const chain of ["KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", SVC_NAMED]) {
+          assert(nat.includes(`:${chain} - `), `${chain} missing:\n${nat}`);
+        }
+        assertMatch(nat, new RegExp(`-A ${SVC_NAMED} .*-j KUBE-SEP-[A-Z2-7]{16}`));
+      }, 10_000);
     },
     notFor: {
       userspace: "userspace mode has portal chains only",
@@ -477,11 +504,14 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
   {
     id: "nft-layout",
     name: "the kernel holds the kube-proxy table with a fixed number of chains, services as map elements",
-    objects: () => "",
+    objects: ({ pods }) => service("mapped", "172.30.0.28") + slice("mapped", pods),
     async check({ t }) {
-      const listed = await t.exec(t.node, ["nft", "list", "table", "ip", "kube-proxy"]);
+      const listed = await eventually(async () => {
+        const text = await t.exec(t.node, ["nft", "list", "table", "ip", "kube-proxy"]);
+        assertMatch(text, /172\.30\.0\.28 \. tcp \. 80 : goto internal/);
+        return text;
+      }, 10_000);
       assert(listed.includes("chain kube-proxy-deno-layout-1") && listed.includes("map service-ips"), listed);
-      assertMatch(listed, /172\.30\.0\.10 \. tcp \. 80 : goto internal/);
       // No iptables-mode chains: the mode's start removed what another mode left.
       assert(!(await t.exec(t.node, ["iptables-save"])).includes("KUBE-SERVICES"));
     },
@@ -496,22 +526,22 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
     name:
       "ClientIP affinity with a real timeout: the pin is in the kernel, expires when idle, and is made anew",
     objects: ({ pods }) =>
-      service("brief", "172.30.0.21", {
+      service("brief", "172.30.0.25", {
         spec: "  sessionAffinity: ClientIP\n  sessionAffinityConfig: { clientIP: { timeoutSeconds: 2 } }",
       }) +
       slice("brief", pods),
     async check({ t, node }) {
       const pins = async () =>
         ((await t.exec(t.node, ["nft", "-j", "list", "map", "ip", "kube-proxy", "affinity-2"])).match(
-          /172\.30\.0\.21/g,
+          /172\.30\.0\.25/g,
         ) ?? [])
           .length;
-      await eventually(async () => ok(await node.tcp("172.30.0.21", 80)), 10_000);
-      const got = await answers(6, () => node.tcp("172.30.0.21", 80));
+      await eventually(async () => ok(await node.tcp("172.30.0.25", 80)), 10_000);
+      const got = await answers(6, () => node.tcp("172.30.0.25", 80));
       assertEquals(got.size, 1, `pinned: ${[...got]}`);
       assertEquals(await pins(), 1, "one pin, for the node's address");
       await eventually(async () => assertEquals(await pins(), 0, "the idle pin expired"), 6000);
-      ok(await node.tcp("172.30.0.21", 80));
+      ok(await node.tcp("172.30.0.25", 80));
       assertEquals(await pins(), 1, "a new connection pins again");
     },
     notFor: {
@@ -563,18 +593,21 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
   {
     id: "sigterm",
     name: "SIGTERM stops the proxy and leaves the datapath in place",
-    objects: () => "",
+    objects: ({ pods }) => service("stays", "172.30.0.29") + slice("stays", pods),
     async check({ node, stopProxy }) {
+      await eventually(async () => ok(await node.tcp("172.30.0.29", 80)), 10_000);
       assertEquals((await stopProxy()).code, 0);
-      assertEquals(await answers(16, () => node.tcp("172.30.0.10", 80)), BOTH, "cluster IP still served");
+      assertEquals(await answers(16, () => node.tcp("172.30.0.29", 80)), BOTH, "cluster IP still served");
     },
     notFor: { userspace: "the userspace datapath is the process itself" },
   },
   {
     id: "cleanup",
     name: "--cleanup removes every rule of ours, and a second run finds nothing to do",
-    objects: () => "",
+    objects: ({ pods }) => service("cleaned", "172.30.0.30") + slice("cleaned", pods),
     async check({ t, node, stopProxy, runProgram, mode }) {
+      // Served before: the refusal at the end is the cleanup's doing.
+      await eventually(async () => ok(await node.tcp("172.30.0.30", 80)), 10_000);
       if (mode === "ipvs") await t.exec(t.node, ["ipvsadm", "-A", "-t", "10.99.0.1:80", "-s", "wlc"]);
       await stopProxy();
       for (let i = 0; i < 2; i++) {
@@ -596,7 +629,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
       }
       const ruleset = await t.exec(t.node, ["nft", "list", "ruleset"]);
       assert(!ruleset.includes("table ip kube-proxy") && !ruleset.includes("table ip6 kube-proxy"), ruleset);
-      assertMatch(await node.tcp("172.30.0.10", 80, 500), /^ERR/);
+      assertMatch(await node.tcp("172.30.0.30", 80, 500), /^ERR/);
     },
   },
 ];

@@ -2,7 +2,7 @@
  * Runs inside the VM (tests/vm/ipvs_vm_test.ts starts it there): the real ipvsadm and the fake agree
  * on the same batches. On a kernel without IPVS (the host) it is skipped.
  */
-import { assertEquals, assertRejects } from "../../assert.ts";
+import { assertEquals, assertMatch, assertRejects } from "../../assert.ts";
 import { DenoExecutor, ExecError } from "../../../iptables/executor.ts";
 import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvs.ts";
 import { FakeIpvs } from "../../../iptables/testing/fake_ipvs.ts";
@@ -113,7 +113,8 @@ Deno.test({
     for (const l of [real, fake]) await l.ensure();
     await real.ensure(); // again: nothing to do
     const show = (await exec.run("ip", { args: ["-o", "link", "show", "dev", "kube-ipvs0"] })).stdout;
-    assertEquals(/NOARP/.test(show) && /[<,]UP[,>]/.test(show), true, show);
+    assertMatch(show, /NOARP/);
+    assertMatch(show, /[<,]UP[,>]/);
     for (const l of [real, fake]) await l.apply(["10.0.0.1", "fd00::1"], []);
     const r = await assertRejects(() => real.apply(["10.0.0.2", "10.0.0.1"], ["10.0.0.9"]), ExecError);
     const f = await assertRejects(() => fake.apply(["10.0.0.2", "10.0.0.1"], ["10.0.0.9"]), ExecError);

@@ -1,0 +1,221 @@
+/**
+ * The nftables layout's per-port part: the set and map elements one service port contributes
+ * (entries, endpoints, no-endpoint verdicts, firewall ranges, affinity), and the statements that
+ * add or delete them.
+ * @module
+ */
+import type { Logger } from "../runtime/logger.ts";
+import { cidrContains } from "../net.ts";
+import {
+  type CategorizedEndpoints,
+  categorizeEndpoints,
+  internalEndpoints,
+  type NodeTopology,
+} from "../topology.ts";
+import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
+import { servicePortNameString } from "../types.ts";
+import {
+  AFFINITY_CHECK,
+  AFFINITY_RECORDS,
+  affinityName,
+  affinityRecordChain,
+  BACKENDS,
+  BACKENDS_CLUSTER,
+  CLUSTER_IPS,
+  EXTERNAL,
+  EXTERNAL_LOCAL,
+  FIREWALL,
+  FIREWALL_ALLOW,
+  FIREWALL_IPS,
+  HAIRPIN,
+  INTERNAL,
+  LB,
+  LB_CLUSTER,
+  lbChain,
+  lbClusterChain,
+  type NftName,
+  NO_ENDPOINT_SERVICES,
+  REJECT_CHAIN,
+  SERVICE_IPS,
+  TABLE,
+  words,
+} from "./layout.ts";
+
+/** One element a service port contributes: a set member (no value) or a map entry. */
+export interface Element {
+  readonly container: NftName;
+  readonly key: string;
+  /** The map value; undefined for set members. */
+  readonly value?: string;
+  /** Shown by `nft list` beside the element (the service port's name). */
+  readonly comment?: string;
+}
+
+/** What per-port elements depend on beyond the service and its endpoints. */
+export interface PortElementOptions {
+  readonly topology: NodeTopology;
+  /** The node's addresses that answer NodePorts (this family). */
+  readonly nodePortIPs: readonly string[];
+  /** This node's addresses: a source range containing one also admits the VIP as a source. */
+  readonly nodeIPs: readonly string[];
+  /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
+  readonly affinitySupported: boolean;
+  readonly log?: Logger;
+}
+
+/** Everything one service port contributes. */
+export interface PortElements {
+  readonly elements: Element[];
+  /** Endpoint counts N whose `lb-N` / `lbc-N` chains its elements jump to. */
+  readonly lbCounts: ReadonlySet<number>;
+  readonly lbClusterCounts: ReadonlySet<number>;
+  /** Its ClientIP timeout, 0 when none (or unsupported). */
+  readonly affinityTimeout: number;
+  /** Whether it has internal / external endpoints missing on this node (for the metric). */
+  readonly noLocalInternal: boolean;
+  readonly noLocalExternal: boolean;
+}
+
+/** Returns `ip . proto . port`, the key of an entry. */
+export function entryKey(ip: string, proto: string, port: number): string {
+  return `${ip} . ${proto} . ${port}`;
+}
+
+/** Comments are at most 128 bytes in nft; names are DNS labels, so no quoting is needed. */
+function comment(svc: ServicePortInfo): string {
+  const s = servicePortNameString(svc.name);
+  return s.length > 128 ? s.slice(0, 128) : s;
+}
+
+/** Returns every element one service port contributes; see the module doc for their meaning. */
+export function portElements(
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+  o: PortElementOptions,
+): PortElements {
+  const cat: CategorizedEndpoints = categorizeEndpoints(svc, eps, o.topology, o.log);
+  const { hasAny, hasInternal, hasExternal } = cat;
+  const internal = internalEndpoints(svc, cat);
+  const proto = svc.protocol.toLowerCase();
+  const elements: Element[] = [];
+  const lbCounts = new Set<number>();
+  const lbClusterCounts = new Set<number>();
+  const note = comment(svc);
+  const affinityTimeout = svc.stickyMaxAgeSeconds > 0 && o.affinitySupported ? svc.stickyMaxAgeSeconds : 0;
+  const served: string[] = [];
+  const lb = (entry: string, list: readonly EndpointInfo[], cluster: boolean) => {
+    if (list.length === 0) return;
+    (cluster ? lbClusterCounts : lbCounts).add(list.length);
+    elements.push({
+      container: cluster ? LB_CLUSTER : LB,
+      key: entry,
+      value: `goto ${cluster ? lbClusterChain(list.length) : lbChain(list.length)}`,
+    });
+    list.forEach((e, i) =>
+      elements.push({
+        container: cluster ? BACKENDS_CLUSTER : BACKENDS,
+        key: `${entry} . ${i}`,
+        value: `${e.ip} . ${e.port}`,
+      })
+    );
+  };
+  const noEndpoints = (entry: string, hasEndpointsHere: boolean) => {
+    if (hasEndpointsHere) return;
+    elements.push({
+      container: NO_ENDPOINT_SERVICES,
+      key: entry,
+      value: hasAny ? "drop" : `goto ${REJECT_CHAIN}`,
+      comment: note,
+    });
+  };
+
+  elements.push({ container: CLUSTER_IPS, key: svc.clusterIP });
+  const clusterEntry = entryKey(svc.clusterIP, proto, svc.port);
+  if (hasInternal) {
+    elements.push({ container: SERVICE_IPS, key: clusterEntry, value: `goto ${INTERNAL}` });
+    lb(clusterEntry, internal, false);
+    served.push(clusterEntry);
+  }
+  noEndpoints(clusterEntry, hasInternal);
+
+  const external = [
+    ...svc.externalIPs.map((ip) => entryKey(ip, proto, svc.port)),
+    ...svc.loadBalancerIPs.map((ip) => entryKey(ip, proto, svc.port)),
+    ...(svc.nodePort === 0 ? [] : o.nodePortIPs.map((ip) => entryKey(ip, proto, svc.nodePort))),
+  ];
+  for (const entry of external) {
+    if (hasAny) {
+      const chain = svc.externalPolicyLocal ? EXTERNAL_LOCAL : EXTERNAL;
+      elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}` });
+      if (svc.externalPolicyLocal) {
+        lb(entry, cat.local, false);
+        lb(entry, cat.cluster, true);
+      } else lb(entry, cat.cluster, false);
+      served.push(entry);
+    }
+    noEndpoints(entry, hasExternal);
+  }
+
+  if (svc.loadBalancerIPs.length > 0 && svc.hasSourceRanges) {
+    const allowFromNode = o.nodeIPs.some((ip) =>
+      svc.loadBalancerSourceRanges.some((c) => cidrContains(c, ip))
+    );
+    for (const ip of svc.loadBalancerIPs) {
+      const entry = entryKey(ip, proto, svc.port);
+      elements.push({ container: FIREWALL_IPS, key: entry, value: `goto ${FIREWALL}` });
+      for (const cidr of svc.loadBalancerSourceRanges) {
+        elements.push({ container: FIREWALL_ALLOW, key: `${entry} . ${cidr}` });
+      }
+      // A VIP routed locally loops back with itself as the source: admit that when the node is admitted.
+      if (allowFromNode) elements.push({ container: FIREWALL_ALLOW, key: `${entry} . ${ip}` });
+    }
+  }
+
+  if (affinityTimeout > 0) {
+    for (const entry of served) {
+      elements.push({
+        container: AFFINITY_CHECK,
+        key: entry,
+        value: `jump ${affinityName(affinityTimeout)}`,
+      });
+      elements.push({
+        container: AFFINITY_RECORDS,
+        key: entry,
+        value: `goto ${affinityRecordChain(affinityTimeout)}`,
+      });
+    }
+  }
+  // A pod reaches services through its own node only, so only this node's endpoints can hairpin
+  // here; the set stays as small as one node's pods (upstream marks every endpoint, which costs
+  // an element per endpoint of the cluster).
+  for (const e of cat.all) if (e.isLocal) elements.push({ container: HAIRPIN, key: `${e.ip} . ${e.ip}` });
+  return {
+    elements,
+    lbCounts,
+    lbClusterCounts,
+    affinityTimeout,
+    noLocalInternal: hasAny && !hasInternal,
+    noLocalExternal: hasAny && !hasExternal && external.length > 0,
+  };
+}
+
+/** Formats an element for `add element`: `key [comment "c"] [: value]`. */
+export function elementText(e: Element): string {
+  const c = e.comment === undefined ? "" : ` comment "${e.comment}"`;
+  return e.value === undefined ? `${e.key}${c}` : `${e.key}${c} : ${e.value}`;
+}
+
+/** Returns `add element` / `delete element` statements for `container`, 1,000 elements per line. */
+export function elementStatements(
+  family: IPFamily,
+  verb: "add" | "delete",
+  container: NftName,
+  items: readonly string[],
+): string[] {
+  const out: string[] = [];
+  const { fam } = words(family);
+  for (let i = 0; i < items.length; i += 1000) {
+    out.push(`${verb} element ${fam} ${TABLE} ${container} { ${items.slice(i, i + 1000).join(", ")} }`);
+  }
+  return out;
+}
