@@ -4,18 +4,10 @@
  * @module
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
-import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { traceIptables } from "./trace.ts";
-import {
-  CONNTRACK_NEED,
-  onEveryIptablesBackend,
-  probeIptables,
-  probeIptablesBackend,
-} from "../runtime/kernel_tools.ts";
-import type { Logger } from "../runtime/logger.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -23,22 +15,17 @@ import {
   proxierOptions,
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
-import { type ChainOwnership, removeOwnChains } from "../iptables_chains.ts";
-import type { IPFamily } from "../types.ts";
-import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
 import {
-  JUMP_CHAINS,
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_FIREWALL,
-  KUBE_FORWARD,
-  KUBE_MARK_MASQ,
-  KUBE_NODEPORTS,
-  KUBE_POSTROUTING,
-  KUBE_PROXY_CANARY,
-  KUBE_PROXY_FIREWALL,
-  KUBE_SERVICES,
-  SERVICE_CHAIN,
-} from "./rules.ts";
+  CONNTRACK_NEED,
+  onEveryIptablesBackend,
+  probeIptables,
+  probeIptablesBackend,
+} from "../runtime/kernel_tools.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { IPFamily } from "../types.ts";
+import { cleanupIptables } from "./cleanup.ts";
+import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
+import { traceIptables } from "./trace.ts";
 
 /** Builds one family's iptables proxier from the program's configuration. */
 function newProxier(
@@ -137,45 +124,6 @@ export const iptablesMode: ProxyModeDefinition = {
     return onEveryIptablesBackend(exec, family, (ipt) => cleanupIptables(ipt, opts?.everything ?? true));
   },
 };
-
-/**
- * Removes every chain and rule kube-proxy (and kube-proxy-deno) creates in iptables mode from one
- * family; running it again finds nothing to do.
- */
-export async function cleanupIptables(ipt: IPTables, everything = true): Promise<void> {
-  await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
-  await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
-}
-
-/** The iptables mode's chains, for {@linkcode removeOwnChains}. */
-const IPTABLES_CHAINS: ChainOwnership = {
-  jumps: JUMP_CHAINS,
-  mine: (_, c) => OWN_CHAINS.has(c) || SERVICE_CHAIN.test(c) || SHARED_CHAINS.has(c),
-  // The ipvs mode shares some names (nat KUBE-SERVICES, KUBE-POSTROUTING...).
-  onlyMine: (table, c) =>
-    IPTABLES_ONLY.has(c) || SERVICE_CHAIN.test(c) || (table === "filter" && c === KUBE_SERVICES),
-};
-
-/** Chains only kube-proxy creates (besides the per-service ones). */
-const OWN_CHAINS: ReadonlySet<Chain> = new Set([
-  KUBE_SERVICES,
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_NODEPORTS,
-  KUBE_POSTROUTING,
-  KUBE_FORWARD,
-  KUBE_PROXY_FIREWALL,
-  KUBE_PROXY_CANARY,
-]);
-
-/** Chains only the iptables mode creates (besides the per-service ones). */
-const IPTABLES_ONLY: ReadonlySet<Chain> = new Set([
-  KUBE_NODEPORTS,
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_PROXY_CANARY,
-]);
-
-/** Chains kubelet has created too (older versions). */
-const SHARED_CHAINS: ReadonlySet<Chain> = new Set([KUBE_MARK_MASQ, KUBE_FIREWALL]);
 
 /** NodePorts on 127.0.0.1 need the kernel to route localnet traffic, as upstream sets. */
 async function enableRouteLocalnet(sysctl: Sysctl, log: Logger): Promise<void> {

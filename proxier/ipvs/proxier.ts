@@ -4,8 +4,7 @@
  * failure, hourly) reads the kernel once (virtual servers, ipsets, bound addresses) and reconciles
  * all of it; a partial sync recomputes only the changed services and touches only what they
  * change. Each sync is at most one ipset batch, one iptables-restore, one ip batch and one ipvsadm
- * batch. Removed TCP/SCTP real servers first get weight 0 and go once their connections are gone
- * (or after {@linkcode GRACEFUL_TERMINATION_MAX_MS}); UDP ones go at once.
+ * batch. Removed real servers leave as `graceful_termination.ts` decides.
  * @module
  */
 import type { DummyLink } from "../../iptables/dummy_link.ts";
@@ -28,13 +27,12 @@ import { type BuiltinJump, missingJumps } from "../iptables_chains.ts";
 import { masqueradeMark } from "../masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { restoreFailureCounters } from "../metrics.ts";
-import { cidrContains, ipFamily, isLoopback } from "../net.ts";
+import { ipFamily, isLoopback } from "../net.ts";
 import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
-import { iptablesInput, JUMPS, SET, SET_NAMES, type SetName, setName, setSpec } from "./layout.ts";
+import { GracefulTermination } from "./graceful_termination.ts";
+import { readKernelState } from "./kernel_state.ts";
+import { iptablesInput, JUMPS, SET_NAMES, type SetName, setSpec } from "./layout.ts";
 import { type PortState, portState } from "./port_state.ts";
-
-/** How long a removed TCP/SCTP real server may keep connections before it is deleted anyway. */
-export const GRACEFUL_TERMINATION_MAX_MS = 15 * 60_000;
 
 /** Options of {@linkcode IpvsProxier}. */
 export interface IpvsProxierOptions extends BaseProxierOptions {
@@ -75,8 +73,8 @@ export class IpvsProxier extends BaseProxier {
   #kernelServers = new Map<string, { vs: VirtualServer; reals: Map<string, RealServer> }>();
   #kernelEntries = new Map<SetName, Set<string>>();
   #kernelBinds = new Set<string>();
-  /** Real servers at weight 0, `vsKey|rsKey` -> since (ms). */
-  readonly #terminating = new Map<string, number>();
+  /** Real servers at weight 0, waiting for their connections to end. */
+  readonly #terminating = new GracefulTermination();
   #lastIptables = "";
 
   /** Builds the proxier; runs nothing until a sync. Its IPVS counters are read on each scrape. */
@@ -310,34 +308,10 @@ export class IpvsProxier extends BaseProxier {
 
   /** Reads the kernel state of this family (full syncs). */
   async #readKernel(): Promise<void> {
-    const [table, sets, bound] = await Promise.all([
-      this.#o.ipvs.read(),
-      this.#o.ipset.save(),
-      this.#o.link.addresses(),
-    ]);
-    this.#kernelBinds = new Set(bound.filter((ip) => ipFamily(ip) === this.family));
-    this.#kernelEntries = new Map();
-    for (const n of SET_NAMES) {
-      const content = sets.get(setName(n, this.family));
-      if (content !== undefined) this.#kernelEntries.set(n, new Set(content.entries));
-    }
-    const nodePorts = new Set<number>();
-    for (const n of [SET.NODE_PORT_TCP, SET.NODE_PORT_UDP]) {
-      for (const e of this.#kernelEntries.get(n) ?? []) nodePorts.add(Number(e));
-    }
-    for (const e of this.#kernelEntries.get(SET.NODE_PORT_SCTP) ?? []) {
-      nodePorts.add(Number(e.split(":").at(-1)));
-    }
-    this.#kernelServers = new Map();
-    for (const { vs, reals } of table) {
-      if (ipFamily(vs.address) !== this.family) continue;
-      if (this.#o.excludeCIDRs.some((c) => cidrContains(c, vs.address))) continue;
-      // Ours: bound on kube-ipvs0, or a node port of ours on a node address. Nothing else is touched.
-      const ours = this.#kernelBinds.has(vs.address) ||
-        (this.#o.nodeIPs.includes(vs.address) && nodePorts.has(vs.port));
-      if (!ours) continue;
-      this.#kernelServers.set(vsKey(vs), { vs, reals: new Map(reals.map((r) => [rsKey(r), r])) });
-    }
+    const k = await readKernelState(this.#o, this.family);
+    this.#kernelServers = k.servers;
+    this.#kernelEntries = k.entries;
+    this.#kernelBinds = k.binds;
   }
 
   /** The jumps from the built-in chains missing from the kernel. */
@@ -366,8 +340,8 @@ export class IpvsProxier extends BaseProxier {
     const lines: string[] = [];
     const kernel = new Map<string, { vs: VirtualServer; reals: Map<string, RealServer> } | undefined>();
     const now = this.clock.now();
-    // Drained real servers anywhere are checked on every sync (the periodic ones included).
-    const drainKeys = new Set([...this.#terminating.keys()].map((k) => k.split("|")[0]));
+    // Draining real servers anywhere are checked on every sync (the periodic ones included).
+    const drainKeys = this.#terminating.virtualServers();
     const conns = this.#terminating.size > 0 && !signal.aborted
       ? await this.#o.ipvs.connections()
       : new Map();
@@ -376,7 +350,7 @@ export class IpvsProxier extends BaseProxier {
       const have = this.#kernelServers.get(k);
       if (want === undefined) {
         if (have !== undefined) lines.push(deleteVirtualServer(have.vs));
-        for (const t of [...this.#terminating.keys()]) if (t.startsWith(`${k}|`)) this.#terminating.delete(t);
+        this.#terminating.forget(k);
         kernel.set(k, undefined);
         continue;
       }
@@ -385,28 +359,20 @@ export class IpvsProxier extends BaseProxier {
       else if (!sameServer(have.vs, want.vs)) lines.push(editVirtualServer(want.vs));
       for (const [rk, r] of want.reals) {
         const cur = reals.get(rk);
-        this.#terminating.delete(`${k}|${rk}`);
+        this.#terminating.keep(k, rk);
         if (cur === undefined) lines.push(addRealServer(want.vs, r));
         else if (cur.weight !== r.weight) lines.push(editRealServer(want.vs, r));
         reals.set(rk, r);
       }
       for (const [rk, cur] of reals) {
         if (want.reals.has(rk)) continue;
-        const tk = `${k}|${rk}`;
-        const since = this.#terminating.get(tk);
-        const c = conns.get(tk);
-        const drained = c !== undefined && c.active + c.inactive === 0;
-        if (
-          want.vs.protocol === "udp" ||
-          (since !== undefined && (drained || now - since >= GRACEFUL_TERMINATION_MAX_MS))
-        ) {
+        const leaving = this.#terminating.leaving(k, rk, want.vs.protocol, conns, now);
+        if (leaving === "delete") {
           lines.push(deleteRealServer(want.vs, cur));
           reals.delete(rk);
-          this.#terminating.delete(tk);
-        } else if (since === undefined) {
+        } else if (leaving === "drain") {
           if (cur.weight !== 0) lines.push(editRealServer(want.vs, { ...cur, weight: 0 }));
           reals.set(rk, { ...cur, weight: 0 });
-          this.#terminating.set(tk, now);
         }
       }
       kernel.set(k, { vs: want.vs, reals });

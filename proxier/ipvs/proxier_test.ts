@@ -6,7 +6,7 @@ import { feed } from "../../tests/flows/datapath.ts";
 import { IpvsError, parseSave } from "../../iptables/ipvs.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { traceIpvs } from "./trace.ts";
-import { GRACEFUL_TERMINATION_MAX_MS } from "./proxier.ts";
+import { GRACEFUL_TERMINATION_MAX_MS } from "./graceful_termination.ts";
 
 const VS = "TCP/172.30.0.41:80";
 

@@ -10,11 +10,10 @@ import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
 import type { SpliceLimits } from "./tcp_copy.ts";
-import { splitEndpoint } from "./dial.ts";
-import { AcceptRetry, type ServingEvents, TcpServing } from "./tcp_serve.ts";
+import { type ServingEvents, TcpServing } from "./tcp_serve.ts";
 import { TcpWorkerPool } from "./tcp_workers.ts";
 import type { WorkerPort } from "./tcp_worker_protocol.ts";
-import { DatagramSender } from "./datagram_sender.ts";
+import { UdpServing } from "./udp_serve.ts";
 import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
@@ -84,19 +83,6 @@ interface PortProxy {
   readonly workerListen?: WorkerPort["listen"];
 }
 
-/** Largest UDP payload (IPv4); every datagram fits the receive buffer whole. */
-const MAX_DATAGRAM = 65507;
-
-interface UdpSession {
-  readonly endpoint: string;
-  readonly backend: Deno.DatagramConn;
-  /** Sends to the endpoint from the session's own socket. */
-  readonly toEndpoint: DatagramSender;
-  readonly endpointAddr: Deno.NetAddr;
-  lastUsed: number;
-  close(): void;
-}
-
 /** Proxies in userspace; see the module doc. */
 export class UserspaceProxier extends BaseProxier {
   readonly #iptables?: IPTables;
@@ -107,10 +93,9 @@ export class UserspaceProxier extends BaseProxier {
   #nodePortHosts: readonly string[] = [];
   readonly #ports = new Map<string, PortProxy>();
   readonly #allocator: PortAllocator;
-  readonly #udpIdleTimeoutMs: number;
   readonly #limits?: SpliceLimits;
   readonly #balancer: RoundRobinBalancer;
-  readonly #udpSessions = new Map<string, Set<UdpSession>>();
+  readonly #udp: UdpServing;
   readonly #events: ServingEvents;
   readonly #tcp: TcpServing;
   readonly #pool?: TcpWorkerPool;
@@ -133,7 +118,6 @@ export class UserspaceProxier extends BaseProxier {
     this.#iptables = o.iptables;
     this.#listenAddress = o.listenAddress;
     this.#allocator = new PortAllocator(o.portRange);
-    this.#udpIdleTimeoutMs = o.udpIdleTimeoutMs;
     this.#limits = o.tcpLimits;
     this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
     this.#listenFn = o.listen ?? denoListen;
@@ -155,6 +139,14 @@ export class UserspaceProxier extends BaseProxier {
         this.log.info("Accepting on the proxy port again", { service: key, failures }),
     };
     this.#tcp = new TcpServing({ balancer: this.#balancer, limits: this.#limits, events: this.#events });
+    this.#udp = new UdpServing({
+      balancer: this.#balancer,
+      events: this.#events,
+      clock: o.clock,
+      log: o.log,
+      family: o.family,
+      idleTimeoutMs: o.udpIdleTimeoutMs,
+    });
     if ((o.tcpWorkers ?? 0) > 0) this.#pool = new TcpWorkerPool(o.tcpWorkers!, this.#events);
   }
 
@@ -246,7 +238,7 @@ export class UserspaceProxier extends BaseProxier {
       const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.topology, this.log);
       const eps = internalEndpoints(info, cat).map((e) => e.key);
       this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
-      this.#dropSessionsNotIn(key, new Set(eps));
+      this.#udp.dropSessionsNotIn(key, new Set(eps));
       const listen = this.#ports.get(key)?.workerListen;
       // The order this thread shuffled, so every worker rotates over the same one.
       if (listen !== undefined) workerPorts.push({ key, listen, endpoints: this.#balancer.endpoints(key) });
@@ -334,7 +326,7 @@ export class UserspaceProxier extends BaseProxier {
     this.#ports.set(key, { spec, info, proxyPort, listeners });
     for (const l of listeners) {
       if ("accept" in l) this.#serveTCP(l, key);
-      else this.#serveUDP(l, key);
+      else this.#udp.serve(l, key, () => this.#listening(key, l));
     }
     // Without portals a ClusterIP-only port has nothing to listen on here; nothing worth a line.
     if (listeners.length === 0) return;
@@ -400,7 +392,7 @@ export class UserspaceProxier extends BaseProxier {
     }
     if (p.proxyPort !== 0) this.#allocator.release(p.proxyPort);
     this.#balancer.remove(key);
-    this.#dropSessionsNotIn(key, new Set());
+    this.#udp.dropSessionsNotIn(key, new Set());
     if (p.listeners.length > 0 || (p.workerListen?.length ?? 0) > 0) {
       this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
     }
@@ -426,112 +418,6 @@ export class UserspaceProxier extends BaseProxier {
       endpoint,
       error,
     });
-  }
-
-  async #serveUDP(sock: Deno.DatagramConn, key: string): Promise<void> {
-    const sessions = new Map<string, UdpSession>();
-    const retry = new AcceptRetry(key, this.#events);
-    // One buffer for every receive: each datagram is copied out (its own size) before the next.
-    const buf = new Uint8Array(MAX_DATAGRAM);
-    const toClients = new DatagramSender(
-      sock,
-      (e) => this.log.debug("UDP send to client failed", { error: e.message }),
-    );
-    try {
-      for (;;) {
-        let received: [Uint8Array, Deno.Addr];
-        try {
-          received = await sock.receive(buf);
-        } catch (e) {
-          // Only our close ends the loop; anything else (fd limit...) is waited out.
-          if (!this.#listening(key, sock)) return;
-          await retry.failed(e);
-          if (!this.#listening(key, sock)) return;
-          continue;
-        }
-        retry.succeeded();
-        const [data, addr] = received;
-        const client = addr as Deno.NetAddr;
-        const ck = `${client.hostname}|${client.port}`;
-        let s = sessions.get(ck);
-        if (s === undefined) {
-          s = this.#newUdpSession(toClients, client, key, () => sessions.delete(ck));
-          if (s === undefined) continue;
-          sessions.set(ck, s);
-        }
-        s.lastUsed = this.clock.now();
-        const wait = s.toEndpoint.send(data.slice(), s.endpointAddr);
-        if (wait !== undefined) await wait;
-      }
-    } catch {
-      // The socket was closed.
-    } finally {
-      for (const s of sessions.values()) s.close();
-    }
-  }
-
-  #newUdpSession(
-    toClients: DatagramSender,
-    client: Deno.NetAddr,
-    key: string,
-    forget: () => void,
-  ): UdpSession | undefined {
-    const endpoint = this.#balancer.next(key, client.hostname);
-    if (endpoint === undefined) return undefined;
-    const backend = Deno.listenDatagram({
-      transport: "udp",
-      hostname: this.family === "IPv4" ? "0.0.0.0" : "::",
-      port: 0,
-    });
-    let cancelTimer = () => {};
-    const session: UdpSession = {
-      endpoint,
-      backend,
-      toEndpoint: new DatagramSender(
-        backend,
-        (e) => this.log.debug("UDP send to endpoint failed", { endpoint, error: e.message }),
-      ),
-      endpointAddr: { transport: "udp", ...splitEndpoint(endpoint) },
-      lastUsed: this.clock.now(),
-      close: () => {
-        cancelTimer();
-        forget();
-        this.#udpSessions.get(key)?.delete(session);
-        try {
-          backend.close();
-        } catch { /* already closed */ }
-      },
-    };
-    let set = this.#udpSessions.get(key);
-    if (set === undefined) this.#udpSessions.set(key, set = new Set());
-    set.add(session);
-    const expire = () => {
-      const idle = this.clock.now() - session.lastUsed;
-      if (idle >= this.#udpIdleTimeoutMs) session.close();
-      else cancelTimer = this.clock.setTimer(expire, this.#udpIdleTimeoutMs - idle);
-    };
-    cancelTimer = this.clock.setTimer(expire, this.#udpIdleTimeoutMs);
-    (async () => {
-      const buf = new Uint8Array(MAX_DATAGRAM);
-      try {
-        for (;;) {
-          const [reply] = await backend.receive(buf);
-          session.lastUsed = this.clock.now();
-          const wait = toClients.send(reply.slice(), client);
-          if (wait !== undefined) await wait;
-        }
-      } catch {
-        // Session closed or the service socket went away.
-      }
-    })();
-    return session;
-  }
-
-  /** Ends UDP sessions pinned to endpoints that are gone, so the next datagram picks a live one. */
-  #dropSessionsNotIn(key: string, live: ReadonlySet<string>): void {
-    for (const s of [...(this.#udpSessions.get(key) ?? [])]) {
-      if (!live.has(s.endpoint)) s.close();
-    }
   }
 
   async #syncPortals(full: boolean): Promise<void> {

@@ -1,7 +1,7 @@
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { assertEquals } from "../../tests/assert.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
-import { cleanupIptables } from "./mode.ts";
+import { cleanupIptables } from "./cleanup.ts";
 
 Deno.test("cleanupIptables removes kube-proxy's chains and keeps other components' KUBE- chains", async () => {
   const { fake, proxier } = iptablesSetup();
