@@ -28,7 +28,8 @@ import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
-import { parseCommandLine, type TraceQuery, USAGE, VERSION } from "./proxier/options/flags.ts";
+import { parseCommandLine, type TraceQuery, USAGE } from "./proxier/options/flags.ts";
+import { VERSION } from "./proxier/runtime/version.ts";
 import { formatTrace } from "./proxier/trace.ts";
 
 const encoder = new TextEncoder();

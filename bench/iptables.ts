@@ -13,7 +13,7 @@ import { realClock } from "../proxier/runtime/clock.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/config.ts";
+import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 
 /** Keeps the last restore input and applies nothing: the proxier's own work is what is timed. */
 class NullIPTables implements IPTables {

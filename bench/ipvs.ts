@@ -15,7 +15,7 @@ import { IpsetRunner } from "../iptables/ipset.ts";
 import { IpvsadmRunner } from "../iptables/ipvs.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/config.ts";
+import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 import { feedGenerated, peakRssMiB, slice } from "./objects.ts";
 
 async function build(n: number, dir?: string): Promise<void> {

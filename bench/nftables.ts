@@ -18,7 +18,7 @@ import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
-import { defaultConfig } from "../proxier/options/config.ts";
+import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 import { withNamespace } from "../tests/e2e/netns.ts";
 import { feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
 

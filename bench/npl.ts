@@ -20,7 +20,7 @@ import { endpointChainName } from "../proxier/iptables/chain_name.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/config.ts";
+import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { TestApiServer } from "../tests/api_server.ts";
 import { startArgs } from "../tests/program.ts";

@@ -8,7 +8,7 @@ import { realClock } from "../proxier/runtime/clock.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/config.ts";
+import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 
 /** Figures of one run. */

@@ -5,10 +5,11 @@
  * @module
  */
 import type { Conntrack } from "../../iptables/conntrack.ts";
-import type { SyncContext } from "../base_proxier.ts";
+import type { EndpointsUpdateResult } from "../endpoints_change_tracker.ts";
+import type { ServiceUpdateResult } from "../service_change_tracker.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { ipFamily } from "../net.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily, ServicePortMap } from "../types.ts";
 
 /**
  * Deletes the entries the sync in `ctx` made stale, for `family`. A failed deletion is logged and
@@ -17,7 +18,11 @@ import type { IPFamily } from "../types.ts";
 export async function clearStaleConntrack(
   ct: Conntrack,
   family: IPFamily,
-  ctx: SyncContext,
+  ctx: {
+    readonly services: ServicePortMap;
+    readonly serviceChanges: Pick<ServiceUpdateResult, "deletedUDPClusterIPs">;
+    readonly endpointChanges: Pick<EndpointsUpdateResult, "deletedUDPEndpoints" | "newlyActiveUDPServices">;
+  },
   log: Logger,
 ): Promise<void> {
   const jobs: Array<() => Promise<void>> = [];

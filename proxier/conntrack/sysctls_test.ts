@@ -13,7 +13,7 @@ import {
   UDP_STREAM_TIMEOUT,
   UDP_TIMEOUT,
 } from "./sysctls.ts";
-import { defaultConfig } from "../options/config.ts";
+import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import type { ConntrackConfig } from "../options/config.ts";
 
 /** A kernel as a fresh Linux 6.x node boots: its defaults. */

@@ -3,7 +3,7 @@ import { MemoryLogger } from "../../tests/fixtures.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
-import { defaultConfig } from "../options/config.ts";
+import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { IPVS_DEPRECATION, ipvsMode, ipvsSysctls } from "./mode.ts";
 
 Deno.test("ipvs sysctls as upstream: conn_reuse_mode only on 4.1 to 5.8 kernels, strict ARP only when asked", () => {

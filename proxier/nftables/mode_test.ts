@@ -3,7 +3,7 @@ import { assertMatch, assertRejects } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
-import { defaultConfig } from "../options/config.ts";
+import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import { nftablesMode } from "./mode.ts";
 

@@ -3,11 +3,6 @@
  * and its KubeProxyConfiguration file both fill in), plus this program's own settings.
  * @module
  */
-import {
-  defaultKubeProxyConfiguration,
-  platformDefaults,
-  toProxyConfig,
-} from "./kube_proxy_configuration.ts";
 
 /**
  * The proxy modes a flag or config file may name: the one list the registry (`proxier/modes.ts`),
@@ -151,8 +146,3 @@ export const MAX_TCP_WORKERS = 64;
 
 /** The upstream release whose flags, file format and defaults this program follows. */
 export const UPSTREAM_VERSION = { major: 1, minor: 36 } as const;
-
-/** Returns the configuration of a run without flags: upstream's defaults. */
-export function defaultConfig(): ProxyConfig {
-  return toProxyConfig(platformDefaults(defaultKubeProxyConfiguration()));
-}

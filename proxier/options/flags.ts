@@ -818,9 +818,6 @@ ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
 `;
 })();
 
-/** The version this build reports. */
-export { VERSION } from "../runtime/version.ts";
-
 /**
  * Parses the command line (without the program name) into the configuration to run with.
  * @throws {UsageError} for any unknown flag or bad value; the message names both.

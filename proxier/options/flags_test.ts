@@ -1,7 +1,8 @@
 import { load } from "js-yaml";
 import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/assert.ts";
 import { UsageError } from "../errors.ts";
-import { defaultConfig, type ProxyConfig } from "./config.ts";
+import type { ProxyConfig } from "./config.ts";
+import { defaultConfig } from "./kube_proxy_configuration.ts";
 import { FLAGS, parseCommandLine } from "./flags.ts";
 import { encodeConfig } from "./write_config.ts";
 

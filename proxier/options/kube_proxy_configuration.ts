@@ -377,3 +377,8 @@ function bindAddress(s: string): BindAddress | undefined {
   const hp = splitHostPort(s);
   return hp === undefined ? undefined : { hostname: hp.host, port: Number(hp.port) };
 }
+
+/** Returns the configuration of a run without flags: upstream's defaults. */
+export function defaultConfig(): ProxyConfig {
+  return toProxyConfig(platformDefaults(defaultKubeProxyConfiguration()));
+}

@@ -9,7 +9,7 @@ import {
   onEveryIptablesBackend,
   onPath,
 } from "./kernel_tools.ts";
-import { defaultConfig } from "../options/config.ts";
+import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 
 /** Answers `*-save` from canned tables per command; commands not listed are not installed. */
 class SaveOnly implements Executor {
