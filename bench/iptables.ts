@@ -6,14 +6,13 @@
  * @module
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { feedGenerated, peakRssMiB, slice } from "./objects.ts";
-import type { IPTables, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
 import { inputText } from "../iptables/executor.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
+import type { IPTables, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
+import { benchConfig, feedGenerated, peakRssMiB, slice } from "./objects.ts";
 
 /** Keeps the last restore input and applies nothing: the proxier's own work is what is timed. */
 class NullIPTables implements IPTables {
@@ -76,7 +75,7 @@ if (import.meta.main) {
   const n = Number(Deno.args[0] ?? "1000");
   const kernelTimeout = Number(Deno.args[1] ?? "0");
   const ipt = new NullIPTables();
-  const config = { ...defaultConfig(), syncPeriodMs: 3_600_000, clusterCIDRs: ["10.0.0.0/8"] };
+  const config = benchConfig({ syncPeriodMs: 3_600_000, clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, {
     nodeName: "node-a",
     log: nullLogger,

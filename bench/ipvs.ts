@@ -7,20 +7,19 @@
  * @module
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { IptablesRunner } from "../iptables/iptables.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
-import { IpvsProxier } from "../proxier/ipvs/proxier.ts";
 import { DummyLinkRunner } from "../iptables/dummy_link.ts";
 import { IpsetRunner } from "../iptables/ipset.ts";
+import { IptablesRunner } from "../iptables/iptables.ts";
 import { IpvsadmRunner } from "../iptables/ipvs.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
+import { IpvsProxier } from "../proxier/ipvs/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
-import { feedGenerated, peakRssMiB, slice } from "./objects.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
+import { benchConfig, feedGenerated, peakRssMiB, slice } from "./objects.ts";
 
 async function build(n: number, dir?: string): Promise<void> {
   const dry = new DryRunExecutor();
-  const config = { ...defaultConfig(), mode: "ipvs" as const, clusterCIDRs: ["10.0.0.0/8"] };
+  const config = benchConfig({ mode: "ipvs", clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec: dry });
   const p = new IpvsProxier({
     ...proxierOptions(deps, "IPv4"),

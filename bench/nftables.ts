@@ -13,14 +13,13 @@
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult, Executor } from "../iptables/executor.ts";
 import { NftRunner } from "../iptables/nft.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
-import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { withNamespace } from "../tests/e2e/netns.ts";
-import { feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
+import { benchConfig, feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
 
 /**
  * A dry run whose kernel holds our table after the first sync, so that later syncs stay partial
@@ -41,7 +40,7 @@ async function loaded(
   n: number,
   exec: Executor,
 ): Promise<{ p: NftablesProxier; fullMs: number; eventsMs: number }> {
-  const config = { ...defaultConfig(), clusterCIDRs: ["10.0.0.0/8"] };
+  const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec });
   const p = new NftablesProxier({
     ...proxierOptions(deps, "IPv4"),

@@ -11,20 +11,19 @@
  * one-endpoint partial restore (the proxier's own text for it) on top of them.
  * @module
  */
-import { parseArgs } from "node:util";
-import type { RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
-import { inputText } from "../iptables/executor.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
+import { inputText } from "../iptables/executor.ts";
+import type { RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
 import { endpointChainName } from "../proxier/iptables/chain_name.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
-import type { KubernetesObject } from "@kubernetes/client-node";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { TestApiServer } from "../tests/api_server.ts";
 import { startArgs } from "../tests/program.ts";
-import { feedGenerated, generate, slice } from "./objects.ts";
+import { benchConfig, feedGenerated, generate, slice } from "./objects.ts";
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { parseArgs } from "node:util";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const CLUSTER_CIDR = "10.0.0.0/8";
@@ -229,7 +228,7 @@ async function partialTexts(n: number, i: number): Promise<[string, string]> {
     chainExists: () => Promise.resolve(true),
     deleteChain: () => Promise.resolve(),
   };
-  const config = { ...defaultConfig(), clusterCIDRs: [CLUSTER_CIDR] };
+  const config = benchConfig({ clusterCIDRs: [CLUSTER_CIDR] });
   const deps = newModeDeps(config, {
     nodeName: "node-a",
     log: nullLogger,

@@ -7,6 +7,8 @@ import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { EventHandler } from "../proxier/sources/handlers.ts";
 
 const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+import type { ProxyConfig } from "../proxier/options/config.ts";
+import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 
 /** The generator: service i has cluster IP 172.30.x.y and 10 endpoints in 10.0.0.0/8. */
 export function generate(n: number): { services: V1Service[]; slices: V1EndpointSlice[] } {
@@ -61,4 +63,12 @@ export function feedGenerated(p: EventHandler, n: number): number {
   p.onServicesSynced();
   p.onEndpointSlicesSynced();
   return performance.now() - t;
+}
+
+/**
+ * Returns upstream's default configuration with `over`, on a file source: the benchmarks feed the
+ * whole object set themselves, as the file source does, so the first sync does not wait for a Node.
+ */
+export function benchConfig(over: Partial<ProxyConfig> = {}): ProxyConfig {
+  return { ...defaultConfig(), source: { kind: "file", path: "bench" }, ...over };
 }

@@ -3,13 +3,13 @@
  * proxy, next to a direct connection to the same backend, in one run.
  * @module
  */
-import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
+import { benchConfig } from "./objects.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
 import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
 
 /** Figures of one run. */
 export interface UserspaceBenchResult {
@@ -37,7 +37,7 @@ async function client(mode: "stream" | "conns", port: number, n: number): Promis
 export async function benchUserspace(bytes = 1 << 30, connections = 2000): Promise<UserspaceBenchResult> {
   const sink = await loadServer("sink");
   const hello = await loadServer("hello");
-  const config = { ...defaultConfig(), minSyncPeriodMs: 0 };
+  const config = benchConfig({ minSyncPeriodMs: 0 });
   const deps = newModeDeps(config, {
     nodeName: "bench",
     log: nullLogger,

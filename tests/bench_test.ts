@@ -1,0 +1,30 @@
+/**
+ * The bench programs still measure something: each builds a small object set through the real
+ * proxier (a dry run) and reports the rules it wrote. Not a timing test: only the counts are
+ * checked, so a bench whose proxier silently never syncs (it waited for a Node once) fails here.
+ */
+import { assert, assertEquals } from "./assert.ts";
+
+async function bench(file: string, args: string[]): Promise<Record<string, number>> {
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--unstable-net", new URL(`../bench/${file}`, import.meta.url).pathname, ...args],
+  }).output();
+  const out = new TextDecoder().decode(r.stdout);
+  assertEquals(r.code, 0, new TextDecoder().decode(r.stderr));
+  const line = out.split("\n").find((l) => l.startsWith("{"));
+  assert(line !== undefined, out);
+  return JSON.parse(line);
+}
+
+Deno.test("bench: iptables, nftables and ipvs programs build real rule sets for 100 services", async () => {
+  const ipt = await bench("iptables.ts", ["100"]);
+  // 100 services x 10 endpoints: a SEP chain with two rules per endpoint at least.
+  assert(ipt.lines > 2_000 && ipt.partialLines > 0, JSON.stringify(ipt));
+  const nft = await bench("nftables.ts", ["build", "100"]);
+  assert(nft.lines > 100 && nft.bytes > 10_000 && nft.partialLines > 0, JSON.stringify(nft));
+  const ipvs = await bench("ipvs.ts", ["build", "100"]);
+  assertEquals({ ipvsadmLines: ipvs.ipvsadmLines, ipLines: ipvs.ipLines }, {
+    ipvsadmLines: 1_100,
+    ipLines: 100,
+  });
+});
