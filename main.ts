@@ -28,7 +28,7 @@ import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
-import { parseCommandLine, type TraceQuery, USAGE } from "./proxier/options/flags.ts";
+import { parseCommandLine, type TraceQuery } from "./proxier/options/flags.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
 import { formatTrace } from "./proxier/trace.ts";
 
@@ -53,7 +53,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
     return 2;
   }
   if (cmd.command === "help") {
-    print(Deno.stdout, USAGE);
+    print(Deno.stdout, cmd.usage);
     return 0;
   }
   if (cmd.command === "version") {

@@ -257,6 +257,12 @@ Deno.test("main: CLI details name what is wrong, and bad values exit 2", async (
     help.stdout,
     /\n {2}--detect-local-mode LocalMode +how local pod traffic is told: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix \(default ClusterCIDR\)\n/,
   );
+  assertMatch(help.stdout, /\n {2}trace +where one new connection goes: --dst IP --dport N/);
+  // `trace --help` explains trace (its required flags missing is no error then).
+  const traceHelp = await run(["trace", "--help"]);
+  assertEquals([traceHelp.code, traceHelp.stderr], [0, ""]);
+  assertMatch(traceHelp.stdout, /^Usage: kube-proxy-deno trace --dst IP --dport N \[flags\]\n/);
+  assertMatch(traceHelp.stdout, /\n {2}--from WHERE +node \(default without --src/);
   // A CIDR with host bits set is used as its network.
   const r = await run(["render", `--source=file:${ROOT}demo/objects.yaml`, "--cluster-cidr=10.244.1.0/16"]);
   assertEquals(r.code, 0, r.stderr);

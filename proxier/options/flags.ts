@@ -44,6 +44,8 @@ export interface ParsedCommand {
     | "help";
   /** Set for `trace`. */
   readonly trace?: TraceQuery;
+  /** For `help`: the program's usage, or `trace --help`'s. */
+  readonly usage: string;
   /** What the program runs with. */
   readonly config: ProxyConfig;
   /** The same settings in upstream's format (`--write-config-to` writes it). */
@@ -818,6 +820,28 @@ ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
 `;
 })();
 
+/** Usage text for `trace --help`. */
+export const TRACE_USAGE = `Usage: kube-proxy-deno trace --dst IP --dport N [flags]
+
+Says where one new connection goes through this node's service rules: the rules it hits, the
+endpoints it can reach with their shares, whether it is masqueraded, and the verdict (DNAT,
+REJECT, DROP, or not a service). Reads the live rules (read only; needs root) or a file, and
+changes nothing.
+
+Flags:
+  --dst IP              destination address (a cluster IP, node address, external or LB IP)
+  --dport N             destination port
+  --proto P             tcp (default), udp or sctp
+  --from WHERE          node (default without --src: a process on this node), pod (a pod on this
+                        node; the default with --src) or external (another host)
+  --src IP              source address (default for --from=node: the node's address of the family)
+  --node-ip IP[,IP]     this node's addresses (default: this machine's interfaces)
+  --rules FILE          trace the rules of a file (a render output, or iptables-save output)
+                        instead of the live ones
+  --proxy-mode MODE     the mode whose rules to read (iptables, nftables, ipvs)
+  --output FORMAT       text (default) or json
+`;
+
 /**
  * Parses the command line (without the program name) into the configuration to run with.
  * @throws {UsageError} for any unknown flag or bad value; the message names both.
@@ -835,8 +859,10 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
       } takes flags only)`,
     );
   }
-  const trace = positionals[0] === "trace" ? parseTrace(given) : undefined;
-  if (trace === undefined) {
+  const help = bool(given, "help");
+  // `trace --help` explains trace; its flags need not be complete for that.
+  const trace = positionals[0] === "trace" && !help ? parseTrace(given) : undefined;
+  if (positionals[0] !== "trace") {
     const misplaced = flags.find((f) => BY_NAME.get(f.name)!.origin === "trace");
     if (misplaced !== undefined) throw new UsageError(`--${misplaced.name}: only the trace command takes it`);
   }
@@ -882,7 +908,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   const errors = validate(v);
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
   const config = toProxyConfig(v, ctx.own);
-  const command = bool(given, "help")
+  const command = help
     ? "help"
     : given("version") !== undefined && given("version") !== "false"
     ? "version"
@@ -909,6 +935,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     ) => [`--${f.name}`, given(f.name) ?? f.default]),
     configFile,
     trace,
+    usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
   };
 }
 
