@@ -30,6 +30,7 @@ import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
 import { parseCommandLine, type TraceQuery } from "./proxier/options/flags.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
+import { ipFamily } from "./proxier/net.ts";
 import { formatTrace } from "./proxier/trace.ts";
 
 const encoder = new TextEncoder();
@@ -175,20 +176,35 @@ async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logge
   return 0;
 }
 
-/** `trace`: which endpoint one new connection reaches, from the live rules or a file; writes nothing. */
+/**
+ * `trace`: which endpoint one new connection reaches, from the live rules or a file; writes nothing.
+ * Without `--proxy-mode`, through the first mode (registry order) whose rules the source holds.
+ */
 async function trace(
-  mode: ProxyModeDefinition,
+  chosen: ProxyModeDefinition,
   config: ProxyConfig,
   q: TraceQuery,
   exec: Executor,
 ): Promise<number> {
-  if (mode.trace === undefined) {
-    print(Deno.stderr, `kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
-    return 2;
-  }
   const nodeIPs = [...q.nodeIPs, ...Deno.networkInterfaces().map((i) => i.address)];
   let result;
+  let mode = chosen;
   try {
+    if (!q.modeChosen) {
+      const source = q.rulesFile !== undefined
+        ? { text: await Deno.readTextFile(q.rulesFile) }
+        : { exec, family: ipFamily(q.dst) ?? "IPv4" };
+      for (const m of MODES.values()) {
+        if (m.recognizes !== undefined && await m.recognizes(source)) {
+          mode = m;
+          break;
+        }
+      }
+    }
+    if (mode.trace === undefined) {
+      print(Deno.stderr, `kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
+      return 2;
+    }
     result = await mode.trace(q, { exec, config, nodeIPs });
   } catch (e) {
     const what = q.rulesFile === undefined
@@ -197,7 +213,7 @@ async function trace(
     print(Deno.stderr, `kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
     return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
   }
-  print(Deno.stdout, formatTrace(q, result));
+  print(Deno.stdout, formatTrace(q, result, mode.name));
   return 0;
 }
 

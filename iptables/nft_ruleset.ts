@@ -295,7 +295,7 @@ export class NftRuleset {
         b.push(`\t\t${d}`);
       }
       const timeout = set.decl.find((d) => d.startsWith("timeout "));
-      if (timeout) b.push(`\t\ttimeout ${formatSeconds(Number(timeout.slice(8).replace(/s$/, "")))}`);
+      if (timeout) b.push(`\t\ttimeout ${formatSeconds(parseSeconds(timeout.slice(8)))}`);
       const elems = [...set.elements].map(([k, v]) =>
         `${k}${v.comment === undefined ? "" : ` comment "${v.comment}"`}${
           v.value === "" ? "" : ` : ${v.value}`
@@ -318,6 +318,14 @@ export class NftRuleset {
   }
 }
 
+/** Reads a duration as nft writes or prints it (`10800s`, `3h`, `1m40s`, `2d`) in seconds. */
+export function parseSeconds(text: string): number {
+  const unit: Record<string, number> = { d: 86400, h: 3600, m: 60, s: 1 };
+  let total = 0;
+  for (const [, n, u] of text.matchAll(/(\d+)([dhms])/g)) total += Number(n) * unit[u];
+  return total;
+}
+
 /** Formats seconds as nft prints durations (`3h`, `1m40s`). */
 export function formatSeconds(total: number): string {
   const d = Math.floor(total / 86400), h = Math.floor(total % 86400 / 3600);
@@ -334,4 +342,65 @@ export function normalizeListing(text: string): string {
     const items = splitTop(body.replace(/\s+/g, " "), ",").map((x) => x.replace(/ expires \S+/, "")).sort();
     return `elements = { ${items.join(", ")} }`;
   });
+}
+
+/**
+ * Returns the statements that recreate the tables of an `nft list table` / `nft list ruleset`
+ * output: tables, every chain (base chains with their hook), every set and map, then the rules, then
+ * the elements (map values jump to chains a listing may print later). Lines it does not know
+ * (table comments, flags) are left out.
+ * @throws {Error} naming the line, for text that is not a listing.
+ */
+export function listingStatements(text: string): string[] {
+  const tables: string[] = [], chains: string[] = [], sets: string[] = [], rules: string[] = [];
+  const elements: string[] = [];
+  let table = "";
+  let block: { kind: string; name: string; lines: string[] } | undefined;
+  let pending = ""; // an `elements = { ...` spanning lines
+  const depth = (s: string) => [...s].reduce((d, c) => d + (c === "{" ? 1 : c === "}" ? -1 : 0), 0);
+  const close = () => {
+    const b = block!;
+    const t = `${table} ${b.name}`;
+    if (b.kind === "chain") {
+      const base = b.lines.find((l) => /^type \S+ hook /.test(l));
+      chains.push(`add chain ${t}${base === undefined ? "" : ` { ${base} }`}`);
+      for (const r of b.lines) if (r !== base) rules.push(`add rule ${t} ${r}`);
+      return;
+    }
+    const decl = b.lines.filter((l) => !l.startsWith("elements = ") && !/^size \d+$/.test(l));
+    sets.push(`add ${b.kind} ${t} { ${decl.map((d) => `${d};`).join(" ")} }`);
+    const elems = b.lines.find((l) => l.startsWith("elements = "));
+    if (elems !== undefined) elements.push(`add element ${t} ${elems.slice("elements = ".length)}`);
+  };
+  text.split("\n").forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === "") return;
+    if (pending !== "") {
+      pending += " " + line;
+      if (depth(pending) === 0) {
+        block!.lines.push(pending.replace(/\s+/g, " "));
+        pending = "";
+      }
+      return;
+    }
+    if (table === "") {
+      const m = /^table (ip6?|inet) (\S+) \{$/.exec(line);
+      if (m === null) throw new Error(`line ${i + 1}: not an nft listing: ${line.slice(0, 80)}`);
+      table = `${m[1]} ${m[2]}`;
+      tables.push(`add table ${table}`);
+      return;
+    }
+    if (block === undefined) {
+      if (line === "}") table = "";
+      const m = /^(chain|set|map) (\S+) \{$/.exec(line);
+      if (m !== null) block = { kind: m[1], name: m[2], lines: [] };
+      return;
+    }
+    if (line === "}") {
+      close();
+      block = undefined;
+    } else if (line.startsWith("elements = ") && depth(line) !== 0) pending = line;
+    else block.lines.push(line);
+  });
+  return [...tables, ...chains, ...sets, ...rules, ...elements];
 }

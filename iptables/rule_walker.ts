@@ -49,8 +49,8 @@ export interface SetLookup {
 
 /** One rule a path went through. */
 export interface TraceStep {
-  /** The iptables table, or `ipvs` for the virtual server a packet reached. */
-  readonly table: Table | "ipvs";
+  /** The iptables table, `ipvs` for the virtual server a packet reached, or the nft table (`ip kube-proxy`). */
+  readonly table: string;
   readonly chain: Chain;
   /** The rule as `iptables-save` prints it (`-A CHAIN ...`). */
   readonly rule: string;

@@ -185,6 +185,14 @@ export interface ProxyModeDefinition {
     d: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
   ): Promise<TraceResult>;
   /**
+   * Returns true when `source` holds this mode's rules: a rules file's text, or this network
+   * namespace (read only, for `family`). `trace` without `--proxy-mode` traces through the first mode
+   * (in registry order) that does.
+   */
+  recognizes?(
+    source: { readonly text: string } | { readonly exec: Executor; readonly family: IPFamily },
+  ): Promise<boolean>;
+  /**
    * Removes every kernel object this mode (or upstream kube-proxy's same mode) creates in `family`;
    * succeeds when there is nothing to remove.
    */

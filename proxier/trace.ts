@@ -21,11 +21,12 @@ export function traceSource(q: TraceQuery, family: IPFamily, nodeIPs: readonly s
 }
 
 /** Returns the report of `r` for query `q` in `q.output`'s format, ending in a newline. */
-export function formatTrace(q: TraceQuery, r: TraceResult): string {
+export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string {
   const masquerade = r.masqMixed ? "some paths" : r.masq;
   if (q.output === "json") {
     return JSON.stringify({
       packet: { src: q.src ?? null, dst: q.dst, dport: q.port, proto: q.protocol, from: q.from },
+      mode,
       verdict: r.verdict,
       endpoints: r.reach,
       masquerade,
@@ -37,6 +38,9 @@ export function formatTrace(q: TraceQuery, r: TraceResult): string {
   }
   const lines = [
     `packet: ${q.protocol} ${q.src ?? "(this node)"} -> ${q.dst}:${q.port} from ${q.from}`,
+    `rules: ${mode} mode, ${q.rulesFile === undefined ? "live" : q.rulesFile}${
+      q.modeChosen ? "" : " (mode told from the rules)"
+    }`,
     "path:",
     ...r.path.map((s) => `  ${"  ".repeat(s.depth)}${s.table} ${s.rule}`),
   ];

@@ -222,6 +222,43 @@ Deno.test("main: render --proxy-mode=nftables prints the transaction a full sync
       fake.listChains("IPv4", "kube-proxy")!.includes("services"),
       String(fake.listChains("IPv4", "kube-proxy")),
     );
+    // trace tells the mode from the file and walks the rendered transaction.
+    await Deno.writeTextFile(`${dir}/rules.nft`, r.stdout);
+    const traced = await run([
+      "trace",
+      `--rules=${dir}/rules.nft`,
+      "--src=10.180.1.5",
+      "--dst=172.30.0.10",
+      "--dport=80",
+      "--output=json",
+    ]);
+    assertEquals(traced.code, 0, traced.stderr);
+    const report = JSON.parse(traced.stdout);
+    assertEquals({ mode: report.mode, verdict: report.verdict, endpoints: report.endpoints }, {
+      mode: "nftables",
+      verdict: "DNAT",
+      endpoints: [
+        { endpoint: "127.0.0.1:18081", probability: 0.5 },
+        { endpoint: "127.0.0.1:18082", probability: 0.5 },
+      ],
+    });
+    const chains = report.path.map((s: { chain: string }) => s.chain);
+    assertEquals(chains.filter((c: string) => ["nat-prerouting", "services", "internal"].includes(c)), [
+      "nat-prerouting",
+      "services",
+      "internal",
+    ]);
+    // Its own listing reads back the same.
+    await Deno.writeTextFile(`${dir}/listing.nft`, fake.listTable("IPv4", "kube-proxy"));
+    const fromListing = await run([
+      "trace",
+      `--rules=${dir}/listing.nft`,
+      "--src=10.180.1.5",
+      "--dst=172.30.0.10",
+      "--dport=80",
+      "--output=json",
+    ]);
+    assertEquals(JSON.parse(fromListing.stdout).endpoints, report.endpoints, fromListing.stderr);
     if (await netnsAvailable() && await commandWorks("nft")) {
       await withNamespace(async (exec) => {
         const loaded = await exec.run("nft", { args: ["-f", "-"], stdin: r.stdout });
@@ -371,7 +408,7 @@ Deno.test("main: trace over rendered rules names the rules hit, the endpoints wi
     assertEquals(text.code, 0, text.stderr);
     assertMatch(
       text.stdout,
-      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\npath:\n {2}nat -A PREROUTING /,
+      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\nrules: iptables mode, .*\/rules \(mode told from the rules\)\npath:\n {2}nat -A PREROUTING /,
     );
     assertMatch(text.stdout, /\n {4}nat -A KUBE-SERVICES -d 172.30.0.10\/32 .* -j KUBE-SVC-\w+\n/);
     assertMatch(

@@ -12,7 +12,8 @@ import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
 const { ignore, note } = await realKernel(["iptables"]);
 
 async function withNodePort(
-  backends: number[],
+  /** Each backend's port on 127.0.0.1, or its own address and port. */
+  backends: Array<number | { ip: string; port: number }>,
   fn: (nodePort: number, p: UserspaceProxier) => Promise<void>,
   tcpLimits?: SpliceLimits,
   tcpWorkers = 0,
@@ -29,11 +30,11 @@ async function withNodePort(
     s.spec!.type = "NodePort";
     s.spec!.ports = [{ name: "p", port: 80, protocol: "TCP", nodePort }];
   }));
-  backends.forEach((port, i) =>
+  backends.forEach((b, i) =>
     p.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => {
       s.metadata!.name = `svc1-${i}`;
-      s.ports = [{ name: "p", port, protocol: "TCP" }];
-      s.endpoints = [ep("127.0.0.1")];
+      s.ports = [{ name: "p", port: typeof b === "number" ? b : b.port, protocol: "TCP" }];
+      s.endpoints = [ep(typeof b === "number" ? "127.0.0.1" : b.ip)];
     }))
   );
   try {
@@ -56,10 +57,12 @@ async function withNodePort(
 for (const workers of [0, 2]) {
   Deno.test(`userspace faults: one of two backends killed: 0 failed new connections (TCP workers: ${workers})`, async () => {
     const a = tcpNameServer("a");
-    const b = tcpNameServer("b");
+    // On an address of its own: once killed, its port refuses for sure (on 127.0.0.1 a test running
+    // beside this one could bind the freed port and accept, and the proxy would not retry).
+    const b = tcpNameServer("b", "127.0.0.77");
     try {
       await withNodePort(
-        [a.port, b.port],
+        [a.port, { ip: "127.0.0.77", port: b.port }],
         async (nodePort) => {
           b.close(); // killed: its port now refuses
           const answers = [];

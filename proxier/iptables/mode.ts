@@ -16,6 +16,7 @@ import {
   type ProxyModeDefinition,
 } from "../mode_definition.ts";
 import {
+  chooseIptablesBackend,
   CONNTRACK_NEED,
   onEveryIptablesBackend,
   probeIptables,
@@ -119,6 +120,14 @@ export const iptablesMode: ProxyModeDefinition = {
   },
 
   trace: traceIptables,
+
+  async recognizes(source) {
+    if ("text" in source) return /^(:KUBE-SERVICES |-A KUBE-SERVICES )/m.test(source.text);
+    const { backend } = await chooseIptablesBackend(source.exec, "auto");
+    const saved = await new IptablesRunner({ exec: source.exec, family: source.family, backend })
+      .save("nat").catch(() => "");
+    return /^:KUBE-SERVICES /m.test(saved);
+  },
 
   cleanup(exec, family, opts) {
     return onEveryIptablesBackend(exec, family, (ipt) => cleanupIptables(ipt, opts?.everything ?? true));

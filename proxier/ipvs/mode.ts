@@ -4,7 +4,7 @@
  * @module
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
-import { DummyLinkRunner } from "../../iptables/dummy_link.ts";
+import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { IpsetRunner } from "../../iptables/ipset.ts";
 import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
@@ -186,6 +186,12 @@ export const ipvsMode: ProxyModeDefinition = {
   },
 
   trace: traceIpvsMode,
+
+  async recognizes(source) {
+    if ("text" in source) return /^# ipvsadm -R input/m.test(source.text);
+    const r = await source.exec.run("ip", { args: ["-o", "link", "show", "dev", KUBE_IPVS_INTERFACE] });
+    return r.code === 0;
+  },
 
   cleanup(exec, family, opts) {
     return cleanupIpvs(exec, family, opts?.everything ?? true);

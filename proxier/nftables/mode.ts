@@ -9,6 +9,7 @@ import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptab
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { CONNTRACK_NEED } from "../runtime/kernel_tools.ts";
+import { isNftText, traceNftables } from "./trace.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -138,6 +139,14 @@ export const nftablesMode: ProxyModeDefinition = {
       families,
       (p) => `# nft -f - input (${nftFamily(p.family)})\n${dryRun.lastInput("nft") ?? ""}`,
     );
+  },
+
+  trace: traceNftables,
+
+  async recognizes(source) {
+    if ("text" in source) return isNftText(source.text);
+    const r = await source.exec.run("nft", { args: ["list", "chains", nftFamily(source.family)] });
+    return r.code === 0 && new RegExp(`^table ${nftFamily(source.family)} ${TABLE} \\{`, "m").test(r.stdout);
   },
 
   cleanup(exec: Executor, family: IPFamily) {

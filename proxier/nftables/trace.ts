@@ -6,10 +6,20 @@
  * expressions the nftables mode writes and throws on any other, never guessing.
  * @module
  */
-import { interfaceMatches } from "../../iptables/rule_walker.ts";
+import type { Executor } from "../../iptables/executor.ts";
+import { interfaceMatches, type TraceResult, type TraceStep } from "../../iptables/rule_walker.ts";
+import type { TraceQuery } from "../options/flags.ts";
+import { traceSource } from "../trace.ts";
+import { TABLE } from "./layout.ts";
 import type { IPFamily } from "../../iptables/ip.ts";
 import { addressFamily, inCIDR } from "../../iptables/ip.ts";
-import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset.ts";
+import {
+  listingStatements,
+  NftRuleset,
+  type NftSet,
+  type NftTable,
+  splitTop,
+} from "../../iptables/nft_ruleset.ts";
 
 /** A packet opening a connection. */
 export interface NftPacket {
@@ -27,6 +37,12 @@ export interface NftPacket {
 export interface NftTraceResult {
   /** `ip:port` (`[ip]:port` for IPv6) of every endpoint some path DNATs to, sorted. */
   readonly endpoints: string[];
+  /** The endpoints with the share of new connections each gets (`numgen` branches weighted). */
+  readonly reach: ReadonlyArray<{ readonly endpoint: string; readonly probability: number }>;
+  /** Every rule some path acted on (matched and did something), in the order first reached. */
+  readonly steps: readonly TraceStep[];
+  /** Some path went through an `affinity-check` entry: a returning client keeps its endpoint. */
+  readonly affinity: boolean;
   /** Every path that reaches an endpoint is masqueraded. */
   readonly masq: boolean;
   /** Some such paths are masqueraded and some are not. */
@@ -46,6 +62,10 @@ interface State {
   dnat?: string;
   masq: boolean;
   trail: string[];
+  /** The share of new connections on this path. */
+  p: number;
+  /** The rules this path acted on. */
+  steps: TraceStep[];
 }
 
 type End = "accept" | "drop" | "reject" | "return" | undefined;
@@ -68,8 +88,8 @@ export function traceNft(
   if (t === undefined) throw new Error(`nft tracer: no table ${table}`);
   const isLocal = (ip: string) =>
     nodeIPs.includes(ip) || (addressFamily(ip) === "IPv4" ? inCIDR(ip, "127.0.0.0/8") : ip === "::1");
-  const ev = new Evaluator(t, family, pkt, isLocal, opts.record ?? false);
-  let states: State[] = [{ dst: pkt.dst, port: pkt.port, mark: 0, masq: false, trail: [] }];
+  const ev = new Evaluator(t, table, family, pkt, isLocal, opts.record ?? false);
+  let states: State[] = [{ dst: pkt.dst, port: pkt.port, mark: 0, masq: false, trail: [], p: 1, steps: [] }];
   const finished: Array<{ st: State; verdict: "REJECT" | "DROP" }> = [];
   const runHook = (hook: string, list: State[]): State[] => {
     const next: State[] = [];
@@ -99,11 +119,27 @@ export function traceNft(
     ...runHook("postrouting", runHook("forward", remote)),
   ];
   const reached = delivered.filter((s) => s.dnat !== undefined);
-  const endpoints = [...new Set(reached.map((s) => s.dnat!))].sort();
+  const shares = new Map<string, number>();
+  for (const s of reached) shares.set(s.dnat!, (shares.get(s.dnat!) ?? 0) + s.p);
+  const endpoints = [...shares.keys()].sort();
+  const seen = new Set<string>();
+  const steps: TraceStep[] = [];
+  for (const s of [...delivered, ...finished.map((f) => f.st)]) {
+    for (const step of s.steps) {
+      const k = `${step.chain}\u0000${step.rule}`;
+      if (!seen.has(k)) seen.add(k), steps.push(step);
+    }
+  }
   const masqCount = reached.filter((s) => s.masq).length;
   const blocked = finished[0]?.verdict;
   return {
     endpoints,
+    reach: endpoints.map((endpoint) => ({
+      endpoint,
+      probability: Math.round(shares.get(endpoint)! * 1e6) / 1e6,
+    })),
+    steps,
+    affinity: ev.affinity,
     masq: reached.length > 0 && masqCount === reached.length,
     masqMixed: masqCount > 0 && masqCount < reached.length,
     verdict: endpoints.length > 0 ? "DNAT" : blocked ?? "none",
@@ -112,7 +148,10 @@ export function traceNft(
 }
 
 class Evaluator {
+  /** Some path looked a client up in `affinity-check` and found its service there. */
+  affinity = false;
   readonly #t: NftTable;
+  readonly #table: string;
   readonly #fam: "ip" | "ip6";
   readonly #pkt: NftPacket;
   readonly #isLocal: (ip: string) => boolean;
@@ -120,6 +159,7 @@ class Evaluator {
 
   constructor(
     t: NftTable,
+    tableName: string,
     family: IPFamily,
     pkt: NftPacket,
     isLocal: (ip: string) => boolean,
@@ -127,6 +167,7 @@ class Evaluator {
   ) {
     this.#t = t;
     this.#fam = family === "IPv4" ? "ip" : "ip6";
+    this.#table = `${this.#fam} ${tableName}`;
     this.#pkt = pkt;
     this.#isLocal = isLocal;
     this.#record = record;
@@ -156,7 +197,7 @@ class Evaluator {
     for (const rule of c.rules) {
       const next: State[] = [];
       for (const s of live) {
-        for (const o of this.#rule(rule, s, depth)) {
+        for (const o of this.#rule(rule, s, depth, name)) {
           if (o.end === undefined) next.push(o.st);
           else done.push(o);
         }
@@ -179,21 +220,40 @@ class Evaluator {
     throw new Error(`nft tracer: unsupported verdict ${v}`);
   }
 
-  /** Evaluates one rule for `st`. */
-  #rule(rule: string, st: State, depth: number): Outcome[] {
+  /** Evaluates one rule of chain `name` for `st`. */
+  #rule(rule: string, st0: State, depth: number, name: string): Outcome[] {
     const tokens = tokenize(rule);
     let i = 0;
+    let st = st0;
     // A match that fails ends the rule; the chain goes on with the next one.
     const miss = (): Outcome[] => [{ st, end: undefined }];
+    // The rule acts (its matches held): the path records it once, before what it leads to.
+    let acted = false;
+    const act = () => {
+      if (acted) return;
+      acted = true;
+      st = {
+        ...st,
+        steps: [...st.steps, { table: this.#table, chain: name, rule: `${name}: ${rule}`, depth }],
+      };
+    };
     while (i < tokens.length) {
       const tk = tokens[i];
       // Statements.
-      if (tk === "jump" || tk === "goto") return this.#verdict(`${tk} ${tokens[i + 1]}`, st, depth);
+      if (tk === "jump" || tk === "goto") {
+        act();
+        return this.#verdict(`${tk} ${tokens[i + 1]}`, st, depth);
+      }
       if (tk === "drop" || tk === "reject" || tk === "accept" || tk === "return") {
+        act();
         return this.#verdict(tk, st, depth);
       }
-      if (tk === "masquerade") return [{ st: { ...st, masq: true }, end: "accept" }];
+      if (tk === "masquerade") {
+        act();
+        return [{ st: { ...st, masq: true }, end: "accept" }];
+      }
       if (tk === "meta" && tokens[i + 1] === "mark" && tokens[i + 2] === "set") {
+        act();
         // meta mark set meta mark | M  /  ^ M
         const op = tokens[i + 5];
         const m = Number(tokens[i + 6]);
@@ -203,7 +263,14 @@ class Evaluator {
         i += 7;
         continue;
       }
-      if (tk === "dnat") return this.#dnat(tokens.slice(i), st, rule);
+      if (tk === "dnat") {
+        const out = this.#dnat(tokens.slice(i), st, rule);
+        if (out.some((o) => o.end !== undefined)) {
+          act();
+          return out.map((o) => ({ ...o, st: { ...o.st, steps: st.steps } }));
+        }
+        return out;
+      }
       if (tk === "update") {
         this.#update(tokens.slice(i), st, rule);
         return miss();
@@ -218,6 +285,8 @@ class Evaluator {
         const map = this.#set(tokens[i + 1], rule);
         const hit = this.#lookup(map, values);
         if (hit === undefined) return miss();
+        if (tokens[i + 1] === "@affinity-check") this.affinity = true;
+        act();
         return this.#verdict(hit, st, depth);
       }
       if (op?.startsWith("@")) {
@@ -337,22 +406,28 @@ class Evaluator {
       const { values } = this.#expr(head, 0, st, rule);
       for (let k = 0; k < n; k++) keys.push([...values, String(k)]);
     } else keys.push(this.#expr(keyTokens, 0, st, rule).values);
+    // Each numgen branch takes an equal share of this path's connections.
+    const p = st.p / keys.length;
     const map = this.#set(tokens[mapAt + 1], rule);
     const out: Outcome[] = [];
     for (const key of keys) {
       const hit = this.#lookup(map, key);
       // A miss breaks the rule: evaluation goes on with the next one.
       if (hit === undefined) {
-        out.push({ st, end: undefined });
+        out.push({ st: { ...st, p }, end: undefined });
         continue;
       }
       const [ip, port] = hit.split(" . ");
       const endpoint = ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
-      out.push({ st: { ...st, dst: ip, port: Number(port), dnat: endpoint }, end: "accept" });
+      out.push({ st: { ...st, p, dst: ip, port: Number(port), dnat: endpoint }, end: "accept" });
     }
-    // Branches that all missed are one fall-through.
+    // Branches that all missed are one fall-through, with their shares together.
     const falls = out.filter((o) => o.end === undefined);
-    return [...out.filter((o) => o.end !== undefined), ...(falls.length > 0 ? [falls[0]] : [])];
+    const fallP = falls.reduce((sum, o) => sum + o.st.p, 0);
+    return [
+      ...out.filter((o) => o.end !== undefined),
+      ...(falls.length > 0 ? [{ st: { ...st, p: fallP }, end: undefined as End }] : []),
+    ];
   }
 
   /** `update @m { key : value }`: records into the fake's map when asked to. */
@@ -382,4 +457,67 @@ function tokenize(rule: string): string[] {
   }
   if (cur !== "") out.push(cur);
   return out;
+}
+
+/**
+ * `trace --proxy-mode=nftables`: traces `q` through this node's live `kube-proxy` table (read with
+ * `nft list table`, read only) or through a file: a `render --proxy-mode=nftables` output, any
+ * `nft -f` transaction, or an `nft list` listing. A rule the tracer cannot read stops the trace with
+ * verdict UNKNOWN, naming it.
+ * @throws {Error} when the table cannot be read; the message says why.
+ */
+export async function traceNftables(
+  q: TraceQuery,
+  { exec, nodeIPs }: { exec: Executor; nodeIPs: readonly string[] },
+): Promise<TraceResult> {
+  const family = addressFamily(q.dst) ?? "IPv4";
+  const ruleset = new NftRuleset();
+  if (q.rulesFile !== undefined) {
+    const text = await Deno.readTextFile(q.rulesFile);
+    ruleset.apply(isListing(text) ? listingStatements(text).join("\n") : text);
+  } else {
+    const fam = family === "IPv4" ? "ip" : "ip6";
+    const r = await exec.run("nft", { args: ["list", "table", fam, TABLE] });
+    if (r.code !== 0) {
+      throw new Error(`nft list table ${fam} ${TABLE}: ${r.stderr.trim() || `exit ${r.code}`}`);
+    }
+    ruleset.apply(listingStatements(r.stdout).join("\n"));
+  }
+  if (ruleset.table(family, TABLE) === undefined) {
+    throw new Error(`no ${family === "IPv4" ? "ip" : "ip6"} ${TABLE} table in the rules`);
+  }
+  const pkt = {
+    src: traceSource(q, family, nodeIPs),
+    dst: q.dst,
+    port: q.port,
+    protocol: q.protocol,
+    fromHost: q.from === "node",
+  };
+  const none = { redirects: [], marked: false, unsupported: [] as string[] };
+  try {
+    const r = traceNft(ruleset, family, TABLE, pkt, nodeIPs);
+    return { ...none, ...r, path: r.steps };
+  } catch (e) {
+    return {
+      ...none,
+      endpoints: [],
+      reach: [],
+      masq: false,
+      masqMixed: false,
+      affinity: false,
+      verdict: "UNKNOWN",
+      path: [],
+      unsupported: [(e as Error).message],
+    };
+  }
+}
+
+/** Returns true for an `nft list` listing (rather than `nft -f` statements). */
+export function isListing(text: string): boolean {
+  return /^\s*table (ip|ip6|inet) \S+ \{/.test(text);
+}
+
+/** Returns true for nftables rules: a listing, or `nft -f` statements (a render output). */
+export function isNftText(text: string): boolean {
+  return isListing(text) || /^(# nft -f|add table (ip|ip6|inet) )/m.test(text);
 }

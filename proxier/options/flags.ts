@@ -75,6 +75,8 @@ export interface TraceQuery {
   readonly output: "text" | "json";
   /** This node's addresses, besides those of its interfaces (for a file from another node). */
   readonly nodeIPs: readonly string[];
+  /** `--proxy-mode` (or the config file's mode) was given; else the mode is told from the rules. */
+  readonly modeChosen: boolean;
 }
 
 /** The state of parsing: the configuration the flags fill in, and what they leave for later. */
@@ -838,7 +840,8 @@ Flags:
   --node-ip IP[,IP]     this node's addresses (default: this machine's interfaces)
   --rules FILE          trace the rules of a file (a render output, or iptables-save output)
                         instead of the live ones
-  --proxy-mode MODE     the mode whose rules to read (iptables, nftables, ipvs)
+  --proxy-mode MODE     the mode whose rules to read (iptables, nftables, ipvs); default: the
+                        mode whose rules the node (or the --rules file) holds
   --output FORMAT       text (default) or json
 `;
 
@@ -904,6 +907,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
       ctx.v.hostnameOverride,
     );
   }
+  const modeChosen = ctx.v.mode !== "";
   const v = platformDefaults(ctx.v);
   const errors = validate(v);
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
@@ -934,7 +938,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
       f,
     ) => [`--${f.name}`, given(f.name) ?? f.default]),
     configFile,
-    trace,
+    trace: trace === undefined ? undefined : { ...trace, modeChosen },
     usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
   };
 }
@@ -1041,7 +1045,7 @@ function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
 }
 
 /** Reads the `trace` flags. @throws {UsageError} naming the flag. */
-function parseTrace(given: (name: string) => string | undefined): TraceQuery {
+function parseTrace(given: (name: string) => string | undefined): Omit<TraceQuery, "modeChosen"> {
   const dst = given("dst");
   if (dst === undefined) throw new UsageError("--dst: trace needs the destination address");
   parseIP("--dst", dst);
