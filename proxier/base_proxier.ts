@@ -21,7 +21,8 @@ import type { Registry } from "prom-client";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology.ts";
-import { ipFamily } from "./net.ts";
+import { cidrFamily, ipFamily, normalizeCIDR } from "./net.ts";
+import { show } from "./errors.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 import { collectGarbage } from "./runtime/gc.ts";
@@ -53,8 +54,16 @@ export interface NodeHandler {
   onNodeSynced(): void;
 }
 
+/**
+ * Receives the cluster's service CIDRs (every `networking.k8s.io/v1` ServiceCIDR's `spec.cidrs`,
+ * both families, sorted), whole, on each change, as upstream's `OnServiceCIDRsChanged`.
+ */
+export interface ServiceCIDRHandler {
+  onServiceCIDRsChanged(cidrs: readonly string[]): void;
+}
+
 /** A proxier: takes events, syncs them to a datapath from its loop. */
-export interface Provider extends ServiceHandler, EndpointSliceHandler, NodeHandler {
+export interface Provider extends ServiceHandler, EndpointSliceHandler, NodeHandler, ServiceCIDRHandler {
   /** Asks for a sync; the runner rate-limits. */
   sync(): void;
   /** Runs syncs until `signal` aborts; resolves after the last sync finishes. */
@@ -146,6 +155,8 @@ export abstract class BaseProxier implements Provider {
   protected readonly endpointsMap: EndpointsMap = new Map();
   /** The own Node, when known. */
   protected node?: V1Node;
+  /** This family's service CIDRs (ServiceCIDR objects), as last reported. */
+  protected serviceCIDRs: readonly string[] = [];
   readonly #localDetection: LocalDetection | undefined;
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
@@ -267,6 +278,30 @@ export abstract class BaseProxier implements Provider {
     this.#slicesSynced = true;
     this.sync();
   }
+  /**
+   * @inheritdoc
+   * A mode whose rules depend on them (nftables drops traffic to unallocated cluster IPs) gets a
+   * full sync when this family's set changes ({@linkcode usesServiceCIDRs}).
+   */
+  onServiceCIDRsChanged(cidrs: readonly string[]): void {
+    const bad = cidrs.filter((c) => cidrFamily(c) === undefined);
+    if (bad.length > 0 && this.family === "IPv4") {
+      this.log.warn("Ignoring malformed ServiceCIDR CIDRs", { cidrs: bad.map((c) => show(c)).join(", ") });
+    }
+    const mine = cidrs.filter((c) => cidrFamily(c) === this.family).map(normalizeCIDR);
+    if (mine.join(",") === this.serviceCIDRs.join(",")) return;
+    this.serviceCIDRs = mine;
+    if (this.usesServiceCIDRs) {
+      this.log.info("Service CIDRs changed", { family: this.family, cidrs: mine.join(",") });
+      this.requestFullSync();
+    }
+  }
+
+  /** The mode's rules depend on {@linkcode serviceCIDRs}. */
+  protected get usesServiceCIDRs(): boolean {
+    return false;
+  }
+
   /** @inheritdoc */
   onNodeAdd(n: V1Node): void {
     this.#nodeEvent(n);

@@ -63,6 +63,10 @@ export class MetaProxier implements Provider {
     for (const p of this.#proxiers) p.onNodeSynced();
   }
   /** @inheritdoc */
+  onServiceCIDRsChanged(cidrs: readonly string[]): void {
+    for (const p of this.#proxiers) p.onServiceCIDRsChanged(cidrs);
+  }
+  /** @inheritdoc */
   sync(): void {
     for (const p of this.#proxiers) p.sync();
   }

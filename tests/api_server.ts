@@ -22,6 +22,12 @@ const RESOURCES: Record<string, Resource> = {
     namespaced: true,
   },
   nodes: { path: "/api/v1/nodes", listKind: "NodeList", apiVersion: "v1", namespaced: false },
+  servicecidrs: {
+    path: "/apis/networking.k8s.io/v1/servicecidrs",
+    listKind: "ServiceCIDRList",
+    apiVersion: "networking.k8s.io/v1",
+    namespaced: false,
+  },
 };
 
 type Obj = {
@@ -50,6 +56,16 @@ export class TestApiServer {
   listRequests = 0;
   /** Milliseconds between BOOKMARK events on open watches. */
   bookmarkEveryMs = 200;
+  /** Resources this server does not serve (404), as an older API server: e.g. `servicecidrs` (1.33+). */
+  readonly without: ReadonlySet<string>;
+  /** Requests per resource (list and watch), for assertions about retries. */
+  readonly requestsOf = new Map<string, number>();
+
+  /** A server holding no object yet; `without` lists resources it answers 404 for. */
+  constructor(o: { without?: readonly string[] } = {}) {
+    this.without = new Set(o.without ?? []);
+  }
+
   /** `events.k8s.io/v1` Events created (POSTed), with their namespace from the path. */
   readonly events: Array<{ namespace: string; event: Record<string, unknown> }> = [];
 
@@ -165,7 +181,8 @@ export class TestApiServer {
         continue;
       }
       const entry = Object.entries(RESOURCES).find(([, r]) => r.path === url.pathname);
-      if (entry === undefined) {
+      if (entry !== undefined) this.requestsOf.set(entry[0], (this.requestsOf.get(entry[0]) ?? 0) + 1);
+      if (entry === undefined || this.without.has(entry[0])) {
         const body = JSON.stringify({ kind: "Status", code: 404 });
         await write(
           `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
@@ -175,7 +192,7 @@ export class TestApiServer {
       const [name, res] = entry;
       const match = selector(url.searchParams.get("labelSelector"), url.searchParams.get("fieldSelector"));
       if (url.searchParams.get("watch") !== "true") {
-        this.listRequests++;
+        if (name !== "servicecidrs") this.listRequests++;
         const items = [...this.#objects.get(name)!.values()].filter(match).map((o) => withKind(res, o));
         const body = enc.encode(JSON.stringify({
           kind: res.listKind,

@@ -48,6 +48,17 @@ Deno.test("deploy: the DaemonSet has kubeadm's shape: its command line, privileg
   const binding = byKind("ClusterRoleBinding");
   assertEquals(binding.roleRef.name, "system:node-proxier");
   assertEquals(binding.subjects, [{ kind: "ServiceAccount", name: "kube-proxy", namespace: "kube-system" }]);
+  // ServiceCIDRs, which the built-in role of clusters before them lacks: list and watch, bound too.
+  const role = byKind("ClusterRole");
+  assertEquals(role.rules, [{
+    apiGroups: ["networking.k8s.io"],
+    resources: ["servicecidrs"],
+    verbs: ["list", "watch"],
+  }]);
+  const bindings = docs.filter((d) => d.kind === "ClusterRoleBinding").map((
+    b,
+  ) => [b.roleRef.name, b.subjects[0].name]);
+  assertEquals(bindings, [["system:node-proxier", "kube-proxy"], [role.metadata.name, "kube-proxy"]]);
 });
 
 Deno.test("deploy: the ConfigMap's files start the program with the DaemonSet's command line, reaching the control plane", async () => {

@@ -26,6 +26,9 @@ class RecordingProxier extends BaseProxier {
   get nodeName_(): string | undefined {
     return this.node?.metadata?.name;
   }
+  get cidrs(): readonly string[] {
+    return this.serviceCIDRs;
+  }
 }
 
 function access(url: string): Promise<ApiAccess> {
@@ -103,6 +106,59 @@ Deno.test("informers: created, changed and deleted objects reach the proxier", a
       await eventually(() => assertEquals(state(p), { "ns1/svc2:p80/TCP": [], "ns1/svc4:p80/TCP": [] }));
     });
   } finally {
+    await api.stop();
+  }
+});
+
+Deno.test("informers: ServiceCIDRs reach the proxier (this family's CIDRs of every object)", async () => {
+  const api = new TestApiServer();
+  api.start();
+  const cidr = (name: string, cidrs: string[]) => ({ metadata: { name }, spec: { cidrs } });
+  api.apply("servicecidrs", cidr("kubernetes", ["172.30.0.0/16", "fd00:30::/108"]));
+  try {
+    await withSource(api, async (p) => {
+      await eventually(() => assertEquals(p.cidrs, ["172.30.0.0/16"]));
+      api.apply("servicecidrs", cidr("extra", ["10.200.0.0/24"]));
+      await eventually(() => assertEquals(p.cidrs, ["10.200.0.0/24", "172.30.0.0/16"]));
+      api.delete("servicecidrs", "", "kubernetes");
+      await eventually(() => assertEquals(p.cidrs, ["10.200.0.0/24"]));
+    });
+  } finally {
+    await api.stop();
+  }
+});
+
+Deno.test("informers: an API server without ServiceCIDRs (before 1.33) is said once; everything else works", async () => {
+  const api = new TestApiServer({ without: ["servicecidrs"] });
+  api.start();
+  api.apply("services", makeService("ns1", "svc1"));
+  api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
+  const p = new RecordingProxier(opts);
+  const ac = new AbortController();
+  const loop = p.syncLoop(ac.signal);
+  const src = new KubernetesSource({
+    access: await access(api.url),
+    nodeName: NODE,
+    handler: p,
+    log: opts.log,
+    clock: realClock,
+  })
+    .run(ac.signal);
+  try {
+    await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.1:80"] }));
+    await new Promise((r) => setTimeout(r, 1500));
+    assertEquals(
+      opts.log.records.filter((r) => r.level === "warn").map((r) => [r.msg, r.fields?.hint]),
+      [[
+        "Cannot list ServiceCIDRs; traffic to unallocated cluster IPs is not dropped (nftables mode)",
+        "the API server predates networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33)",
+      ]],
+    );
+    assertEquals(api.requestsOf.get("servicecidrs"), 1, "asked once, not retried");
+  } finally {
+    ac.abort();
+    await Promise.all([loop, src]);
     await api.stop();
   }
 });

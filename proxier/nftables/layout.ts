@@ -203,6 +203,12 @@ export interface LayoutOptions {
    * not dropped either (upstream drops them otherwise, against spurious resets).
    */
   readonly conntrackTCPLiberal?: boolean;
+  /**
+   * The cluster's service CIDRs of this family (ServiceCIDR objects): traffic to an address in them
+   * that no Service holds is dropped, as upstream, so it fails fast instead of leaving by the default
+   * route. Default none.
+   */
+  readonly serviceCIDRs?: readonly string[];
 }
 
 /**
@@ -281,6 +287,9 @@ export function fixedLayout(o: LayoutOptions): string[] {
   rule(EXTERNAL_CLUSTER, `${key} vmap @${LB_CLUSTER}`);
   rule(SERVICE_ENDPOINTS_CHECK, `${key} vmap @${NO_ENDPOINT_SERVICES}`);
   rule(CLUSTER_IPS_CHECK, `${fam} daddr @${CLUSTER_IPS} reject`);
+  if ((o.serviceCIDRs ?? []).length > 0) {
+    rule(CLUSTER_IPS_CHECK, `${fam} daddr { ${o.serviceCIDRs!.join(", ")} } drop`);
+  }
   rule(FIREWALL_CHECK, `${key} vmap @${FIREWALL_IPS}`);
   rule(FIREWALL, `${key} . ${fam} saddr @${FIREWALL_ALLOW} return`);
   rule(FIREWALL, "drop");

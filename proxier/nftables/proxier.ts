@@ -82,6 +82,11 @@ export class NftablesProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
+  protected override get usesServiceCIDRs(): boolean {
+    return true;
+  }
+
+  /** @inheritdoc */
   protected override nodeDependentState(): string {
     return JSON.stringify([super.nodeDependentState(), this.#nodePortIPs()]);
   }
@@ -210,6 +215,7 @@ export class NftablesProxier extends BaseProxier {
       mark: masqueradeMark(this.#o.masqueradeBit, 8),
       local: this.localDetector,
       conntrackTCPLiberal: this.#o.conntrackTCPLiberal,
+      serviceCIDRs: this.serviceCIDRs,
     }));
     this.#book.clear();
     this.#ports.clear();

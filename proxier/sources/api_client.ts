@@ -214,7 +214,7 @@ export class ApiClient {
 }
 
 /** What the Kubernetes source lists and watches: each kind's path and selectors, as kube-proxy's. */
-export type SourceKind = "Service" | "EndpointSlice" | "Node";
+export type SourceKind = "Service" | "EndpointSlice" | "Node" | "ServiceCIDR";
 
 /** Returns each kind's path and query for `nodeName` (the own Node is selected by name). */
 export function sourceQueries(nodeName: string): Record<SourceKind, { path: string; query: ListQuery }> {
@@ -225,6 +225,7 @@ export function sourceQueries(nodeName: string): Record<SourceKind, { path: stri
       query: { labelSelector: PROXY_LABEL_SELECTOR },
     },
     Node: { path: "/api/v1/nodes", query: { fieldSelector: `metadata.name=${nodeName}` } },
+    ServiceCIDR: { path: "/apis/networking.k8s.io/v1/servicecidrs", query: {} },
   };
 }
 
@@ -243,5 +244,10 @@ export function prefetchLists(api: ApiClient, nodeName: string): PrefetchedLists
     p.catch(() => {}); // handled by the informer that takes it
     return p;
   };
-  return { Service: start("Service"), EndpointSlice: start("EndpointSlice"), Node: start("Node") };
+  return {
+    Service: start("Service"),
+    EndpointSlice: start("EndpointSlice"),
+    Node: start("Node"),
+    ServiceCIDR: start("ServiceCIDR"),
+  };
 }

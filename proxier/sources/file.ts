@@ -17,7 +17,7 @@ export interface FileSourceOptions {
   readonly log: Logger;
 }
 
-const KINDS = new Set(["Service", "EndpointSlice", "Node"]);
+const KINDS = new Set(["Service", "EndpointSlice", "Node", "ServiceCIDR"]);
 
 /** The annotation upstream's EndpointSlice controller sets; network programming latency starts there. */
 const TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time";
@@ -33,7 +33,7 @@ const IN_PLACE_SETTLE_MS = 600;
 const MAX_SETTLE_MS = 1000;
 
 /**
- * Reads Services, EndpointSlices and Nodes from files and follows changes to them. A file that
+ * Reads Services, EndpointSlices, the own Node and ServiceCIDRs from files and follows changes to them. A file that
  * does not parse is reported by path and line, and its previous objects stay. After the first
  * read only the files the watcher names are read again, so an edit costs one file's parse
  * whatever the directory holds. When two files define the same object, the one whose path
@@ -206,7 +206,10 @@ export class FileSource {
     }
     const kinds = [...ignored].sort().join(", ");
     if (kinds !== "" && kinds !== reported.ignored) {
-      log.warn("Ignoring documents that are not Services, EndpointSlices or Nodes", { path: f, kinds });
+      log.warn("Ignoring documents that are not Services, EndpointSlices, Nodes or ServiceCIDRs", {
+        path: f,
+        kinds,
+      });
     }
     reported.ignored = kinds === "" ? undefined : kinds;
     this.#apply(f, objects, mtime?.toISOString());

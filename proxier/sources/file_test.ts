@@ -42,6 +42,9 @@ class Recorder implements EventHandler {
   onNodeSynced() {
     this.events.push("synced Node");
   }
+  onServiceCIDRsChanged(cidrs: readonly string[]) {
+    this.events.push(`service CIDRs ${cidrs.join(",")}`);
+  }
 }
 
 const svc = (name: string, ip: string) =>

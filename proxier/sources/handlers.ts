@@ -3,11 +3,22 @@
  * selector.
  * @module
  */
-import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { EndpointSliceHandler, NodeHandler, ServiceHandler } from "../base_proxier.ts";
+import type {
+  KubernetesObject,
+  V1EndpointSlice,
+  V1Node,
+  V1Service,
+  V1ServiceCIDR,
+} from "@kubernetes/client-node";
+import type {
+  EndpointSliceHandler,
+  NodeHandler,
+  ServiceCIDRHandler,
+  ServiceHandler,
+} from "../base_proxier.ts";
 
 /** What a source feeds: every handler kind. */
-export type EventHandler = ServiceHandler & EndpointSliceHandler & NodeHandler;
+export type EventHandler = ServiceHandler & EndpointSliceHandler & NodeHandler & ServiceCIDRHandler;
 
 const HEADLESS_LABEL = "service.kubernetes.io/headless";
 const SERVICE_PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name";
@@ -33,8 +44,19 @@ export interface KindHandler<T> {
   synced(): void;
 }
 
-/** Returns the per-kind (old, new) dispatch to `h`'s methods. */
+/**
+ * Returns the per-kind (old, new) dispatch to `h`'s methods. ServiceCIDR objects are folded into
+ * the set of every CIDR they hold, as upstream's ServiceCIDR config handler, reported on each change.
+ */
 export function kindHandlers(h: EventHandler) {
+  const serviceCIDRs = new Map<string, readonly string[]>();
+  const cidrsChanged = () => {
+    h.onServiceCIDRsChanged([...new Set([...serviceCIDRs.values()].flat())].sort());
+  };
+  const setCIDRs = (o: V1ServiceCIDR) => {
+    serviceCIDRs.set(objectKey(o), (o.spec?.cidrs ?? []).filter((c) => typeof c === "string"));
+    cidrsChanged();
+  };
   return {
     Service: {
       add: (o: V1Service) => h.onServiceAdd(o),
@@ -54,6 +76,16 @@ export function kindHandlers(h: EventHandler) {
       delete: (o: V1Node) => h.onNodeDelete(o),
       synced: () => h.onNodeSynced(),
     } satisfies KindHandler<V1Node>,
+    ServiceCIDR: {
+      add: setCIDRs,
+      update: (_a: V1ServiceCIDR, b: V1ServiceCIDR) => setCIDRs(b),
+      delete: (o: V1ServiceCIDR) => {
+        serviceCIDRs.delete(objectKey(o));
+        cidrsChanged();
+      },
+      // Syncs never wait for them: without any, nothing is dropped (as before they existed).
+      synced: () => {},
+    } satisfies KindHandler<V1ServiceCIDR>,
   };
 }
 

@@ -49,7 +49,7 @@ export class KubernetesSource {
     const watch = api as unknown as Watch;
     const h = kindHandlers(this.#o.handler) as unknown as Record<SourceKind, KindHandler<KubernetesObject>>;
     const queries = sourceQueries(nodeName);
-    await Promise.all((["Service", "EndpointSlice", "Node"] as const).map((kind) => {
+    await Promise.all((["Service", "EndpointSlice", "Node", "ServiceCIDR"] as const).map((kind) => {
       const q = queries[kind];
       let first = prefetched?.[kind];
       return this.#inform(
@@ -67,7 +67,11 @@ export class KubernetesSource {
     }));
   }
 
-  /** Drives one informer until aborted; resolves after it is stopped. */
+  /**
+   * Drives one informer until aborted; resolves after it is stopped. ServiceCIDRs are optional: an
+   * API server that does not serve them (before 1.33: 404) or a role that may not list them (403)
+   * is said once, and the proxy runs without them, as before they existed.
+   */
   async #inform<T extends KubernetesObject>(
     kind: string,
     h: KindHandler<T>,
@@ -114,8 +118,24 @@ export class KubernetesSource {
       if (!synced) return;
       log.debug("Watch (re)connecting", { kind });
     });
+    let gaveUp = () => {};
+    const given = new Promise<void>((resolve) => gaveUp = resolve);
     lw.on("error", (err) => {
       if (signal.aborted) return;
+      const status = (err as { statusCode?: number }).statusCode;
+      if (kind === "ServiceCIDR" && (status === 404 || status === 403)) {
+        log.warn(
+          "Cannot list ServiceCIDRs; traffic to unallocated cluster IPs is not dropped (nftables mode)",
+          {
+            error: describeError(err),
+            hint: status === 404
+              ? "the API server predates networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33)"
+              : "grant list and watch on servicecidrs.networking.k8s.io (deploy/daemonset.yaml's ClusterRole)",
+          },
+        );
+        gaveUp();
+        return;
+      }
       backoff = Math.min(BACKOFF_MAX_MS, backoff === 0 ? BACKOFF_START_MS : backoff * 2);
       log.warn("Watch failed; keeping the last known state and retrying", {
         kind,
@@ -127,10 +147,13 @@ export class KubernetesSource {
       }, backoff);
     });
     lw.start().catch(() => {});
-    await new Promise<void>((resolve) => {
-      if (signal.aborted) resolve();
-      signal.addEventListener("abort", () => resolve(), { once: true });
-    });
+    await Promise.race([
+      given,
+      new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      }),
+    ]);
     cancelRetry();
     await lw.stop();
   }

@@ -436,6 +436,34 @@ export const SCENARIOS: readonly Scenario[] = [
     notFor: { userspace: "a userspace proxy accepts the connection and then closes it" },
   },
   {
+    id: "service-cidrs",
+    name: "a cluster IP inside a ServiceCIDR that no Service holds is dropped; an allocated one answers",
+    objects: ({ pods }) =>
+      `---
+apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: { name: kubernetes }
+spec: { cidrs: [172.30.0.0/16] }
+` + service("allocated", "172.30.0.33") + slice("allocated", pods),
+    async check(env) {
+      const { node, pods } = env;
+      // The control: the ServiceCIDR's allocated address is served.
+      await eventually(async () => ok(await pods[0].agent.tcp("172.30.0.33", 80)), 10_000);
+      await eventually(async () => {
+        const started = Date.now();
+        assertMatch(await pods[0].agent.tcp("172.30.0.250", 80, 1000), /^ERR .*(timed out|TimeoutError)/i);
+        assert(Date.now() - started >= 900, "dropped: the connection times out");
+      }, 10_000);
+      await traceAgrees(env, { pod: pods[0] }, "172.30.0.250", 80, "refused");
+      ok(await node.tcp("172.30.0.33", 80));
+    },
+    notFor: {
+      iptables: "upstream drops traffic to unallocated cluster IPs in nftables mode only",
+      ipvs: "upstream drops traffic to unallocated cluster IPs in nftables mode only",
+      userspace: "upstream drops traffic to unallocated cluster IPs in nftables mode only",
+    },
+  },
+  {
     id: "udp-moves",
     name: "UDP: a flow pinned to a removed endpoint moves to the other",
     objects: ({ pods }) =>

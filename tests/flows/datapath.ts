@@ -14,6 +14,8 @@ export interface FlowOptions {
   readonly masqueradeAll?: boolean;
   readonly localhostNodePorts?: boolean;
   readonly nodePortAddresses?: readonly string[];
+  /** The cluster's ServiceCIDRs (what the ServiceCIDR objects hold); default none. */
+  readonly serviceCIDRs?: readonly string[];
 }
 
 /** Everything a load depends on; rows with equal setups share one load. */
@@ -65,7 +67,10 @@ export interface Datapath {
 }
 
 /** Feeds the setup's Node and objects to `p`, then both "synced" calls. */
-export function feed(p: Provider, setup: Pick<FlowSetup, "objects" | "node">): void {
+export function feed(
+  p: Provider,
+  setup: Pick<FlowSetup, "objects" | "node"> & { options?: FlowOptions },
+): void {
   const node = makeNode(setup.node.name, setup.node.labels);
   if (setup.node.internalIP !== undefined) {
     node.status = { addresses: [{ type: "InternalIP", address: setup.node.internalIP }] };
@@ -74,6 +79,7 @@ export function feed(p: Provider, setup: Pick<FlowSetup, "objects" | "node">): v
   const { services, slices } = setup.objects.build();
   for (const s of services) p.onServiceAdd(s);
   for (const s of slices) p.onEndpointSliceAdd(s);
+  if (setup.options?.serviceCIDRs !== undefined) p.onServiceCIDRsChanged(setup.options.serviceCIDRs);
   p.onServicesSynced();
   p.onEndpointSlicesSynced();
 }

@@ -36,7 +36,7 @@ export function iptablesSetup(
     nodeIPs: node.ips,
     ...over,
   });
-  feed(proxier, { node, objects: setup === "empty" ? EMPTY : setup.objects ?? REPRESENTATIVE });
+  feed(proxier, { node, objects: setup === "empty" ? EMPTY : setup.objects ?? REPRESENTATIVE, options: o });
   return { fake, conntrack, proxier, log: opts.log, metrics: opts.metrics };
 }
 

@@ -36,7 +36,7 @@ export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup:
     affinitySupported: true,
     ...over,
   });
-  feed(proxier, { node, objects: setup.objects ?? REPRESENTATIVE });
+  feed(proxier, { node, objects: setup.objects ?? REPRESENTATIVE, options: o });
   return { fake, conntrack, proxier, log: opts.log, metrics: opts.metrics, clock: opts.clock };
 }
 

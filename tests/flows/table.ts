@@ -70,6 +70,8 @@ const IPVS_NO_SHORT_CIRCUIT = "upstream's ipvs mode has one virtual server per n
   "externalTrafficPolicy Local every client, pods and the node included, gets the local endpoints only";
 const IPVS_REJECTS_UNSERVED_PORTS =
   "upstream's ipvs mode rejects new connections to ports a service address does not serve (KUBE-IPVS-FILTER)";
+const NO_SERVICE_CIDRS = "upstream drops traffic to unallocated cluster IPs in nftables mode only; " +
+  "the other modes leave it to the node's routes";
 const NO_DROP_USERSPACE = "a userspace proxy accepts the connection and then closes it; it cannot drop or " +
   "reject the packet";
 
@@ -220,6 +222,25 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: { ...tcp(POD, "172.30.0.42", 80), again: true },
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
+  },
+  {
+    name: "a cluster IP inside a ServiceCIDR that no Service holds is dropped",
+    objects: REPRESENTATIVE,
+    options: { serviceCIDRs: ["172.30.0.0/16", "fd00:30::/108"] },
+    packet: tcp(POD, "172.30.0.50", 80),
+    expect: { verdict: "DROP" },
+    notFor: {
+      iptables: NO_SERVICE_CIDRS,
+      ipvs: NO_SERVICE_CIDRS,
+      userspace: NO_SERVICE_CIDRS,
+    },
+  },
+  {
+    name: "ServiceCIDRs (control): an allocated cluster IP inside one still reaches its endpoints",
+    objects: REPRESENTATIVE,
+    options: { serviceCIDRs: ["172.30.0.0/16"] },
+    packet: tcp(POD, "172.30.0.41", 80),
+    expect: dnat(["10.180.0.1:80"], false),
   },
   {
     name: "UDP service without endpoints rejects",
