@@ -31,6 +31,13 @@ export const SET = {
   IPVS_IPS: "KUBE-IPVS-IPS",
   /** Ours: service addresses without endpoints, REJECTed (upstream's ipvs mode lets them time out). */
   NO_ENDPOINTS: "KUBE-IPVS-NO-ENDPOINTS",
+  /**
+   * Ours: external entries (external and LB IPs, NodePorts) of externalTrafficPolicy Local services
+   * with no local endpoint. As upstream their virtual servers take the cluster's endpoints, so pods
+   * and the node still reach them; traffic from elsewhere is DROPped here (upstream lets it through
+   * unmasqueraded, and the replies are lost).
+   */
+  NO_LOCAL_ENDPOINTS: "KUBE-IPVS-NO-LOCAL-ENDPOINTS",
 } as const;
 
 /** One of the ipsets, by its IPv4 name. */
@@ -55,6 +62,7 @@ const TYPES: Record<SetName, IpsetType> = {
   [SET.HEALTH_CHECK_NODE_PORT]: "bitmap:port",
   [SET.IPVS_IPS]: "hash:ip",
   [SET.NO_ENDPOINTS]: "hash:ip,port",
+  [SET.NO_LOCAL_ENDPOINTS]: "hash:ip,port",
 };
 
 /** Every set, in upstream's order. */
@@ -175,7 +183,16 @@ export function iptablesInput(o: IptablesInputs): string {
     nat.push(`${base} -m addrtype --dst-type LOCAL -j ACCEPT`);
   };
   if (has(SET.EXTERNAL_IP)) external(SET.EXTERNAL_IP, true);
-  if (has(SET.EXTERNAL_IP_LOCAL)) external(SET.EXTERNAL_IP_LOCAL, false);
+  if (has(SET.EXTERNAL_IP_LOCAL)) {
+    // The node's own connections take the VIP as their source: masqueraded, or replies from
+    // endpoints elsewhere would not come back (the iptables mode's short-circuit does the same).
+    nat.push(
+      `-A ${KUBE_SERVICES} ${comment(SET_COMMENTS[SET.EXTERNAL_IP_LOCAL])} -m set --match-set ${
+        s(SET.EXTERNAL_IP_LOCAL)
+      } dst,dst -m addrtype --src-type LOCAL -j ${KUBE_MARK_MASQ}`,
+    );
+    external(SET.EXTERNAL_IP_LOCAL, false);
+  }
   nat.push(`-A ${KUBE_SERVICES} -m addrtype --dst-type LOCAL -j ${KUBE_NODE_PORT}`);
   nat.push(`-A ${KUBE_LOAD_BALANCER} -j ${KUBE_MARK_MASQ}`);
   filter.push(`-A ${KUBE_SOURCE_RANGES_FIREWALL} -j DROP`);
@@ -208,6 +225,19 @@ export function iptablesInput(o: IptablesInputs): string {
       `-A ${KUBE_IPVS_FILTER} ${
         comment(SET_COMMENTS[SET.NO_ENDPOINTS])
       } -m conntrack --ctstate NEW -m set --match-set ${s(SET.NO_ENDPOINTS)} dst,dst -j REJECT`,
+    );
+  }
+  // External traffic (not from this node, not from its pods) to a Local-policy entry without a local
+  // endpoint has nowhere to go here: dropped, as the iptables and nftables modes do.
+  if (has(SET.NO_LOCAL_ENDPOINTS)) {
+    const fromOutside = o.local !== undefined
+      ? iptablesLocalMatch(o.local, false)
+      : "-m physdev ! --physdev-is-in";
+    filter.push(
+      `-A ${KUBE_IPVS_FILTER} ${comment(SET_COMMENTS[SET.NO_LOCAL_ENDPOINTS])} -m conntrack --ctstate NEW ` +
+        `-m set --match-set ${
+          s(SET.NO_LOCAL_ENDPOINTS)
+        } dst,dst ${fromOutside} -m addrtype ! --src-type LOCAL -j DROP`,
     );
   }
   for (const set of [SET.LOAD_BALANCER, SET.CLUSTER_IP, SET.EXTERNAL_IP, SET.EXTERNAL_IP_LOCAL]) {
@@ -264,4 +294,5 @@ const SET_COMMENTS: Record<SetName, string> = {
   [SET.HEALTH_CHECK_NODE_PORT]: "Kubernetes health check node port",
   [SET.IPVS_IPS]: "Kubernetes service cluster ip + port for masquerade purpose",
   [SET.NO_ENDPOINTS]: "kube-proxy-deno: service addresses without endpoints",
+  [SET.NO_LOCAL_ENDPOINTS]: "kube-proxy-deno: externalTrafficPolicy Local entries without local endpoints",
 };

@@ -54,7 +54,10 @@ export function portState(
   const reals = (list: readonly EndpointInfo[]): RealServer[] =>
     list.map((e) => ({ address: e.ip, port: e.port, weight: 1 }));
   const internal = reals(internalEndpoints(svc, cat));
-  const external = reals(svc.externalPolicyLocal ? cat.local : cat.cluster);
+  // As upstream's syncEndpoint: a Local policy with no local endpoint takes the cluster's, so pods and
+  // the node still reach external entries (traffic from elsewhere is dropped by NO_LOCAL_ENDPOINTS).
+  const noLocal = svc.externalPolicyLocal && cat.local.length === 0 && cat.cluster.length > 0;
+  const external = reals(svc.externalPolicyLocal && !noLocal ? cat.local : cat.cluster);
   const scheduler = svc.ipvsScheduler ?? o.scheduler;
   const flags = new Set(svc.ipvsSchedFlags ?? []);
   // Upstream sets the source-port hash flag for mh.
@@ -78,6 +81,10 @@ export function portState(
     servers.push({ vs: vs(address, port), reals: r });
     if (!cat.hasAny) entries.push([SET.NO_ENDPOINTS, ipPort(address, port)]);
   };
+  const serveExternal = (address: string, port: number) => {
+    serve(address, port, external);
+    if (noLocal) entries.push([SET.NO_LOCAL_ENDPOINTS, ipPort(address, port)]);
+  };
 
   for (const e of eps) {
     if (e.isLocal) entries.push([SET.LOOP_BACK, `${e.ip},${protocol}:${e.port},${e.ip}`]);
@@ -88,7 +95,7 @@ export function portState(
 
   for (const ip of svc.externalIPs) {
     entries.push([svc.externalPolicyLocal ? SET.EXTERNAL_IP_LOCAL : SET.EXTERNAL_IP, ipPort(ip)]);
-    serve(ip, svc.port, external);
+    serveExternal(ip, svc.port);
     if (!o.nodeIPs.has(ip)) binds.push(ip);
   }
 
@@ -105,7 +112,7 @@ export function portState(
       if (fromNode) entries.push([SET.LOAD_BALANCER_SOURCE_IP, `${ipPort(ip)},${ip}`]);
       else noNodeAccess.push({ ip, protocol, port: svc.port });
     }
-    serve(ip, svc.port, external);
+    serveExternal(ip, svc.port);
     if (!o.nodeIPs.has(ip)) binds.push(ip);
   }
 
@@ -122,7 +129,7 @@ export function portState(
       entries.push([all, String(svc.nodePort)]);
       if (svc.externalPolicyLocal) entries.push([local, String(svc.nodePort)]);
     }
-    for (const ip of o.nodePortIPs) serve(ip, svc.nodePort, external);
+    for (const ip of o.nodePortIPs) serveExternal(ip, svc.nodePort);
   }
   if (svc.healthCheckNodePort !== 0) {
     entries.push([SET.HEALTH_CHECK_NODE_PORT, String(svc.healthCheckNodePort)]);

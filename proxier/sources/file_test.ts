@@ -184,7 +184,7 @@ Deno.test("FileSource: documents of other kinds are named once per file; kube-pr
     assertEquals(rec.events.filter((e) => e.startsWith("add")), ["add Service ns1/mine"]);
     assertEquals(log.records.filter((r) => r.level === "warn"), [{
       level: "warn",
-      msg: "Ignoring documents that are not Services, EndpointSlices or Nodes",
+      msg: "Ignoring documents that are not Services, EndpointSlices, Nodes or ServiceCIDRs",
       fields: { path: `${dir}/a.yaml`, kinds: "ConfigMap, Secret" },
     }]);
   } finally {

@@ -194,3 +194,21 @@ export const TOPOLOGY: ObjectSet = {
     return out;
   },
 };
+
+/** An external IP of an externalTrafficPolicy Local Service whose one endpoint runs elsewhere. */
+export const ETP_LOCAL_ELSEWHERE: ObjectSet = {
+  id: "etp-local-elsewhere",
+  build() {
+    const out = { services: [] as V1Service[], slices: [] as V1EndpointSlice[] };
+    add(
+      out,
+      makeService("ns8", "svc8", (s) => {
+        s.spec!.clusterIPs = ["172.30.0.48"];
+        s.spec!.externalIPs = ["192.168.99.22"];
+        s.spec!.externalTrafficPolicy = "Local";
+      }),
+      [ep("10.180.0.2")],
+    );
+    return out;
+  },
+};

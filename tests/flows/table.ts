@@ -8,6 +8,7 @@
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
 import {
+  ETP_LOCAL_ELSEWHERE,
   NODE_A,
   NODE_A_TWO_IPS,
   NODE_A_TWO_IPS_PRIMARY,
@@ -289,7 +290,29 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "192.168.99.77", 80),
     expect: dnat(["10.180.0.9:80"], false),
-    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+  },
+  {
+    name: "ETP Local external IP, endpoint only elsewhere: the node reaches it, masqueraded",
+    objects: ETP_LOCAL_ELSEWHERE,
+    packet: tcp(NODE_IP, "192.168.99.22", 80, true),
+    expect: dnat(["10.180.0.2:80"], true),
+    notFor: {
+      nftables: "upstream's nftables mode checks no-endpoint-services in filter output, before DNAT: the " +
+        "node's own connection is dropped too (its iptables and ipvs modes let the node through)",
+    },
+  },
+  {
+    name: "ETP Local external IP, endpoint only elsewhere: a pod reaches it",
+    objects: ETP_LOCAL_ELSEWHERE,
+    packet: tcp(POD, "192.168.99.22", 80),
+    expect: dnat(["10.180.0.2:80"], false),
+  },
+  {
+    name: "ETP Local external IP, endpoint only elsewhere: a client elsewhere is dropped",
+    objects: ETP_LOCAL_ELSEWHERE,
+    packet: tcp(OUTSIDE, "192.168.99.22", 80),
+    expect: { verdict: "DROP" },
+    notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
     name: "ETP Local LB cluster IP unaffected",
