@@ -31,7 +31,7 @@ import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts"
 import { parseCommandLine, type TraceQuery } from "./proxier/options/flags.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
 import { ipFamily } from "./proxier/net.ts";
-import { formatTrace } from "./proxier/trace.ts";
+import { formatTrace, routeSource, traceSource } from "./proxier/trace.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -82,7 +82,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
       return 2;
     }
   }
-  if (cmd.command === "render") return await render(mode, config, log);
+  if (cmd.command === "render") return await render(mode, config, log, cmd.renderNodeIPs);
   if (cmd.command === "trace") return await trace(mode, config, cmd.trace!, exec);
   for (const n of cmd.notApplying) log.warn(n);
   return await run(mode, config, exec, log, {
@@ -144,7 +144,12 @@ async function cleanup(exec: Executor, log: Logger): Promise<number> {
  * `render`: what a full sync would apply for the objects in --source, computed by the real proxier
  * on a dry-run executor; touches nothing.
  */
-async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logger): Promise<number> {
+async function render(
+  mode: ProxyModeDefinition,
+  config: ProxyConfig,
+  log: Logger,
+  renderNodeIPs: readonly string[] | undefined,
+): Promise<number> {
   if (config.source.kind !== "file") {
     print(Deno.stderr, "kube-proxy-deno: render needs --source=file:PATH\n");
     return 2;
@@ -157,7 +162,7 @@ async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logge
   const nodeName = config.hostnameOverride || "render";
   const renderer = mode.render(
     // The live proxy's warnings (objects skipped, and why) on stderr; stdout stays the batches.
-    newModeDeps(config, { nodeName, log: warningsOnly(log), clock: realClock, exec: dryRun }),
+    newModeDeps(config, { nodeName, log: warningsOnly(log), clock: realClock, exec: dryRun, renderNodeIPs }),
     dryRun,
   );
   try {
@@ -173,6 +178,9 @@ async function render(mode: ProxyModeDefinition, config: ProxyConfig, log: Logge
     return 1;
   }
   print(Deno.stdout, await renderer.render());
+  // Rules that depend on the node's addresses (NodePorts, a load balancer reaching itself) are only
+  // as right as these: say which were used.
+  print(Deno.stderr, `kube-proxy-deno: render: node addresses: ${renderer.nodeAddresses()}\n`);
   return 0;
 }
 
@@ -189,6 +197,14 @@ async function trace(
   const nodeIPs = [...q.nodeIPs, ...Deno.networkInterfaces().map((i) => i.address)];
   let result;
   let mode = chosen;
+  if (q.src === undefined && q.from === "node") {
+    // As the kernel would: the source its route to the destination picks (live), else a node address.
+    const family = ipFamily(q.dst) ?? "IPv4";
+    const routed = q.rulesFile === undefined ? await routeSource(exec, q.dst) : undefined;
+    q = routed !== undefined
+      ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
+      : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
+  }
   try {
     if (!q.modeChosen) {
       const source = q.rulesFile !== undefined

@@ -132,6 +132,16 @@ export interface BaseProxierOptions {
   readonly conntrack?: Conntrack;
   /** Health check node ports, updated after each sync; default: none. */
   readonly healthServer?: ServiceHealthServer;
+  /**
+   * This node's addresses (any family): the live proxy's interfaces, or `render`'s `--node-ip`.
+   * Default none.
+   */
+  readonly nodeIPs?: readonly string[];
+  /**
+   * `render` without `--node-ip`: the node's addresses are the Node object's InternalIP and
+   * ExternalIP addresses (from the source), as the node itself would hold them.
+   */
+  readonly nodeIPsFromNode?: boolean;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -164,6 +174,8 @@ export abstract class BaseProxier implements Provider {
   readonly #fullSyncPeriodMs: number;
   readonly #conntrack?: Conntrack;
   readonly #healthServer?: ServiceHealthServer;
+  readonly #nodeIPs: readonly string[];
+  readonly #nodeIPsFromNode: boolean;
   /** Service -> its port keys in `serviceMap`, for {@linkcode SyncContext.changedPorts}. */
   readonly #portsByService = new Map<string, Set<string>>();
   #servicesSynced = false;
@@ -192,6 +204,8 @@ export abstract class BaseProxier implements Provider {
     this.#localDetection = o.localDetection;
     this.#conntrack = o.conntrack;
     this.#healthServer = o.healthServer;
+    this.#nodeIPs = o.nodeIPs ?? [];
+    this.#nodeIPsFromNode = o.nodeIPsFromNode ?? false;
     this.#nodeWaitMs = o.nodeWaitMs ?? 0;
     this.#nodeReady = this.#nodeWaitMs <= 0;
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
@@ -325,6 +339,28 @@ export abstract class BaseProxier implements Provider {
     return localDetector(this.#localDetection, this.family, this.node);
   }
 
+  /**
+   * This node's addresses (any family): see {@linkcode BaseProxierOptions.nodeIPs}; with
+   * `nodeIPsFromNode`, the Node object's InternalIP and ExternalIP addresses once it is known.
+   */
+  protected get nodeIPs(): readonly string[] {
+    if (!this.#nodeIPsFromNode) return this.#nodeIPs;
+    return (this.node?.status?.addresses ?? [])
+      .filter((a) =>
+        (a.type === "InternalIP" || a.type === "ExternalIP") && ipFamily(a.address) !== undefined
+      )
+      .map((a) => a.address);
+  }
+
+  /** Says where {@linkcode nodeIPs} came from and what they are, for `render`'s note. */
+  describeNodeIPs(): string {
+    const ips = this.nodeIPs.join(", ") || "none";
+    if (!this.#nodeIPsFromNode) return `${ips} (--node-ip)`;
+    return this.node === undefined
+      ? `none (no Node object "${this.nodeName}" in the source; --node-ip sets them)`
+      : `${ips} (the Node object "${this.nodeName}"'s InternalIP and ExternalIP)`;
+  }
+
   /** The Node's primary address of this family (InternalIP, else ExternalIP), as upstream picks it. */
   protected get primaryNodeIP(): string | undefined {
     const addrs = this.node?.status?.addresses ?? [];
@@ -352,6 +388,7 @@ export abstract class BaseProxier implements Provider {
       this.topology.zone,
       describeLocalDetector(this.localDetector),
       this.primaryNodeIP ?? "",
+      this.#nodeIPsFromNode ? this.nodeIPs : [],
     ]);
   }
 

@@ -37,6 +37,8 @@ export interface ModeDeps {
   readonly warnings: ObjectWarnings;
   /** Kubernetes Events (none with the file source). */
   readonly events: EventRecorder;
+  /** For `render`: `--node-ip`'s addresses; undefined takes the Node object's from the source. */
+  readonly renderNodeIPs?: readonly string[];
 }
 
 /**
@@ -46,7 +48,7 @@ export interface ModeDeps {
 export function newModeDeps(
   config: ProxyConfig,
   o:
-    & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer">
+    & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer" | "renderNodeIPs">
     & Partial<Pick<ModeDeps, "metrics" | "events">>,
 ): ModeDeps {
   return {
@@ -88,6 +90,16 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
   };
 }
 
+/**
+ * Returns the node's addresses a `render` proxier takes: `--node-ip`'s, else the Node object's
+ * InternalIP and ExternalIP addresses from the source, as the live node would hold them.
+ */
+export function renderNodeAddresses(d: ModeDeps): Pick<BaseProxierOptions, "nodeIPs" | "nodeIPsFromNode"> {
+  return d.renderNodeIPs !== undefined
+    ? { nodeIPs: d.renderNodeIPs }
+    : { nodeIPs: [], nodeIPsFromNode: true };
+}
+
 /** A mode's provider on a live node. */
 export interface ModeProvider extends Provider {
   /** Releases what the process holds (listeners); the kernel datapath stays, as upstream. */
@@ -107,6 +119,8 @@ export interface ModeRenderer {
   readonly handler: Provider;
   /** Runs one full sync on the dry run; returns the batches it would apply, each under a heading. */
   render(): Promise<string>;
+  /** Which node addresses the render used, and where they came from (after {@linkcode render}). */
+  nodeAddresses(): string;
 }
 
 /**
@@ -144,6 +158,7 @@ export function familyRenderer<P extends BaseProxier>(
       }
       return out;
     },
+    nodeAddresses: () => families[0].describeNodeIPs(),
   };
 }
 

@@ -345,7 +345,9 @@ endpoints:
     );
     const r = await run(["render", `--source=file:${dir}`]);
     assertEquals(r.code, 0, r.stderr);
-    const warnings = r.stderr.trim().split("\n");
+    const lines = r.stderr.trim().split("\n");
+    assertMatch(lines.at(-1)!, /^kube-proxy-deno: render: node addresses: none /);
+    const warnings = lines.slice(0, -1);
     assertEquals(warnings.length, 2, r.stderr);
     // klog's text: the message is quoted, so its own quotes are escaped.
     assert(
@@ -637,6 +639,57 @@ Deno.test("main: /healthz drains a node the autoscaler is removing (Node from th
     assertEquals(await get("/livez"), [200, undefined]);
   } finally {
     await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("main: render takes the node's addresses from the Node object, or --node-ip, and says which", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-render-node-" });
+  try {
+    const lb = `apiVersion: v1
+kind: Service
+metadata: { namespace: ns1, name: lb }
+spec:
+  type: LoadBalancer
+  clusterIP: 172.30.0.60
+  clusterIPs: [172.30.0.60]
+  loadBalancerSourceRanges: [192.168.0.0/24]
+  ports: [{ name: p, port: 80, protocol: TCP, targetPort: 8080, nodePort: 30060 }]
+status: { loadBalancer: { ingress: [{ ip: 192.168.99.60 }] } }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: ns1, name: lb-1, labels: { kubernetes.io/service-name: lb } }
+addressType: IPv4
+ports: [{ name: p, port: 8080, protocol: TCP }]
+endpoints: [{ addresses: [10.180.0.60], conditions: { ready: true }, nodeName: node-b }]
+`;
+    await Deno.writeTextFile(`${dir}/lb.yaml`, lb);
+    const render = (...extra: string[]) =>
+      run(["render", `--source=file:${dir}`, "--hostname-override=node-a", ...extra]);
+    // The rule that lets the load-balancer IP reach itself from an admitted node.
+    const selfRule = /-A KUBE-FW-\w+ -s 192\.168\.99\.60\/32 .* -j KUBE-EXT-\w+\n/;
+    const bare = await render();
+    assertEquals(bare.code, 0, bare.stderr);
+    assert(!selfRule.test(bare.stdout), "no node address known: the node is not admitted");
+    assertMatch(bare.stderr, /render: node addresses: none \(no Node object "node-a" in the source/);
+    const flag = await render("--node-ip=192.168.0.2");
+    assertMatch(flag.stdout, selfRule);
+    assertMatch(flag.stderr, /render: node addresses: 192\.168\.0\.2 \(--node-ip\)\n/);
+    await Deno.writeTextFile(
+      `${dir}/node.yaml`,
+      "apiVersion: v1\nkind: Node\nmetadata: { name: node-a }\nstatus: { addresses: [{ type: InternalIP, address: 192.168.0.2 }, { type: Hostname, address: node-a }] }\n",
+    );
+    const node = await render();
+    assertMatch(node.stdout, selfRule);
+    assertMatch(
+      node.stderr,
+      /render: node addresses: 192\.168\.0\.2 \(the Node object "node-a"'s InternalIP and ExternalIP\)/,
+    );
+    // The addresses decide NodePorts in nftables mode as well.
+    const nft = await render("--proxy-mode=nftables");
+    assertMatch(nft.stdout, /192\.168\.0\.2 \. tcp \. 30060 : goto external/);
+  } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -14,6 +14,7 @@ import {
   type ModeDeps,
   proxierOptions,
   type ProxyModeDefinition,
+  renderNodeAddresses,
 } from "../mode_definition.ts";
 import {
   chooseIptablesBackend,
@@ -33,7 +34,7 @@ function newProxier(
   d: ModeDeps,
   family: IPFamily,
   iptables: IPTables,
-  extra: Pick<IptablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs">,
+  extra: Pick<IptablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode">,
 ): IptablesProxier {
   const c = d.config;
   return new IptablesProxier({
@@ -111,7 +112,7 @@ export const iptablesMode: ProxyModeDefinition = {
 
   render(d, dryRun) {
     const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, new IptablesRunner({ exec: dryRun, family }), { nodeIPs: [] })
+      newProxier(d, family, new IptablesRunner({ exec: dryRun, family }), renderNodeAddresses(d))
     );
     return familyRenderer(families, (p) => {
       const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";

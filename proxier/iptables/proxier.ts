@@ -44,8 +44,6 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
    * not dropped either (upstream drops them otherwise, against spurious resets).
    */
   readonly conntrackTCPLiberal?: boolean;
-  /** This node's IPs: source ranges that contain one also admit traffic from the node. */
-  readonly nodeIPs: readonly string[];
 }
 
 /** What a full sync reads from the kernel before building. */
@@ -188,7 +186,7 @@ export class IptablesProxier extends BaseProxier {
     const ruleOpts: PortRuleOptions = {
       masqueradeAll: this.#o.masqueradeAll,
       local: this.localDetector,
-      nodeIPs: this.#o.nodeIPs,
+      nodeIPs: this.nodeIPs,
       topology: this.topology,
       log: this.log,
       largeCluster: this.#largeCluster,
@@ -338,7 +336,7 @@ export class IptablesProxier extends BaseProxier {
     }
     // As upstream: one rule per node address inside the CIDRs, so forwarded traffic to other hosts
     // in them never reaches KUBE-NODEPORTS.
-    return npa.nodeIPs(this.#o.nodeIPs).map((ip) =>
+    return npa.nodeIPs(this.nodeIPs).map((ip) =>
       `-A ${KUBE_SERVICES} -d ${ip} ${comment} -j ${KUBE_NODEPORTS}`
     );
   }

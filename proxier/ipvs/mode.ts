@@ -19,6 +19,7 @@ import {
   type ModeDeps,
   proxierOptions,
   type ProxyModeDefinition,
+  renderNodeAddresses,
 } from "../mode_definition.ts";
 import { CONNTRACK_NEED, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
 import type { IPFamily } from "../types.ts";
@@ -32,7 +33,7 @@ function newProxier(
   family: IPFamily,
   exec: Executor,
   iptables: IPTables,
-  extra: Pick<IpvsProxierOptions, "conntrack" | "healthServer" | "nodeIPs">,
+  extra: Pick<IpvsProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode">,
 ): IpvsProxier {
   const c = d.config;
   return new IpvsProxier({
@@ -173,9 +174,8 @@ export const ipvsMode: ProxyModeDefinition = {
   },
 
   render(d, dryRun) {
-    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, dryRun, new IptablesRunner({ exec: dryRun, family }), { nodeIPs })
+      newProxier(d, family, dryRun, new IptablesRunner({ exec: dryRun, family }), renderNodeAddresses(d))
     );
     return familyRenderer(families, (p) => {
       const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";

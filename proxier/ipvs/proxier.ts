@@ -48,8 +48,6 @@ export interface IpvsProxierOptions extends BaseProxierOptions {
   readonly masqueradeBit: number;
   /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
   readonly nodePortAddresses: readonly string[];
-  /** This node's addresses (any family), from its interfaces. */
-  readonly nodeIPs: readonly string[];
 }
 
 interface Wanted {
@@ -110,7 +108,7 @@ export class IpvsProxier extends BaseProxier {
   /** The addresses NodePorts are served on: this family's node addresses within --nodeport-addresses. */
   #nodePortIPs(): string[] {
     // Addresses bound to kube-ipvs0 are service addresses, not the node's.
-    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.#o.nodeIPs)
+    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.nodeIPs)
       .filter((ip) => !this.#kernelBinds.has(ip) && !this.#binds.has(ip));
   }
 
@@ -139,7 +137,7 @@ export class IpvsProxier extends BaseProxier {
       scheduler: this.#o.scheduler,
       topology: this.topology,
       nodePortIPs: this.#nodePortIPs(),
-      nodeIPs: new Set(this.#o.nodeIPs),
+      nodeIPs: new Set(this.nodeIPs),
       nodeIP: this.primaryNodeIP ?? this.#nodePortIPsFallback(),
       log: this.log,
     };
@@ -218,7 +216,7 @@ export class IpvsProxier extends BaseProxier {
 
   /** Without a Node object, the first node address stands in for the node's own (source ranges). */
   #nodePortIPsFallback(): string | undefined {
-    return this.#o.nodeIPs.find((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
+    return this.nodeIPs.find((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
   }
 
   #clearWanted(): void {
@@ -308,7 +306,7 @@ export class IpvsProxier extends BaseProxier {
 
   /** Reads the kernel state of this family (full syncs). */
   async #readKernel(): Promise<void> {
-    const k = await readKernelState(this.#o, this.family);
+    const k = await readKernelState({ ...this.#o, nodeIPs: this.nodeIPs }, this.family);
     this.#kernelServers = k.servers;
     this.#kernelEntries = k.entries;
     this.#kernelBinds = k.binds;

@@ -16,6 +16,7 @@ import {
   type ModeDeps,
   proxierOptions,
   type ProxyModeDefinition,
+  renderNodeAddresses,
 } from "../mode_definition.ts";
 import type { IPFamily } from "../types.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
@@ -30,7 +31,10 @@ function newProxier(
   d: ModeDeps,
   family: IPFamily,
   nft: NFTables,
-  extra: Pick<NftablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "affinitySupported">,
+  extra: Pick<
+    NftablesProxierOptions,
+    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "affinitySupported"
+  >,
 ): NftablesProxier {
   const c = d.config;
   return new NftablesProxier({
@@ -130,10 +134,11 @@ export const nftablesMode: ProxyModeDefinition = {
   },
 
   render(d, dryRun) {
-    // NodePorts answer on the Node's address from the source or, without one, this machine's.
-    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, new NftRunner({ exec: dryRun, family }), { nodeIPs, affinitySupported: true })
+      newProxier(d, family, new NftRunner({ exec: dryRun, family }), {
+        ...renderNodeAddresses(d),
+        affinitySupported: true,
+      })
     );
     return familyRenderer(
       families,

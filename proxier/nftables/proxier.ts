@@ -36,8 +36,6 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly masqueradeBit: number;
   /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
   readonly nodePortAddresses: readonly string[];
-  /** This node's addresses (any family), from its interfaces. */
-  readonly nodeIPs: readonly string[];
   /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
   readonly affinitySupported: boolean;
   /** `--conntrack-tcp-be-liberal`: INVALID packets are then not dropped, as upstream. */
@@ -78,7 +76,7 @@ export class NftablesProxier extends BaseProxier {
 
   /** The node's addresses of this family that answer NodePorts. */
   #nodePortIPs(): string[] {
-    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.#o.nodeIPs);
+    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.nodeIPs);
   }
 
   /** @inheritdoc */
@@ -140,7 +138,7 @@ export class NftablesProxier extends BaseProxier {
     return portElements(svc, ctx.endpoints.get(key) ?? [], {
       topology: this.topology,
       nodePortIPs,
-      nodeIPs: this.#o.nodeIPs,
+      nodeIPs: this.nodeIPs,
       affinitySupported: this.#o.affinitySupported,
       log: this.log,
     });

@@ -46,6 +46,8 @@ export interface ParsedCommand {
   readonly trace?: TraceQuery;
   /** For `help`: the program's usage, or `trace --help`'s. */
   readonly usage: string;
+  /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
+  readonly renderNodeIPs?: readonly string[];
   /** What the program runs with. */
   readonly config: ProxyConfig;
   /** The same settings in upstream's format (`--write-config-to` writes it). */
@@ -77,6 +79,8 @@ export interface TraceQuery {
   readonly nodeIPs: readonly string[];
   /** `--proxy-mode` (or the config file's mode) was given; else the mode is told from the rules. */
   readonly modeChosen: boolean;
+  /** Set when `src` was not given but assumed: why that address (printed with the packet). */
+  readonly srcAssumed?: string;
 }
 
 /** The state of parsing: the configuration the flags fill in, and what they leave for later. */
@@ -810,7 +814,8 @@ Makes Kubernetes Services reachable on this node (a drop-in kube-proxy).
 
 Commands:
   (none)    run the proxy
-  render    print what a full sync of --proxy-mode would apply, touching nothing (needs --source=file:PATH)
+  render    print what a full sync of --proxy-mode would apply, touching nothing (needs --source=file:PATH;
+            the node's addresses: --node-ip IP[,IP], else the Node object's in the source)
   trace     where one new connection goes: --dst IP --dport N [--proto tcp|udp|sctp] [--src IP]
             [--from pod|node|external] [--rules FILE] [--node-ip IP] [--output text|json]
 
@@ -866,7 +871,10 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   // `trace --help` explains trace; its flags need not be complete for that.
   const trace = positionals[0] === "trace" && !help ? parseTrace(given) : undefined;
   if (positionals[0] !== "trace") {
-    const misplaced = flags.find((f) => BY_NAME.get(f.name)!.origin === "trace");
+    // render takes --node-ip too: the addresses the rendered node would have.
+    const misplaced = flags.find((f) =>
+      BY_NAME.get(f.name)!.origin === "trace" && !(positionals[0] === "render" && f.name === "node-ip")
+    );
     if (misplaced !== undefined) throw new UsageError(`--${misplaced.name}: only the trace command takes it`);
   }
   const configFile = given("config");
@@ -940,6 +948,9 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     configFile,
     trace: trace === undefined ? undefined : { ...trace, modeChosen },
     usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
+    renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
+      ? nodeIPList(given("node-ip")!)
+      : undefined,
   };
 }
 
@@ -1044,6 +1055,11 @@ function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
   return out;
 }
 
+/** Reads `--node-ip`'s comma-separated addresses. @throws {UsageError} naming the flag. */
+function nodeIPList(text: string): string[] {
+  return text.split(",").map((ip) => parseIP("--node-ip", ip.trim()));
+}
+
 /** Reads the `trace` flags. @throws {UsageError} naming the flag. */
 function parseTrace(given: (name: string) => string | undefined): Omit<TraceQuery, "modeChosen"> {
   const dst = given("dst");
@@ -1068,6 +1084,6 @@ function parseTrace(given: (name: string) => string | undefined): Omit<TraceQuer
     throw new UsageError(`--output: invalid value ${JSON.stringify(output)} (text or json)`);
   }
   const nodeIP = given("node-ip");
-  const nodeIPs = nodeIP === undefined ? [] : nodeIP.split(",").map((ip) => parseIP("--node-ip", ip.trim()));
+  const nodeIPs = nodeIP === undefined ? [] : nodeIPList(nodeIP);
   return { src, dst, port, protocol: proto, from, rulesFile: given("rules"), output, nodeIPs };
 }

@@ -33,8 +33,6 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
    * on those of `nodeIPs` inside it.
    */
   readonly nodePortAddresses: readonly string[];
-  /** This node's IPv4 addresses, from its interfaces. */
-  readonly nodeIPs: readonly string[];
   readonly portRange: PortRange;
   readonly udpIdleTimeoutMs: number;
   /** TCP idle and stalled-write bounds (`--tcp-idle-timeout`, `--tcp-write-timeout`); default none. */
@@ -202,7 +200,7 @@ export class UserspaceProxier extends BaseProxier {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
     const npa = this.nodePortAddresses(this.#o.nodePortAddresses, true);
-    this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.#o.nodeIPs);
+    this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.nodeIPs);
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {

@@ -8,7 +8,7 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
 import { startArgs } from "../program.ts";
-import { realKernel, Topology } from "./netns.ts";
+import { realKernel, sh, Topology, withNamespace } from "./netns.ts";
 
 const KEYS = {
   established: "net.netfilter.nf_conntrack_tcp_timeout_established",
@@ -258,3 +258,49 @@ test(
     assertEquals(await sysctls(t), before);
   },
 );
+
+Deno.test({
+  name:
+    `trace from the node takes the source the kernel's route picks, not the first interface's${kernel.note}`,
+  ignore: kernel.ignore,
+  async fn() {
+    await withNamespace(async (exec) => {
+      const ns = exec.ns;
+      const ip = (...args: string[]) => sh("ip", ["netns", "exec", ns, "ip", ...args]);
+      // A pod-side link first (its address is in the cluster CIDR), then the node's own link.
+      await ip("link", "add", "pod0", "type", "veth", "peer", "name", "pod0p");
+      await ip("addr", "add", "10.180.0.1/24", "dev", "pod0");
+      await ip("link", "add", "eth0", "type", "veth", "peer", "name", "eth0p");
+      await ip("addr", "add", "192.168.0.2/24", "dev", "eth0");
+      for (const l of ["pod0", "pod0p", "eth0", "eth0p"]) await ip("link", "set", l, "up");
+      await ip("route", "add", "default", "via", "192.168.0.1");
+      const rendered = await new Deno.Command(Deno.execPath(), {
+        args: startArgs([
+          "render",
+          `--source=file:${new URL("../../demo/objects.yaml", import.meta.url).pathname}`,
+          "--cluster-cidr=10.180.0.0/16",
+        ]),
+      }).output();
+      const r = await exec.run("iptables-restore", {
+        args: ["--noflush"],
+        stdin: new TextDecoder().decode(rendered.stdout),
+      });
+      assertEquals(r.code, 0, r.stderr);
+      const traced = await new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          ns,
+          Deno.execPath(),
+          ...startArgs(["trace", "--dst=172.30.0.10", "--dport=80", "--output=json"]),
+        ],
+      }).output();
+      const report = JSON.parse(new TextDecoder().decode(traced.stdout));
+      assertEquals(
+        { src: report.packet.src, srcAssumed: report.packet.srcAssumed, masquerade: report.masquerade },
+        { src: "192.168.0.2", srcAssumed: "the node's route to 172.30.0.10 picks it", masquerade: true },
+        new TextDecoder().decode(traced.stderr),
+      );
+    });
+  },
+});
