@@ -10,7 +10,7 @@ import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspac
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
 
 const which = new Set(
-  Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "npl"],
+  Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "conntrack", "npl"],
 );
 
 /** Runs a bench program in its own process (so peak memory is its own); returns its JSON lines merged. */
@@ -172,6 +172,20 @@ if (which.has("ipvs")) {
       await Deno.remove(dir, { recursive: true });
     }
   }
+}
+
+if (which.has("conntrack")) {
+  const c = await child("./conntrack.ts", ["10000"]);
+  out(
+    `\n## conntrack reconciler, ${c.flows} UDP flows (${c.services} UDP Services x 10 endpoints, one flow each) ` +
+      `in a fresh network namespace's table; time per sync (listing, deciding, one conntrack -R batch)`,
+  );
+  out("| case | time | flows deleted |");
+  out("| --- | ---: | ---: |");
+  out(`| kernel floor: conntrack -L of the table alone | ${c.listFloorMs} ms | - |`);
+  out(`| reconcile, nothing stale (median of 5) | ${c.reconcileNothingStaleMs} ms | 0 |`);
+  out(`| reconcile, one endpoint of one Service gone | ${c.reconcileOneStaleMs} ms | ${c.deletedOne} |`);
+  out(`| reconcile, one endpoint of each of 100 Services gone | ${c.reconcileStaleMs} ms | ${c.deleted} |`);
 }
 
 if (which.has("nftables")) {

@@ -1,64 +1,119 @@
 /**
- * Deleting stale conntrack entries (`conntrack -D`), so UDP clients are not pinned to endpoints
- * that went away.
+ * The conntrack table through conntrack(8): list the flows of a protocol, delete flows by their
+ * tuple (one `conntrack -R` batch per sync). The conntrack reconciler (`proxier/conntrack/`) uses
+ * them so UDP and SCTP clients are not pinned to endpoints that went away.
  * @module
  */
 import { ExecError, type Executor } from "./executor.ts";
 import type { IPFamily } from "./ip.ts";
 
-/** The deletions the proxiers need. */
+/** The connectionless protocols whose flows outlive their endpoints. */
+export type FlowProtocol = "udp" | "sctp";
+
+/** One flow: its original direction and where the reply comes from (the DNAT target). */
+export interface ConntrackFlow {
+  readonly protocol: FlowProtocol;
+  readonly origSrc: string;
+  readonly origDst: string;
+  readonly origSport: number;
+  readonly origDport: number;
+  /** The reply's source: the endpoint when the flow was DNATed, else `origDst`. */
+  readonly replySrc: string;
+  readonly replySport: number;
+}
+
+/**
+ * The flows one deletion removes: those whose replies come from `replySrc:replySport`, to
+ * `origDst:origDport` only when given. (Each deletion makes conntrack(8) walk the whole table: the
+ * fewer, the better.)
+ */
+export interface FlowFilter {
+  readonly protocol: FlowProtocol;
+  readonly origDst?: string;
+  readonly origDport?: number;
+  readonly replySrc: string;
+  readonly replySport: number;
+}
+
+/** What the proxiers need of the conntrack table, for one family. */
 export interface Conntrack {
-  /** Deletes entries whose original destination is `ip` (optionally only `port`). */
-  clearServiceIP(ip: string, protocol: string, port?: number): Promise<void>;
-  /** Deletes entries to `origDst` that were DNATed to `endpointIP`. */
-  clearEndpoint(origDst: string, endpointIP: string, protocol: string): Promise<void>;
-  /** Deletes entries to node port `port` (optionally only those DNATed to `endpointIP`). */
-  clearNodePort(port: number, protocol: string, endpointIP?: string): Promise<void>;
+  /** Returns this family's flows of `protocol`. */
+  list(protocol: FlowProtocol): Promise<ConntrackFlow[]>;
+  /** Deletes every flow each filter matches, in one batch. */
+  delete(filters: readonly FlowFilter[]): Promise<void>;
+}
+
+/**
+ * Returns the flows of `conntrack -L` output (`proto num ttl src= dst= sport= dport= ... src= dst=
+ * sport= dport= ...`): the first tuple is the original direction, the second the reply.
+ */
+export function parseConntrackList(text: string, protocol: FlowProtocol): ConntrackFlow[] {
+  const out: ConntrackFlow[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(protocol)) continue;
+    const v = (key: string) => [...line.matchAll(new RegExp(`\\b${key}=(\\S+)`, "g"))].map((m) => m[1]);
+    const [src, dst, sport, dport] = [v("src"), v("dst"), v("sport"), v("dport")];
+    if (src.length < 2 || dst.length < 2 || sport.length < 2 || dport.length < 2) continue;
+    out.push({
+      protocol,
+      origSrc: src[0],
+      origDst: dst[0],
+      origSport: Number(sport[0]),
+      origDport: Number(dport[0]),
+      replySrc: src[1],
+      replySport: Number(sport[1]),
+    });
+  }
+  return out;
 }
 
 /** conntrack(8) through an executor. */
 export class ConntrackRunner implements Conntrack {
   readonly #exec: Executor;
-  readonly #family: IPFamily;
+  readonly #family: string[];
 
   /** Runs nothing until asked. */
   constructor(opts: { exec: Executor; family: IPFamily }) {
     this.#exec = opts.exec;
-    this.#family = opts.family;
-  }
-
-  async #delete(args: string[]): Promise<void> {
-    const full = ["-D", ...args, ...(this.#family === "IPv6" ? ["-f", "ipv6"] : [])];
-    const r = await this.#exec.run("conntrack", { args: full });
-    // Exit 1 with "0 flow entries have been deleted" is not a failure: there was nothing to delete.
-    if (r.code === 0 || /0 flow entries/.test(r.stderr)) return;
-    throw new ExecError(`conntrack ${full.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    this.#family = opts.family === "IPv6" ? ["-f", "ipv6"] : [];
   }
 
   /** @inheritdoc */
-  clearServiceIP(ip: string, protocol: string, port?: number): Promise<void> {
-    return this.#delete([
-      "--orig-dst",
-      ip,
-      "-p",
-      protocol.toLowerCase(),
-      ...(port ? ["--dport", String(port)] : []),
-    ]);
+  async list(protocol: FlowProtocol): Promise<ConntrackFlow[]> {
+    const args = ["-L", "-p", protocol, ...this.#family];
+    const r = await this.#exec.run("conntrack", { args });
+    if (r.code !== 0) {
+      throw new ExecError(`conntrack ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    }
+    return parseConntrackList(r.stdout, protocol);
   }
 
   /** @inheritdoc */
-  clearEndpoint(origDst: string, endpointIP: string, protocol: string): Promise<void> {
-    return this.#delete(["--orig-dst", origDst, "--dst-nat", endpointIP, "-p", protocol.toLowerCase()]);
-  }
-
-  /** @inheritdoc */
-  clearNodePort(port: number, protocol: string, endpointIP?: string): Promise<void> {
-    return this.#delete([
-      "-p",
-      protocol.toLowerCase(),
-      "--dport",
-      String(port),
-      ...(endpointIP ? ["--dst-nat", endpointIP] : []),
-    ]);
+  async delete(filters: readonly FlowFilter[]): Promise<void> {
+    if (filters.length === 0) return;
+    const lines = filters.map((f) =>
+      [
+        "-D",
+        "-p",
+        f.protocol,
+        ...this.#family,
+        ...(f.origDst === undefined ? [] : ["--orig-dst", f.origDst]),
+        ...(f.origDport === undefined ? [] : ["--orig-port-dst", String(f.origDport)]),
+        "--reply-src",
+        f.replySrc,
+        "--reply-port-src",
+        String(f.replySport),
+      ].join(" ")
+    );
+    const r = await this.#exec.run("conntrack", {
+      args: ["-R", "/dev/stdin"],
+      stdin: lines.join("\n") + "\n",
+    });
+    if (r.code !== 0) {
+      throw new ExecError(
+        `conntrack -R (${filters.length} deletions) exited ${r.code}: ${r.stderr.trim()}`,
+        r.code,
+      );
+    }
   }
 }

@@ -27,7 +27,7 @@ import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 import { collectGarbage } from "./runtime/gc.ts";
 import type { Conntrack } from "../iptables/conntrack.ts";
-import { clearStaleConntrack } from "./conntrack/cleanup.ts";
+import { reconcileConntrack, reconcilerMetrics } from "./conntrack/reconciler.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 
 /** Receives Service events; `onServicesSynced` once the initial list is in. */
@@ -128,7 +128,7 @@ export interface BaseProxierOptions {
   readonly nodeWaitMs?: number;
   /** Kubernetes Events about Services and the Node; default: none. */
   readonly events?: EventRecorder;
-  /** Deletes stale UDP flows after each sync (modes that NAT in the kernel); default: none. */
+  /** The conntrack reconciler's table after each sync (modes that NAT in the kernel); default: none. */
   readonly conntrack?: Conntrack;
   /** Health check node ports, updated after each sync; default: none. */
   readonly healthServer?: ServiceHealthServer;
@@ -556,12 +556,36 @@ export abstract class BaseProxier implements Provider {
   }
 
   /**
-   * The post-sync step every mode shares: stale UDP conntrack entries go (a failed deletion only
-   * delays a client until the entry expires), then the health check node ports report the new
-   * endpoints.
+   * The post-sync step every mode shares: the conntrack reconciler deletes stale UDP and SCTP flows
+   * (a failure is logged: a leftover flow only delays its client until the next sync or its
+   * expiry), then the health check node ports report the new endpoints.
    */
   async #afterSync(ctx: SyncContext): Promise<void> {
-    if (this.#conntrack !== undefined) await clearStaleConntrack(this.#conntrack, this.family, ctx, this.log);
+    if (this.#conntrack !== undefined) {
+      const t0 = performance.now();
+      const m = reconcilerMetrics(this.registry, this.family);
+      try {
+        const r = await reconcileConntrack(this.#conntrack, {
+          services: ctx.services,
+          endpoints: ctx.endpoints,
+          removed: ctx.serviceChanges.removedPorts,
+        });
+        if (r.flows > 0) m.duration.observe((performance.now() - t0) / 1000);
+        if (r.deleted > 0) {
+          m.deleted.inc(r.deleted);
+          this.log.debug("Deleted stale conntrack flows", {
+            family: this.family,
+            deleted: r.deleted,
+            of: r.flows,
+          });
+        }
+      } catch (e) {
+        this.log.warn("Conntrack reconcile failed; stale flows stay until the next sync", {
+          family: this.family,
+          error: e instanceof Error ? e.message : String(e),
+        });
+      }
+    }
     this.#healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints), this.family);
   }
 

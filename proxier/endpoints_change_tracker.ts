@@ -13,10 +13,6 @@ import { sameEntries } from "./types.ts";
 export interface EndpointsUpdateResult {
   /** `namespace/name` of every Service whose endpoints changed. */
   readonly updatedServices: Set<string>;
-  /** UDP service port keys with endpoints that stopped serving (gone, or still listed but not serving). */
-  readonly deletedUDPEndpoints: Map<string, EndpointInfo[]>;
-  /** UDP service port keys whose first endpoint started serving (stale REJECT state). */
-  readonly newlyActiveUDPServices: Set<string>;
   /** Trigger times (ms since epoch) of the applied changes, for the programming latency metric. */
   readonly lastChangeTriggerTimes: number[];
 }
@@ -97,32 +93,17 @@ export class EndpointsChangeTracker {
   /** Applies and forgets the pending changes; returns what changed. */
   apply(map: EndpointsMap): EndpointsUpdateResult {
     const updatedServices = new Set<string>();
-    const deletedUDPEndpoints = new Map<string, EndpointInfo[]>();
-    const newlyActiveUDPServices = new Set<string>();
     const lastChangeTriggerTimes: number[] = [];
     for (const [service, previous] of this.#previous) {
       updatedServices.add(service);
       const current = this.#endpointsOf(service);
       for (const key of previous.keys()) map.delete(key);
       for (const [key, eps] of current) map.set(key, eps);
-      // As upstream, both keyed on `serving`: an endpoint that never served has no flows to
-      // flush, one that stopped serving (still listed, terminating) is gone for its flows, and a
-      // port is newly active when its first endpoint starts serving, not when it is first listed.
-      for (const [key, eps] of previous) {
-        if (!key.endsWith("/UDP")) continue;
-        const servingNow = new Set((current.get(key) ?? []).filter((e) => e.serving).map((e) => e.key));
-        const gone = eps.filter((e) => e.serving && !servingNow.has(e.key));
-        if (gone.length > 0) deletedUDPEndpoints.set(key, gone);
-      }
-      for (const [key, eps] of current) {
-        if (!key.endsWith("/UDP") || !eps.some((e) => e.serving)) continue;
-        if (!(previous.get(key) ?? []).some((e) => e.serving)) newlyActiveUDPServices.add(key);
-      }
       lastChangeTriggerTimes.push(...(this.#triggerTimes.get(service) ?? []));
     }
     this.#previous.clear();
     this.#triggerTimes.clear();
-    return { updatedServices, deletedUDPEndpoints, newlyActiveUDPServices, lastChangeTriggerTimes };
+    return { updatedServices, lastChangeTriggerTimes };
   }
 
   #endpointsOf(service: string): PortEndpoints {

@@ -113,7 +113,7 @@ Deno.test("EndpointsChangeTracker: a malformed endpoint is left out with one war
   assertEquals(keys(map), ["10.180.0.1:80", "10.180.0.2:80", "10.180.0.3:80"]);
 });
 
-Deno.test("EndpointsChangeTracker reports lost UDP endpoints and trigger times", () => {
+Deno.test("EndpointsChangeTracker reports trigger times", () => {
   const { t, map } = tracker();
   const mk = (ips: string[]) =>
     makeEndpointSlice("ns1", "dns", (s) => {
@@ -125,13 +125,10 @@ Deno.test("EndpointsChangeTracker reports lost UDP endpoints and trigger times",
     });
   t.update(mk(["10.180.0.1", "10.180.0.2"]), false);
   const first = t.apply(map);
-  assertEquals([...first.newlyActiveUDPServices], ["ns1/dns:dns/UDP"]);
   assertEquals(first.lastChangeTriggerTimes, [Date.parse("2026-01-01T00:00:00Z")]);
   t.update(mk(["10.180.0.2"]), false);
-  const r = t.apply(map);
-  assertEquals([...r.deletedUDPEndpoints].map(([k, v]) => [k, v.map((e) => e.key)]), [["ns1/dns:dns/UDP", [
-    "10.180.0.1:53",
-  ]]]);
+  t.apply(map);
+  assertEquals(keys(map, "ns1/dns:dns/UDP"), ["10.180.0.2:53"]);
 });
 
 Deno.test("EndpointsChangeTracker skips trigger times from before the proxy started, as upstream", () => {
@@ -153,28 +150,4 @@ Deno.test("EndpointsChangeTracker skips trigger times from before the proxy star
   assertEquals(t.apply(map).lastChangeTriggerTimes, []);
   t.update(at("2026-11-24T10:00:05Z", ["10.180.0.2"]), false);
   assertEquals(t.apply(map).lastChangeTriggerTimes, [start + 5000]);
-});
-
-Deno.test("EndpointsChangeTracker: stale UDP flows keyed on serving, as upstream", () => {
-  const { t, map } = tracker();
-  const key = "ns1/dns:dns/UDP";
-  const mk = (...eps: ReturnType<typeof ep>[]) =>
-    makeEndpointSlice("ns1", "dns", (s) => {
-      s.ports = [{ name: "dns", port: 53, protocol: "UDP" }];
-      s.endpoints = eps;
-    });
-  const deleted = (r: ReturnType<typeof t.apply>) =>
-    [...r.deletedUDPEndpoints].map(([k, v]) => [k, v.map((e) => e.key)]);
-  // Listed but not serving yet: nothing reached it, and the port is not active yet.
-  t.update(mk(ep("10.180.0.1", { ready: false, serving: false })), false);
-  assertEquals([...t.apply(map).newlyActiveUDPServices], []);
-  // It starts serving: now the port is newly active (REJECT flows from before must go).
-  t.update(mk(ep("10.180.0.1")), false);
-  assertEquals([...t.apply(map).newlyActiveUDPServices], [key]);
-  // It stops serving while still listed (terminating): its flows go as if it were deleted.
-  t.update(mk(ep("10.180.0.1", { ready: false, serving: false, terminating: true })), false);
-  assertEquals(deleted(t.apply(map)), [[key, ["10.180.0.1:53"]]]);
-  // An endpoint that never served leaves no flows behind when it goes.
-  t.update(mk(), false);
-  assertEquals(deleted(t.apply(map)), []);
 });

@@ -13,8 +13,11 @@ import { namespacedName, sameEntries, servicePortKey } from "./types.ts";
 export interface ServiceUpdateResult {
   /** `namespace/name` of every Service whose ports changed. */
   readonly updatedServices: Set<string>;
-  /** Cluster IPs of UDP ports that went away: their conntrack entries are stale. */
-  readonly deletedUDPClusterIPs: Set<string>;
+  /**
+   * Ports that went away or changed (as they were): the conntrack reconciler deletes the flows to
+   * their addresses and node port that no current port serves.
+   */
+  readonly removedPorts: ServicePortInfo[];
   /** Service port keys of the updated Services, before or after the change. */
   readonly portKeys: Set<string>;
 }
@@ -62,14 +65,14 @@ export class ServiceChangeTracker {
   /** Applies and forgets the pending changes; returns what changed. */
   apply(map: ServicePortMap): ServiceUpdateResult {
     const updatedServices = new Set<string>();
-    const deletedUDPClusterIPs = new Set<string>();
+    const removedPorts: ServicePortInfo[] = [];
     const portKeys = new Set<string>();
     for (const [svc, { previous, current }] of this.#items) {
       updatedServices.add(svc);
       for (const [key, info] of previous) {
         portKeys.add(key);
         map.delete(key);
-        if (info.protocol === "UDP" && !current.has(key)) deletedUDPClusterIPs.add(info.clusterIP);
+        if (current.get(key) !== info) removedPorts.push(info);
       }
       for (const [key, info] of current) {
         portKeys.add(key);
@@ -77,7 +80,7 @@ export class ServiceChangeTracker {
       }
     }
     this.#items.clear();
-    return { updatedServices, deletedUDPClusterIPs, portKeys };
+    return { updatedServices, removedPorts, portKeys };
   }
 
   #toPorts(svc: V1Service | undefined, warn: boolean): PortsByKey {

@@ -82,11 +82,17 @@ Deno.test("ServiceChangeTracker: one warning per Service version, whichever fami
   assertEquals(log.messages("warn").length, 3);
 });
 
-Deno.test("ServiceChangeTracker: removed UDP ports report their cluster IP as stale", () => {
+Deno.test("ServiceChangeTracker: removed ports are reported as they were (the conntrack reconciler's input)", () => {
   const { t, map } = tracker();
-  const s = makeService("ns1", "dns", (s) => s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP" }]);
+  const s = makeService("ns1", "dns", (s) => {
+    s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP" }];
+    s.spec!.externalIPs = ["192.168.99.53"];
+  });
   t.update(undefined, s);
-  t.apply(map);
+  assertEquals(t.apply(map).removedPorts, []);
   t.update(s, undefined);
-  assertEquals([...t.apply(map).deletedUDPClusterIPs], ["172.30.0.41"]);
+  assertEquals(
+    t.apply(map).removedPorts.map((p) => [p.clusterIP, p.externalIPs, p.port, p.protocol]),
+    [["172.30.0.41", ["192.168.99.53"], 53, "UDP"]],
+  );
 });

@@ -4,6 +4,7 @@
  * checked, so a bench whose proxier silently never syncs (it waited for a Node once) fails here.
  */
 import { assert, assertEquals } from "./assert.ts";
+import { commandWorks, netnsAvailable } from "./e2e/netns.ts";
 
 async function bench(file: string, args: string[]): Promise<Record<string, number>> {
   const r = await new Deno.Command(Deno.execPath(), {
@@ -27,4 +28,17 @@ Deno.test("bench: iptables, nftables and ipvs programs build real rule sets for 
     ipvsadmLines: 1_100,
     ipLines: 100,
   });
+});
+
+Deno.test({
+  name:
+    "bench: the conntrack reconciler program fills a namespace's table and deletes exactly the stale flows",
+  ignore: !(await netnsAvailable() && await commandWorks("conntrack")),
+  async fn() {
+    const r = await bench("conntrack.ts", ["200"]);
+    assertEquals(
+      { flows: r.flows, deletedOne: r.deletedOne, deleted: r.deleted, left: r.left },
+      { flows: 200, deletedOne: 1, deleted: 2, left: 197 },
+    );
+  },
 });

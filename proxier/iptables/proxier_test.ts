@@ -103,12 +103,9 @@ Deno.test("a vanished canary (tables flushed) forces a full sync that restores e
   assert(fake.rules("nat", "PREROUTING")!.some((r) => r.endsWith("-j KUBE-SERVICES")), "jump rules restored");
 });
 
-Deno.test("stale UDP conntrack entries are deleted for removed endpoints and services", async () => {
-  const { proxier, conntrack } = iptablesSetup({}, "empty");
-  const svc = makeService("ns1", "dns", (s) => {
-    s.spec!.type = "NodePort";
-    s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP", nodePort: 30053 }];
-  });
+Deno.test("the conntrack reconciler runs after each sync, counted under upstream's names", async () => {
+  const { proxier, conntrack, metrics } = iptablesSetup({}, "empty");
+  const svc = makeService("ns1", "dns", (s) => s.spec!.ports = [{ name: "dns", port: 53, protocol: "UDP" }]);
   const slice = (ips: string[]) =>
     makeEndpointSlice("ns1", "dns", (s) => {
       s.ports = [{ name: "dns", port: 53, protocol: "UDP" }];
@@ -117,19 +114,19 @@ Deno.test("stale UDP conntrack entries are deleted for removed endpoints and ser
   proxier.onServiceAdd(svc);
   proxier.onEndpointSliceAdd(slice(["10.180.0.1", "10.180.0.2"]));
   await proxier.syncNow();
-  assertEquals(
-    conntrack.calls,
-    ["service 172.30.0.41 udp 53", "nodeport 30053 udp"],
-    "newly active: clear REJECT state",
-  );
-  conntrack.calls.length = 0;
+  conntrack.add("udp", "10.180.5.5:4000", "172.30.0.41:53", "10.180.0.1:53");
+  conntrack.add("udp", "10.180.5.5:4001", "172.30.0.41:53", "10.180.0.2:53");
   proxier.onEndpointSliceUpdate(slice([]), slice(["10.180.0.2"]));
   await proxier.syncNow();
-  assertEquals(conntrack.calls, ["endpoint 172.30.0.41 10.180.0.1 udp", "nodeport 30053 udp 10.180.0.1"]);
-  conntrack.calls.length = 0;
-  proxier.onServiceDelete(svc);
-  await proxier.syncNow();
-  assertEquals(conntrack.calls, ["service 172.30.0.41 udp"]);
+  assertEquals(conntrack.flows.map((f) => `${f.origSport}->${f.replySrc}`), ["4001->10.180.0.2"]);
+  const page = await metrics.registry.metrics();
+  assertEquals(
+    page.match(/^kubeproxy_conntrack_reconciler_(deleted_entries_total|sync_duration_seconds_count)\{.*$/gm),
+    [
+      'kubeproxy_conntrack_reconciler_sync_duration_seconds_count{ip_family="IPv4"} 1',
+      'kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4"} 1',
+    ],
+  );
 });
 
 Deno.test("hostile input never changes rule text beyond quoted comments", async () => {

@@ -4,7 +4,7 @@
  * @module
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
-import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
+import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { tracePacket } from "../../iptables/rule_walker.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
 import { baseOptions } from "../fixtures.ts";
@@ -20,7 +20,7 @@ export function iptablesSetup(
   setup: Partial<FlowSetup> | "empty" = {},
 ) {
   const fake = new FakeIPTables();
-  const conntrack = new RecordingConntrack();
+  const conntrack = new FakeConntrack();
   const opts = baseOptions();
   const node = setup === "empty" ? NODE_A : setup.node ?? NODE_A;
   const o = setup === "empty" ? {} : setup.options ?? {};

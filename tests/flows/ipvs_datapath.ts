@@ -4,7 +4,7 @@
  * @module
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
-import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
+import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { FakeDummyLink } from "../../iptables/testing/fake_dummy_link.ts";
 import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
 import { FakeIpvs } from "../../iptables/testing/fake_ipvs.ts";
@@ -21,7 +21,7 @@ export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
   const ipset = new FakeIpset();
   const iptables = new FakeIPTables();
   const link = new FakeDummyLink();
-  const conntrack = new RecordingConntrack();
+  const conntrack = new FakeConntrack();
   const opts = baseOptions();
   const proxier = new IpvsProxier({
     ...opts,

@@ -4,7 +4,7 @@
  * @module
  */
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
-import { RecordingConntrack } from "../../iptables/testing/fake_conntrack.ts";
+import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { traceNft } from "../../proxier/nftables/trace.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "../../proxier/nftables/proxier.ts";
@@ -18,7 +18,7 @@ import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
  */
 export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup: Partial<FlowSetup> = {}) {
   const fake = new FakeNft();
-  const conntrack = new RecordingConntrack();
+  const conntrack = new FakeConntrack();
   const opts = baseOptions();
   const node = setup.node ?? NODE_A;
   const o = setup.options ?? {};

@@ -1,0 +1,143 @@
+/**
+ * The conntrack reconciler, as upstream's (`pkg/proxy/conntrack`, 1.32+) for every kernel mode:
+ * after each sync it lists the UDP (and SCTP) flows of the family and deletes those that would keep
+ * a client on something no longer there: a flow to a service address or node port DNATed to an
+ * endpoint that is not serving any more, a flow to a service address from before the service had
+ * serving endpoints (it was rejected, not DNATed), and every flow to the addresses and node port of a
+ * removed service port. Being a reconciliation, a missed event heals at the next sync.
+ * @module
+ */
+import { Counter, exponentialBuckets, Histogram, type Registry } from "prom-client";
+import type { Conntrack, FlowFilter, FlowProtocol } from "../../iptables/conntrack.ts";
+import { IP_FAMILY_LABEL, registeredOnce } from "../metrics.ts";
+import type { EndpointInfo, EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "../types.ts";
+
+/** What one reconciliation looks at. */
+export interface ReconcileInput {
+  readonly services: ServicePortMap;
+  readonly endpoints: EndpointsMap;
+  /** Service ports this sync removed: their flows go (unless another port now serves the address). */
+  readonly removed: readonly ServicePortInfo[];
+}
+
+/** What one reconciliation did. */
+export interface ReconcileResult {
+  /** Flows deleted. */
+  readonly deleted: number;
+  /** Flows looked at (0 when no UDP or SCTP service port is involved: nothing was listed). */
+  readonly flows: number;
+}
+
+const FLOW_PROTOCOLS: Readonly<Record<string, FlowProtocol>> = { UDP: "udp", SCTP: "sctp" };
+
+/**
+ * Returns the destinations of `ports` (`proto addr port`, and `proto :nodePort`), each with the
+ * serving endpoints (`ip port`) flows to it may be DNATed to.
+ */
+function servingByDestination(
+  ports: Iterable<readonly [ServicePortInfo, readonly EndpointInfo[]]>,
+): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const [svc, eps] of ports) {
+    const proto = FLOW_PROTOCOLS[svc.protocol];
+    if (proto === undefined) continue;
+    const serving = new Set(eps.filter((e) => e.serving).map((e) => `${e.ip} ${e.port}`));
+    for (const addr of [svc.clusterIP, ...svc.externalIPs, ...svc.loadBalancerIPs]) {
+      const k = `${proto} ${addr} ${svc.port}`;
+      out.set(k, new Set([...out.get(k) ?? [], ...serving]));
+    }
+    if (svc.nodePort !== 0) {
+      const k = `${proto} :${svc.nodePort}`;
+      out.set(k, new Set([...out.get(k) ?? [], ...serving]));
+    }
+  }
+  return out;
+}
+
+/**
+ * Deletes the stale flows of `family` (see the module doc); returns how many it deleted and how
+ * many it looked at. Nothing is listed when no UDP or SCTP service port exists or went away.
+ */
+export async function reconcileConntrack(
+  ct: Conntrack,
+  input: ReconcileInput,
+): Promise<ReconcileResult> {
+  const live = servingByDestination(
+    [...input.services].map(([key, svc]) => [svc, input.endpoints.get(key) ?? []] as const),
+  );
+  const gone = new Set(
+    [...servingByDestination(input.removed.map((svc) => [svc, []] as const)).keys()].filter((k) =>
+      !live.has(k)
+    ),
+  );
+  const protocols = new Set([...live.keys(), ...gone].map((k) => k.split(" ")[0] as FlowProtocol));
+  // An endpoint no live destination may reach: all its flows go with one deletion, whatever their
+  // destination (a removed endpoint shows up behind the cluster IP, external IPs and node port).
+  const servingAnywhere = new Set([...live.values()].flatMap((s) => [...s]));
+  const filters = new Map<string, FlowFilter>();
+  let deleted = 0;
+  let flows = 0;
+  for (const protocol of protocols) {
+    for (const f of await ct.list(protocol)) {
+      flows++;
+      const dnatted = f.replySrc !== f.origDst || f.replySport !== f.origDport;
+      const to = `${f.replySrc} ${f.replySport}`;
+      const addrKey = `${protocol} ${f.origDst} ${f.origDport}`;
+      const portKey = `${protocol} :${f.origDport}`;
+      let stale: boolean;
+      if (live.has(addrKey)) {
+        const serving = live.get(addrKey)!;
+        // Not DNATed: rejected while the service had no serving endpoint; it has one now.
+        stale = dnatted ? !serving.has(to) : serving.size > 0;
+      } else if (gone.has(addrKey)) stale = true;
+      else if (dnatted && live.has(portKey)) stale = !live.get(portKey)!.has(to);
+      else stale = dnatted && gone.has(portKey);
+      if (!stale) continue;
+      deleted++;
+      const anyDst = dnatted && !servingAnywhere.has(to);
+      const k = anyDst ? `${protocol} * ${to}` : `${protocol} ${f.origDst} ${f.origDport} ${to}`;
+      if (!filters.has(k)) {
+        filters.set(k, {
+          protocol,
+          ...(anyDst ? {} : { origDst: f.origDst, origDport: f.origDport }),
+          replySrc: f.replySrc,
+          replySport: f.replySport,
+        });
+      }
+    }
+  }
+  await ct.delete([...filters.values()]);
+  return { deleted, flows };
+}
+
+/** Upstream's reconciler metrics for `family`, registered once on `registry`. */
+export function reconcilerMetrics(
+  registry: Registry,
+  family: IPFamily,
+): { readonly duration: { observe(s: number): void }; readonly deleted: { inc(n: number): void } } {
+  const labels = { [IP_FAMILY_LABEL]: family };
+  const duration = registeredOnce(
+    registry,
+    "kubeproxy_conntrack_reconciler_sync_duration_seconds",
+    () =>
+      new Histogram({
+        name: "kubeproxy_conntrack_reconciler_sync_duration_seconds",
+        help: "ReconcileConntrackFlowsLatency latency in seconds",
+        buckets: exponentialBuckets(0.001, 2, 15),
+        labelNames: [IP_FAMILY_LABEL] as const,
+        registers: [registry],
+      }),
+  ).labels(labels);
+  const deleted = registeredOnce(
+    registry,
+    "kubeproxy_conntrack_reconciler_deleted_entries_total",
+    () =>
+      new Counter({
+        name: "kubeproxy_conntrack_reconciler_deleted_entries_total",
+        help: "Cumulative conntrack flows deleted by conntrack reconciler",
+        labelNames: [IP_FAMILY_LABEL] as const,
+        registers: [registry],
+      }),
+  ).labels(labels);
+  return { duration, deleted };
+}
