@@ -7,7 +7,13 @@
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { inputText } from "../iptables/executor.ts";
-import type { IPTables, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
+import {
+  type IPTables,
+  IptablesRunner,
+  type RestoreInput,
+  type RestoreOptions,
+} from "../iptables/iptables.ts";
+import { DenoExecutor } from "../iptables/executor.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
@@ -28,6 +34,9 @@ class NullIPTables implements IPTables {
   ensureChain(): Promise<boolean> {
     return Promise.resolve(true);
   }
+  listRules(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
   ensureRule(): Promise<boolean> {
     return Promise.resolve(true);
   }
@@ -41,6 +50,37 @@ class NullIPTables implements IPTables {
     return Promise.resolve();
   }
 }
+
+/**
+ * Returns the time (ms, median of 5) of the kernel reads the iptables mode's thorough drift check
+ * makes (the mangle canary, the jumps of the six built-in chains, nat KUBE-SERVICES) in `ns`.
+ */
+async function driftCheckMs(ns: string, backend: "nft" | "legacy"): Promise<number> {
+  const ipt = new IptablesRunner({
+    exec: {
+      run: (cmd, o) => new DenoExecutor().run("ip", { ...o, args: ["netns", "exec", ns, cmd, ...o.args] }),
+    },
+    family: "IPv4",
+    backend,
+  });
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    await ipt.chainExists("mangle", "KUBE-PROXY-CANARY");
+    for (
+      const [table, chain] of [["nat", "PREROUTING"], ["nat", "OUTPUT"], ["nat", "POSTROUTING"]] as const
+    ) {
+      await ipt.listRules(table, chain);
+    }
+    for (const chain of ["INPUT", "FORWARD", "OUTPUT"]) await ipt.listRules("filter", chain);
+    await ipt.listRules("nat", "KUBE-SERVICES");
+    times.push(performance.now() - t);
+  }
+  return Math.round(times.sort((a, b) => a - b)[2]);
+}
+
+/** The drift check's cost after each backend's kernel restore. */
+const driftMs: Record<string, number | string> = { nft: "not run", legacy: "not run" };
 
 async function kernelRestore(text: string, timeoutS: number, tool: string): Promise<number | string> {
   if (Deno.uid() !== 0) return "skipped (not root)";
@@ -65,6 +105,8 @@ async function kernelRestore(text: string, timeoutS: number, tool: string): Prom
     const secs = (performance.now() - start) / 1000;
     if (out.signal === "SIGKILL") return `> ${timeoutS} s (stopped)`;
     if (out.code !== 0) return `failed: ${new TextDecoder().decode(out.stderr).trim()}`;
+    const backend = tool === "iptables-restore" ? "nft" : "legacy";
+    driftMs[backend] = await driftCheckMs(ns, backend);
     return secs;
   } finally {
     await run(["netns", "del", ns]);
@@ -124,6 +166,8 @@ if (import.meta.main) {
     partialLines,
     kernelRestoreS: typeof kernel === "number" ? Number(kernel.toFixed(2)) : kernel,
     legacyRestoreS: typeof legacy === "number" ? Number(legacy.toFixed(2)) : legacy,
+    driftCheckMs: driftMs.nft,
+    legacyDriftCheckMs: driftMs.legacy,
     peakRssMiB: Math.round(peakRssMiB()),
   }));
 }

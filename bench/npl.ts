@@ -226,6 +226,7 @@ async function partialTexts(n: number, i: number): Promise<[string, string]> {
     ensureRule: () => Promise.resolve(true),
     deleteRule: () => Promise.resolve(),
     chainExists: () => Promise.resolve(true),
+    listRules: () => Promise.resolve([]),
     deleteChain: () => Promise.resolve(),
   };
   const config = benchConfig({ clusterCIDRs: [CLUSTER_CIDR] });

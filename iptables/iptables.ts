@@ -56,6 +56,11 @@ export interface IPTables {
   deleteRule(table: Table, chain: Chain, args: readonly string[]): Promise<void>;
   /** Returns true when the chain exists. */
   chainExists(table: Table, chain: Chain): Promise<boolean>;
+  /**
+   * Returns the chain's rules as `iptables -S` prints them (`-A CHAIN ...`), or undefined when the
+   * chain does not exist. Reads that chain only: cheap beside a whole table's save.
+   */
+  listRules(table: Table, chain: Chain): Promise<string[] | undefined>;
   /** Flushes and deletes the chain; succeeds when it does not exist. */
   deleteChain(table: Table, chain: Chain): Promise<void>;
 }
@@ -129,7 +134,7 @@ export class IptablesRunner implements IPTables {
     );
   }
 
-  async #iptables(args: readonly string[]): Promise<{ code: number; stderr: string }> {
+  async #iptables(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
     return await this.#exec.run(this.#cmd, { args: [...LOCK_WAIT, ...args] });
   }
 
@@ -151,6 +156,13 @@ export class IptablesRunner implements IPTables {
   async chainExists(table: Table, chain: Chain): Promise<boolean> {
     const r = await this.#iptables(["-t", table, "-S", chain, "1"]);
     return r.code === 0;
+  }
+
+  /** @inheritdoc */
+  async listRules(table: Table, chain: Chain): Promise<string[] | undefined> {
+    const r = await this.#iptables(["-t", table, "-S", chain]);
+    if (r.code !== 0) return undefined;
+    return r.stdout.split("\n").filter((l) => l.startsWith("-A "));
   }
 
   /** @inheritdoc */

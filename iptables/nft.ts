@@ -33,6 +33,8 @@ export interface NFTables {
   listChains(table: string): Promise<string[] | undefined>;
   /** The elements of map or set `name` of `table`; empty when it does not exist. */
   listElements(table: string, name: string): Promise<NftElement[]>;
+  /** The number of rules of `chain` in `table`, or undefined when the chain does not exist. */
+  countRules(table: string, chain: string): Promise<number | undefined>;
 }
 
 /** A transaction failed; `line` is the transaction line nft named, when it named one. */
@@ -143,6 +145,12 @@ export class NftRunner implements NFTables {
       .filter((c) => c?.table === table && typeof c.name === "string")
       .map((c) => c!.name!);
     return chains.length === 0 ? undefined : chains;
+  }
+
+  /** @inheritdoc */
+  async countRules(table: string, chain: string): Promise<number | undefined> {
+    const objects = await this.#list(["chain", this.#family, table, chain]).catch(() => undefined);
+    return objects?.filter((o) => (o as { rule?: unknown }).rule !== undefined).length;
   }
 
   /** @inheritdoc */

@@ -132,6 +132,11 @@ export class NftRuleset {
         if (!s.has(tk)) s.set(tk, { chains: new Map(), sets: new Map() });
       } else if (verb === "delete") {
         if (!s.delete(tk)) throw new Error(`No such file or directory: table ${tk}`);
+      } else if (verb === "flush") {
+        // As `nft flush table`: every chain's rules go; chains, sets and maps stay.
+        const t = s.get(tk);
+        if (t === undefined) throw new Error(`No such file or directory: table ${tk}`);
+        for (const c of t.chains.values()) c.rules = [];
       } else throw new Error(`unsupported: ${line}`);
       return;
     }

@@ -176,6 +176,10 @@ export abstract class BaseProxier implements Provider {
   readonly #healthServer?: ServiceHealthServer;
   readonly #nodeIPs: readonly string[];
   readonly #nodeIPsFromNode: boolean;
+  /** A sync is running; {@linkcode repairDrift} trusts no finding made meanwhile. */
+  #syncing = false;
+  /** Syncs finished (or failed) so far. */
+  #syncs = 0;
   /** Service -> its port keys in `serviceMap`, for {@linkcode SyncContext.changedPorts}. */
   readonly #portsByService = new Map<string, Set<string>>();
   #servicesSynced = false;
@@ -241,6 +245,49 @@ export abstract class BaseProxier implements Provider {
    * kernel holds (the next sync is full and rewrites it).
    */
   protected forgetKernelState(): void {}
+
+  /**
+   * Returns what of the mode's kernel state changed behind its back (undefined: nothing found), so
+   * the next sync is full and repairs it. Cheap checks before every partial sync; `thorough` ones
+   * (what the mode owns, counted: jumps, fixed chains, element or server counts) once per sync
+   * period beside the syncs. Default: none.
+   */
+  protected detectDrift(_thorough: boolean): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+
+  /** Runs the mode's thorough drift check now; returns what drifted (benchmarks, tests). */
+  checkDrift(): Promise<string | undefined> {
+    return this.#checkDrift(true);
+  }
+
+  /**
+   * Runs the thorough drift check, as the sync loop does once per sync period, and when it finds
+   * drift asks for a full sync that repairs it. A finding made while a sync ran is not trusted (the
+   * sync may have been midway): the next period checks again. Returns what drifted.
+   */
+  async repairDrift(): Promise<string | undefined> {
+    if (!this.isInitialized || this.#syncing) return undefined;
+    const generation = this.#syncs;
+    const drift = await this.#checkDrift(true);
+    if (drift === undefined || this.#syncing || generation !== this.#syncs) return undefined;
+    this.#reportDrift(drift);
+    this.requestFullSync();
+    return drift;
+  }
+
+  /** A check that cannot run counts as drift: the full sync it brings is safe. */
+  #checkDrift(thorough: boolean): Promise<string | undefined> {
+    return this.detectDrift(thorough).catch((e) =>
+      `the check failed: ${e instanceof Error ? e.message : String(e)}`
+    );
+  }
+
+  #reportDrift(drift: string): void {
+    this.log.warn("Rules changed outside the proxy; doing a full sync", { family: this.family, drift });
+    this.metrics.driftRepairsTotal.inc();
+    this.#needFull = true;
+  }
 
   /**
    * Counts a failed sync under the mode's own metric names (upstream's differ per mode); not called
@@ -454,6 +501,17 @@ export abstract class BaseProxier implements Provider {
   /** Runs the sync loop until `signal` aborts, which also interrupts a sync in progress. */
   syncLoop(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
+    // Drift heals within a sync period of its cause, beside the syncs, not in their path.
+    let cancel = () => {};
+    const tick = () => {
+      cancel = this.clock.setTimer(async () => {
+        if (signal.aborted) return;
+        await this.repairDrift();
+        if (!signal.aborted) tick();
+      }, this.syncPeriodMs);
+    };
+    tick();
+    signal.addEventListener("abort", () => cancel(), { once: true });
     return this.#runner.loop(signal);
   }
 
@@ -489,6 +547,16 @@ export abstract class BaseProxier implements Provider {
 
   async #syncOnce(): Promise<void> {
     if (!this.isInitialized) return;
+    this.#syncing = true;
+    try {
+      await this.#syncOnceInner();
+    } finally {
+      this.#syncing = false;
+      this.#syncs++;
+    }
+  }
+
+  async #syncOnceInner(): Promise<void> {
     const start = performance.now();
     const serviceChanges = this.#services.apply(this.serviceMap);
     const endpointChanges = this.#endpoints.apply(this.endpointsMap);
@@ -497,9 +565,18 @@ export abstract class BaseProxier implements Provider {
     this.metrics.serviceChangesPending.set(0);
     this.metrics.endpointChangesPending.set(0);
     const now = this.clock.now();
-    const full = this.#needFull || now - this.#lastFull >= this.#fullSyncPeriodMs;
+    let full = this.#needFull || now - this.#lastFull >= this.#fullSyncPeriodMs;
     const changedServices = new Set([...serviceChanges.updatedServices, ...endpointChanges.updatedServices]);
     const changedPorts = this.#changedPorts(serviceChanges, endpointChanges);
+    if (!full) {
+      // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the
+      // syncs ({@linkcode repairDrift}), so a partial sync never waits for them.
+      const drift = await this.#checkDrift(false);
+      if (drift !== undefined) {
+        this.#reportDrift(drift);
+        full = true;
+      }
+    }
     const ctx: SyncContext = {
       full,
       services: this.serviceMap,

@@ -37,6 +37,8 @@ export interface FamilyMetrics {
   readonly endpointChangesPending: { set(v: number): void };
   readonly queuedTimestamp: { set(v: number): void };
   readonly syncFailuresTotal: { inc(v?: number): void };
+  /** Ours: syncs made full because the kernel state had drifted (rules flushed or deleted by others). */
+  readonly driftRepairsTotal: { inc(v?: number): void };
   /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
   noLocalEndpoints(internal: number, external: number): void;
 }
@@ -56,6 +58,7 @@ export class ProxyMetrics {
   readonly endpointChangesPending: Gauge;
   readonly queuedTimestamp: Gauge<typeof FAMILY>;
   readonly syncFailuresTotal: Counter<typeof FAMILY>;
+  readonly driftRepairsTotal: Counter<typeof FAMILY>;
   readonly noLocalEndpointsTotal: Gauge<typeof FAMILY | "traffic_policy">;
   readonly healthzTotal: Counter<"code">;
   readonly livezTotal: Counter<"code">;
@@ -185,6 +188,11 @@ export class ProxyMetrics {
       platform: `${Deno.build.os}/${Deno.build.arch === "x86_64" ? "amd64" : "arm64"}`,
     }, 1);
     registerProcessMetrics(this.registry);
+    this.driftRepairsTotal = new Counter({
+      name: "kubeproxy_sync_proxy_rules_drift_repairs_total",
+      help: "Syncs made full because rules this proxy owns were changed or removed by someone else (ours)",
+      ...common,
+    });
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
       help: "Cumulative failed syncs of proxy rules (any mode)",
@@ -207,6 +215,7 @@ export class ProxyMetrics {
       endpointChangesPending: this.endpointChangesPending,
       queuedTimestamp: this.queuedTimestamp.labels(l),
       syncFailuresTotal: this.syncFailuresTotal.labels(l),
+      driftRepairsTotal: this.driftRepairsTotal.labels(l),
       noLocalEndpoints: (internal, external) => {
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);

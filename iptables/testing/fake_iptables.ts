@@ -221,6 +221,17 @@ export class FakeIPTables implements IPTables {
   }
 
   /** @inheritdoc */
+  listRules(table: Table, chain: Chain): Promise<string[] | undefined> {
+    const rules = this.#state.get(table)!.get(chain);
+    return Promise.resolve(rules?.map((r) => `-A ${chain} ${r}`));
+  }
+
+  /** Flushes every chain of `table`, as `iptables -t table -F` does (the chains stay). */
+  flushTable(table: Table): void {
+    for (const rules of this.#state.get(table)!.values()) rules.length = 0;
+  }
+
+  /** @inheritdoc */
   ensureRule(
     pos: "append" | "prepend",
     table: Table,

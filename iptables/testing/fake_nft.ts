@@ -31,6 +31,8 @@ export class FakeNft {
       check: (script) => this.#run(script, false),
       listChains: (table) => Promise.resolve(this.listChains(family, table)),
       listElements: (table, name) => Promise.resolve(this.listElements(family, table, name)),
+      countRules: (table, chain) =>
+        Promise.resolve(this.table(family, table)?.chains.get(chain)?.rules.length),
     };
   }
 

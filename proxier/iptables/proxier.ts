@@ -68,6 +68,8 @@ export class IptablesProxier extends BaseProxier {
   #largeCluster = false;
   /** The sync in progress rewrites everything (for the partial-failure metric). */
   #syncingFull = false;
+  /** Rules nat KUBE-SERVICES held after the last successful restore. */
+  #servicesRules = 0;
   readonly #metrics: IptablesMetrics;
 
   /** Builds the proxier; runs nothing until a sync. */
@@ -83,10 +85,6 @@ export class IptablesProxier extends BaseProxier {
   /** @inheritdoc */
   protected override async syncRules(ctx: SyncContext): Promise<boolean> {
     let full = this.#syncingFull = ctx.full;
-    if (!full && !(await this.#ipt.chainExists("mangle", KUBE_PROXY_CANARY))) {
-      this.log.warn("Canary chain is gone (tables flushed?); doing a full sync", { family: this.family });
-      full = this.#syncingFull = true;
-    }
     let endpoints = 0;
     for (const eps of ctx.endpoints.values()) endpoints += eps.length;
     const large = endpoints > LARGE_CLUSTER_ENDPOINTS;
@@ -123,10 +121,11 @@ export class IptablesProxier extends BaseProxier {
       };
     }
     const t1 = performance.now();
-    const { input, portRules, written } = this.#build({ ...ctx, full }, kernel);
+    const { input, portRules, written, servicesRules } = this.#build({ ...ctx, full }, kernel);
     const t2 = performance.now();
     await this.#ipt.restoreAll(input, { flush: false, counters: false, signal: ctx.signal });
     this.#portRules = portRules;
+    this.#servicesRules = servicesRules;
     // What the kernel holds from us: every table rule (all written each sync) plus each service's
     // own chain rules, counted when they were last written.
     let chainRules = 0;
@@ -146,6 +145,33 @@ export class IptablesProxier extends BaseProxier {
       jumpsInserted: kernel?.missingJumps.length ?? 0,
     });
     return full;
+  }
+
+  /**
+   * @inheritdoc
+   * Cheap: the mangle canary (every table flushed). Thorough: the jumps from the built-in chains,
+   * and the number of rules in nat KUBE-SERVICES (one service's jump deleted, the nat table flushed
+   * while mangle kept its canary).
+   */
+  protected override async detectDrift(thorough: boolean): Promise<string | undefined> {
+    if (!(await this.#ipt.chainExists("mangle", KUBE_PROXY_CANARY))) {
+      return "the mangle canary chain is gone (tables flushed?)";
+    }
+    if (!thorough) return undefined;
+    const jumps = JUMP_CHAINS.filter((j) => j.to !== KUBE_FIREWALL || this.#firewallChainUsed());
+    const builtin = new Map<string, string>();
+    for (const j of jumps) {
+      const k = `${j.table} ${j.from}`;
+      if (!builtin.has(k)) builtin.set(k, (await this.#ipt.listRules(j.table, j.from) ?? []).join("\n"));
+      if (missingJumps([j], builtin.get(k)!).length > 0) {
+        return `the jump ${j.table} ${j.from} -> ${j.to} is gone`;
+      }
+    }
+    const services = (await this.#ipt.listRules("nat", KUBE_SERVICES))?.length ?? 0;
+    if (services !== this.#servicesRules) {
+      return `nat ${KUBE_SERVICES} holds ${services} rules; the last sync wrote ${this.#servicesRules}`;
+    }
+    return undefined;
   }
 
   /** @inheritdoc */
@@ -179,6 +205,8 @@ export class IptablesProxier extends BaseProxier {
     portRules: Map<string, CountedPortRules>;
     /** Rules the input holds per table (chains: the services' own chains), once it has been read. */
     written: { filter: number; nat: number; chains: number };
+    /** Rules nat KUBE-SERVICES holds once the input is restored. */
+    servicesRules: number;
   } {
     const existing = kernel?.chains;
     const insert = (table: Table) =>
@@ -311,7 +339,10 @@ export class IptablesProxier extends BaseProxier {
         yield* tail;
       },
     };
-    return { input, portRules, written };
+    // What a drift check expects nat KUBE-SERVICES to hold.
+    let servicesRules = this.#nodePortJumps().length;
+    for (const text of parts.natServices) servicesRules += countRules(text);
+    return { input, portRules, written, servicesRules };
   }
 
   /** Returns the service port keys sorted, re-sorting only when the key set changed. */

@@ -1,6 +1,7 @@
 /**
  * What the ipvs mode owns in the kernel, read at every full sync: the virtual servers that are ours
- * (bound on kube-ipvs0, or a node port of ours on a node address; nothing else is ever touched),
+ * (bound on kube-ipvs0 or listed in our KUBE-IPVS-IPS set, or a node port of ours on a node address;
+ * nothing else is ever touched),
  * our ipsets' entries and kube-ipvs0's addresses, of one family.
  * @module
  */
@@ -47,7 +48,10 @@ export async function readKernelState(
   for (const { vs, reals } of table) {
     if (ipFamily(vs.address) !== family) continue;
     if (o.excludeCIDRs.some((c) => cidrContains(c, vs.address))) continue;
-    const ours = binds.has(vs.address) || (o.nodeIPs.includes(vs.address) && nodePorts.has(vs.port));
+    // The set counts too: an address someone removed from kube-ipvs0 leaves its virtual server ours,
+    // so the repair re-binds it instead of failing on "Service already exists" for ever.
+    const ours = binds.has(vs.address) || (entries.get(SET.IPVS_IPS)?.has(vs.address) ?? false) ||
+      (o.nodeIPs.includes(vs.address) && nodePorts.has(vs.port));
     if (!ours) continue;
     servers.set(vsKey(vs), { vs, reals: new Map(reals.map((r) => [rsKey(r), r])) });
   }

@@ -200,6 +200,34 @@ export class IpvsProxier extends BaseProxier {
     this.#commit(touched, ipvsLines.kernel);
   }
 
+  /**
+   * @inheritdoc
+   * Thorough only (IPVS has no cheap marker): the kernel's virtual servers, their real servers,
+   * kube-ipvs0's addresses and the sets' entries, counted against what the last sync left.
+   */
+  protected override async detectDrift(thorough: boolean): Promise<string | undefined> {
+    if (!thorough) return undefined;
+    const k = await readKernelState({ ...this.#o, nodeIPs: this.nodeIPs }, this.family);
+    const reals = (m: Map<string, { reals: Map<string, unknown> }>) =>
+      [...m.values()].reduce((n, s) => n + s.reals.size, 0);
+    if (k.servers.size !== this.#kernelServers.size) {
+      return `IPVS holds ${k.servers.size} virtual servers of ours; the last sync left ${this.#kernelServers.size}`;
+    }
+    if (reals(k.servers) !== reals(this.#kernelServers)) {
+      return `IPVS holds ${reals(k.servers)} real servers; the last sync left ${reals(this.#kernelServers)}`;
+    }
+    if (k.binds.size !== this.#kernelBinds.size) {
+      return `kube-ipvs0 holds ${k.binds.size} addresses; the last sync left ${this.#kernelBinds.size}`;
+    }
+    for (const [set, entries] of this.#kernelEntries) {
+      const held = k.entries.get(set)?.size ?? 0;
+      if (held !== entries.size) {
+        return `ipset ${set} holds ${held} entries; the last sync left ${entries.size}`;
+      }
+    }
+    return undefined;
+  }
+
   /** @inheritdoc */
   protected override forgetKernelState(): void {
     // What the kernel holds is unknown now: the next (full) sync reads it again and reconciles.

@@ -91,7 +91,14 @@ Deno.test("nftables: a flushed ruleset is recreated by the next sync; a foreign 
   fake.flushRuleset();
   proxier.onServiceDelete(makeService("ns5", "svc5"));
   await proxier.syncNow();
-  assert(log.messages("warn").some((m) => m.includes("table is gone")), "says why it resyncs");
+  assertEquals(
+    log.records.filter((r) => r.level === "warn").map((r) => [r.msg, r.fields?.drift]),
+    [[
+      "Rules changed outside the proxy; doing a full sync",
+      "the kube-proxy table is gone (ruleset flushed?)",
+    ]],
+    "says why it resyncs",
+  );
   assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"]);
   // Upstream's nftables mode left a table of the same name: replaced, not merged.
   const other = emptyNftablesSetup();

@@ -1,0 +1,102 @@
+/**
+ * Drift: rules this proxy owns changed or removed by someone else (firewalld reloading, an admin's
+ * flush, one deleted rule, element, real server or address). Each kind is found by the check the
+ * sync loop runs once per sync period (beside the syncs) and healed by the full sync it asks for,
+ * not the hourly one; it is said once and counted.
+ */
+import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
+import { tracePacket } from "../iptables/rule_walker.ts";
+import { splitArgs } from "../iptables/rule_args.ts";
+import type { BaseProxier } from "../proxier/base_proxier.ts";
+import { TABLE } from "../proxier/nftables/layout.ts";
+import { traceNft } from "../proxier/nftables/trace.ts";
+import { assertEquals, assertMatch } from "./assert.ts";
+import type { MemoryLogger } from "./fixtures.ts";
+import { iptablesSetup } from "./flows/iptables_datapath.ts";
+import { ipvsSetup } from "./flows/ipvs_datapath.ts";
+import { nftablesSetup } from "./flows/nftables_datapath.ts";
+import { feed } from "./flows/datapath.ts";
+import { NODE_A, NODE_IP, REPRESENTATIVE } from "./flows/objects.ts";
+import type { ProxyMetrics } from "../proxier/metrics.ts";
+
+/** After `drift`, one period's check and the sync it asks for: the drift named and the repairs counted. */
+async function healed(
+  p: BaseProxier,
+  log: MemoryLogger,
+  metrics: ProxyMetrics,
+  drift: () => Promise<void> | void,
+): Promise<{ drift: unknown; repairs: string | undefined }> {
+  await p.syncNow();
+  assertEquals(await p.repairDrift(), undefined, "nothing drifted yet");
+  await drift();
+  await p.repairDrift();
+  await p.syncNow();
+  const warn = log.records.filter((r) => r.msg === "Rules changed outside the proxy; doing a full sync");
+  const page = await metrics.registry.metrics();
+  return {
+    drift: warn.map((w) => w.fields?.drift),
+    repairs: /^kubeproxy_sync_proxy_rules_drift_repairs_total\{ip_family="IPv4"\} (\d+)$/m.exec(page)?.[1],
+  };
+}
+
+const reachIpt = (fake: FakeIPTables, dst: string) =>
+  tracePacket(fake, { src: "10.180.5.5", dst, port: 80, protocol: "tcp" }, [NODE_IP]).endpoints;
+
+Deno.test("drift, iptables: the nat table flushed while the mangle canary stays heals at the next periodic sync", async () => {
+  const { fake, proxier, log, metrics } = iptablesSetup();
+  const r = await healed(proxier, log, metrics, () => fake.flushTable("nat"));
+  assertEquals(r, { drift: ["the jump nat OUTPUT -> KUBE-SERVICES is gone"], repairs: "1" });
+  assertEquals(reachIpt(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+});
+
+Deno.test("drift, iptables: one service's jump deleted from KUBE-SERVICES heals at the next periodic sync", async () => {
+  const { fake, proxier, log, metrics } = iptablesSetup();
+  const r = await healed(proxier, log, metrics, async () => {
+    const rule = fake.rules("nat", "KUBE-SERVICES")!.find((x) => x.includes("-d 172.30.0.41/32"))!;
+    await fake.deleteRule("nat", "KUBE-SERVICES", splitArgs(rule));
+    assertEquals(reachIpt(fake, "172.30.0.41"), [], "the drift broke the service");
+  });
+  assertEquals(r.repairs, "1");
+  assertMatch(String(r.drift), /^nat KUBE-SERVICES holds \d+ rules; the last sync wrote \d+$/);
+  assertEquals(reachIpt(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+});
+
+const reachNft = (fake: ReturnType<typeof nftablesSetup>["fake"], dst: string) =>
+  traceNft(fake, "IPv4", TABLE, { src: "10.180.5.5", dst, port: 80, protocol: "tcp" }, [NODE_IP]).endpoints;
+
+Deno.test("drift, nftables: the table flushed (chains kept) heals at the next periodic sync", async () => {
+  const { fake, proxier, log, metrics } = nftablesSetup();
+  const r = await healed(proxier, log, metrics, () => fake.apply("flush table ip kube-proxy\n"));
+  assertEquals(r, { drift: ["chain services holds 0 rules, not 1 (table flushed?)"], repairs: "1" });
+  assertEquals(reachNft(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+});
+
+Deno.test("drift, nftables: one service's element deleted heals at the next periodic sync", async () => {
+  const { fake, proxier, log, metrics } = nftablesSetup();
+  const r = await healed(proxier, log, metrics, async () => {
+    await fake.apply("delete element ip kube-proxy service-ips { 172.30.0.41 . tcp . 80 }\n");
+    assertEquals(reachNft(fake, "172.30.0.41"), [], "the drift broke the service");
+  });
+  assertEquals(r.repairs, "1");
+  assertMatch(String(r.drift), /^map service-ips holds \d+ elements; the last sync wrote \d+$/);
+  assertEquals(reachNft(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+});
+
+Deno.test("drift, ipvs: a real server deleted, an address removed from kube-ipvs0: each heals at the next periodic sync", async () => {
+  const s = ipvsSetup();
+  feed(s.proxier, { node: NODE_A, objects: REPRESENTATIVE });
+  const first = await healed(
+    s.proxier,
+    s.log,
+    s.metrics,
+    () => s.ipvs.apply(["-d -t 172.30.0.41:80 -r 10.180.0.1:80"]),
+  );
+  assertEquals(first, { drift: ["IPVS holds 14 real servers; the last sync left 15"], repairs: "1" });
+  assertEquals((s.ipvs.reals("TCP/172.30.0.41:80") ?? []).map((r) => r.address), ["10.180.0.1"]);
+  await s.link.apply([], ["172.30.0.41"]);
+  await s.proxier.repairDrift();
+  await s.proxier.syncNow();
+  assertEquals([...s.link.bound].filter((ip) => ip === "172.30.0.41"), ["172.30.0.41"], "re-bound");
+  const page = await s.metrics.registry.metrics();
+  assertEquals(/drift_repairs_total\{ip_family="IPv4"\} (\d+)/.exec(page)?.[1], "2");
+});
