@@ -18,17 +18,18 @@ export interface E2EMode {
 /** Every mode's end-to-end test. */
 export const E2E_MODES: Readonly<Record<ProxyMode, E2EMode>> = {
   iptables: {
-    args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"],
+    // A short sync period: the drift scenario waits for the periodic check.
+    args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms", "--iptables-sync-period=2s"],
     tools: ["iptables-restore", "iptables-save", "conntrack", "sysctl"],
     where: "host",
   },
   ipvs: {
-    args: ["--cluster-cidr=10.180.0.0/16", "--ipvs-min-sync-period=100ms"],
+    args: ["--cluster-cidr=10.180.0.0/16", "--ipvs-min-sync-period=100ms", "--ipvs-sync-period=2s"],
     tools: ["ipvsadm", "ipset", "ip", "iptables-restore", "iptables-save", "conntrack", "sysctl"],
     where: "vm",
   },
   nftables: {
-    args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms"],
+    args: ["--cluster-cidr=10.180.0.0/16", "--iptables-min-sync-period=100ms", "--iptables-sync-period=2s"],
     tools: ["nft", "conntrack"],
     where: "host",
   },

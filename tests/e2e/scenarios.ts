@@ -464,6 +464,26 @@ spec: { cidrs: [172.30.0.0/16] }
     },
   },
   {
+    id: "drift",
+    name: "rules flushed or deleted by someone else heal within a sync period (the periodic drift check)",
+    objects: ({ pods }) => service("drifted", "172.30.0.34") + slice("drifted", pods),
+    async check({ t, node, mode, pods }) {
+      await eventually(async () => ok(await node.tcp("172.30.0.34", 80)), 10_000);
+      const drift = mode === "iptables"
+        ? ["iptables", "-t", "nat", "-F"] // the mangle canary stays
+        : mode === "nftables"
+        ? ["nft", "flush", "table", "ip", "kube-proxy"] // chains and maps stay
+        : ["ipvsadm", "-d", "-t", "172.30.0.34:80", "-r", `${pods[0].ip}:8080`];
+      await t.exec(t.node, drift);
+      // Two sync periods (2 s here) at most, and the full sync's time.
+      await eventually(async () => {
+        if (mode === "ipvs") assertEquals(await answers(12, () => node.tcp("172.30.0.34", 80)), BOTH);
+        else ok(await node.tcp("172.30.0.34", 80, 500));
+      }, 8_000);
+    },
+    notFor: { userspace: "the userspace datapath is the process itself; its portal rules are not checked" },
+  },
+  {
     id: "udp-moves",
     name: "UDP: a flow pinned to a removed endpoint moves to the other",
     objects: ({ pods }) =>
