@@ -9,7 +9,7 @@ import { ApiClient, type PrefetchedLists, prefetchLists } from "../proxier/sourc
 import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
 import { TestApiServer } from "./api_server.ts";
 import { assert, assertEquals } from "./assert.ts";
-import { baseOptions, ep, makeEndpointSlice, makeService, NODE } from "./fixtures.ts";
+import { baseOptions, ep, makeEndpointSlice, makeService, type MemoryLogger, NODE } from "./fixtures.ts";
 import { eventually, serveTls } from "./net_helpers.ts";
 
 /** A proxier that records what each sync would program. */
@@ -37,7 +37,7 @@ function access(url: string): Promise<ApiAccess> {
 
 async function withSource(
   api: TestApiServer,
-  fn: (p: RecordingProxier) => Promise<void>,
+  fn: (p: RecordingProxier, log: MemoryLogger) => Promise<void>,
   prefetched?: PrefetchedLists,
 ) {
   const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
@@ -54,7 +54,7 @@ async function withSource(
   })
     .run(ac.signal);
   try {
-    await fn(p);
+    await fn(p, opts.log);
   } finally {
     ac.abort();
     await Promise.all([loop, src]);
@@ -133,32 +133,20 @@ Deno.test("informers: an API server without ServiceCIDRs (before 1.33) is said o
   api.start();
   api.apply("services", makeService("ns1", "svc1"));
   api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
-  const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
-  const p = new RecordingProxier(opts);
-  const ac = new AbortController();
-  const loop = p.syncLoop(ac.signal);
-  const src = new KubernetesSource({
-    access: await access(api.url),
-    nodeName: NODE,
-    handler: p,
-    log: opts.log,
-    clock: realClock,
-  })
-    .run(ac.signal);
   try {
-    await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.1:80"] }));
-    await new Promise((r) => setTimeout(r, 1500));
-    assertEquals(
-      opts.log.records.filter((r) => r.level === "warn").map((r) => [r.msg, r.fields?.hint]),
-      [[
-        "Cannot list ServiceCIDRs; traffic to unallocated cluster IPs is not dropped (nftables mode)",
-        "the API server predates networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33)",
-      ]],
-    );
-    assertEquals(api.requestsOf.get("servicecidrs"), 1, "asked once, not retried");
+    await withSource(api, async (p, log) => {
+      await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.1:80"] }));
+      await new Promise((r) => setTimeout(r, 1500));
+      assertEquals(
+        log.records.filter((r) => r.level === "warn").map((r) => [r.msg, r.fields?.hint]),
+        [[
+          "Cannot list ServiceCIDRs; traffic to unallocated cluster IPs is not dropped (nftables mode)",
+          "the API server predates networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33)",
+        ]],
+      );
+      assertEquals(api.requestsOf.get("servicecidrs"), 1, "asked once, not retried");
+    });
   } finally {
-    ac.abort();
-    await Promise.all([loop, src]);
     await api.stop();
   }
 });

@@ -7,7 +7,12 @@
  * @module
  */
 import type { Executor } from "../../iptables/executor.ts";
-import { interfaceMatches, type TraceResult, type TraceStep } from "../../iptables/rule_walker.ts";
+import {
+  interfaceMatches,
+  type Packet,
+  type TraceResult,
+  type TraceStep,
+} from "../../iptables/rule_walker.ts";
 import type { TraceQuery } from "../options/flags.ts";
 import { traceSource } from "../trace.ts";
 import { TABLE } from "./layout.ts";
@@ -21,17 +26,8 @@ import {
   splitTop,
 } from "../../iptables/nft_ruleset.ts";
 
-/** A packet opening a connection. */
-export interface NftPacket {
-  readonly src: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly protocol: "tcp" | "udp" | "sctp";
-  /** Sent by a process on this node (output hook) rather than arriving from elsewhere. */
-  readonly fromHost?: boolean;
-  /** The interface it came in on (`iifname`); a packet this node sends has none. */
-  readonly inInterface?: string;
-}
+/** A packet opening a connection, as the rule walker takes it (`fromHost`: the output hook). */
+export type NftPacket = Pick<Packet, "src" | "dst" | "port" | "protocol" | "fromHost" | "inInterface">;
 
 /** Where the packet went. */
 export interface NftTraceResult {
