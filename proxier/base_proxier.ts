@@ -96,6 +96,9 @@ export interface SyncContext {
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
+/** Thorough drift checks tried per sync period when syncs keep overlapping them. */
+const DRIFT_CHECK_ATTEMPTS = 3;
+
 /** Options shared by every proxier. */
 export interface BaseProxierOptions {
   readonly family: IPFamily;
@@ -178,6 +181,8 @@ export abstract class BaseProxier implements Provider {
   readonly #nodeIPsFromNode: boolean;
   /** A sync is running; {@linkcode repairDrift} trusts no finding made meanwhile. */
   #syncing = false;
+  /** Settles when the running sync (if any) ends; never rejects. */
+  #syncEnded: Promise<void> = Promise.resolve();
   /** Syncs finished (or failed) so far. */
   #syncs = 0;
   /** Service -> its port keys in `serviceMap`, for {@linkcode SyncContext.changedPorts}. */
@@ -264,16 +269,23 @@ export abstract class BaseProxier implements Provider {
   /**
    * Runs the thorough drift check, as the sync loop does once per sync period, and when it finds
    * drift asks for a full sync that repairs it. A finding made while a sync ran is not trusted (the
-   * sync may have been midway): the next period checks again. Returns what drifted.
+   * sync may have been midway), so the check runs again once that sync ends: where checks are as
+   * slow as the syncs are frequent, skipping to the next period could miss drift for ever. After
+   * a few overlaps in a row the next period tries again. Returns what drifted.
    */
   async repairDrift(): Promise<string | undefined> {
-    if (!this.isInitialized || this.#syncing) return undefined;
-    const generation = this.#syncs;
-    const drift = await this.#checkDrift(true);
-    if (drift === undefined || this.#syncing || generation !== this.#syncs) return undefined;
-    this.#reportDrift(drift);
-    this.requestFullSync();
-    return drift;
+    for (let attempt = 0; attempt < DRIFT_CHECK_ATTEMPTS; attempt++) {
+      await this.#syncEnded;
+      if (!this.isInitialized) return undefined;
+      const generation = this.#syncs;
+      const drift = await this.#checkDrift(true);
+      if (this.#syncing || generation !== this.#syncs) continue;
+      if (drift === undefined) return undefined;
+      this.#reportDrift(drift);
+      this.requestFullSync();
+      return drift;
+    }
+    return undefined;
   }
 
   /** A check that cannot run counts as drift: the full sync it brings is safe. */
@@ -548,11 +560,14 @@ export abstract class BaseProxier implements Provider {
   async #syncOnce(): Promise<void> {
     if (!this.isInitialized) return;
     this.#syncing = true;
+    let ended = () => {};
+    this.#syncEnded = new Promise((resolve) => ended = resolve);
     try {
       await this.#syncOnceInner();
     } finally {
       this.#syncing = false;
       this.#syncs++;
+      ended();
     }
   }
 

@@ -100,3 +100,17 @@ Deno.test("drift, ipvs: a real server deleted, an address removed from kube-ipvs
   const page = await s.metrics.registry.metrics();
   assertEquals(/drift_repairs_total\{ip_family="IPv4"\} (\d+)/.exec(page)?.[1], "2");
 });
+
+Deno.test("drift: a check that a sync overlapped runs again once the sync ends (syncs as frequent as checks are slow)", async () => {
+  const s = ipvsSetup();
+  feed(s.proxier, { node: NODE_A, objects: REPRESENTATIVE });
+  await s.proxier.syncNow();
+  await s.ipvs.apply(["-d -t 172.30.0.41:80 -r 10.180.0.1:80"]);
+  // The periodic partial sync starts while the check reads the kernel; it leaves the drift.
+  const found = s.proxier.repairDrift();
+  const synced = s.proxier.syncNow();
+  assertEquals(await found, "IPVS holds 14 real servers; the last sync left 15");
+  await synced;
+  await s.proxier.syncNow();
+  assertEquals((s.ipvs.reals("TCP/172.30.0.41:80") ?? []).map((r) => r.address), ["10.180.0.1"]);
+});
