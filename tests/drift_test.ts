@@ -39,6 +39,10 @@ async function healed(
   };
 }
 
+/** The EndpointSlice of ns1/svc1 (172.30.0.41, one endpoint 10.180.0.1). */
+const svc1Slice = () =>
+  REPRESENTATIVE.build().slices.find((s) => s.metadata?.labels?.["kubernetes.io/service-name"] === "svc1")!;
+
 const reachIpt = (fake: FakeIPTables, dst: string) =>
   tracePacket(fake, { src: "10.180.5.5", dst, port: 80, protocol: "tcp" }, [NODE_IP]).endpoints;
 
@@ -61,6 +65,22 @@ Deno.test("drift, iptables: one service's jump deleted from KUBE-SERVICES heals 
   assertEquals(reachIpt(fake, "172.30.0.41"), ["10.180.0.1:80"]);
 });
 
+Deno.test("drift, iptables: a restore that exited 0 having done nothing is redone at the next periodic check", async () => {
+  const { fake, proxier, log, metrics } = iptablesSetup();
+  const r = await healed(proxier, log, metrics, async () => {
+    const restore = fake.restoreAll;
+    fake.restoreAll = () => (fake.restoreAll = restore, Promise.resolve());
+    proxier.onEndpointSliceDelete(svc1Slice());
+    await proxier.syncNow();
+    assertEquals(reachIpt(fake, "172.30.0.41"), ["10.180.0.1:80"], "the kernel kept the deleted endpoint");
+  });
+  assertEquals(r, {
+    drift: ["the last restore (sync 2) is not in the kernel (it exited 0 having done nothing?)"],
+    repairs: "1",
+  });
+  assertEquals(reachIpt(fake, "172.30.0.41"), [], "the endpoint is gone");
+});
+
 const reachNft = (fake: ReturnType<typeof nftablesSetup>["fake"], dst: string) =>
   traceNft(fake, "IPv4", TABLE, { src: "10.180.5.5", dst, port: 80, protocol: "tcp" }, [NODE_IP]).endpoints;
 
@@ -80,6 +100,25 @@ Deno.test("drift, nftables: one service's element deleted heals at the next peri
   assertEquals(r.repairs, "1");
   assertMatch(String(r.drift), /^map service-ips holds \d+ elements; the last sync wrote \d+$/);
   assertEquals(reachNft(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+});
+
+Deno.test("drift, nftables: a transaction nft said it applied but did not is redone at the next periodic check", async () => {
+  const { fake, proxier, log, metrics } = nftablesSetup();
+  const r = await healed(proxier, log, metrics, async () => {
+    const apply = fake.apply;
+    fake.apply = () => (fake.apply = apply, Promise.resolve());
+    // The endpoint moves: every element count stays.
+    const moved = svc1Slice();
+    moved.endpoints![0].addresses = ["10.180.0.9"];
+    proxier.onEndpointSliceUpdate(svc1Slice(), moved);
+    await proxier.syncNow();
+    assertEquals(reachNft(fake, "172.30.0.41"), ["10.180.0.1:80"], "the kernel kept the deleted endpoint");
+  });
+  assertEquals(r, {
+    drift: ["the last transaction (2) is not in the kernel (nft exited 0 having done nothing?)"],
+    repairs: "1",
+  });
+  assertEquals(reachNft(fake, "172.30.0.41"), ["10.180.0.9:80"], "the endpoint moved");
 });
 
 Deno.test("drift, ipvs: a real server deleted, an address removed from kube-ipvs0: each heals at the next periodic sync", async () => {

@@ -14,6 +14,7 @@ import {
   KUBE_NODEPORTS,
   KUBE_POSTROUTING,
   KUBE_PROXY_CANARY,
+  KUBE_PROXY_DENO_SYNC,
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
   SERVICE_CHAIN,
@@ -39,6 +40,7 @@ const IPTABLES_CHAINS: ChainOwnership = {
 
 /** Chains only kube-proxy creates (besides the per-service ones). */
 const OWN_CHAINS: ReadonlySet<Chain> = new Set([
+  KUBE_PROXY_DENO_SYNC,
   KUBE_SERVICES,
   KUBE_EXTERNAL_SERVICES,
   KUBE_NODEPORTS,
@@ -50,6 +52,7 @@ const OWN_CHAINS: ReadonlySet<Chain> = new Set([
 
 /** Chains only the iptables mode creates (besides the per-service ones). */
 const IPTABLES_ONLY: ReadonlySet<Chain> = new Set([
+  KUBE_PROXY_DENO_SYNC,
   KUBE_NODEPORTS,
   KUBE_EXTERNAL_SERVICES,
   KUBE_PROXY_CANARY,

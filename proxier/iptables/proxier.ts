@@ -20,6 +20,7 @@ import {
   KUBE_NODEPORTS,
   KUBE_POSTROUTING,
   KUBE_PROXY_CANARY,
+  KUBE_PROXY_DENO_SYNC,
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
   LARGE_CLUSTER_ENDPOINTS,
@@ -70,6 +71,8 @@ export class IptablesProxier extends BaseProxier {
   #syncingFull = false;
   /** Rules nat KUBE-SERVICES held after the last successful restore. */
   #servicesRules = 0;
+  /** Restores applied (as far as iptables-restore said); the sync chain's comment names the last. */
+  #generation = 0;
   readonly #metrics: IptablesMetrics;
 
   /** Builds the proxier; runs nothing until a sync. */
@@ -126,6 +129,7 @@ export class IptablesProxier extends BaseProxier {
     await this.#ipt.restoreAll(input, { flush: false, counters: false, signal: ctx.signal });
     this.#portRules = portRules;
     this.#servicesRules = servicesRules;
+    this.#generation++;
     // What the kernel holds from us: every table rule (all written each sync) plus each service's
     // own chain rules, counted when they were last written.
     let chainRules = 0;
@@ -166,6 +170,10 @@ export class IptablesProxier extends BaseProxier {
       if (missingJumps([j], builtin.get(k)!).length > 0) {
         return `the jump ${j.table} ${j.from} -> ${j.to} is gone`;
       }
+    }
+    const sync = (await this.#ipt.listRules("nat", KUBE_PROXY_DENO_SYNC))?.join(" ") ?? "";
+    if (this.#generation > 0 && !sync.includes(`"sync ${this.#generation}"`)) {
+      return `the last restore (sync ${this.#generation}) is not in the kernel (it exited 0 having done nothing?)`;
     }
     const services = (await this.#ipt.listRules("nat", KUBE_SERVICES))?.length ?? 0;
     if (services !== this.#servicesRules) {
@@ -239,6 +247,7 @@ export class IptablesProxier extends BaseProxier {
       KUBE_POSTROUTING,
       KUBE_MARK_MASQ,
       KUBE_PROXY_CANARY,
+      KUBE_PROXY_DENO_SYNC,
     ];
     for (const key of keys) {
       const svc = ctx.services.get(key)!;
@@ -311,6 +320,7 @@ export class IptablesProxier extends BaseProxier {
         `-A ${KUBE_POSTROUTING} -j MARK --xor-mark ${m}`,
         `-A ${KUBE_POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
         `-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${m}`,
+        `-A ${KUBE_PROXY_DENO_SYNC} -m comment --comment "sync ${this.#generation + 1}"`,
       ]),
       ...parts.natServices,
       joinLines(this.#nodePortJumps()),

@@ -32,6 +32,11 @@ export const KUBE_PROXY_FIREWALL: Chain = "KUBE-PROXY-FIREWALL";
 export const KUBE_FIREWALL: Chain = "KUBE-FIREWALL";
 /** Exists in mangle, nat and filter; its disappearance means someone flushed the tables. */
 export const KUBE_PROXY_CANARY: Chain = "KUBE-PROXY-CANARY";
+/**
+ * Ours, nat: one rule whose comment names the sync that wrote it. Every restore rewrites it, so the
+ * drift check finds a restore that exited 0 having done nothing.
+ */
+export const KUBE_PROXY_DENO_SYNC: Chain = "KUBE-PROXY-DENO-SYNC";
 
 const NEW = ["-m", "conntrack", "--ctstate", "NEW"];
 

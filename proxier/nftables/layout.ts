@@ -106,6 +106,12 @@ export const AFFINITY_CHECK: NftName = "affinity-check";
 /** affinity entry -> `goto affinity-record-T`. */
 export const AFFINITY_RECORDS: NftName = "affinity-records";
 
+/**
+ * One element: the number of the last transaction this process applied. Every transaction rewrites
+ * it, so the drift check finds one that nft said it applied but the kernel does not hold.
+ */
+export const SYNC_GENERATION: NftName = "sync-generation";
+
 /** `lb-N`: DNAT over N endpoints of {@linkcode BACKENDS}. */
 export function lbChain(n: number): NftName {
   return `lb-${n}`;
@@ -239,6 +245,7 @@ export function fixedLayout(o: LayoutOptions): string[] {
     ["map", LB_CLUSTER, `type ${entry} : verdict`],
     ["map", AFFINITY_CHECK, `type ${entry} : verdict`],
     ["map", AFFINITY_RECORDS, `type ${entry} : verdict`],
+    ["set", SYNC_GENERATION, "type mark"],
   ];
   for (const [kind, name, decl] of sets) {
     out.push(`add ${kind} ${t} ${name} { ${decl}; }`, `flush ${kind} ${t} ${name}`);

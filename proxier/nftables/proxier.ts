@@ -25,6 +25,7 @@ import {
   type NftName,
   SERVICE_IPS,
   SERVICES,
+  SYNC_GENERATION,
   TABLE,
 } from "./layout.ts";
 import { affinityStatements } from "./affinity.ts";
@@ -66,6 +67,8 @@ export class NftablesProxier extends BaseProxier {
   /** Dynamic names unused since the given time, deleted once {@linkcode STALE_DELAY_MS} passed. */
   readonly #stale = new Map<NftName, number>();
   readonly #warnedAffinity = new Set<string>();
+  /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
+  #generation = 0;
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: NftablesProxierOptions) {
@@ -98,9 +101,16 @@ export class NftablesProxier extends BaseProxier {
     const affinityDirty = new Set<number>();
     const lines = full ? await this.#buildFull(ctx, affinityDirty) : this.#buildPartial(ctx, affinityDirty);
     if (lines.length > 0) {
+      const t = `${this.#fam} ${TABLE}`;
+      lines.push(
+        `flush set ${t} ${SYNC_GENERATION}`,
+        // As nft lists a mark, so a listing reads back as sent.
+        `add element ${t} ${SYNC_GENERATION} { 0x${(this.#generation + 1).toString(16).padStart(8, "0")} }`,
+      );
       const text = lines.join("\n") + "\n";
       // One transaction: nft applies all of it or none, also when killed on shutdown.
       await this.#nft.apply(text, ctx.signal);
+      this.#generation++;
     }
     this.#markStale();
     await this.#dropStalePins(affinityDirty);
@@ -121,6 +131,10 @@ export class NftablesProxier extends BaseProxier {
     const held = (await this.#nft.listElements(TABLE, SERVICE_IPS)).length;
     const written = this.#book.size(SERVICE_IPS);
     if (held !== written) return `map ${SERVICE_IPS} holds ${held} elements; the last sync wrote ${written}`;
+    const generation = (await this.#nft.listElements(TABLE, SYNC_GENERATION)).map((e) => Number(e.key[0]));
+    if (this.#generation > 0 && (generation.length !== 1 || generation[0] !== this.#generation)) {
+      return `the last transaction (${this.#generation}) is not in the kernel (nft exited 0 having done nothing?)`;
+    }
     // Listing a chain makes nft read the whole table (1.2 s at 10,000 services): last, and off the
     // sync path.
     const rules = await this.#nft.countRules(TABLE, SERVICES);

@@ -475,11 +475,13 @@ spec: { cidrs: [172.30.0.0/16] }
         ? ["nft", "flush", "table", "ip", "kube-proxy"] // chains and maps stay
         : ["ipvsadm", "-d", "-t", "172.30.0.34:80", "-r", `${pods[0].ip}:8080`];
       await t.exec(t.node, drift);
-      // Two sync periods (2 s here) at most, and the full sync's time.
+      // Two sync periods (2 s here) at most, and the full sync's time. The emulated VM runs each
+      // tool 10-20x slower (a sysctl write takes 250 ms there), so its bound is looser; the
+      // one-period bound itself is tests/drift_test.ts's.
       await eventually(async () => {
         if (mode === "ipvs") assertEquals(await answers(12, () => node.tcp("172.30.0.34", 80)), BOTH);
         else ok(await node.tcp("172.30.0.34", 80, 500));
-      }, 8_000);
+      }, Deno.env.get("KPD_IN_VM") === "1" ? 30_000 : 8_000);
     },
     notFor: { userspace: "the userspace datapath is the process itself; its portal rules are not checked" },
   },
