@@ -25,8 +25,8 @@ export class UsageError extends Error {
 
 /** A watch request failed; carries the HTTP status, as client-node's informer expects (410 -> relist). */
 export class WatchError extends Error {
-  /** @param statusCode the HTTP status of the failed watch request. */
-  constructor(message: string, readonly statusCode: number, options?: ErrorOptions) {
+  /** @param statusCode the HTTP status of the failed request; undefined when none came. */
+  constructor(message: string, readonly statusCode?: number, options?: ErrorOptions) {
     super(message, options);
     this.name = "WatchError";
   }

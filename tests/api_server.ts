@@ -60,6 +60,12 @@ export class TestApiServer {
   readonly without: ReadonlySet<string>;
   /** Requests per resource (list and watch), for assertions about retries. */
   readonly requestsOf = new Map<string, number>();
+  /** Faults: the next this many lists answer 500 (an etcd hiccup). */
+  failLists = 0;
+  /** Faults: the next list of this resource (e.g. `endpointslices`) is never answered (the client must give up). */
+  hangListOf: string | undefined;
+  /** Faults: requests arriving before this time (ms since the epoch) wait until then (a stall). */
+  stallUntil = 0;
 
   /** A server holding no object yet; `without` lists resources it answers 404 for. */
   constructor(o: { without?: readonly string[] } = {}) {
@@ -108,6 +114,11 @@ export class TestApiServer {
     }
     this.#conns.clear();
     return Promise.resolve();
+  }
+
+  /** Ends every open watch mid-stream (the connection closes); the server keeps serving. */
+  dropWatches(): void {
+    for (const w of [...this.#watchers]) w({ rv: -1 } as Event);
   }
 
   /** Forgets history so that watches from older versions must relist (410 Gone). */
@@ -160,6 +171,8 @@ export class TestApiServer {
       const [method, target] = head.split("\r\n")[0].split(" ");
       const url = new URL(target, "http://x");
       const write = (text: string) => writeAllText(c, enc.encode(text));
+      const stalled = this.stallUntil - Date.now();
+      if (stalled > 0) await new Promise((r) => setTimeout(r, stalled));
       if (method === "POST") {
         const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? "0");
         while (enc.encode(pending).length < length) {
@@ -193,6 +206,24 @@ export class TestApiServer {
       const match = selector(url.searchParams.get("labelSelector"), url.searchParams.get("fieldSelector"));
       if (url.searchParams.get("watch") !== "true") {
         if (name !== "servicecidrs") this.listRequests++;
+        if (this.hangListOf === name) {
+          this.hangListOf = undefined;
+          // Held open, unanswered, until the client goes away.
+          await c.read(new Uint8Array(1)).catch(() => null);
+          return;
+        }
+        if (this.failLists > 0) {
+          this.failLists--;
+          const body = JSON.stringify({
+            kind: "Status",
+            code: 500,
+            message: "etcdserver: request timed out",
+          });
+          await write(
+            `HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+          );
+          continue;
+        }
         const items = [...this.#objects.get(name)!.values()].filter(match).map((o) => withKind(res, o));
         const body = enc.encode(JSON.stringify({
           kind: res.listKind,

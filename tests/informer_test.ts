@@ -39,13 +39,16 @@ async function withSource(
   api: TestApiServer,
   fn: (p: RecordingProxier, log: MemoryLogger) => Promise<void>,
   prefetched?: PrefetchedLists,
+  client?: (a: ApiAccess) => ApiClient,
 ) {
   const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
   const p = new RecordingProxier(opts);
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);
+  const a = await access(api.url);
   const src = new KubernetesSource({
-    access: await access(api.url),
+    access: a,
+    api: client?.(a),
     prefetched,
     nodeName: NODE,
     handler: p,
@@ -182,6 +185,44 @@ Deno.test("informers: API server killed mid-watch, changed meanwhile, restarted:
       assert(api.watchRequests > watchesBefore, "watches reconnected");
       assert(api.listRequests > listsBefore, "relisted after 410 Gone");
     });
+  } finally {
+    await api.stop();
+  }
+});
+
+Deno.test("informers: a list the API server never answers is abandoned after the list timeout and retried", async () => {
+  const api = new TestApiServer();
+  api.start();
+  api.apply("services", makeService("ns1", "svc1"));
+  api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  try {
+    await withSource(
+      api,
+      async (p, log) => {
+        await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.1:80"] }));
+        // Restarted with its history compacted: each watch resumes into 410 Gone and relists;
+        // the EndpointSlices' relist hangs.
+        await api.stop();
+        api.apply(
+          "endpointslices",
+          makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.2")]),
+        );
+        api.compact();
+        api.hangListOf = "endpointslices";
+        await new Promise((r) => setTimeout(r, 300));
+        api.start();
+        await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.2:80"] }), 10_000);
+        assertEquals(api.hangListOf, undefined, "a list hung");
+        assert(
+          log.records.some((r) =>
+            r.msg.startsWith("Watch failed") && /no answer within 0\.5 s/.test(String(r.fields?.error))
+          ),
+          "the abandoned list is said, with its cause",
+        );
+      },
+      undefined,
+      (a) => new ApiClient(a, { listTimeoutMs: 500 }),
+    );
   } finally {
     await api.stop();
   }

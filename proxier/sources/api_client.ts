@@ -28,6 +28,12 @@ export interface ListQuery {
 export interface ApiClientOptions {
   /** A stream silent for this long is presumed dead and aborted (the informer reconnects). */
   readonly inactivityTimeoutMs?: number;
+  /**
+   * A list not answered within this long is abandoned (the informer retries with backoff): an API
+   * server that accepts the request and never answers would otherwise stop that informer for
+   * ever. Default 60 s (a list of 10,000 EndpointSlices takes a few seconds).
+   */
+  readonly listTimeoutMs?: number;
   /** Server-side watch timeout range in seconds, randomized as client-go does. */
   readonly minTimeoutSeconds?: number;
   /** `--kube-api-qps` / `--kube-api-burst`: every request waits for a token; undefined: no limit. */
@@ -60,6 +66,7 @@ export class ApiClient {
   readonly #access: ApiAccess;
   readonly #inactivityMs: number;
   readonly #minTimeoutSeconds: number;
+  readonly #listTimeoutMs: number;
   readonly #limiter?: RateLimiter;
   readonly #observe?: ApiClientOptions["observe"];
 
@@ -68,6 +75,7 @@ export class ApiClient {
     this.#access = access;
     this.#inactivityMs = opts.inactivityTimeoutMs ?? 150_000;
     this.#minTimeoutSeconds = opts.minTimeoutSeconds ?? 300;
+    this.#listTimeoutMs = opts.listTimeoutMs ?? 60_000;
     this.#limiter = opts.limiter;
     this.#observe = opts.observe;
   }
@@ -106,15 +114,26 @@ export class ApiClient {
     query: ListQuery = {},
   ): Promise<KubernetesListObject<T>> {
     await this.#limiter?.wait();
-    const res = await this.#fetch(this.#url(path, query), {
-      headers: await this.#access.headers(),
-      client: this.#access.client,
-    });
-    if (res.status !== 200) {
-      await res.body?.cancel();
-      throw new WatchError(`list ${path}: HTTP ${res.status} ${res.statusText}`, res.status);
+    // The deadline covers the body too: a server may send headers and then stall.
+    const signal = AbortSignal.timeout(this.#listTimeoutMs);
+    let list: KubernetesListObject<T>;
+    try {
+      const res = await this.#fetch(this.#url(path, query), {
+        headers: await this.#access.headers(),
+        client: this.#access.client,
+        signal,
+      });
+      if (res.status !== 200) {
+        await res.body?.cancel();
+        throw new WatchError(`list ${path}: HTTP ${res.status} ${res.statusText}`, res.status);
+      }
+      list = await res.json() as KubernetesListObject<T>;
+    } catch (e) {
+      if (!signal.aborted) throw e;
+      throw new WatchError(`list ${path}: no answer within ${this.#listTimeoutMs / 1000} s`, undefined, {
+        cause: e,
+      });
     }
-    const list = await res.json() as KubernetesListObject<T>;
     for (const o of list.items ?? []) slim(o);
     return list;
   }
