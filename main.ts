@@ -67,7 +67,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   if (cmd.command === "write-config") {
     return await writeConfig(cmd.kubeProxyConfiguration, cmd.writeConfigTo!, log);
   }
-  const exec = new DenoExecutor();
+  const exec = new DenoExecutor({ timeoutMs: config.kernelToolTimeoutMs });
   if (cmd.command === "cleanup") return await cleanup(exec, log);
   // Every mode a flag or config file can name is built; parsing refused any other.
   const mode = MODES.get(config.mode)!;

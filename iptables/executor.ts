@@ -43,10 +43,30 @@ export class ExecError extends Error {
   }
 }
 
+/** The exit code reported for a command killed at its deadline (as coreutils' `timeout`). */
+export const TIMED_OUT_CODE = 124;
+
 /** The real executor: `Deno.Command`, with `PATH` lookup and no shell. */
 export class DenoExecutor implements Executor {
+  readonly #timeoutMs: number;
+
+  /**
+   * `timeoutMs`: a command still running after this long is killed and reported as exit code
+   * {@linkcode TIMED_OUT_CODE} with a stderr saying so, so a hung tool fails one sync (retried)
+   * instead of stopping every later one. 0: no deadline.
+   */
+  constructor(o: { timeoutMs?: number } = {}) {
+    this.#timeoutMs = o.timeoutMs ?? 0;
+  }
+
   /** @inheritdoc */
   async run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
+    const deadline = this.#timeoutMs > 0 ? AbortSignal.timeout(this.#timeoutMs) : undefined;
+    const signal = deadline === undefined
+      ? opts.signal
+      : opts.signal === undefined
+      ? deadline
+      : AbortSignal.any([opts.signal, deadline]);
     let child: Deno.ChildProcess;
     try {
       child = new Deno.Command(cmd, {
@@ -54,7 +74,7 @@ export class DenoExecutor implements Executor {
         stdin: opts.stdin === undefined ? "null" : "piped",
         stdout: "piped",
         stderr: "piped",
-        signal: opts.signal,
+        signal,
       }).spawn();
     } catch (cause) {
       throw new ExecError(`${cmd}: cannot start: ${(cause as Error).message}`, -1, { cause });
@@ -69,6 +89,14 @@ export class DenoExecutor implements Executor {
     }
     const out = await output;
     const dec = new TextDecoder();
+    if (deadline?.aborted === true && opts.signal?.aborted !== true) {
+      return {
+        code: TIMED_OUT_CODE,
+        stdout: dec.decode(out.stdout),
+        stderr: `${cmd}: no exit within ${this.#timeoutMs / 1000} s (--kernel-tool-timeout); killed\n` +
+          dec.decode(out.stderr),
+      };
+    }
     return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
   }
 }

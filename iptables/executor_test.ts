@@ -1,5 +1,12 @@
-import { assertEquals } from "../tests/assert.ts";
-import { DenoExecutor, type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
+import { assert, assertEquals, assertMatch } from "../tests/assert.ts";
+import {
+  DenoExecutor,
+  type ExecOptions,
+  type ExecResult,
+  type Executor,
+  inputText,
+  TIMED_OUT_CODE,
+} from "./executor.ts";
 import { IptablesRunner, RestoreError } from "./iptables.ts";
 
 Deno.test("DenoExecutor writes chunked stdin in order, multi-byte characters across buffer edges intact", async () => {
@@ -25,4 +32,14 @@ Deno.test("a failed chunked restore names the input line, found across chunk bou
     assertEquals(e instanceof RestoreError && e.line, want, `line ${n}`);
     assertEquals(inputText(chunks).split("\n")[n - 1], want);
   }
+});
+
+Deno.test("DenoExecutor: a tool still running at its deadline is killed and reported as exit 124, saying why", async () => {
+  const started = performance.now();
+  const r = await new DenoExecutor({ timeoutMs: 200 }).run("sleep", { args: ["30"] });
+  assertEquals(r.code, TIMED_OUT_CODE);
+  assertMatch(r.stderr, /^sleep: no exit within 0\.2 s \(--kernel-tool-timeout\); killed$/m);
+  assert(performance.now() - started < 5000, "killed, not waited for");
+  // A quick tool is untouched by the deadline.
+  assertEquals((await new DenoExecutor({ timeoutMs: 5000 }).run("true", { args: [] })).code, 0);
 });

@@ -98,6 +98,8 @@ export interface ProxyConfig {
   iptablesBackend: IptablesBackend;
   /** Userspace mode: program REDIRECT portals for cluster/external IPs (ours, default true). */
   userspacePortals: boolean;
+  /** Ours: `--kernel-tool-timeout` (ms; 0: never). */
+  kernelToolTimeoutMs: number;
   detectLocalMode: LocalMode;
   detectLocal: { bridgeInterface: string; interfaceNamePrefix: string };
   /** The mode's sync period (its own section of the config file, or its `--*-sync-period` flag). */

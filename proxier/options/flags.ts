@@ -729,6 +729,16 @@ export const FLAGS: readonly FlagDef[] = [
     apply: (c, s) => c.own.iptablesBackend = parseBackend("--iptables-backend", s),
   },
   {
+    name: "kernel-tool-timeout",
+    origin: "ours",
+    type: "duration",
+    default: "5m0s",
+    withConfig: true,
+    help:
+      "kill a kernel tool (iptables-restore, nft, ipvsadm...) still running after this long; the sync fails and is retried (0: never)",
+    apply: (c, s) => c.own.kernelToolTimeoutMs = dur("kernel-tool-timeout", s),
+  },
+  {
     name: "userspace-portals",
     origin: "ours",
     bool: true,

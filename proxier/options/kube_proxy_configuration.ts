@@ -280,18 +280,32 @@ export function platformDefaults(c: KubeProxyConfiguration): KubeProxyConfigurat
   return c;
 }
 
+/**
+ * `--kernel-tool-timeout`'s default: far above the slowest write a node makes (a full
+ * iptables-restore of 10,000 services on nf_tables), far below "never".
+ */
+export const KERNEL_TOOL_TIMEOUT_MS = 300_000;
+
 /** Settings that are this program's own and not in the file: `--source`, `--iptables-backend`... */
 export interface OwnFlags {
   source: SourceSpec;
   iptablesBackend: IptablesBackend;
   userspacePortals: boolean;
+  /** `--kernel-tool-timeout`: a kernel tool still running after this long is killed (0: never). */
+  kernelToolTimeoutMs: number;
   /** `--master`: applies beside `--config`, as upstream's. */
   master: string;
 }
 
 /** Returns the defaults of this program's own flags. */
 export function defaultOwnFlags(): OwnFlags {
-  return { source: { kind: "kubernetes" }, iptablesBackend: "auto", userspacePortals: true, master: "" };
+  return {
+    source: { kind: "kubernetes" },
+    iptablesBackend: "auto",
+    userspacePortals: true,
+    kernelToolTimeoutMs: KERNEL_TOOL_TIMEOUT_MS,
+    master: "",
+  };
 }
 
 /**
@@ -326,6 +340,7 @@ export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = default
     localhostNodePorts: c.iptables.localhostNodePorts ?? true,
     iptablesBackend: own.iptablesBackend,
     userspacePortals: own.userspacePortals,
+    kernelToolTimeoutMs: own.kernelToolTimeoutMs,
     detectLocalMode: c.detectLocalMode as LocalMode,
     detectLocal: { ...c.detectLocal },
     syncPeriodMs: section.syncPeriod,
