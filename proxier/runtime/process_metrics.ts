@@ -104,4 +104,48 @@ export function registerProcessMetrics(registry: Registry): void {
       if (m !== null) this.set(Number(m[1]));
     },
   });
+  // Node's prom-client names, for leak hunting on a long-running node: the V8 heap, and the
+  // timers, sockets and other handles the process holds (a number that must stay flat).
+  new Gauge({
+    name: "nodejs_heap_size_total_bytes",
+    help: "Process heap size from V8 in bytes.",
+    registers,
+    collect() {
+      this.set(Deno.memoryUsage().heapTotal);
+    },
+  });
+  new Gauge({
+    name: "nodejs_heap_size_used_bytes",
+    help: "Process heap size used from V8 in bytes.",
+    registers,
+    collect() {
+      this.set(Deno.memoryUsage().heapUsed);
+    },
+  });
+  new Gauge({
+    name: "nodejs_active_resources",
+    help:
+      "Number of active resources that are currently keeping the event loop alive, grouped by async resource type.",
+    labelNames: ["type"],
+    registers,
+    collect() {
+      this.reset();
+      for (const [type, n] of activeResources()) this.set({ type }, n);
+    },
+  });
+  new Gauge({
+    name: "nodejs_active_resources_total",
+    help: "Total number of active resources.",
+    registers,
+    collect() {
+      this.set([...activeResources().values()].reduce((a, b) => a + b, 0));
+    },
+  });
+}
+
+/** Active resources (timers are "Timeout") by type. */
+function activeResources(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const type of process.getActiveResourcesInfo()) counts.set(type, (counts.get(type) ?? 0) + 1);
+  return counts;
 }

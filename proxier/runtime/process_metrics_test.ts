@@ -1,0 +1,25 @@
+import { Registry } from "prom-client";
+import { assert, assertEquals } from "../../tests/assert.ts";
+import { registerProcessMetrics } from "./process_metrics.ts";
+
+const value = (page: string, series: string) =>
+  Number(new RegExp(`^${series.replace(/[{}]/g, "\\$&")} (\\S+)$`, "m").exec(page)?.[1] ?? NaN);
+
+Deno.test("process metrics: the V8 heap, and the timers held (a leak shows as a count that grows)", async () => {
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  const timers = async () => value(await registry.metrics(), 'nodejs_active_resources{type="Timeout"}') || 0;
+  const before = await timers();
+  const held = [setTimeout(() => {}, 60_000), setInterval(() => {}, 60_000)];
+  try {
+    assertEquals(await timers(), before + 2);
+  } finally {
+    clearTimeout(held[0]);
+    clearInterval(held[1]);
+  }
+  assertEquals(await timers(), before);
+  const page = await registry.metrics();
+  assert(value(page, "nodejs_heap_size_used_bytes") > 0, page);
+  assert(value(page, "nodejs_heap_size_total_bytes") >= value(page, "nodejs_heap_size_used_bytes"), page);
+  assertEquals(value(page, "nodejs_active_resources_total") >= 0, true);
+});
