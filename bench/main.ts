@@ -1,13 +1,16 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [npl]   (default: all)
- * `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS shortens each run.
+ * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [conntrack] [npl] [chaos]
+ * (default: all but chaos). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
+ * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode
+ * (CHAOS_SECONDS, CHAOS_SEED change it).
  * @module
  */
 import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
 import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
+import { runChaos } from "../tests/faults/chaos.ts";
 
 const which = new Set(
   Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "conntrack", "npl"],
@@ -188,6 +191,31 @@ if (which.has("conntrack")) {
   out(`| reconcile, nothing stale (median of 5) | ${c.reconcileNothingStaleMs} ms | 0 |`);
   out(`| reconcile, one endpoint of one Service gone | ${c.reconcileOneStaleMs} ms | ${c.deletedOne} |`);
   out(`| reconcile, one endpoint of each of 100 Services gone | ${c.reconcileStaleMs} ms | ${c.deleted} |`);
+}
+
+if (which.has("chaos")) {
+  const seconds = Number(Deno.env.get("CHAOS_SECONDS") ?? "600");
+  const seed = Number(Deno.env.get("CHAOS_SEED") ?? "7");
+  out(
+    `\n## fault schedule, seed ${seed}, ${seconds} s per mode: the real program in a network namespace, ` +
+      `12 Services under churn, API server faults (60 s stall included), failing and no-op tools, SIGKILLs, drift`,
+  );
+  out(
+    "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures |",
+  );
+  out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const mode of ["iptables", "nftables"] as const) {
+    const r = await runChaos(mode, seed, seconds, { stallMs: 60_000 });
+    const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ");
+    out(
+      `| ${mode} | ${faults} | ${r.changes} | ${r.recoveries} | ${
+        (r.longestOutageMs / 1000).toFixed(1)
+      } s | ` +
+        `${
+          (r.convergedMs / 1000).toFixed(1)
+        } s | ${r.lost} | ${r.unjustified503} | ${r.unexplainedFailures} |`,
+    );
+  }
 }
 
 if (which.has("nftables")) {

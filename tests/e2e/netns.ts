@@ -390,9 +390,10 @@ export class Topology {
    * permission set, no -A). Its stderr is collected as it arrives, so the log can be read at any
    * time, including while it still runs.
    */
-  startProxy(args: string[], ns = this.node): ProxyProcess {
+  startProxy(args: string[], ns = this.node, env?: Record<string, string>): ProxyProcess {
     const child = new Deno.Command("ip", {
       args: this.#programArgs(ns, args),
+      env,
       stdin: "null",
       stdout: "null",
       stderr: "piped",

@@ -1,0 +1,365 @@
+/**
+ * A seeded fault schedule against the real program (started as `deno task start` starts it, the
+ * shipped permissions) in a network namespace, for one kernel mode, driven by the test API server
+ * (a child in the node's namespace) while Services churn. Faults:
+ * - API server: watches dropped mid-stream, compaction (each watch resumes into 410 Gone), lists
+ *   answering 500, a restart that loses every connection, a stall (changes keep coming meanwhile);
+ * - kernel tools (a wrapper first on PATH, for the test only): fail, exit 0 having done nothing, or
+ *   hang until `--kernel-tool-timeout` kills them;
+ * - the process: SIGKILL at a random moment, then a restart;
+ * - outside drift: a flushed table, one service's jump or element deleted.
+ * After the schedule, every Service must be where its final objects say (by `trace` over the live
+ * rules); `/healthz` must have answered 503 only while syncs could be failing; every sync failure
+ * in the log must name an injected cause. Returns the figures.
+ *
+ * Not covered yet: the xtables lock held (iptables-nft takes no lock), ipvs (its kernel is in the
+ * VM).
+ * @module
+ */
+import { assertEquals } from "../assert.ts";
+import { eventually } from "../net_helpers.ts";
+import type { Pod, ProxyProcess } from "../e2e/netns.ts";
+import { Topology } from "../e2e/netns.ts";
+import type { ApiCommand } from "./api_server_child.ts";
+
+/** What one run did and saw. */
+export interface ChaosFigures {
+  readonly mode: string;
+  readonly seed: number;
+  readonly seconds: number;
+  /** Faults injected, by kind. */
+  readonly faults: Readonly<Record<string, number>>;
+  /** Object changes written (endpoints moved, Services added and deleted). */
+  readonly changes: number;
+  /** Outages of the probed Service that ended (it answered again). */
+  readonly recoveries: number;
+  /** The longest time the probed Service did not answer, in ms. */
+  readonly longestOutageMs: number;
+  /** From the schedule's end until every Service was where its objects say, in ms. */
+  readonly convergedMs: number;
+  /** Services not where their final objects say once converged (must be 0). */
+  readonly lost: number;
+  /** `/healthz` answers of 503 while no sync could be failing (must be 0). */
+  readonly unjustified503: number;
+  /** Sync failures logged, and those naming no injected cause (must be 0). */
+  readonly syncFailuresLogged: number;
+  readonly unexplainedFailures: number;
+}
+
+/** Options of {@linkcode runChaos}. */
+export interface ChaosOptions {
+  /** The API server stall's length (the issue's 60 s in the bench; short in CI). */
+  readonly stallMs?: number;
+}
+
+/** mulberry32: a small seeded generator, so a failing seed can be replayed. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const WRITE_TOOLS = ["iptables-restore", "iptables-nft-restore", "iptables-legacy-restore", "nft"];
+const INJECTED = "chaos: injected failure";
+const SERVICES = 12;
+const SYNC_PERIOD_MS = 1000;
+/** The program's --kernel-tool-timeout here: a hung tool is killed after this long. */
+const TOOL_TIMEOUT_MS = 2000;
+/** /healthz turns 503 two sync periods after a change waits (upstream's healthTimeout); slack for backoff. */
+const HEALTH_GRACE_MS = 2 * SYNC_PERIOD_MS + 4000;
+
+const service = (i: number) => ({
+  apiVersion: "v1",
+  kind: "Service",
+  metadata: { namespace: "chaos", name: `svc-${i}` },
+  spec: {
+    type: "ClusterIP",
+    clusterIP: `172.30.60.${i}`,
+    clusterIPs: [`172.30.60.${i}`],
+    ports: [{ name: "p", port: 80, targetPort: 8080, protocol: "TCP" }],
+  },
+});
+
+const slice = (i: number, pods: readonly Pod[]) => ({
+  apiVersion: "discovery.k8s.io/v1",
+  kind: "EndpointSlice",
+  metadata: { namespace: "chaos", name: `svc-${i}-1`, labels: { "kubernetes.io/service-name": `svc-${i}` } },
+  addressType: "IPv4",
+  ports: [{ name: "p", port: 8080, protocol: "TCP" }],
+  endpoints: pods.map((p) => ({ addresses: [p.ip], conditions: { ready: true }, nodeName: "node-a" })),
+});
+
+/** The test API server in the node's namespace, driven over its stdin. */
+class ApiChild {
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #lines: AsyncIterator<string>;
+
+  constructor(ns: string) {
+    const root = new URL("../..", import.meta.url).pathname;
+    this.#child = new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        ns,
+        Deno.execPath(),
+        "run",
+        "--allow-net",
+        `${root}tests/faults/api_server_child.ts`,
+      ],
+      cwd: root,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    this.#writer = this.#child.stdin.getWriter();
+    this.#lines = lines(this.#child.stdout);
+  }
+
+  /** Resolves with the server's URL once it listens. */
+  async url(): Promise<string> {
+    const first = await this.#lines.next();
+    return JSON.parse(first.value as string).url;
+  }
+
+  /** Sends one command; resolves when the server did it. */
+  async send(c: ApiCommand): Promise<void> {
+    await this.#writer.write(new TextEncoder().encode(JSON.stringify(c) + "\n"));
+    const r = await this.#lines.next();
+    if (r.value !== "ok") throw new Error(`test API server: ${JSON.stringify(c.op)}: ${r.value}`);
+  }
+
+  async close(): Promise<void> {
+    await this.#writer.close().catch(() => {});
+    await this.#child.status;
+  }
+}
+
+async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  let pending = "";
+  for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+    pending += text;
+    let nl;
+    while ((nl = pending.indexOf("\n")) >= 0) {
+      yield pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+    }
+  }
+}
+
+/** Runs the schedule for `seconds` with `seed` in `mode` (iptables or nftables). */
+export async function runChaos(
+  mode: "iptables" | "nftables",
+  seed: number,
+  seconds: number,
+  o: ChaosOptions = {},
+): Promise<ChaosFigures> {
+  const rnd = random(seed);
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)];
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const t = new Topology();
+  const wrap = await Deno.makeTempDir({ prefix: "kpd-chaos-wrap-" });
+  const faultFile = `${wrap}/fault`;
+  const faults: Record<string, number> = {};
+  const count = (k: string) => faults[k] = (faults[k] ?? 0) + 1;
+  // Windows in which syncs could be failing (a failing tool, a restart), for /healthz.
+  const failing: Array<[number, number]> = [];
+  const procs: ProxyProcess[] = [];
+  let api: ApiChild | undefined;
+  try {
+    await t.init();
+    const pods = [await t.addPod("pod-a", 8080), await t.addPod("pod-b", 8080)];
+    // The wrapper: the test's own, never the product's; the real tool runs unless a fault is set.
+    await Deno.writeTextFile(faultFile, "");
+    for (const tool of WRITE_TOOLS) {
+      const real = (await new Deno.Command("sh", { args: ["-c", `command -v ${tool}`] }).output()).stdout;
+      const path = new TextDecoder().decode(real).trim();
+      if (path === "") continue;
+      await Deno.writeTextFile(
+        `${wrap}/${tool}`,
+        `#!/bin/sh\ncase "$(cat ${faultFile})" in\n` +
+          `fail) cat >/dev/null; echo "${INJECTED}" >&2; exit 1;;\n` +
+          `noop) cat >/dev/null; exit 0;;\n` +
+          // exec: the deadline's kill must reach the sleeping process itself.
+          `hang) exec sleep 3600;;\nesac\nexec ${path} "$@"\n`,
+      );
+      await Deno.chmod(`${wrap}/${tool}`, 0o755);
+    }
+    api = new ApiChild(t.node);
+    const url = await api.url();
+    await api.send({
+      op: "apply",
+      resource: "nodes",
+      object: {
+        apiVersion: "v1",
+        kind: "Node",
+        metadata: { name: "node-a" },
+        status: { addresses: [{ type: "InternalIP", address: t.nodeIP }] },
+      } as never,
+    });
+    // Service i -> its endpoints; undefined: deleted.
+    const want = new Map<number, Pod[] | undefined>();
+    for (let i = 1; i <= SERVICES; i++) {
+      want.set(i, [...pods]);
+      await api.send({ op: "apply", resource: "services", object: service(i) });
+      await api.send({ op: "apply", resource: "endpointslices", object: slice(i, pods) });
+    }
+    const env = { PATH: `${wrap}:${Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin"}` };
+    const start = () => {
+      const p = t.startProxy(
+        [
+          `--proxy-mode=${mode}`,
+          `--master=${url}`,
+          "--hostname-override=node-a",
+          "--cluster-cidr=10.180.0.0/16",
+          "--iptables-min-sync-period=100ms",
+          `--iptables-sync-period=${SYNC_PERIOD_MS}ms`,
+          `--kernel-tool-timeout=${TOOL_TIMEOUT_MS}ms`,
+          "--healthz-bind-address=127.0.0.1:10256",
+          "--metrics-bind-address=127.0.0.1:10249",
+        ],
+        t.node,
+        env,
+      );
+      procs.push(p);
+      return p;
+    };
+    let proxy = start();
+    const answered = async () => /^pod-[ab]$/.test(await t.nodeAgent.tcp("172.30.60.1", 80, 500));
+    // Service 1 stays as it is: the probe measures how long it goes unanswered.
+    await eventually(async () => assertEquals(await answered(), true), 30_000);
+    let longest = 0, recoveries = 0, lastOk = performance.now(), down = false, probing = true;
+    let unjustified503 = 0;
+    const justified = (at: number) => failing.some(([a, b]) => at >= a && at <= b + HEALTH_GRACE_MS);
+    const probe = (async () => {
+      while (probing) {
+        const ok = await answered();
+        const now = performance.now();
+        if (ok) {
+          if (down) recoveries++;
+          down = false;
+          lastOk = now;
+        } else {
+          down = true;
+          longest = Math.max(longest, now - lastOk);
+        }
+        const health = await t.nodeAgent.http("127.0.0.1", 10256, 500, "/healthz");
+        if (health.startsWith("503") && !justified(performance.now())) unjustified503++;
+        await sleep(100);
+      }
+    })();
+    let changes = 0;
+    const end = performance.now() + seconds * 1000;
+    while (performance.now() < end) {
+      const r = rnd();
+      if (r < 0.45) {
+        // Churn (never the probed Service): endpoints move, or a Service goes or comes back.
+        const i = 2 + Math.floor(rnd() * (SERVICES - 1));
+        if (rnd() < 0.2) {
+          if (want.get(i) === undefined) {
+            want.set(i, [...pods]);
+            await api.send({ op: "apply", resource: "services", object: service(i) });
+            await api.send({ op: "apply", resource: "endpointslices", object: slice(i, pods) });
+          } else {
+            want.set(i, undefined);
+            await api.send({
+              op: "delete",
+              resource: "endpointslices",
+              namespace: "chaos",
+              name: `svc-${i}-1`,
+            });
+            await api.send({ op: "delete", resource: "services", namespace: "chaos", name: `svc-${i}` });
+          }
+        } else if (want.get(i) !== undefined) {
+          const eps = pick([[pods[0]], [pods[1]], [...pods], []]);
+          want.set(i, eps);
+          await api.send({ op: "apply", resource: "endpointslices", object: slice(i, eps) });
+        }
+        changes++;
+      } else if (r < 0.6) {
+        const kind = pick(["fail", "noop", "hang"]);
+        count(`tool-${kind}`);
+        const from = performance.now();
+        await Deno.writeTextFile(faultFile, kind);
+        await sleep(300 + rnd() * 1200);
+        await Deno.writeTextFile(faultFile, "");
+        // A no-op restore makes a sync "succeed" with the kernel behind; not a failing window.
+        // A tool started while hanging fails at its deadline.
+        if (kind === "fail") failing.push([from, performance.now()]);
+        if (kind === "hang") failing.push([from, performance.now() + TOOL_TIMEOUT_MS]);
+      } else if (r < 0.75) {
+        const kind = pick(["dropWatches", "compact", "failLists", "restart", "stall"] as const);
+        count(`api-${kind}`);
+        if (kind === "failLists") await api.send({ op: "failLists", n: 3 });
+        else if (kind === "stall") await api.send({ op: "stall", ms: o.stallMs ?? 3000 });
+        else await api.send({ op: kind });
+      } else if (r < 0.83) {
+        count("sigkill");
+        const from = performance.now();
+        await proxy.stop("SIGKILL");
+        proxy = start();
+        // Until the new process has synced; the grace covers its start.
+        failing.push([from, performance.now() + 5000]);
+      } else {
+        count("drift");
+        const drift = mode === "iptables"
+          ? pick([["iptables", "-t", "nat", "-F"], ["iptables", "-t", "nat", "-D", "KUBE-SERVICES", "1"]])
+          : pick([
+            ["nft", "flush", "table", "ip", "kube-proxy"],
+            ["nft", "flush", "map", "ip", "kube-proxy", "service-ips"],
+          ]);
+        await t.exec(t.node, drift, { allowFail: true });
+      }
+      await sleep(200 + rnd() * 300);
+    }
+    await Deno.writeTextFile(faultFile, "");
+    const stopped = performance.now();
+    // Converged: every Service where its final objects say, by trace over the live rules.
+    const expected = (eps: Pod[] | undefined) =>
+      eps === undefined
+        ? "none"
+        : eps.length === 0
+        ? "REJECT"
+        : `DNAT ${eps.map((p) => `${p.ip}:8080`).sort()}`;
+    let lost = SERVICES;
+    await eventually(async () => {
+      lost = 0;
+      for (const [i, eps] of want) {
+        const r = await t.runProgram(["trace", `--dst=172.30.60.${i}`, "--dport=80", "--output=json"]);
+        const got = r.code === 0 ? JSON.parse(r.stdout) : { verdict: `error ${r.stderr}`, endpoints: [] };
+        const endpoints = got.endpoints.map((e: { endpoint: string }) => e.endpoint).sort();
+        const seen = got.verdict === "DNAT" ? `DNAT ${endpoints}` : got.verdict;
+        if (seen !== expected(eps)) lost++;
+      }
+      assertEquals(lost, 0);
+    }, 30_000).catch(() => {});
+    const convergedMs = Math.round(performance.now() - stopped);
+    probing = false;
+    await probe;
+    const failures = procs.flatMap((p) => p.log().split("\n")).filter((l) => l.includes("Sync failed"));
+    return {
+      mode,
+      seed,
+      seconds,
+      faults,
+      changes,
+      recoveries,
+      longestOutageMs: Math.round(longest),
+      convergedMs,
+      lost,
+      unjustified503,
+      syncFailuresLogged: failures.length,
+      unexplainedFailures: failures.filter((l) => !l.includes(INJECTED) && !/no exit within/.test(l)).length,
+    };
+  } finally {
+    for (const p of procs) await p.stop();
+    await api?.close();
+    await t.close();
+    await Deno.remove(wrap, { recursive: true });
+  }
+}
