@@ -3,7 +3,8 @@
  * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [conntrack] [npl] [chaos]
  * (default: all but chaos). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode
- * (CHAOS_SECONDS, CHAOS_SEED change it).
+ * (CHAOS_SECONDS, CHAOS_SEED change it). `soak` runs the real program for an hour per mode at 10,000
+ * Services (SOAK_SECONDS, SOAK_SERVICES, SOAK_INTERVAL; SOAK_PARALLEL=1 runs both modes at once).
  * @module
  */
 import { benchNpl, type NplOptions } from "./npl.ts";
@@ -11,6 +12,7 @@ import { benchUserspace } from "./userspace.ts";
 import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
 import { runChaos } from "../tests/faults/chaos.ts";
+import { benchSoak } from "./soak.ts";
 
 const which = new Set(
   Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "conntrack", "npl"],
@@ -191,6 +193,53 @@ if (which.has("conntrack")) {
   out(`| reconcile, nothing stale (median of 5) | ${c.reconcileNothingStaleMs} ms | 0 |`);
   out(`| reconcile, one endpoint of one Service gone | ${c.reconcileOneStaleMs} ms | ${c.deletedOne} |`);
   out(`| reconcile, one endpoint of each of 100 Services gone | ${c.reconcileStaleMs} ms | ${c.deleted} |`);
+}
+
+if (which.has("soak")) {
+  const services = Number(Deno.env.get("SOAK_SERVICES") ?? "10000");
+  const seconds = Number(Deno.env.get("SOAK_SECONDS") ?? "3600");
+  const intervalSeconds = Number(Deno.env.get("SOAK_INTERVAL") ?? "300");
+  const parallel = Deno.env.get("SOAK_PARALLEL") === "1";
+  const modes = ["iptables", "nftables"] as const;
+  const soak = (mode: typeof modes[number]) =>
+    benchSoak(
+      { mode, services, seconds, intervalSeconds },
+      (s) => console.error(`soak ${mode}`, JSON.stringify(s)),
+    );
+  const results = parallel
+    ? await Promise.all(modes.map(soak))
+    : [await soak(modes[0]), await soak(modes[1])];
+  for (const r of results) {
+    out(
+      `\n## soak, ${r.mode} mode${
+        r.mode === "iptables" ? " (nf_tables backend)" : ""
+      }: ${r.services} Services x 10 ` +
+        `endpoints for ${+(r.seconds / 60).toFixed(1)} min${
+          parallel ? " (both modes at once, 2 cores)" : ""
+        }, 10 one-endpoint changes/s, ` +
+        `a Service added and one removed every 5 s; first sync ${r.firstSyncS} s`,
+    );
+    out(
+      "| minute | RSS MiB | V8 heap used MiB | fds | timers | NPL median / max (program's histogram) | changes |",
+    );
+    out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (const s of r.samples) {
+      out(
+        `| ${s.minute} | ${s.rssMiB} | ${s.heapUsedMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
+      );
+    }
+    const at10 = r.samples.find((s) => s.minute >= 10) ?? r.samples[0];
+    const last = r.samples.at(-1);
+    if (at10 !== undefined && last !== undefined) {
+      const growth = (last.rssMiB / at10.rssMiB - 1) * 100;
+      out(
+        `RSS at the end vs after 10 min: ${growth >= 0 ? "+" : ""}${
+          growth.toFixed(1)
+        }% (target within 10%); ` +
+          `fds ${at10.fds} -> ${last.fds}, timers ${at10.timers} -> ${last.timers}`,
+      );
+    }
+  }
 }
 
 if (which.has("chaos")) {

@@ -71,39 +71,6 @@ export function registerProcessMetrics(registry: Registry): void {
       this.set(Math.round(performance.timeOrigin / 1000));
     },
   });
-  if (procSelf("stat") === undefined) return;
-  new Gauge({
-    name: "process_virtual_memory_bytes",
-    help: "Virtual memory size in bytes.",
-    registers,
-    collect() {
-      // Field 23 of /proc/self/stat, counted after the parenthesised command name.
-      const stat = procSelf("stat") ?? "";
-      const vsize = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[20]);
-      if (Number.isFinite(vsize)) this.set(vsize);
-    },
-  });
-  new Gauge({
-    name: "process_open_fds",
-    help: "Number of open file descriptors.",
-    registers,
-    collect() {
-      try {
-        let n = 0;
-        for (const _ of Deno.readDirSync("/proc/self/fd")) n++;
-        this.set(n - 1); // the directory being read is itself one
-      } catch { /* unreadable now */ }
-    },
-  });
-  new Gauge({
-    name: "process_max_fds",
-    help: "Maximum number of open file descriptors.",
-    registers,
-    collect() {
-      const m = /^Max open files\s+(\d+)/m.exec(procSelf("limits") ?? "");
-      if (m !== null) this.set(Number(m[1]));
-    },
-  });
   // Node's prom-client names, for leak hunting on a long-running node: the V8 heap, and the
   // timers, sockets and other handles the process holds (a number that must stay flat).
   new Gauge({
@@ -139,6 +106,39 @@ export function registerProcessMetrics(registry: Registry): void {
     registers,
     collect() {
       this.set([...activeResources().values()].reduce((a, b) => a + b, 0));
+    },
+  });
+  if (procSelf("stat") === undefined) return;
+  new Gauge({
+    name: "process_virtual_memory_bytes",
+    help: "Virtual memory size in bytes.",
+    registers,
+    collect() {
+      // Field 23 of /proc/self/stat, counted after the parenthesised command name.
+      const stat = procSelf("stat") ?? "";
+      const vsize = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[20]);
+      if (Number.isFinite(vsize)) this.set(vsize);
+    },
+  });
+  new Gauge({
+    name: "process_open_fds",
+    help: "Number of open file descriptors.",
+    registers,
+    collect() {
+      try {
+        let n = 0;
+        for (const _ of Deno.readDirSync("/proc/self/fd")) n++;
+        this.set(n - 1); // the directory being read is itself one
+      } catch { /* unreadable now */ }
+    },
+  });
+  new Gauge({
+    name: "process_max_fds",
+    help: "Maximum number of open file descriptors.",
+    registers,
+    collect() {
+      const m = /^Max open files\s+(\d+)/m.exec(procSelf("limits") ?? "");
+      if (m !== null) this.set(Number(m[1]));
     },
   });
 }

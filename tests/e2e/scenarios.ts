@@ -356,6 +356,9 @@ export const SCENARIOS: readonly Scenario[] = [
       assert(value(m, "process_resident_memory_bytes") > 10_000_000);
       assert(value(m, "process_cpu_seconds_total") > 0);
       assert(Math.abs(value(m, "process_start_time_seconds") - Date.now() / 1000) < 3600);
+      // Leak hunting under the shipped permissions (no /proc): the heap and the timers held.
+      assert(value(m, "nodejs_heap_size_used_bytes") > 1_000_000, "the V8 heap");
+      assert(value(m, 'nodejs_active_resources{type="Timeout"}') >= 1, "the sync period's timer, at least");
       if (mode === "iptables") {
         // The rules the metric counts are the rules of our chains the kernel holds.
         await eventually(async () => {

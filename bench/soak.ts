@@ -1,0 +1,277 @@
+/**
+ * The soak: `deno task bench soak`. The real program (the start task's command and permissions) in
+ * a fresh network namespace, fed by the test API server (N Services x 10 endpoints, the own Node),
+ * runs for an hour under churn: 10 one-endpoint changes a second and, every 5 s, a Service added
+ * and the previous one removed. Every interval it samples what a leak would grow: RSS and file
+ * descriptors (from /proc, outside the program), the V8 heap and the timers held (its /metrics),
+ * and the network programming latency the program itself reports (upstream's histogram) for the
+ * changes of that interval.
+ *
+ * Run as a driver inside the namespace ({@linkcode benchSoak} starts it).
+ * @module
+ */
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { parseArgs } from "node:util";
+import { TestApiServer } from "../tests/api_server.ts";
+import { startArgs } from "../tests/program.ts";
+import { generate, slice } from "./objects.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/** One soak. */
+export interface SoakOptions {
+  readonly mode: "iptables" | "nftables";
+  readonly services: number;
+  readonly seconds: number;
+  readonly intervalSeconds: number;
+}
+
+/** One interval's sample. */
+export interface SoakSample {
+  readonly minute: number;
+  readonly rssMiB: number;
+  readonly heapUsedMiB: number;
+  readonly fds: number;
+  readonly timers: number;
+  /** The program's network programming latency over this interval (bucket bounds), seconds. */
+  readonly nplMedianS: number;
+  readonly nplMaxS: number;
+  readonly changes: number;
+}
+
+/** The whole soak. */
+export interface SoakResult extends SoakOptions {
+  readonly firstSyncS: number;
+  readonly samples: SoakSample[];
+}
+
+/** Runs the soak's driver in a fresh network namespace; resolves with its samples. */
+export async function benchSoak(o: SoakOptions, onSample?: (s: SoakSample) => void): Promise<SoakResult> {
+  const ns = `kpd-soak-${crypto.randomUUID().slice(0, 8)}`;
+  await run("ip", ["netns", "add", ns]);
+  try {
+    await run("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
+    const child = new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        ns,
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--config",
+        `${ROOT}deno.json`,
+        new URL(import.meta.url).pathname,
+        `--mode=${o.mode}`,
+        `--services=${o.services}`,
+        `--seconds=${o.seconds}`,
+        `--interval=${o.intervalSeconds}`,
+      ],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    let result: SoakResult | undefined;
+    let pending = "";
+    for await (const text of child.stdout.pipeThrough(new TextDecoderStream())) {
+      pending += text;
+      let nl;
+      while ((nl = pending.indexOf("\n")) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        if (!line.startsWith("{")) continue;
+        const x = JSON.parse(line);
+        if ("samples" in x) result = x;
+        else onSample?.(x);
+      }
+    }
+    await child.status;
+    if (result === undefined) throw new Error("the soak driver printed no result");
+    return result;
+  } finally {
+    await run("ip", ["netns", "del", ns]);
+  }
+}
+
+async function run(cmd: string, args: string[]): Promise<void> {
+  const r = await new Deno.Command(cmd, { args, stderr: "piped" }).output();
+  if (!r.success) throw new Error(`${cmd} ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** `series` in a Prometheus page, or NaN. */
+function metric(page: string, series: string): number {
+  const m = new RegExp(`^${series.replace(/[{}]/g, "\\$&")} (\\S+)$`, "m").exec(page);
+  return m ? Number(m[1]) : NaN;
+}
+
+/** The cumulative buckets of upstream's network programming histogram: [upper bound, count]. */
+function nplBuckets(page: string): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  const re = /^kubeproxy_network_programming_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$/gm;
+  for (const m of page.matchAll(re)) {
+    // IPv4 only (the changes are); a page without the label has one family's buckets.
+    if (m[0].includes('ip_family="IPv6"')) continue;
+    out.push([m[1] === "+Inf" ? Infinity : Number(m[1]), Number(m[2])]);
+  }
+  return out;
+}
+
+/** Median and max (as bucket upper bounds) of the observations between two scrapes. */
+function nplBetween(before: Array<[number, number]>, after: Array<[number, number]>): [number, number] {
+  const delta = after.map(([le, n], k) => [le, n - (before[k]?.[1] ?? 0)] as [number, number]);
+  const total = delta.at(-1)?.[1] ?? 0;
+  if (total === 0) return [NaN, NaN];
+  const median = delta.find(([, n]) => n >= total / 2)![0];
+  const max = delta.find(([, n]) => n >= total)![0];
+  return [median, max];
+}
+
+function procRssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+  return m ? Math.round(Number(m[1]) / 1024) : NaN;
+}
+
+function procFds(pid: number): number {
+  let n = 0;
+  for (const _ of Deno.readDirSync(`/proc/${pid}/fd`)) n++;
+  return n;
+}
+
+async function driver(o: SoakOptions): Promise<SoakResult> {
+  const api = new TestApiServer();
+  api.apply("nodes", {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: "node-a" },
+    status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
+  } as KubernetesObject);
+  const { services, slices } = generate(o.services + 1);
+  const extra = { service: services.pop()!, slice: slices.pop()! };
+  for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
+  for (const s of slices) {
+    api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
+  }
+  const url = api.start();
+  const t0 = performance.now();
+  const proxy = new Deno.Command(Deno.execPath(), {
+    args: startArgs([
+      `--proxy-mode=${o.mode}`,
+      "--hostname-override=node-a",
+      "--cluster-cidr=10.0.0.0/8",
+      "--metrics-bind-address=127.0.0.1:10249",
+      "--healthz-bind-address=127.0.0.1:10256",
+      `--master=${url}`,
+    ]),
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const log: string[] = [];
+  (async () => {
+    for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) {
+      log.push(t);
+      if (log.length > 200) log.shift();
+    }
+  })().catch(() => {});
+  const page = async () => {
+    try {
+      return await (await fetch("http://127.0.0.1:10249/metrics")).text();
+    } catch {
+      return "";
+    }
+  };
+  try {
+    let firstSyncS = NaN;
+    for (const end = t0 + 30 * 60_000; performance.now() < end;) {
+      if (
+        metric(await page(), 'kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}') >= 1
+      ) {
+        firstSyncS = (performance.now() - t0) / 1000;
+        break;
+      }
+      await sleep(100);
+    }
+    if (Number.isNaN(firstSyncS)) throw new Error(`no first sync within 30 min:\n${log.join("")}`);
+    const samples: SoakSample[] = [];
+    let changes = 0, sampledChanges = 0, extraIn = false;
+    let buckets = nplBuckets(await page());
+    const start = performance.now();
+    let nextSample = start + o.intervalSeconds * 1000;
+    let nextExtra = start + 5000;
+    for (let c = 0; performance.now() - start < o.seconds * 1000; c++) {
+      // 10 a second, on schedule: distinct Services in turn (7919 is prime), one endpoint each.
+      await sleep(Math.max(0, start + c * 100 - performance.now()));
+      const i = (c * 7919) % o.services;
+      const s = slice(`svc-${i}`, i, Math.floor(c / o.services) % 200 + 1);
+      s.metadata!.annotations = {
+        "endpoints.kubernetes.io/last-change-trigger-time": new Date().toISOString(),
+      };
+      api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
+      changes++;
+      if (performance.now() >= nextExtra) {
+        nextExtra += 5000;
+        // One Service comes, the one before goes: the set of Services churns, its size does not.
+        const name = extra.service.metadata!.name!;
+        if (extraIn) {
+          api.delete("endpointslices", "bench", extra.slice.metadata!.name!);
+          api.delete("services", "bench", name);
+        } else {
+          api.apply("services", { apiVersion: "v1", kind: "Service", ...extra.service });
+          api.apply("endpointslices", {
+            apiVersion: "discovery.k8s.io/v1",
+            kind: "EndpointSlice",
+            ...extra.slice,
+          });
+        }
+        extraIn = !extraIn;
+      }
+      if (performance.now() >= nextSample) {
+        nextSample += o.intervalSeconds * 1000;
+        const p = await page();
+        const now = nplBuckets(p);
+        const [median, max] = nplBetween(buckets, now);
+        buckets = now;
+        const sample: SoakSample = {
+          minute: Math.round((performance.now() - start) / 6_000) / 10,
+          rssMiB: procRssMiB(proxy.pid),
+          heapUsedMiB: Math.round(metric(p, "nodejs_heap_size_used_bytes") / 2 ** 20),
+          fds: procFds(proxy.pid),
+          timers: metric(p, 'nodejs_active_resources{type="Timeout"}') || 0,
+          nplMedianS: median,
+          nplMaxS: max,
+          changes: changes - sampledChanges,
+        };
+        sampledChanges = changes;
+        samples.push(sample);
+        console.log(JSON.stringify(sample));
+      }
+    }
+    return { ...o, firstSyncS: Math.round(firstSyncS * 10) / 10, samples };
+  } finally {
+    try {
+      proxy.kill("SIGTERM");
+    } catch { /* gone */ }
+    await proxy.status;
+    await api.stop();
+  }
+}
+
+if (import.meta.main) {
+  const { values: v } = parseArgs({
+    args: Deno.args,
+    options: {
+      mode: { type: "string", default: "nftables" },
+      services: { type: "string", default: "10000" },
+      seconds: { type: "string", default: "3600" },
+      interval: { type: "string", default: "300" },
+    },
+  });
+  const r = await driver({
+    mode: v.mode as SoakOptions["mode"],
+    services: Number(v.services),
+    seconds: Number(v.seconds),
+    intervalSeconds: Number(v.interval),
+  });
+  console.log(JSON.stringify(r));
+}
