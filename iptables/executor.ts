@@ -46,14 +46,54 @@ export class ExecError extends Error {
 /** The exit code reported for a command killed at its deadline (as coreutils' `timeout`). */
 export const TIMED_OUT_CODE = 124;
 
+/**
+ * Extra time a command gets per byte written to its stdin: 10 s per MiB. Big inputs take long for
+ * a reason (a full iptables-restore of 10,000 services is 31 MiB and took 125 s on nf_tables), so
+ * their deadline grows with them and only a hung tool reaches it.
+ */
+export const TIMEOUT_MS_PER_INPUT_BYTE = 10_000 / 2 ** 20;
+
+/** A deadline that can be pushed back; aborts its signal when reached. */
+class Deadline {
+  readonly #ac = new AbortController();
+  readonly #start = performance.now();
+  #budgetMs: number;
+  #timer: ReturnType<typeof setTimeout>;
+
+  constructor(budgetMs: number) {
+    this.#budgetMs = budgetMs;
+    this.#timer = setTimeout(() => this.#ac.abort(), budgetMs);
+  }
+
+  get signal(): AbortSignal {
+    return this.#ac.signal;
+  }
+
+  get budgetMs(): number {
+    return this.#budgetMs;
+  }
+
+  extend(ms: number): void {
+    if (this.#ac.signal.aborted) return;
+    this.#budgetMs += ms;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#ac.abort(), this.#start + this.#budgetMs - performance.now());
+  }
+
+  clear(): void {
+    clearTimeout(this.#timer);
+  }
+}
+
 /** The real executor: `Deno.Command`, with `PATH` lookup and no shell. */
 export class DenoExecutor implements Executor {
   readonly #timeoutMs: number;
 
   /**
-   * `timeoutMs`: a command still running after this long is killed and reported as exit code
-   * {@linkcode TIMED_OUT_CODE} with a stderr saying so, so a hung tool fails one sync (retried)
-   * instead of stopping every later one. 0: no deadline.
+   * `timeoutMs`: a command still running after this long (plus
+   * {@linkcode TIMEOUT_MS_PER_INPUT_BYTE} for each byte of its input) is killed and reported as
+   * exit code {@linkcode TIMED_OUT_CODE} with a stderr saying so, so a hung tool fails one sync
+   * (retried) instead of stopping every later one. 0: no deadline.
    */
   constructor(o: { timeoutMs?: number } = {}) {
     this.#timeoutMs = o.timeoutMs ?? 0;
@@ -61,12 +101,12 @@ export class DenoExecutor implements Executor {
 
   /** @inheritdoc */
   async run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
-    const deadline = this.#timeoutMs > 0 ? AbortSignal.timeout(this.#timeoutMs) : undefined;
+    const deadline = this.#timeoutMs > 0 ? new Deadline(this.#timeoutMs) : undefined;
     const signal = deadline === undefined
       ? opts.signal
       : opts.signal === undefined
-      ? deadline
-      : AbortSignal.any([opts.signal, deadline]);
+      ? deadline.signal
+      : AbortSignal.any([opts.signal, deadline.signal]);
     let child: Deno.ChildProcess;
     try {
       child = new Deno.Command(cmd, {
@@ -77,23 +117,29 @@ export class DenoExecutor implements Executor {
         signal,
       }).spawn();
     } catch (cause) {
+      deadline?.clear();
       throw new ExecError(`${cmd}: cannot start: ${(cause as Error).message}`, -1, { cause });
     }
     // Output is read while stdin is written: a tool that answers as it reads must not stall us.
     const output = child.output();
     if (opts.stdin !== undefined) {
       const w = child.stdin.getWriter();
+      const wrote = (bytes: number) => deadline?.extend(bytes * TIMEOUT_MS_PER_INPUT_BYTE);
       // A tool that exits early closes its stdin; its exit code then tells what went wrong.
-      await writeText(w, typeof opts.stdin === "string" ? [opts.stdin] : opts.stdin).catch(() => {});
+      await writeText(w, typeof opts.stdin === "string" ? [opts.stdin] : opts.stdin, wrote).catch(() => {});
       await w.close().catch(() => {});
     }
     const out = await output;
+    deadline?.clear();
     const dec = new TextDecoder();
-    if (deadline?.aborted === true && opts.signal?.aborted !== true) {
+    if (deadline?.signal.aborted === true && opts.signal?.aborted !== true) {
       return {
         code: TIMED_OUT_CODE,
         stdout: dec.decode(out.stdout),
-        stderr: `${cmd}: no exit within ${this.#timeoutMs / 1000} s (--kernel-tool-timeout); killed\n` +
+        stderr:
+          `${cmd}: no exit within ${
+            Math.round(deadline.budgetMs) / 1000
+          } s (--kernel-tool-timeout); killed\n` +
           dec.decode(out.stderr),
       };
     }
@@ -107,6 +153,7 @@ const WRITE_BUFFER = 64 * 1024;
 async function writeText(
   w: WritableStreamDefaultWriter<Uint8Array>,
   chunks: Iterable<string>,
+  wrote: (bytes: number) => void = () => {},
 ): Promise<void> {
   const encoder = new TextEncoder();
   const buf = new Uint8Array(WRITE_BUFFER);
@@ -121,11 +168,15 @@ async function writeText(
       // buffer is free again afterwards.
       if (rest.length > 0 || used === WRITE_BUFFER) {
         await w.write(buf.slice(0, used));
+        wrote(used);
         used = 0;
       }
     }
   }
-  if (used > 0) await w.write(buf.slice(0, used));
+  if (used > 0) {
+    await w.write(buf.slice(0, used));
+    wrote(used);
+  }
 }
 
 /** Returns the text of `input` (chunks joined): for fakes and dry runs, never on a live path. */

@@ -43,3 +43,12 @@ Deno.test("DenoExecutor: a tool still running at its deadline is killed and repo
   // A quick tool is untouched by the deadline.
   assertEquals((await new DenoExecutor({ timeoutMs: 5000 }).run("true", { args: [] })).code, 0);
 });
+
+Deno.test("DenoExecutor: the deadline grows with the input (10 s per MiB), so a big restore is not killed", async () => {
+  const input = "x".repeat(2 ** 20);
+  const r = await new DenoExecutor({ timeoutMs: 300 }).run("sh", {
+    args: ["-c", "cat >/dev/null; sleep 1"],
+    stdin: input,
+  });
+  assertEquals([r.code, r.stderr], [0, ""]);
+});
