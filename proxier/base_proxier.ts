@@ -96,9 +96,6 @@ export interface SyncContext {
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
-/** Thorough drift checks tried per sync period when syncs keep overlapping them. */
-const DRIFT_CHECK_ATTEMPTS = 3;
-
 /** Options shared by every proxier. */
 export interface BaseProxierOptions {
   readonly family: IPFamily;
@@ -179,12 +176,12 @@ export abstract class BaseProxier implements Provider {
   readonly #healthServer?: ServiceHealthServer;
   readonly #nodeIPs: readonly string[];
   readonly #nodeIPsFromNode: boolean;
-  /** A sync is running; {@linkcode repairDrift} trusts no finding made meanwhile. */
+  /** A sync is running; {@linkcode repairDrift} waits for it to end. */
   #syncing = false;
   /** Settles when the running sync (if any) ends; never rejects. */
   #syncEnded: Promise<void> = Promise.resolve();
-  /** Syncs finished (or failed) so far. */
-  #syncs = 0;
+  /** Settles when the running thorough drift check (if any) ends; a sync waits for it. */
+  #checking: Promise<void> = Promise.resolve();
   /** Service -> its port keys in `serviceMap`, for {@linkcode SyncContext.changedPorts}. */
   readonly #portsByService = new Map<string, Set<string>>();
   #servicesSynced = false;
@@ -268,24 +265,29 @@ export abstract class BaseProxier implements Provider {
 
   /**
    * Runs the thorough drift check, as the sync loop does once per sync period, and when it finds
-   * drift asks for a full sync that repairs it. A finding made while a sync ran is not trusted (the
-   * sync may have been midway), so the check runs again once that sync ends: where checks are as
-   * slow as the syncs are frequent, skipping to the next period could miss drift for ever. After
-   * a few overlaps in a row the next period tries again. Returns what drifted.
+   * drift asks for a full sync that repairs it. Returns what drifted.
+   *
+   * It runs between syncs, never beside one: a sync starting meanwhile waits for it. A kernel
+   * listing that a commit interrupts starts over (nft and iptables-nft both redo their dump when
+   * the ruleset generation moves), so beside syncs as frequent as the listing is slow (10,000
+   * services under churn: nft lists for 2 s, syncs commit every second) it never ended and kept a
+   * core busy; and a finding made while a sync ran could not be trusted anyway.
    */
   async repairDrift(): Promise<string | undefined> {
-    for (let attempt = 0; attempt < DRIFT_CHECK_ATTEMPTS; attempt++) {
-      await this.#syncEnded;
-      if (!this.isInitialized) return undefined;
-      const generation = this.#syncs;
-      const drift = await this.#checkDrift(true);
-      if (this.#syncing || generation !== this.#syncs) continue;
-      if (drift === undefined) return undefined;
-      this.#reportDrift(drift);
-      this.requestFullSync();
-      return drift;
+    while (this.#syncing) await this.#syncEnded;
+    if (!this.isInitialized) return undefined;
+    let release = () => {};
+    this.#checking = new Promise((resolve) => release = resolve);
+    let drift: string | undefined;
+    try {
+      drift = await this.#checkDrift(true);
+    } finally {
+      release();
     }
-    return undefined;
+    if (drift === undefined) return undefined;
+    this.#reportDrift(drift);
+    this.requestFullSync();
+    return drift;
   }
 
   /** A check that cannot run counts as drift: the full sync it brings is safe. */
@@ -559,14 +561,15 @@ export abstract class BaseProxier implements Provider {
 
   async #syncOnce(): Promise<void> {
     if (!this.isInitialized) return;
+    // Set before waiting: the next drift check must not start while this sync waits for one.
     this.#syncing = true;
     let ended = () => {};
     this.#syncEnded = new Promise((resolve) => ended = resolve);
     try {
+      await this.#checking;
       await this.#syncOnceInner();
     } finally {
       this.#syncing = false;
-      this.#syncs++;
       ended();
     }
   }

@@ -10,7 +10,7 @@ import { splitArgs } from "../iptables/rule_args.ts";
 import type { BaseProxier } from "../proxier/base_proxier.ts";
 import { TABLE } from "../proxier/nftables/layout.ts";
 import { traceNft } from "../proxier/nftables/trace.ts";
-import { assertEquals, assertMatch } from "./assert.ts";
+import { assert, assertEquals, assertMatch } from "./assert.ts";
 import type { MemoryLogger } from "./fixtures.ts";
 import { iptablesSetup } from "./flows/iptables_datapath.ts";
 import { ipvsSetup } from "./flows/ipvs_datapath.ts";
@@ -140,16 +140,24 @@ Deno.test("drift, ipvs: a real server deleted, an address removed from kube-ipvs
   assertEquals(/drift_repairs_total\{ip_family="IPv4"\} (\d+)/.exec(page)?.[1], "2");
 });
 
-Deno.test("drift: a check that a sync overlapped runs again once the sync ends (syncs as frequent as checks are slow)", async () => {
+Deno.test("drift: a sync requested while the check reads the kernel waits for it; the finding stands", async () => {
   const s = ipvsSetup();
   feed(s.proxier, { node: NODE_A, objects: REPRESENTATIVE });
   await s.proxier.syncNow();
   await s.ipvs.apply(["-d -t 172.30.0.41:80 -r 10.180.0.1:80"]);
-  // The periodic partial sync starts while the check reads the kernel; it leaves the drift.
-  const found = s.proxier.repairDrift();
+  const order: string[] = [];
+  const apply = s.ipvs.apply.bind(s.ipvs);
+  s.ipvs.apply = (lines) => (order.push("sync writes"), apply(lines));
+  const found = s.proxier.repairDrift().then((d) => (order.push("check done"), d));
+  // A change arrives and its sync is asked for while the check reads the kernel.
+  s.proxier.onEndpointSliceDelete(
+    REPRESENTATIVE.build().slices.find((x) => x.metadata?.labels?.["kubernetes.io/service-name"] === "svc2")!,
+  );
   const synced = s.proxier.syncNow();
   assertEquals(await found, "IPVS holds 14 real servers; the last sync left 15");
   await synced;
+  assertEquals(order[0], "check done", order.join(", "));
+  assert(order.includes("sync writes"), order.join(", "));
   await s.proxier.syncNow();
   assertEquals((s.ipvs.reals("TCP/172.30.0.41:80") ?? []).map((r) => r.address), ["10.180.0.1"]);
 });
