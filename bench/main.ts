@@ -252,7 +252,7 @@ if (which.has("chaos")) {
   out(
     "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures |",
   );
-  out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const mode of ["iptables", "nftables"] as const) {
     const r = await runChaos(mode, seed, seconds, { stallMs: 60_000 });
     const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ");
@@ -262,7 +262,7 @@ if (which.has("chaos")) {
       } s | ` +
         `${
           (r.convergedMs / 1000).toFixed(1)
-        } s | ${r.lost} | ${r.unjustified503} | ${r.unexplainedFailures} |`,
+        } s | ${r.lost} | ${r.unjustified503} | ${r.unexplainedFailures} | ${r.unexpectedExits} |`,
     );
   }
 }

@@ -171,8 +171,8 @@ export class TestApiServer {
       const [method, target] = head.split("\r\n")[0].split(" ");
       const url = new URL(target, "http://x");
       const write = (text: string) => writeAllText(c, enc.encode(text));
-      const stalled = this.stallUntil - Date.now();
-      if (stalled > 0) await new Promise((r) => setTimeout(r, stalled));
+      // Polled, so a stall cut short ends for the requests already waiting too.
+      while (Date.now() < this.stallUntil) await new Promise((r) => setTimeout(r, 50));
       if (method === "POST") {
         const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? "0");
         while (enc.encode(pending).length < length) {

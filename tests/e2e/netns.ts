@@ -219,6 +219,11 @@ export class ProxyProcess {
     return this.#child.pid;
   }
 
+  /** Settles when the process exits, for whatever reason. */
+  get exited(): Promise<Deno.CommandStatus> {
+    return this.#child.status;
+  }
+
   /** Everything written to stderr so far. */
   log(): string {
     return this.#chunks.join("");

@@ -59,7 +59,7 @@ for await (const line of lines()) {
     else if (c.op === "stall") {
       // Open watches go too: their reconnects wait out the stall with every other request.
       api.stallUntil = Date.now() + c.ms;
-      api.dropWatches();
+      if (c.ms > 0) api.dropWatches();
     }
     console.log("ok");
   } catch (e) {

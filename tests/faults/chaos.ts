@@ -12,8 +12,7 @@
  * rules); `/healthz` must have answered 503 only while syncs could be failing; every sync failure
  * in the log must name an injected cause. Returns the figures.
  *
- * Not covered yet: the xtables lock held (iptables-nft takes no lock), ipvs (its kernel is in the
- * VM).
+ * Not covered yet: the xtables lock held (iptables-nft takes no lock).
  * @module
  */
 import { assertEquals } from "../assert.ts";
@@ -41,6 +40,8 @@ export interface ChaosFigures {
   readonly lost: number;
   /** `/healthz` answers of 503 while no sync could be failing (must be 0). */
   readonly unjustified503: number;
+  /** Exits nobody asked for (the harness restarts the program, as systemd or a DaemonSet would; must be 0). */
+  readonly unexpectedExits: number;
   /** Sync failures logged, and those naming no injected cause (must be 0). */
   readonly syncFailuresLogged: number;
   readonly unexplainedFailures: number;
@@ -64,14 +65,24 @@ function random(seed: number): () => number {
   };
 }
 
-const WRITE_TOOLS = ["iptables-restore", "iptables-nft-restore", "iptables-legacy-restore", "nft"];
+/** The kernel tools the wrapper stands in front of (reads included: `nft list`, `ipvsadm -S`). */
+const WRAPPED_TOOLS = [
+  "iptables-restore",
+  "iptables-nft-restore",
+  "iptables-legacy-restore",
+  "nft",
+  "ipvsadm",
+  "ipset",
+];
 const INJECTED = "chaos: injected failure";
 const SERVICES = 12;
-const SYNC_PERIOD_MS = 1000;
+/** In the emulated VM (ipvs) every tool and start is 10-20x slower: the bounds that wait scale. */
+const SLOW = Deno.env.get("KPD_IN_VM") === "1" ? 5 : 1;
+const SYNC_PERIOD_MS = 1000 * SLOW;
 /** The program's --kernel-tool-timeout here: a hung tool is killed after this long. */
-const TOOL_TIMEOUT_MS = 2000;
+const TOOL_TIMEOUT_MS = 2000 * SLOW;
 /** /healthz turns 503 two sync periods after a change waits (upstream's healthTimeout); slack for backoff. */
-const HEALTH_GRACE_MS = 2 * SYNC_PERIOD_MS + 4000;
+const HEALTH_GRACE_MS = 2 * SYNC_PERIOD_MS + 4000 * SLOW;
 
 const service = (i: number) => ({
   apiVersion: "v1",
@@ -152,9 +163,9 @@ async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string
   }
 }
 
-/** Runs the schedule for `seconds` with `seed` in `mode` (iptables or nftables). */
+/** Runs the schedule for `seconds` with `seed` in `mode` (ipvs: on a kernel with IPVS, the VM). */
 export async function runChaos(
-  mode: "iptables" | "nftables",
+  mode: "iptables" | "nftables" | "ipvs",
   seed: number,
   seconds: number,
   o: ChaosOptions = {},
@@ -170,13 +181,14 @@ export async function runChaos(
   // Windows in which syncs could be failing (a failing tool, a restart), for /healthz.
   const failing: Array<[number, number]> = [];
   const procs: ProxyProcess[] = [];
+  let supervising = true;
   let api: ApiChild | undefined;
   try {
     await t.init();
     const pods = [await t.addPod("pod-a", 8080), await t.addPod("pod-b", 8080)];
     // The wrapper: the test's own, never the product's; the real tool runs unless a fault is set.
     await Deno.writeTextFile(faultFile, "");
-    for (const tool of WRITE_TOOLS) {
+    for (const tool of WRAPPED_TOOLS) {
       const real = (await new Deno.Command("sh", { args: ["-c", `command -v ${tool}`] }).output()).stdout;
       const path = new TextDecoder().decode(real).trim();
       if (path === "") continue;
@@ -210,15 +222,17 @@ export async function runChaos(
       await api.send({ op: "apply", resource: "endpointslices", object: slice(i, pods) });
     }
     const env = { PATH: `${wrap}:${Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin"}` };
-    const start = () => {
+    let unexpectedExits = 0;
+    const killed = new Set<ProxyProcess>();
+    const start = (): ProxyProcess => {
       const p = t.startProxy(
         [
           `--proxy-mode=${mode}`,
           `--master=${url}`,
           "--hostname-override=node-a",
           "--cluster-cidr=10.180.0.0/16",
-          "--iptables-min-sync-period=100ms",
-          `--iptables-sync-period=${SYNC_PERIOD_MS}ms`,
+          `--${mode === "ipvs" ? "ipvs" : "iptables"}-min-sync-period=100ms`,
+          `--${mode === "ipvs" ? "ipvs" : "iptables"}-sync-period=${SYNC_PERIOD_MS}ms`,
           `--kernel-tool-timeout=${TOOL_TIMEOUT_MS}ms`,
           "--healthz-bind-address=127.0.0.1:10256",
           "--metrics-bind-address=127.0.0.1:10249",
@@ -227,12 +241,19 @@ export async function runChaos(
         env,
       );
       procs.push(p);
+      // A supervisor's restart; the exit is counted and its log kept in the figures' failure.
+      p.exited.then(() => {
+        if (killed.has(p) || !supervising) return;
+        unexpectedExits++;
+        console.error(`chaos: the program exited on its own; its log ends:\n${p.log().slice(-3000)}`);
+        proxy = start();
+      });
       return p;
     };
     let proxy = start();
-    const answered = async () => /^pod-[ab]$/.test(await t.nodeAgent.tcp("172.30.60.1", 80, 500));
+    const answered = async () => /^pod-[ab]$/.test(await t.nodeAgent.tcp("172.30.60.1", 80, 500 * SLOW));
     // Service 1 stays as it is: the probe measures how long it goes unanswered.
-    await eventually(async () => assertEquals(await answered(), true), 30_000);
+    await eventually(async () => assertEquals(await answered(), true), 30_000 * SLOW);
     let longest = 0, recoveries = 0, lastOk = performance.now(), down = false, probing = true;
     let unjustified503 = 0;
     const justified = (at: number) => failing.some(([a, b]) => at >= a && at <= b + HEALTH_GRACE_MS);
@@ -248,12 +269,12 @@ export async function runChaos(
           down = true;
           longest = Math.max(longest, now - lastOk);
         }
-        const health = await t.nodeAgent.http("127.0.0.1", 10256, 500, "/healthz");
+        const health = await t.nodeAgent.http("127.0.0.1", 10256, 500 * SLOW, "/healthz");
         if (health.startsWith("503") && !justified(performance.now())) unjustified503++;
         await sleep(100);
       }
     })();
-    let changes = 0;
+    let changes = 0, stalledUntil = 0;
     const end = performance.now() + seconds * 1000;
     while (performance.now() < end) {
       const r = rnd();
@@ -296,28 +317,42 @@ export async function runChaos(
         const kind = pick(["dropWatches", "compact", "failLists", "restart", "stall"] as const);
         count(`api-${kind}`);
         if (kind === "failLists") await api.send({ op: "failLists", n: 3 });
-        else if (kind === "stall") await api.send({ op: "stall", ms: o.stallMs ?? 3000 });
-        else await api.send({ op: kind });
+        else if (kind === "stall") {
+          // One stall at a time: back to back they would be one API server down for good.
+          const ms = o.stallMs ?? 3000;
+          if (performance.now() >= stalledUntil) {
+            stalledUntil = performance.now() + ms;
+            await api.send({ op: "stall", ms });
+          }
+        } else await api.send({ op: kind });
       } else if (r < 0.83) {
         count("sigkill");
         const from = performance.now();
+        killed.add(proxy);
         await proxy.stop("SIGKILL");
         proxy = start();
         // Until the new process has synced; the grace covers its start.
-        failing.push([from, performance.now() + 5000]);
+        failing.push([from, performance.now() + 5000 * SLOW]);
       } else {
         count("drift");
+        const i = 1 + Math.floor(rnd() * SERVICES);
         const drift = mode === "iptables"
           ? pick([["iptables", "-t", "nat", "-F"], ["iptables", "-t", "nat", "-D", "KUBE-SERVICES", "1"]])
-          : pick([
+          : mode === "nftables"
+          ? pick([
             ["nft", "flush", "table", "ip", "kube-proxy"],
             ["nft", "flush", "map", "ip", "kube-proxy", "service-ips"],
+          ])
+          : pick([
+            ["ipvsadm", "-d", "-t", `172.30.60.${i}:80`, "-r", `${pick(pods).ip}:8080`],
+            ["ip", "addr", "del", `172.30.60.${i}/32`, "dev", "kube-ipvs0"],
           ]);
         await t.exec(t.node, drift, { allowFail: true });
       }
       await sleep(200 + rnd() * 300);
     }
     await Deno.writeTextFile(faultFile, "");
+    await api.send({ op: "stall", ms: 0 });
     const stopped = performance.now();
     // Converged: every Service where its final objects say, by trace over the live rules.
     const expected = (eps: Pod[] | undefined) =>
@@ -337,7 +372,7 @@ export async function runChaos(
         if (seen !== expected(eps)) lost++;
       }
       assertEquals(lost, 0);
-    }, 30_000).catch(() => {});
+    }, 30_000 * SLOW).catch(() => {});
     const convergedMs = Math.round(performance.now() - stopped);
     probing = false;
     await probe;
@@ -353,10 +388,12 @@ export async function runChaos(
       convergedMs,
       lost,
       unjustified503,
+      unexpectedExits,
       syncFailuresLogged: failures.length,
       unexplainedFailures: failures.filter((l) => !l.includes(INJECTED) && !/no exit within/.test(l)).length,
     };
   } finally {
+    supervising = false;
     for (const p of procs) await p.stop();
     await api?.close();
     await t.close();

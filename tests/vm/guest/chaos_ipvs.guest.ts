@@ -1,0 +1,24 @@
+/**
+ * Runs inside the VM (tests/vm/ipvs_vm_test.ts starts it there): the fault schedule's short seed in
+ * ipvs mode, on a kernel with IPVS.
+ */
+import { assertEquals } from "../../assert.ts";
+import { runChaos } from "../../faults/chaos.ts";
+
+Deno.test({
+  name:
+    "chaos ipvs: API server faults, failing, no-op and hung tools, SIGKILLs and drift under churn lose no update",
+  ignore: Deno.env.get("KPD_IN_VM") !== "1",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const r = await runChaos("ipvs", 1, 30);
+    console.log(JSON.stringify(r));
+    const { lost, unjustified503, unexplainedFailures, unexpectedExits } = r;
+    assertEquals(
+      { lost, unjustified503, unexplainedFailures, unexpectedExits },
+      { lost: 0, unjustified503: 0, unexplainedFailures: 0, unexpectedExits: 0 },
+      JSON.stringify(r),
+    );
+  },
+});
