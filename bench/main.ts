@@ -247,10 +247,10 @@ if (which.has("chaos")) {
   const seed = Number(Deno.env.get("CHAOS_SEED") ?? "7");
   out(
     `\n## fault schedule, seed ${seed}, ${seconds} s per mode: the real program in a network namespace, ` +
-      `12 Services under churn, API server faults (60 s stall included), failing and no-op tools, SIGKILLs, drift`,
+      `12 Services under churn, API server faults (60 s stalls included), failing, no-op and hung tools, SIGKILLs, drift`,
   );
   out(
-    "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures |",
+    "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures | unexpected exits |",
   );
   out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const mode of ["iptables", "nftables"] as const) {
