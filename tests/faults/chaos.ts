@@ -315,15 +315,14 @@ export async function runChaos(
         if (kind === "hang") failing.push([from, performance.now() + TOOL_TIMEOUT_MS]);
       } else if (r < 0.75) {
         const kind = pick(["dropWatches", "compact", "failLists", "restart", "stall"] as const);
+        // One stall at a time: back to back they would be one API server down for good.
+        const ms = o.stallMs ?? 3000;
+        if (kind === "stall" && performance.now() < stalledUntil) continue;
         count(`api-${kind}`);
         if (kind === "failLists") await api.send({ op: "failLists", n: 3 });
         else if (kind === "stall") {
-          // One stall at a time: back to back they would be one API server down for good.
-          const ms = o.stallMs ?? 3000;
-          if (performance.now() >= stalledUntil) {
-            stalledUntil = performance.now() + ms;
-            await api.send({ op: "stall", ms });
-          }
+          stalledUntil = performance.now() + ms;
+          await api.send({ op: "stall", ms });
         } else await api.send({ op: kind });
       } else if (r < 0.83) {
         count("sigkill");
