@@ -7,6 +7,7 @@
 import { DryRunExecutor } from "./iptables/dry_run.ts";
 import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
 import { type Clock, realClock } from "./proxier/runtime/clock.ts";
+import { retryStart } from "./proxier/runtime/start_retry.ts";
 import { setConntrackSysctls } from "./proxier/conntrack/sysctls.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
 import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
@@ -299,7 +300,7 @@ async function run(
   });
   const deps = newModeDeps(config, { nodeName, log, clock, exec, healthServer, metrics, events });
   try {
-    await mode.setup?.(deps);
+    await retryStart(config.mode, () => mode.setup?.(deps) ?? Promise.resolve(), { log, clock });
   } catch (e) {
     if (!(e instanceof ModeUnavailableError)) throw e;
     log.error(e.message);
@@ -314,7 +315,7 @@ async function run(
   const kubernetes = api === undefined ? undefined : startKubernetes(access!, api, config, nodeName, log);
   let proxier: ModeProvider;
   try {
-    proxier = await mode.create(deps);
+    proxier = await retryStart(config.mode, () => mode.create(deps), { log, clock });
   } catch (e) {
     if (!(e instanceof ModeUnavailableError)) throw e;
     log.error(e.message);
