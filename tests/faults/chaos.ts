@@ -376,6 +376,13 @@ export async function runChaos(
     probing = false;
     await probe;
     const failures = procs.flatMap((p) => p.log().split("\n")).filter((l) => l.includes("Sync failed"));
+    // Explained: an injected failure, a hung tool's deadline, or a partial sync deleting an element
+    // the drift already removed (the transaction fails whole; the next sync is full and repairs it).
+    const unexplained = failures.filter((l) =>
+      !l.includes(INJECTED) && !/no exit within/.test(l) &&
+      !/No such file or directory.*delete element/.test(l)
+    );
+    for (const l of unexplained) console.error(`chaos: a sync failure no fault explains: ${l}`);
     return {
       mode,
       seed,
@@ -389,7 +396,7 @@ export async function runChaos(
       unjustified503,
       unexpectedExits,
       syncFailuresLogged: failures.length,
-      unexplainedFailures: failures.filter((l) => !l.includes(INJECTED) && !/no exit within/.test(l)).length,
+      unexplainedFailures: unexplained.length,
     };
   } finally {
     supervising = false;
