@@ -1,17 +1,19 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [conntrack] [npl] [chaos]
- * (default: all but chaos). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
- * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode
- * (CHAOS_SECONDS, CHAOS_SEED change it). `soak` runs the real program for an hour per mode at 10,000
- * Services (SOAK_SECONDS, SOAK_SERVICES, SOAK_INTERVAL; SOAK_PARALLEL=1 runs both modes at once).
+ * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [conntrack] [npl] [chaos] [soak]
+ * (default: all but chaos and soak). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
+ * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
+ * VM (CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODES=iptables,nftables,ipvs change it). `soak` runs the
+ * real program for an hour per mode at 10,000 Services, ipvs at 1,000 in the VM (SOAK_SECONDS,
+ * SOAK_SERVICES, SOAK_IPVS_SERVICES, SOAK_INTERVAL, SOAK_MODES=iptables,nftables,ipvs;
+ * SOAK_PARALLEL=1 runs the modes at once).
  * @module
  */
 import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
 import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
-import { runChaos } from "../tests/faults/chaos.ts";
+import { benchChaos } from "./chaos.ts";
 import { benchSoak } from "./soak.ts";
 
 const which = new Set(
@@ -197,35 +199,41 @@ if (which.has("conntrack")) {
 
 if (which.has("soak")) {
   const services = Number(Deno.env.get("SOAK_SERVICES") ?? "10000");
+  const ipvsServices = Number(Deno.env.get("SOAK_IPVS_SERVICES") ?? "1000");
   const seconds = Number(Deno.env.get("SOAK_SECONDS") ?? "3600");
   const intervalSeconds = Number(Deno.env.get("SOAK_INTERVAL") ?? "300");
   const parallel = Deno.env.get("SOAK_PARALLEL") === "1";
-  const modes = ["iptables", "nftables"] as const;
+  const modes = (Deno.env.get("SOAK_MODES") ?? "iptables,nftables,ipvs").split(",") as Array<
+    "iptables" | "nftables" | "ipvs"
+  >;
   const soak = (mode: typeof modes[number]) =>
     benchSoak(
-      { mode, services, seconds, intervalSeconds },
+      { mode, services: mode === "ipvs" ? ipvsServices : services, seconds, intervalSeconds },
       (s) => console.error(`soak ${mode}`, JSON.stringify(s)),
     );
-  const results = parallel
-    ? await Promise.all(modes.map(soak))
-    : [await soak(modes[0]), await soak(modes[1])];
+  const results = [];
+  if (parallel) results.push(...await Promise.all(modes.map(soak)));
+  else for (const mode of modes) results.push(await soak(mode));
   for (const r of results) {
+    const where = r.mode === "iptables"
+      ? " (nf_tables backend)"
+      : r.mode === "ipvs"
+      ? " (in the VM: emulated CPU, 10-20x slower)"
+      : "";
     out(
-      `\n## soak, ${r.mode} mode${
-        r.mode === "iptables" ? " (nf_tables backend)" : ""
-      }: ${r.services} Services x 10 ` +
-        `endpoints for ${+(r.seconds / 60).toFixed(1)} min${
-          parallel ? " (both modes at once, 2 cores)" : ""
-        }, 10 one-endpoint changes/s, ` +
+      `\n## soak, ${r.mode} mode${where}: ${r.services} Services x 10 endpoints for ${+(r.seconds / 60)
+        .toFixed(1)} min${
+        parallel ? ` (${modes.join(", ")} at once, 2 cores)` : ""
+      }, 10 one-endpoint changes/s, ` +
         `a Service added and one removed every 5 s; first sync ${r.firstSyncS} s`,
     );
     out(
-      "| minute | RSS MiB | V8 heap used MiB | fds | timers | NPL median / max (program's histogram) | changes |",
+      "| minute | RSS MiB | of it anonymous | V8 heap used / total MiB | external MiB | fds | timers | NPL median / max (program's histogram) | changes |",
     );
-    out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (const s of r.samples) {
       out(
-        `| ${s.minute} | ${s.rssMiB} | ${s.heapUsedMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
+        `| ${s.minute} | ${s.rssMiB} | ${s.anonMiB} | ${s.heapUsedMiB} / ${s.heapTotalMiB} | ${s.externalMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
       );
     }
     const at10 = r.samples.find((s) => s.minute >= 10) ?? r.samples[0];
@@ -253,13 +261,16 @@ if (which.has("chaos")) {
     "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures | unexpected exits |",
   );
   out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  for (const mode of ["iptables", "nftables"] as const) {
-    const r = await runChaos(mode, seed, seconds, { stallMs: 60_000 });
+  const modes = (Deno.env.get("CHAOS_MODES") ?? "iptables,nftables,ipvs").split(",") as Array<
+    "iptables" | "nftables" | "ipvs"
+  >;
+  for (const mode of modes) {
+    const r = await benchChaos(mode, seed, seconds, 60_000);
     const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ");
     out(
-      `| ${mode} | ${faults} | ${r.changes} | ${r.recoveries} | ${
-        (r.longestOutageMs / 1000).toFixed(1)
-      } s | ` +
+      `| ${
+        mode === "ipvs" ? "ipvs (VM, emulated CPU)" : mode
+      } | ${faults} | ${r.changes} | ${r.recoveries} | ${(r.longestOutageMs / 1000).toFixed(1)} s | ` +
         `${
           (r.convergedMs / 1000).toFixed(1)
         } s | ${r.lost} | ${r.unjustified503} | ${r.unexplainedFailures} | ${r.unexpectedExits} |`,

@@ -20,7 +20,8 @@ const ROOT = new URL("..", import.meta.url).pathname;
 
 /** One soak. */
 export interface SoakOptions {
-  readonly mode: "iptables" | "nftables";
+  /** ipvs runs in the VM (tests/vm/run.sh): this machine's kernel has no IPVS. */
+  readonly mode: "iptables" | "nftables" | "ipvs";
   readonly services: number;
   readonly seconds: number;
   readonly intervalSeconds: number;
@@ -30,7 +31,12 @@ export interface SoakOptions {
 export interface SoakSample {
   readonly minute: number;
   readonly rssMiB: number;
+  /** Of the RSS, anonymous memory (heap, malloc, stacks); the rest is mapped files (the binary). */
+  readonly anonMiB: number;
   readonly heapUsedMiB: number;
+  readonly heapTotalMiB: number;
+  /** Memory V8 counts outside its heap (buffers). */
+  readonly externalMiB: number;
   readonly fds: number;
   readonly timers: number;
   /** The program's network programming latency over this interval (bucket bounds), seconds. */
@@ -45,51 +51,67 @@ export interface SoakResult extends SoakOptions {
   readonly samples: SoakSample[];
 }
 
-/** Runs the soak's driver in a fresh network namespace; resolves with its samples. */
+/**
+ * Runs the soak's driver in a fresh network namespace (ipvs: in the VM, whose whole network stack
+ * is fresh); resolves with its samples.
+ */
 export async function benchSoak(o: SoakOptions, onSample?: (s: SoakSample) => void): Promise<SoakResult> {
+  const driver = [
+    Deno.execPath(),
+    "run",
+    "-A",
+    "--config",
+    `${ROOT}deno.json`,
+    new URL(import.meta.url).pathname,
+    `--mode=${o.mode}`,
+    `--services=${o.services}`,
+    `--seconds=${o.seconds}`,
+    `--interval=${o.intervalSeconds}`,
+  ];
+  if (o.mode === "ipvs") {
+    // The emulated guest is slow to start and to sync: an hour on top of the soak's own time.
+    const vm = [`${ROOT}tests/vm/run.sh`, "--mem", "3072", "--timeout", String(o.seconds + 3600), "--"];
+    return await follow(vm, ["env", "KPD_IN_VM=1", ...driver], onSample);
+  }
   const ns = `kpd-soak-${crypto.randomUUID().slice(0, 8)}`;
   await run("ip", ["netns", "add", ns]);
   try {
     await run("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
-    const child = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        ns,
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--config",
-        `${ROOT}deno.json`,
-        new URL(import.meta.url).pathname,
-        `--mode=${o.mode}`,
-        `--services=${o.services}`,
-        `--seconds=${o.seconds}`,
-        `--interval=${o.intervalSeconds}`,
-      ],
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    let result: SoakResult | undefined;
-    let pending = "";
-    for await (const text of child.stdout.pipeThrough(new TextDecoderStream())) {
-      pending += text;
-      let nl;
-      while ((nl = pending.indexOf("\n")) >= 0) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
-        if (!line.startsWith("{")) continue;
-        const x = JSON.parse(line);
-        if ("samples" in x) result = x;
-        else onSample?.(x);
-      }
-    }
-    await child.status;
-    if (result === undefined) throw new Error("the soak driver printed no result");
-    return result;
+    return await follow(["ip", "netns", "exec", ns], driver, onSample);
   } finally {
     await run("ip", ["netns", "del", ns]);
   }
+}
+
+/** Runs the driver under `wrapper`, passing each sample it prints to `onSample`; its result. */
+async function follow(
+  wrapper: string[],
+  driver: string[],
+  onSample?: (s: SoakSample) => void,
+): Promise<SoakResult> {
+  const child = new Deno.Command(wrapper[0], {
+    args: [...wrapper.slice(1), ...driver],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  let result: SoakResult | undefined;
+  let pending = "";
+  for await (const text of child.stdout.pipeThrough(new TextDecoderStream())) {
+    pending += text;
+    let nl;
+    while ((nl = pending.indexOf("\n")) >= 0) {
+      const line = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      if (!line.startsWith("{")) continue;
+      const x = JSON.parse(line);
+      if ("samples" in x) result = x;
+      else onSample?.(x);
+    }
+  }
+  const status = await child.status;
+  if (result === undefined) throw new Error(`the soak driver printed no result (exit ${status.code})`);
+  return result;
 }
 
 async function run(cmd: string, args: string[]): Promise<void> {
@@ -129,6 +151,11 @@ function nplBetween(before: Array<[number, number]>, after: Array<[number, numbe
 
 function procRssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+  return m ? Math.round(Number(m[1]) / 1024) : NaN;
+}
+
+function procAnonMiB(pid: number): number {
+  const m = /^Anonymous:\s+(\d+) kB/m.exec(Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`));
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
 }
 
@@ -235,7 +262,10 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
         const sample: SoakSample = {
           minute: Math.round((performance.now() - start) / 6_000) / 10,
           rssMiB: procRssMiB(proxy.pid),
+          anonMiB: procAnonMiB(proxy.pid),
           heapUsedMiB: Math.round(metric(p, "nodejs_heap_size_used_bytes") / 2 ** 20),
+          heapTotalMiB: Math.round(metric(p, "nodejs_heap_size_total_bytes") / 2 ** 20),
+          externalMiB: Math.round(metric(p, "nodejs_external_memory_bytes") / 2 ** 20),
           fds: procFds(proxy.pid),
           timers: metric(p, 'nodejs_active_resources{type="Timeout"}') || 0,
           nplMedianS: median,

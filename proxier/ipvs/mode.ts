@@ -5,7 +5,7 @@
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
-import type { Executor } from "../../iptables/executor.ts";
+import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { IpsetRunner } from "../../iptables/ipset.ts";
 import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
 import { IpvsadmRunner } from "../../iptables/ipvs.ts";
@@ -81,7 +81,11 @@ export const IPVS_DEPRECATION = "The ipvs proxy mode is deprecated upstream sinc
   "default from 1.40, removed in 1.43): its kernel API cannot express every Service behaviour; consider " +
   "--proxy-mode=nftables. kube-proxy-deno keeps it, with kube-router's per-Service schedulers";
 
+/** What ipvsadm says when the kernel has no IPVS (nor a module to load). */
+const NO_IPVS_IN_KERNEL = /Protocol not available|Are you sure that IP Virtual Server is built/;
+
 /** The ipvs mode (upstream's, with kube-router's per-Service scheduler annotations). */
+
 export const ipvsMode: ProxyModeDefinition = {
   name: "ipvs",
   tools: [
@@ -127,8 +131,13 @@ export const ipvsMode: ProxyModeDefinition = {
     }));
     if (sets.code !== 0) missing.push(`ipset (ipset list: ${oneLine(sets.stderr) || sets.code})`);
     if (missing.length > 0) {
+      // A probe that ran and failed may have failed for a moment: say so in the cause, so the start
+      // tries again (retryStart) before it gives up on the mode. A kernel without IPVS is for good.
+      const ran = [["ipvsadm -L -n", probe], ["ipset list -n", sets]] as const;
+      const failed = NO_IPVS_IN_KERNEL.test(probe.stderr) ? undefined : ran.find(([, r]) => r.code > 0);
       throw new ModeUnavailableError(
         `ipvs mode cannot run: no ${missing.join(", no ")}; try --proxy-mode=iptables`,
+        failed && { cause: new ExecError(`${failed[0]} exited ${failed[1].code}`, failed[1].code) },
       );
     }
     const sysctl = new SysctlRunner({ exec: d.exec });

@@ -1,6 +1,7 @@
-import { assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { retryStart } from "../runtime/start_retry.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
-import { FakeClock } from "../runtime/clock.ts";
+import { FakeClock, realClock } from "../runtime/clock.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";
@@ -33,4 +34,45 @@ Deno.test("ipvs mode says at start that upstream deprecated it, recommending nft
   await assertRejects(() => ipvsMode.setup!(deps), ModeUnavailableError);
   assertEquals(log.messages("warn"), [IPVS_DEPRECATION]);
   assertMatch(IPVS_DEPRECATION, /deprecated upstream since Kubernetes 1\.35.*--proxy-mode=nftables/);
+});
+
+Deno.test("ipvs mode start: an ipvsadm that fails for a moment is tried again; a kernel without IPVS ends the start at once", async () => {
+  const log = new MemoryLogger();
+  const clock = new FakeClock();
+  // Found by the fault schedule: one failing `ipvsadm -L` at a restart read as "no IPVS" and the
+  // program exited.
+  let probes = 0;
+  const flaky = {
+    run: (cmd: string) => {
+      if (cmd === "ipvsadm" && probes++ === 0) {
+        return Promise.resolve({ code: 1, stdout: "", stderr: "chaos: injected failure" });
+      }
+      return Promise.resolve({ code: 0, stdout: "", stderr: "" });
+    },
+  };
+  const deps = newModeDeps(defaultConfig(), { nodeName: "node-a", log, clock, exec: flaky });
+  const started = retryStart("ipvs", () => ipvsMode.setup!(deps), { log, clock: realClock });
+  await started;
+  assertEquals(probes, 2);
+  assertEquals(log.records.filter((r) => r.msg === "A start step failed; trying again").length, 1);
+
+  let noIpvs = 0;
+  const kernel = {
+    run: (cmd: string) =>
+      Promise.resolve(
+        cmd === "ipvsadm"
+          ? (noIpvs++, {
+            code: 2,
+            stdout: "",
+            stderr:
+              "Can't initialize ipvs: Protocol not available\nAre you sure that IP Virtual Server is built in the kernel or as module?",
+          })
+          : { code: 0, stdout: "", stderr: "" },
+      ),
+  };
+  const deps2 = newModeDeps(defaultConfig(), { nodeName: "node-a", log, clock, exec: kernel });
+  const e = await retryStart("ipvs", () => ipvsMode.setup!(deps2), { log, clock: realClock }).catch((e) => e);
+  assert(e instanceof ModeUnavailableError);
+  assertMatch(e.message, /no IPVS in the kernel \(ipvsadm -L: Can't initialize ipvs/);
+  assertEquals(noIpvs, 1);
 });

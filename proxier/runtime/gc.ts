@@ -48,6 +48,14 @@ export function collectGarbage(opts: { thorough?: boolean } = {}): boolean {
     return false;
   }
   gc?.({ type: "major", execution: "sync", flavor: "last-resort" });
+  return trimMalloc();
+}
+
+/**
+ * Gives the memory glibc's malloc holds free back to the system (malloc_trim), without a garbage
+ * collection. Returns whether it ran (false without glibc or the FFI permission).
+ */
+export function trimMalloc(): boolean {
   mallocTrim ??= openMallocTrim();
   mallocTrim?.();
   return mallocTrim !== null;

@@ -90,6 +90,14 @@ export function registerProcessMetrics(registry: Registry): void {
     },
   });
   new Gauge({
+    name: "nodejs_external_memory_bytes",
+    help: "Node.js external memory size in bytes.",
+    registers,
+    collect() {
+      this.set(Deno.memoryUsage().external);
+    },
+  });
+  new Gauge({
     name: "nodejs_active_resources",
     help:
       "Number of active resources that are currently keeping the event loop alive, grouped by async resource type.",

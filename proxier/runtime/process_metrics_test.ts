@@ -23,3 +23,14 @@ Deno.test("process metrics: the V8 heap, and the timers held (a leak shows as a 
   assert(value(page, "nodejs_heap_size_total_bytes") >= value(page, "nodejs_heap_size_used_bytes"), page);
   assertEquals(value(page, "nodejs_active_resources_total") >= 0, true);
 });
+
+Deno.test("process metrics: memory outside the V8 heap (buffers) is its own series", async () => {
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  const external = async () => value(await registry.metrics(), "nodejs_external_memory_bytes");
+  const before = await external();
+  const held = new Uint8Array(64 * 2 ** 20).fill(1);
+  const during = await external();
+  assert(during - before >= 60 * 2 ** 20, `external ${before} -> ${during} holding 64 MiB`);
+  assertEquals(held.length, 64 * 2 ** 20);
+});
