@@ -25,7 +25,7 @@ import { cidrFamily, ipFamily, normalizeCIDR } from "./net.ts";
 import { show } from "./errors.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
-import { collectGarbage } from "./runtime/gc.ts";
+import { collectGarbage, trimMalloc } from "./runtime/gc.ts";
 import type { Conntrack } from "../iptables/conntrack.ts";
 import { reconcileConntrack, reconcilerMetrics } from "./conntrack/reconciler.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
@@ -93,6 +93,14 @@ export interface SyncContext {
   readonly signal: AbortSignal;
 }
 
+/**
+ * How often, at most, a sync ends by giving malloc's free memory back (malloc_trim). Each sync runs
+ * kernel tools and reads the API server, through buffers glibc allocates outside the V8 heap; freed,
+ * they stay in malloc's arenas. Measured in the soak (nftables, 10,000 Services, 10 changes/s):
+ * RSS outside the V8 heap 160 MiB and growing without it, 106 MiB and flat with it.
+ */
+export const TRIM_PERIOD_MS = 60_000;
+
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
@@ -142,6 +150,8 @@ export interface BaseProxierOptions {
    * ExternalIP addresses (from the source), as the node itself would hold them.
    */
   readonly nodeIPsFromNode?: boolean;
+  /** Gives malloc's free memory back, at most every {@linkcode TRIM_PERIOD_MS}; default glibc's malloc_trim. */
+  readonly trim?: () => void;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -192,6 +202,8 @@ export abstract class BaseProxier implements Provider {
   #stopNodeWait = () => {};
   #needFull = true;
   #lastFull = 0;
+  #lastTrim = -Infinity;
+  readonly #trim: () => void;
   /** The sync loop's signal; never aborted outside {@linkcode syncLoop} (render, tests). */
   #signal: AbortSignal = new AbortController().signal;
 
@@ -212,6 +224,7 @@ export abstract class BaseProxier implements Provider {
     this.#healthServer = o.healthServer;
     this.#nodeIPs = o.nodeIPs ?? [];
     this.#nodeIPsFromNode = o.nodeIPsFromNode ?? false;
+    this.#trim = o.trim ?? trimMalloc;
     this.#nodeWaitMs = o.nodeWaitMs ?? 0;
     this.#nodeReady = this.#nodeWaitMs <= 0;
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
@@ -631,6 +644,10 @@ export abstract class BaseProxier implements Provider {
       collectGarbage();
     }
     await this.#afterSync(ctx);
+    if (this.clock.now() - this.#lastTrim >= TRIM_PERIOD_MS) {
+      this.#lastTrim = this.clock.now();
+      this.#trim();
+    }
     const elapsed = (performance.now() - start) / 1000;
     this.metrics.syncDuration.observe(elapsed);
     (didFull ? this.metrics.syncFullDuration : this.metrics.syncPartialDuration).observe(elapsed);

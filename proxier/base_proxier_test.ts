@@ -24,7 +24,7 @@ class SlowProxier extends BaseProxier {
   failNext = false;
   readonly #clock: FakeClock;
 
-  constructor(clock: FakeClock) {
+  constructor(clock: FakeClock, trim?: () => void) {
     const health = new ProxyHealth({ clock, timeoutMs: 2 * SYNC_PERIOD_MS });
     super({
       family: "IPv4",
@@ -36,6 +36,7 @@ class SlowProxier extends BaseProxier {
       minSyncPeriodMs: 1_000,
       syncPeriodMs: SYNC_PERIOD_MS,
       fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
+      trim,
     });
     this.#clock = clock;
   }
@@ -56,9 +57,12 @@ class SlowProxier extends BaseProxier {
   }
 }
 
-function started(durationMs: number): { clock: FakeClock; p: SlowProxier; stop: () => Promise<void> } {
+function started(
+  durationMs: number,
+  trim?: () => void,
+): { clock: FakeClock; p: SlowProxier; stop: () => Promise<void> } {
   const clock = new FakeClock();
-  const p = new SlowProxier(clock);
+  const p = new SlowProxier(clock, trim);
   p.durationMs = durationMs;
   p.onServiceAdd(makeService("ns1", "svc1"));
   p.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
@@ -115,6 +119,18 @@ Deno.test("the sync period drives partial resyncs; a full one comes an hour afte
     fulls[1] >= FULL_SYNC_PERIOD_MS + 5_000 && fulls[1] < FULL_SYNC_PERIOD_MS + 5_000 + SYNC_PERIOD_MS,
     `second full at ${fulls[1]} ms`,
   );
+  await stop();
+});
+
+Deno.test("syncs give malloc's free memory back at most once a minute (RSS outside the V8 heap stays flat)", async () => {
+  const trims: number[] = [];
+  let clock: FakeClock | undefined;
+  const { clock: c, p, stop } = started(100, () => trims.push(clock!.now()));
+  clock = c;
+  await clock.advance(5 * 60_000 + 1_000);
+  // Syncs every 30 s: the first trims, then every second one.
+  assertEquals(p.syncs.length, 11);
+  assertEquals(trims.map((t) => Math.round((t - p.syncs[0].at) / 1000)), [0, 60, 120, 180, 240, 300]);
   await stop();
 });
 
