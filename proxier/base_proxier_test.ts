@@ -124,9 +124,9 @@ Deno.test("the sync period drives partial resyncs; a full one comes an hour afte
 
 Deno.test("syncs give malloc's free memory back at most once a minute (RSS outside the V8 heap stays flat)", async () => {
   const trims: number[] = [];
-  let clock: FakeClock | undefined;
-  const { clock: c, p, stop } = started(100, () => trims.push(clock!.now()));
-  clock = c;
+  const box: { clock?: FakeClock } = {};
+  const { clock, p, stop } = started(100, () => trims.push(box.clock!.now()));
+  box.clock = clock;
   await clock.advance(5 * 60_000 + 1_000);
   // Syncs every 30 s: the first trims, then every second one.
   assertEquals(p.syncs.length, 11);
