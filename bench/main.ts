@@ -228,12 +228,12 @@ if (which.has("soak")) {
         `a Service added and one removed every 5 s; first sync ${r.firstSyncS} s`,
     );
     out(
-      "| minute | RSS MiB | of it anonymous | V8 heap used / total MiB | external MiB | fds | timers | NPL median / max (program's histogram) | changes |",
+      "| minute | RSS median / max MiB | anonymous MiB | V8 heap used min / max MiB | V8 heap total MiB | external MiB | fds | timers | NPL median / max (program's histogram) | changes |",
     );
-    out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (const s of r.samples) {
       out(
-        `| ${s.minute} | ${s.rssMiB} | ${s.anonMiB} | ${s.heapUsedMiB} / ${s.heapTotalMiB} | ${s.externalMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
+        `| ${s.minute} | ${s.rssMiB} / ${s.rssMaxMiB} | ${s.anonMiB} | ${s.heapUsedMinMiB} / ${s.heapUsedMaxMiB} | ${s.heapTotalMiB} | ${s.externalMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
       );
     }
     const at10 = r.samples.find((s) => s.minute >= 10) ?? r.samples[0];
@@ -241,7 +241,7 @@ if (which.has("soak")) {
     if (at10 !== undefined && last !== undefined) {
       const growth = (last.rssMiB / at10.rssMiB - 1) * 100;
       out(
-        `RSS at the end vs after 10 min: ${growth >= 0 ? "+" : ""}${
+        `RSS (interval median) at the end vs after 10 min: ${growth >= 0 ? "+" : ""}${
           growth.toFixed(1)
         }% (target within 10%); ` +
           `fds ${at10.fds} -> ${last.fds}, timers ${at10.timers} -> ${last.timers}`,

@@ -30,10 +30,17 @@ export interface SoakOptions {
 /** One interval's sample. */
 export interface SoakSample {
   readonly minute: number;
+  /**
+   * The median and the largest of the interval's RSS readings (one every 10 s): one reading falls
+   * anywhere on the V8 heap's sawtooth, the median does not.
+   */
   readonly rssMiB: number;
+  readonly rssMaxMiB: number;
   /** Of the RSS, anonymous memory (heap, malloc, stacks); the rest is mapped files (the binary). */
   readonly anonMiB: number;
-  readonly heapUsedMiB: number;
+  /** The smallest V8 heap in use of the interval's readings: about the live objects, after a collection. */
+  readonly heapUsedMinMiB: number;
+  readonly heapUsedMaxMiB: number;
   readonly heapTotalMiB: number;
   /** Memory V8 counts outside its heap (buffers). */
   readonly externalMiB: number;
@@ -225,6 +232,8 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     let buckets = nplBuckets(await page());
     const start = performance.now();
     let nextSample = start + o.intervalSeconds * 1000;
+    let nextReading = start;
+    const rss: number[] = [], heap: number[] = [];
     let nextExtra = start + 5000;
     for (let c = 0; performance.now() - start < o.seconds * 1000; c++) {
       // 10 a second, on schedule: distinct Services in turn (7919 is prime), one endpoint each.
@@ -253,17 +262,25 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
         }
         extraIn = !extraIn;
       }
+      if (performance.now() >= nextReading) {
+        nextReading += 10_000;
+        rss.push(procRssMiB(proxy.pid));
+        heap.push(Math.round(metric(await page(), "nodejs_heap_size_used_bytes") / 2 ** 20));
+      }
       if (performance.now() >= nextSample) {
         nextSample += o.intervalSeconds * 1000;
         const p = await page();
+        const sorted = rss.sort((a, b) => a - b);
         const now = nplBuckets(p);
         const [median, max] = nplBetween(buckets, now);
         buckets = now;
         const sample: SoakSample = {
           minute: Math.round((performance.now() - start) / 6_000) / 10,
-          rssMiB: procRssMiB(proxy.pid),
+          rssMiB: sorted[Math.floor(sorted.length / 2)],
+          rssMaxMiB: sorted.at(-1)!,
           anonMiB: procAnonMiB(proxy.pid),
-          heapUsedMiB: Math.round(metric(p, "nodejs_heap_size_used_bytes") / 2 ** 20),
+          heapUsedMinMiB: Math.min(...heap),
+          heapUsedMaxMiB: Math.max(...heap),
           heapTotalMiB: Math.round(metric(p, "nodejs_heap_size_total_bytes") / 2 ** 20),
           externalMiB: Math.round(metric(p, "nodejs_external_memory_bytes") / 2 ** 20),
           fds: procFds(proxy.pid),
@@ -273,6 +290,7 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
           changes: changes - sampledChanges,
         };
         sampledChanges = changes;
+        rss.length = heap.length = 0;
         samples.push(sample);
         console.log(JSON.stringify(sample));
       }
