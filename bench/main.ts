@@ -329,7 +329,7 @@ if (which.has("npl") || which.has("memory")) {
   }
   out(
     `\nMemory floor (RSS before any object, V8 flags ${v8}): Deno alone ${floor.none} MiB; with the program's ` +
-      `modules ${floor.program} MiB; plus client-node's informer (the Kubernetes source) ${floor.informer} MiB.`,
+      `modules ${floor.program} MiB; plus the Kubernetes source (its reflectors) ${floor.informer} MiB.`,
   );
 }
 

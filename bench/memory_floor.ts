@@ -1,8 +1,8 @@
 /**
  * The resident memory a run starts from, before any object: `deno run -A bench/memory_floor.ts
  * WHAT` prints one JSON line with this process's RSS after importing WHAT (`none`, `program`: the
- * entry point's modules, `informer`: those plus the client library's informer, as the Kubernetes
- * source loads it), after a full GC. Run with the start task's V8 flags plus --expose-gc.
+ * entry point's modules, `informer`: those plus the Kubernetes source's reflectors, as that
+ * source loads them), after a full GC. Run with the start task's V8 flags plus --expose-gc.
  * @module
  */
 const what = Deno.args[0] ?? "none";

@@ -1,8 +1,8 @@
 /**
- * List and watch requests on Deno's own fetch, for client-node's `ListWatch` (the informer): a
- * list function and a drop-in for its `Watch`. client-node's watch runs the npm `undici` fetch,
- * which under Deno does not notice a connection the API server dropped mid-stream (the informer
- * then stalls until its inactivity timeout); Deno's fetch reports the drop at once.
+ * List and watch requests on Deno's own fetch, for the source's reflectors (`reflector.ts`). The
+ * watch keeps client-node's `Watch.watch` signature; client-node's own runs the npm `undici` fetch,
+ * which under Deno does not notice a connection the API server dropped mid-stream (it then stalls
+ * until its inactivity timeout); Deno's fetch reports the drop at once.
  *
  * Objects are slimmed as they arrive, as upstream kube-proxy's informers drop `managedFields`: also
  * kubectl's last-applied annotation (often larger than the rest of the object), `ownerReferences`

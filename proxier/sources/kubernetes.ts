@@ -1,17 +1,15 @@
 /**
- * The Kubernetes API source: client-node's informer (`ListWatch`) over {@linkcode ApiClient}.
- * Only the informer module of client-node is loaded (its package index loads every generated API
- * model: about 50 MiB more resident memory).
+ * The Kubernetes API source: one {@linkcode Reflector} per kind over {@linkcode ApiClient}.
  * @module
  */
-import type { KubernetesObject, ListPromise, Watch } from "@kubernetes/client-node";
-import { ListWatch } from "@kubernetes/client-node/dist/cache.js";
+import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
 import type { ApiAccess } from "./api_access.ts";
 import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { describeError } from "../errors.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { type EventHandler, type KindHandler, kindHandlers, objectKey } from "./handlers.ts";
+import { type EventHandler, type KindHandler, kindHandlers } from "./handlers.ts";
+import { Reflector } from "./reflector.ts";
 
 const BACKOFF_START_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
@@ -30,9 +28,9 @@ export interface KubernetesSourceOptions {
 }
 
 /**
- * Watches Services, EndpointSlices and the own Node with client-node informers. Relists on 410
- * Gone (the informer does), restarts after any other error with exponential backoff, and keeps the
- * last known objects meanwhile: the proxy never exits because the API server is away.
+ * Watches Services, EndpointSlices, ServiceCIDRs and the own Node. Relists on 410 Gone (the
+ * reflector does), restarts after any other error with exponential backoff, and keeps the last
+ * known objects meanwhile: the proxy never exits because the API server is away.
  */
 export class KubernetesSource {
   readonly #o: KubernetesSourceOptions;
@@ -42,33 +40,26 @@ export class KubernetesSource {
     this.#o = opts;
   }
 
-  /** Runs the informers until `signal` aborts. */
+  /** Runs one reflector per kind until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     const { access, nodeName, prefetched } = this.#o;
     const api = this.#o.api ?? new ApiClient(access);
-    const watch = api as unknown as Watch;
     const h = kindHandlers(this.#o.handler) as unknown as Record<SourceKind, KindHandler<KubernetesObject>>;
     const queries = sourceQueries(nodeName);
     await Promise.all((["Service", "EndpointSlice", "Node", "ServiceCIDR"] as const).map((kind) => {
       const q = queries[kind];
       let first = prefetched?.[kind];
-      return this.#inform(
-        kind,
-        h[kind],
-        signal,
-        (listFn) => new ListWatch(q.path, watch, listFn, false, q.query.labelSelector, q.query.fieldSelector),
-        () => {
-          // The prefetched list serves the first call only; relists ask again.
-          const p = first ?? api.list(q.path, q.query);
-          first = undefined;
-          return p;
-        },
-      );
+      return this.#inform(kind, h[kind], signal, q.path, { ...q.query }, () => {
+        // The prefetched list serves the first call only; relists ask again.
+        const p = first ?? api.list(q.path, q.query);
+        first = undefined;
+        return p;
+      }, api);
     }));
   }
 
   /**
-   * Drives one informer until aborted; resolves after it is stopped. ServiceCIDRs are optional: an
+   * Drives one reflector until aborted; resolves after it is stopped. ServiceCIDRs are optional: an
    * API server that does not serve them (before 1.33: 404) or a role that may not list them (403)
    * is said once, and the proxy runs without them, as before they existed.
    */
@@ -76,77 +67,68 @@ export class KubernetesSource {
     kind: string,
     h: KindHandler<T>,
     signal: AbortSignal,
-    makeListWatch: (listFn: ListPromise<T>) => ListWatch<T>,
-    list: ListPromise<T>,
+    path: string,
+    query: Record<string, string | undefined>,
+    list: () => Promise<KubernetesListObject<T>>,
+    api: ApiClient,
   ): Promise<void> {
     const { log, clock } = this.#o;
-    const last = new Map<string, T>();
     let synced = false;
     let backoff = 0;
     let cancelRetry = () => {};
-    // The informer reports no "synced": the first list's items are delivered synchronously after
-    // its list call resolves, so a macrotask scheduled then runs after all of them.
-    const lw = makeListWatch(async () => {
-      const result = await list();
-      if (!synced) {
-        setTimeout(() => {
-          if (synced) return;
-          synced = true;
-          log.info("Initial list complete", { kind, objects: last.size });
-          h.synced();
-        }, 0);
-      }
-      return result;
-    });
-    const upsert = (o: T) => {
-      backoff = 0;
-      const key = objectKey(o);
-      const old = last.get(key);
-      last.set(key, o);
-      if (old === undefined) h.add(o);
-      else h.update(old, o);
-    };
-    lw.on("add", upsert);
-    lw.on("update", upsert);
-    lw.on("delete", (o) => {
-      const key = objectKey(o);
-      const old = last.get(key) ?? o;
-      last.delete(key);
-      h.delete(old);
-    });
-    lw.on("connect", () => {
-      if (!synced) return;
-      log.debug("Watch (re)connecting", { kind });
-    });
     let gaveUp = () => {};
     const given = new Promise<void>((resolve) => gaveUp = resolve);
-    lw.on("error", (err) => {
-      if (signal.aborted) return;
-      const status = (err as { statusCode?: number }).statusCode;
-      if (kind === "ServiceCIDR" && (status === 404 || status === 403)) {
-        log.warn(
-          "Cannot list ServiceCIDRs; traffic to unallocated cluster IPs is not dropped (nftables mode)",
-          {
+    const reflector: Reflector<T> = new Reflector<T>({
+      path,
+      query,
+      list,
+      watcher: api,
+      clock,
+      handlers: {
+        add: (o) => {
+          backoff = 0;
+          h.add(o);
+        },
+        update: (old, o) => {
+          backoff = 0;
+          h.update(old, o);
+        },
+        delete: (o) => h.delete(o),
+        listed: () => {
+          if (synced) return;
+          synced = true;
+          log.info("Initial list complete", { kind, objects: reflector.size });
+          h.synced();
+        },
+        error: (err) => {
+          if (signal.aborted) return;
+          const status = (err as { statusCode?: number }).statusCode;
+          if (kind === "ServiceCIDR" && (status === 404 || status === 403)) {
+            log.warn(
+              "Cannot list ServiceCIDRs; traffic to unallocated cluster IPs is not dropped (nftables mode)",
+              {
+                error: describeError(err),
+                hint: status === 404
+                  ? "the API server predates networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33)"
+                  : "grant list and watch on servicecidrs.networking.k8s.io (deploy/daemonset.yaml's ClusterRole)",
+              },
+            );
+            gaveUp();
+            return;
+          }
+          backoff = Math.min(BACKOFF_MAX_MS, backoff === 0 ? BACKOFF_START_MS : backoff * 2);
+          log.warn("Watch failed; keeping the last known state and retrying", {
+            kind,
             error: describeError(err),
-            hint: status === 404
-              ? "the API server predates networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33)"
-              : "grant list and watch on servicecidrs.networking.k8s.io (deploy/daemonset.yaml's ClusterRole)",
-          },
-        );
-        gaveUp();
-        return;
-      }
-      backoff = Math.min(BACKOFF_MAX_MS, backoff === 0 ? BACKOFF_START_MS : backoff * 2);
-      log.warn("Watch failed; keeping the last known state and retrying", {
-        kind,
-        error: describeError(err),
-        retryInMs: backoff,
-      });
-      cancelRetry = clock.setTimer(() => {
-        if (!signal.aborted) lw.start().catch(() => {});
-      }, backoff);
+            retryInMs: backoff,
+          });
+          cancelRetry = clock.setTimer(() => {
+            if (!signal.aborted) reflector.start().catch(() => {});
+          }, backoff);
+        },
+      },
     });
-    lw.start().catch(() => {});
+    reflector.start().catch(() => {});
     await Promise.race([
       given,
       new Promise<void>((resolve) => {
@@ -155,6 +137,6 @@ export class KubernetesSource {
       }),
     ]);
     cancelRetry();
-    await lw.stop();
+    reflector.stop();
   }
 }

@@ -1,0 +1,142 @@
+import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
+import { assertEquals } from "../../tests/assert.ts";
+import { FakeClock } from "../runtime/clock.ts";
+import { RECONNECT_START_MS, Reflector, type Watcher } from "./reflector.ts";
+
+const obj = (name: string, rv: string, note = ""): KubernetesObject => ({
+  metadata: { namespace: "ns", name, resourceVersion: rv, annotations: { note } },
+});
+
+/** A watcher whose watches the test drives: each call is recorded with its resourceVersion. */
+class FakeWatcher implements Watcher {
+  readonly calls: Array<{
+    rv: unknown;
+    event: (phase: string, o: unknown) => void;
+    done: (e: unknown) => void;
+    aborted: () => boolean;
+  }> = [];
+  watch(
+    _path: string,
+    query: Record<string, unknown>,
+    callback: (phase: string, object: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    const ac = new AbortController();
+    this.calls.push({ rv: query.resourceVersion, event: callback, done, aborted: () => ac.signal.aborted });
+    return Promise.resolve(ac);
+  }
+}
+
+function setup(lists: Array<KubernetesObject[] | Error>) {
+  const clock = new FakeClock();
+  const watcher = new FakeWatcher();
+  const seen: string[] = [];
+  let listed = 0;
+  const reflector = new Reflector<KubernetesObject>({
+    path: "/api/v1/services",
+    query: { labelSelector: "x" },
+    list: () => {
+      const next = lists.shift() ?? [];
+      if (next instanceof Error) return Promise.reject(next);
+      listed++;
+      return Promise.resolve(
+        { items: next, metadata: { resourceVersion: `list-${listed}` } } as KubernetesListObject<
+          KubernetesObject
+        >,
+      );
+    },
+    watcher,
+    clock,
+    handlers: {
+      add: (o) => seen.push(`add ${o.metadata!.name}`),
+      update: (old, o) =>
+        seen.push(
+          `update ${o.metadata!.name} ${old.metadata!.annotations!.note}->${o.metadata!.annotations!.note}`,
+        ),
+      delete: (o) => seen.push(`delete ${o.metadata!.name} ${o.metadata!.annotations!.note}`),
+      listed: () => seen.push("listed"),
+      error: (e) => seen.push(`error ${(e as Error).message}`),
+    },
+  });
+  return { clock, watcher, seen, reflector };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 0));
+
+Deno.test("reflector: lists, then watches from the list's version; events update the one copy it holds", async () => {
+  const { watcher, seen, reflector } = setup([[obj("a", "1", "v1"), obj("b", "2", "v1")]]);
+  await reflector.start();
+  assertEquals(seen, ["add a", "add b", "listed"]);
+  assertEquals(watcher.calls.map((c) => c.rv), ["list-1"]);
+  const w = watcher.calls[0];
+  w.event("MODIFIED", obj("a", "3", "v2"));
+  w.event("ADDED", obj("c", "4", "v1"));
+  w.event("DELETED", obj("b", "5", "final"));
+  w.event("BOOKMARK", { metadata: { resourceVersion: "6" } });
+  // The deleted object is reported as last held (its old state), not as the tombstone.
+  assertEquals(seen.slice(3), ["update a v1->v2", "add c", "delete b v1"]);
+  assertEquals(reflector.size, 2);
+  reflector.stop();
+  assertEquals(w.aborted(), true);
+});
+
+Deno.test("reflector: 410 Gone relists, deleting what the new list lacks; a clean end resumes from the last version after a pause", async () => {
+  const { clock, watcher, seen, reflector } = setup([
+    [obj("a", "1", "v1"), obj("b", "2", "v1")],
+    [obj("a", "9", "v3")],
+    [obj("a", "9", "v3")],
+  ]);
+  await reflector.start();
+  watcher.calls[0].event("MODIFIED", obj("a", "7", "v2"));
+  // A clean end: the first reconnect is at once, from resourceVersion 7.
+  watcher.calls[0].done(null);
+  await settle();
+  assertEquals(watcher.calls.map((c) => c.rv), ["list-1", "7"]);
+  // A second clean end without events in between waits RECONNECT_START_MS.
+  watcher.calls[1].done(null);
+  await settle();
+  assertEquals(watcher.calls.length, 2);
+  await clock.advance(RECONNECT_START_MS);
+  await settle();
+  assertEquals(watcher.calls.map((c) => c.rv), ["list-1", "7", "7"]);
+  // Compaction: an ERROR event with a 410 Status, then the stream ends.
+  watcher.calls[2].event("ERROR", { kind: "Status", code: 410 });
+  watcher.calls[2].done(null);
+  await settle();
+  await clock.advance(2 * RECONNECT_START_MS);
+  await settle();
+  assertEquals(watcher.calls.at(-1)!.rv, "list-2");
+  assertEquals(seen.slice(3), ["update a v1->v2", "delete b v1", "update a v2->v3", "listed"]);
+  // A 410 on the watch request itself relists too, and an inactive watch reconnects at once.
+  watcher.calls.at(-1)!.done(Object.assign(new Error("gone"), { statusCode: 410 }));
+  await settle();
+  // No event since the last pause: this reconnect waits twice as long (4 s).
+  await clock.advance(4 * RECONNECT_START_MS);
+  await settle();
+  assertEquals(watcher.calls.at(-1)!.rv, "list-3");
+  watcher.calls.at(-1)!.done(new DOMException("watch inactive", "TimeoutError"));
+  await settle();
+  assertEquals(watcher.calls.at(-1)!.rv, "list-3");
+  reflector.stop();
+});
+
+Deno.test("reflector: another failure is reported and stops it, keeping the objects; start resumes", async () => {
+  const { watcher, seen, reflector } = setup([[obj("a", "1", "v1")], new Error("HTTP 500"), [
+    obj("a", "3", "v2"),
+  ]]);
+  await reflector.start();
+  watcher.calls[0].done(Object.assign(new Error("HTTP 403"), { statusCode: 403 }));
+  await settle();
+  assertEquals(seen.slice(2), ["error HTTP 403"]);
+  assertEquals([watcher.calls.length, reflector.size], [1, 1]);
+  // Resuming keeps the version: no list, a watch from where it stopped.
+  await reflector.start();
+  assertEquals(watcher.calls.map((c) => c.rv), ["list-1", "list-1"]);
+  // A list that fails is reported the same way.
+  watcher.calls[1].done(Object.assign(new Error("gone"), { statusCode: 410 }));
+  await settle();
+  assertEquals(seen.slice(3), ["error HTTP 500"]);
+  await reflector.start();
+  assertEquals(seen.slice(4), ["update a v1->v2", "listed"]);
+  reflector.stop();
+});
