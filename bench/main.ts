@@ -250,6 +250,44 @@ if (which.has("soak")) {
   }
 }
 
+if (which.has("memory")) {
+  // Upstream kube-proxy 1.36 on this machine, same objects, driven by a real kube-apiserver 1.36
+  // (issue 22's table: after the first sync / at the end of 40 changes / peak, MiB).
+  const upstream: Record<string, string> = {
+    "nftables 1000": "80 / 107 / 110",
+    "nftables 5000": "154 / 271 / 283",
+    "nftables 10000": "249 / 509 / 509",
+    "iptables 1000": "86 / 102 / 106",
+    "iptables 5000": "144 / 252 / 252",
+  };
+  const sizes = (Deno.env.get("MEMORY_SIZES") ?? "1000,5000,10000").split(",").map(Number);
+  out(
+    `\n## memory: the real program (the start task's command and permissions) in a network namespace, fed by ` +
+      `the test API server: N Services x 10 endpoints (one EndpointSlice each), then 60 one-endpoint changes 1 s apart`,
+  );
+  out(
+    "| mode | services | RSS after first sync / after the changes / peak, MiB | upstream 1.36 (issue 22) |",
+  );
+  out("| --- | ---: | ---: | ---: |");
+  for (const mode of ["nftables", "iptables"] as const) {
+    for (const services of sizes) {
+      const r = await benchSoak({
+        mode,
+        services,
+        seconds: 60,
+        intervalSeconds: 60,
+        changesPerSecond: 1,
+        serviceChurn: false,
+      });
+      out(
+        `| ${mode} | ${services} | ${r.firstSyncRssMiB} / ${r.endRssMiB} / ${r.peakRssMiB} | ${
+          upstream[`${mode} ${services}`] ?? "-"
+        } |`,
+      );
+    }
+  }
+}
+
 if (which.has("chaos")) {
   const seconds = Number(Deno.env.get("CHAOS_SECONDS") ?? "600");
   const seed = Number(Deno.env.get("CHAOS_SEED") ?? "7");

@@ -25,6 +25,10 @@ export interface SoakOptions {
   readonly services: number;
   readonly seconds: number;
   readonly intervalSeconds: number;
+  /** One-endpoint changes a second; default 10. */
+  readonly changesPerSecond?: number;
+  /** A Service added and the previous one removed every 5 s; default true. */
+  readonly serviceChurn?: boolean;
 }
 
 /** One interval's sample. */
@@ -55,6 +59,12 @@ export interface SoakSample {
 /** The whole soak. */
 export interface SoakResult extends SoakOptions {
   readonly firstSyncS: number;
+  /** RSS when the first full sync was seen done. */
+  readonly firstSyncRssMiB: number;
+  /** RSS when the last change was made. */
+  readonly endRssMiB: number;
+  /** The largest RSS of the whole run (the kernel's high-water mark, VmHWM). */
+  readonly peakRssMiB: number;
   readonly samples: SoakSample[];
 }
 
@@ -74,6 +84,8 @@ export async function benchSoak(o: SoakOptions, onSample?: (s: SoakSample) => vo
     `--services=${o.services}`,
     `--seconds=${o.seconds}`,
     `--interval=${o.intervalSeconds}`,
+    `--rate=${o.changesPerSecond ?? 10}`,
+    `--service-churn=${o.serviceChurn ?? true}`,
   ];
   if (o.mode === "ipvs") {
     // The emulated guest is slow to start and to sync: an hour on top of the soak's own time.
@@ -156,10 +168,13 @@ function nplBetween(before: Array<[number, number]>, after: Array<[number, numbe
   return [median, max];
 }
 
-function procRssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+/** A `/proc/PID/status` memory field (VmRSS, VmHWM) in MiB. */
+function procStatusMiB(pid: number, field: string): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(Deno.readTextFileSync(`/proc/${pid}/status`));
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
 }
+
+const procRssMiB = (pid: number) => procStatusMiB(pid, "VmRSS");
 
 function procAnonMiB(pid: number): number {
   const m = /^Anonymous:\s+(\d+) kB/m.exec(Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`));
@@ -234,10 +249,12 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     let nextSample = start + o.intervalSeconds * 1000;
     let nextReading = start;
     const rss: number[] = [], heap: number[] = [];
-    let nextExtra = start + 5000;
+    const firstSyncRssMiB = procRssMiB(proxy.pid);
+    const gapMs = 1000 / (o.changesPerSecond ?? 10);
+    let nextExtra = (o.serviceChurn ?? true) ? start + 5000 : Infinity;
     for (let c = 0; performance.now() - start < o.seconds * 1000; c++) {
       // 10 a second, on schedule: distinct Services in turn (7919 is prime), one endpoint each.
-      await sleep(Math.max(0, start + c * 100 - performance.now()));
+      await sleep(Math.max(0, start + c * gapMs - performance.now()));
       const i = (c * 7919) % o.services;
       const s = slice(`svc-${i}`, i, Math.floor(c / o.services) % 200 + 1);
       s.metadata!.annotations = {
@@ -295,7 +312,14 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
         console.log(JSON.stringify(sample));
       }
     }
-    return { ...o, firstSyncS: Math.round(firstSyncS * 10) / 10, samples };
+    return {
+      ...o,
+      firstSyncS: Math.round(firstSyncS * 10) / 10,
+      firstSyncRssMiB,
+      endRssMiB: procRssMiB(proxy.pid),
+      peakRssMiB: procStatusMiB(proxy.pid, "VmHWM"),
+      samples,
+    };
   } finally {
     try {
       proxy.kill("SIGTERM");
@@ -313,6 +337,8 @@ if (import.meta.main) {
       services: { type: "string", default: "10000" },
       seconds: { type: "string", default: "3600" },
       interval: { type: "string", default: "300" },
+      rate: { type: "string", default: "10" },
+      "service-churn": { type: "string", default: "true" },
     },
   });
   const r = await driver({
@@ -320,6 +346,8 @@ if (import.meta.main) {
     services: Number(v.services),
     seconds: Number(v.seconds),
     intervalSeconds: Number(v.interval),
+    changesPerSecond: Number(v.rate),
+    serviceChurn: v["service-churn"] === "true",
   });
   console.log(JSON.stringify(r));
 }

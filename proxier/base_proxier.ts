@@ -25,7 +25,7 @@ import { cidrFamily, ipFamily, normalizeCIDR } from "./net.ts";
 import { show } from "./errors.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
-import { collectGarbage, trimMalloc } from "./runtime/gc.ts";
+import { collectGarbage, collectGarbageIfBuffersPiled, trimMalloc } from "./runtime/gc.ts";
 import type { Conntrack } from "../iptables/conntrack.ts";
 import { reconcileConntrack, reconcilerMetrics } from "./conntrack/reconciler.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
@@ -150,7 +150,7 @@ export interface BaseProxierOptions {
    * ExternalIP addresses (from the source), as the node itself would hold them.
    */
   readonly nodeIPsFromNode?: boolean;
-  /** Gives malloc's free memory back, at most every {@linkcode TRIM_PERIOD_MS}; default glibc's malloc_trim. */
+  /** Gives malloc's free memory back after a sync, at most every {@linkcode TRIM_PERIOD_MS}; default glibc's malloc_trim. */
   readonly trim?: () => void;
 }
 
@@ -644,6 +644,8 @@ export abstract class BaseProxier implements Provider {
       collectGarbage();
     }
     await this.#afterSync(ctx);
+    // Cheap (one heap statistics call); a collection only when buffers piled up.
+    if (!didFull) collectGarbageIfBuffersPiled();
     if (this.clock.now() - this.#lastTrim >= TRIM_PERIOD_MS) {
       this.#lastTrim = this.clock.now();
       this.#trim();
