@@ -17,7 +17,7 @@ import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { Logger } from "./runtime/logger.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
-import type { Registry } from "prom-client";
+import type { Registry } from "./runtime/prometheus.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology.ts";

@@ -3,7 +3,14 @@
  * carries the `ip_family` label, as upstream's (1.31+): each family's proxier writes its own series.
  * @module
  */
-import { Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry } from "prom-client";
+import {
+  Counter,
+  exponentialBuckets,
+  Gauge,
+  Histogram,
+  linearBuckets,
+  Registry,
+} from "./runtime/prometheus.ts";
 import { registerProcessMetrics } from "./runtime/process_metrics.ts";
 import type { IPFamily } from "./types.ts";
 import { VERSION } from "./runtime/version.ts";

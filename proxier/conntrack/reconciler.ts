@@ -7,7 +7,7 @@
  * removed service port. Being a reconciliation, a missed event heals at the next sync.
  * @module
  */
-import { Counter, exponentialBuckets, Histogram, type Registry } from "prom-client";
+import { Counter, exponentialBuckets, Histogram, type Registry } from "../runtime/prometheus.ts";
 import type { Conntrack, FlowFilter, FlowProtocol } from "../../iptables/conntrack.ts";
 import { IP_FAMILY_LABEL, registeredOnce } from "../metrics.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "../types.ts";

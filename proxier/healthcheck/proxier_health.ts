@@ -7,7 +7,7 @@
  * @module
  */
 import type { V1Node } from "@kubernetes/client-node";
-import type { Counter } from "prom-client";
+import type { Counter } from "../runtime/prometheus.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { IPFamily } from "../types.ts";
 

@@ -3,7 +3,7 @@
  * `proxier/metrics.ts`) and the rules it owns.
  * @module
  */
-import { Gauge, type Registry } from "prom-client";
+import { Gauge, type Registry } from "../runtime/prometheus.ts";
 import { IP_FAMILY_LABEL, registeredOnce, restoreFailureCounters } from "../metrics.ts";
 import type { IPFamily } from "../types.ts";
 

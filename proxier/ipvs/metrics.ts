@@ -3,7 +3,7 @@
  * and per-virtual-server IPVS traffic counters (kube-router exports these; upstream does not).
  * @module
  */
-import { Counter, type Registry } from "prom-client";
+import { Counter, type Registry } from "../runtime/prometheus.ts";
 
 /** One virtual server's IPVS counters with the Service it serves. */
 export interface IpvsServiceCounters {

@@ -3,7 +3,7 @@
  * stale chains.
  * @module
  */
-import type { Registry } from "prom-client";
+import type { Registry } from "../runtime/prometheus.ts";
 import { familyCounter } from "../metrics.ts";
 import type { IPFamily } from "../types.ts";
 

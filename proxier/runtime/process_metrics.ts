@@ -6,7 +6,7 @@
  * @module
  */
 import process from "node:process";
-import { Counter, Gauge, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "./prometheus.ts";
 
 /** Reads `/proc/self/<file>`; undefined when the permissions (or the OS) do not allow it. */
 function procSelf(file: string): string | undefined {

@@ -1,4 +1,4 @@
-import { Registry } from "prom-client";
+import { Registry } from "./prometheus.ts";
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
 

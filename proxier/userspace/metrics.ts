@@ -2,7 +2,7 @@
  * The userspace mode's own metrics (ours; upstream's userspace mode had none of these).
  * @module
  */
-import { Counter, Gauge, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "../runtime/prometheus.ts";
 import { registeredOnce } from "../metrics.ts";
 
 /** What the userspace proxier counts. */
