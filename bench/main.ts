@@ -15,6 +15,7 @@ import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspac
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
 import { benchChaos } from "./chaos.ts";
 import { benchSoak } from "./soak.ts";
+import { lineChart } from "./chart.ts";
 
 const which = new Set(
   Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "conntrack", "npl"],
@@ -253,13 +254,14 @@ if (which.has("soak")) {
 if (which.has("memory")) {
   // Upstream kube-proxy 1.36 on this machine, same objects, driven by a real kube-apiserver 1.36
   // (issue 22's table: after the first sync / at the end of 40 changes / peak, MiB).
-  const upstream: Record<string, string> = {
-    "nftables 1000": "80 / 107 / 110",
-    "nftables 5000": "154 / 271 / 283",
-    "nftables 10000": "249 / 509 / 509",
-    "iptables 1000": "86 / 102 / 106",
-    "iptables 5000": "144 / 252 / 252",
+  const upstream: Record<string, readonly [number, number, number]> = {
+    "nftables 1000": [80, 107, 110],
+    "nftables 5000": [154, 271, 283],
+    "nftables 10000": [249, 509, 509],
+    "iptables 1000": [86, 102, 106],
+    "iptables 5000": [144, 252, 252],
   };
+  const measured: Array<{ mode: string; services: number; figures: readonly [number, number, number] }> = [];
   const sizes = (Deno.env.get("MEMORY_SIZES") ?? "1000,5000,10000").split(",").map(Number);
   out(
     `\n## memory: the real program (the start task's command and permissions) in a network namespace, fed by ` +
@@ -279,12 +281,37 @@ if (which.has("memory")) {
         changesPerSecond: 1,
         serviceChurn: false,
       });
+      const theirs = upstream[`${mode} ${services}`];
       out(
         `| ${mode} | ${services} | ${r.firstSyncRssMiB} / ${r.endRssMiB} / ${r.peakRssMiB} | ${
-          upstream[`${mode} ${services}`] ?? "-"
+          theirs?.join(" / ") ?? "-"
         } |`,
       );
+      measured.push({ mode, services, figures: [r.firstSyncRssMiB, r.endRssMiB, r.peakRssMiB] });
     }
+  }
+  // The charts, from this run's figures, beside upstream's published ones (dashed).
+  const charts = new URL("./charts/", import.meta.url);
+  await Deno.mkdir(charts, { recursive: true });
+  for (const [k, what] of ["after the first sync", "after the changes", "peak"].entries()) {
+    const series = ["nftables", "iptables"].flatMap((mode) => [
+      {
+        name: mode,
+        points: measured.filter((m) => m.mode === mode).map((m) => [m.services, m.figures[k]] as const),
+      },
+      {
+        name: `upstream ${mode}`,
+        reference: true,
+        points: sizes.filter((n) => upstream[`${mode} ${n}`] !== undefined)
+          .map((n) => [n, upstream[`${mode} ${n}`][k]] as const),
+      },
+    ]).filter((x) => x.points.length > 0);
+    const file = `memory-${["first-sync", "end", "peak"][k]}.svg`;
+    await Deno.writeTextFile(
+      new URL(file, charts),
+      lineChart({ title: `RSS ${what}`, x: "Services (x 10 endpoints)", y: "MiB", series }),
+    );
+    out(`Chart: bench/charts/${file}`);
   }
 }
 
