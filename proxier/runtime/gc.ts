@@ -65,14 +65,17 @@ export function trimMalloc(): boolean {
 export const EXTERNAL_GC_BYTES = 16 * 2 ** 20;
 
 /**
- * Collects garbage when buffers outside the V8 heap hold more than {@linkcode EXTERNAL_GC_BYTES};
- * returns whether it did. Kernel tools' input and output live in such buffers, which V8 does not
- * weigh when it decides to collect: with a small heap (iptables mode, 1,000 services, a change a
- * second, each partial restore rewriting KUBE-SERVICES) they piled up to 34 MiB, and the malloc
- * memory under them, until a collection two minutes later.
+ * Collects garbage when buffers outside the V8 heap hold more than {@linkcode EXTERNAL_GC_BYTES}
+ * and more than a quarter of the heap in use; returns whether it did. Kernel tools' input and
+ * output live in such buffers, which V8 does not weigh when it decides to collect: with a small
+ * heap (iptables mode, 1,000 services, a change a second, each partial restore rewriting
+ * KUBE-SERVICES) they piled up to 34 MiB, and the malloc memory under them, until a collection
+ * two minutes later. With a large heap V8 collects often on its own, and a forced collection
+ * would cost more (the quarter keeps it rare there).
  */
 export function collectGarbageIfBuffersPiled(): boolean {
-  if (Deno.memoryUsage().external <= EXTERNAL_GC_BYTES) return false;
+  const m = Deno.memoryUsage();
+  if (m.external <= Math.max(EXTERNAL_GC_BYTES, m.heapUsed / 4)) return false;
   collectGarbage();
   return true;
 }
