@@ -520,6 +520,29 @@ spec: { cidrs: [172.30.0.0/16] }
     },
   },
   {
+    id: "udp-deleted",
+    name:
+      "UDP: clients that keep sending to a deleted Service (cluster IP, NodePort) get no reply from its pod",
+    objects: ({ pods }) =>
+      service("dns3", "172.30.0.35", { type: "NodePort", protocol: "UDP", port: 53, nodePort: 30088 }) +
+      slice("dns3", [pods[0]], "UDP"),
+    async check({ t, node, admitted, write }) {
+      // Each client keeps one source port, so every datagram belongs to one conntrack flow; the
+      // kernel keeps translating a flow while packets keep coming, whatever the rules say now.
+      const fromNode = () => node.udp("172.30.0.35", 53, { srcPort: 41001, timeoutMs: 500 });
+      const fromOutside = () => admitted.agent.udp(t.nodeIP, 30088, { srcPort: 41002, timeoutMs: 500 });
+      await eventually(async () => assertEquals(await fromNode(), "pod-a"), 10_000);
+      await eventually(async () => assertEquals(await fromOutside(), "pod-a"), 10_000);
+      await write("udp-deleted", "# the Service is gone\n");
+      // Sending on all along (eventually asks again at once): the reconciler must drop the flows
+      // of every address the Service had, its NodePort too, not only its cluster IP.
+      await eventually(async () => {
+        assertMatch(await fromNode(), /^ERR /);
+        assertMatch(await fromOutside(), /^ERR /);
+      }, SLOW ? 30_000 : 10_000);
+    },
+  },
+  {
     id: "udp-spread",
     name: "UDP to a cluster IP reaches both pods",
     objects: ({ pods }) =>
