@@ -12,8 +12,9 @@ export interface ObjectProblem {
 }
 
 /** The identity of an object version: `resourceVersion` when the API gave one, else its content. */
-function versionOf(o: { metadata?: { resourceVersion?: string } }): string {
-  return o?.metadata?.resourceVersion ?? JSON.stringify(o);
+function versionOf(o: object): string {
+  const rv = (o as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
+  return typeof rv === "string" ? rv : JSON.stringify(o);
 }
 
 /**
@@ -36,7 +37,7 @@ export class ObjectWarnings {
    */
   report(
     key: string,
-    o: { metadata?: { resourceVersion?: string } },
+    o: object,
     problems: readonly ObjectProblem[],
   ): void {
     let entry = this.#seen.get(key);

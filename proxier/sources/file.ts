@@ -6,7 +6,10 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { loadAll as loadAllYaml } from "js-yaml";
 import type { Logger } from "../runtime/logger.ts";
+import { objectName } from "../errors.ts";
+import { type ObjectProblem, ObjectWarnings } from "../object_warnings.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
+import { KIND_SHAPES, unknownFields } from "./known_fields.ts";
 
 /** Options of {@linkcode FileSource}. */
 export interface FileSourceOptions {
@@ -37,7 +40,10 @@ const MAX_SETTLE_MS = 1000;
  * does not parse is reported by path and line, and its previous objects stay. After the first
  * read only the files the watcher names are read again, so an edit costs one file's parse
  * whatever the directory holds. When two files define the same object, the one whose path
- * sorts last wins.
+ * sorts last wins; when one file defines it twice, the later document wins. Either is said, as are
+ * fields the object's kind does not have (a misspelt `sessionAfinity` would otherwise leave a
+ * Service without affinity and nothing saying why): once per object version, naming the files or
+ * lines and the fields, where `kubectl apply` would have refused the object.
  */
 export class FileSource {
   readonly #o: FileSourceOptions;
@@ -50,11 +56,14 @@ export class FileSource {
   readonly #current = new Map<string, KubernetesObject>();
   /** Per file, the problem last reported (parse error, ignored kinds), so each is said once. */
   readonly #reported = new Map<string, { broken?: string; ignored?: string }>();
+  /** Duplicates and unknown fields (keyed `file|Kind/ns/name`), conflicts between files (`Kind/ns/name`). */
+  readonly #warnings: ObjectWarnings;
 
   /** Builds the source; reads nothing until {@linkcode load}. */
   constructor(opts: FileSourceOptions) {
     this.#o = opts;
     this.#h = kindHandlers(opts.handler);
+    this.#warnings = new ObjectWarnings(opts.log);
   }
 
   /** Reads every file, delivers the objects and then the synced calls. */
@@ -191,19 +200,47 @@ export class FileSource {
     if (reported.broken !== undefined) log.info("Source file parses again", { path: f });
     reported.broken = undefined;
     const objects = new Map<string, KubernetesObject>();
+    const problems = new Map<string, ObjectProblem[]>();
+    const lineOf = new Map<string, number | undefined>();
     const ignored = new Set<string>();
-    for (const doc of docs.flatMap(expandList)) {
-      const o = doc as KubernetesObject;
-      if (o === null || o === undefined) continue; // an empty document (`---` twice)
-      if (typeof o !== "object" || !KINDS.has(String(o.kind))) {
-        ignored.add(typeof o === "object" ? String(o.kind ?? "(no kind)") : typeof o);
-        continue;
+    const lines = documentLines(text, docs.length);
+    for (const [d, doc] of docs.entries()) {
+      for (const item of expandList(doc)) {
+        const o = item as KubernetesObject;
+        if (o === null || o === undefined) continue; // an empty document (`---` twice)
+        if (typeof o !== "object" || !KINDS.has(String(o.kind))) {
+          ignored.add(typeof o === "object" ? String(o.kind ?? "(no kind)") : typeof o);
+          continue;
+        }
+        if (o.kind === "Node" && o.metadata?.name !== nodeName) continue;
+        // kube-proxy's label selector, as the API source asks the server to apply it.
+        if (!selectedByProxy(o)) continue;
+        const key = `${o.kind}/${objectKey(o)}`;
+        const object = describe(o);
+        const line = lines?.[d];
+        const found: ObjectProblem[] = [];
+        if (objects.has(key)) {
+          const both = [lineOf.get(key), line].every((n) => n !== undefined)
+            ? `${lineOf.get(key)}, ${line}`
+            : undefined;
+          found.push({
+            msg: "Source file defines an object twice; the later one is used",
+            fields: { path: f, object, lines: both },
+          });
+        }
+        const unknown = unknownFields(o, KIND_SHAPES[o.kind!]);
+        if (unknown.length > 0) {
+          found.push({
+            msg: "Ignoring fields a source object's kind does not have (kubectl apply would refuse them)",
+            fields: { path: f, line, object, fields: unknown.join(", ") },
+          });
+        }
+        objects.set(key, o);
+        problems.set(key, found);
+        lineOf.set(key, line);
       }
-      if (o.kind === "Node" && o.metadata?.name !== nodeName) continue;
-      // kube-proxy's label selector, as the API source asks the server to apply it.
-      if (!selectedByProxy(o)) continue;
-      objects.set(`${o.kind}/${objectKey(o)}`, o);
     }
+    for (const [key, o] of objects) this.#warnings.report(`${f}|${key}`, o, problems.get(key)!);
     const kinds = [...ignored].sort().join(", ");
     if (kinds !== "" && kinds !== reported.ignored) {
       log.warn("Ignoring documents that are not Services, EndpointSlices, Nodes or ServiceCIDRs", {
@@ -229,9 +266,13 @@ export class FileSource {
       let owners = this.#owners.get(k) ?? [];
       const has = objects?.has(k) ?? false;
       if (has && !owners.includes(f)) owners = [...owners, f].sort();
-      else if (!has) owners = owners.filter((x) => x !== f);
+      else if (!has) {
+        owners = owners.filter((x) => x !== f);
+        this.#warnings.forget(`${f}|${k}`);
+      }
       if (owners.length > 0) this.#owners.set(k, owners);
       else this.#owners.delete(k);
+      this.#reportConflict(k, owners);
       const next = owners.length > 0 ? this.#byFile.get(owners.at(-1)!)!.get(k)! : undefined;
       const prev = this.#current.get(k);
       if (next === prev) continue;
@@ -244,6 +285,16 @@ export class FileSource {
       if (prev !== undefined && JSON.stringify(prev) === JSON.stringify(next)) continue;
       this.#dispatch(withTriggerTime(next, triggerTime), prev === undefined ? "add" : "update", prev);
     }
+  }
+
+  /** Says (once per version of the definitions) that more than one file defines object `k`. */
+  #reportConflict(k: string, owners: readonly string[]): void {
+    if (owners.length < 2) return this.#warnings.report(k, {}, []);
+    const defined = owners.map((f) => this.#byFile.get(f)!.get(k)!);
+    this.#warnings.report(k, { defined }, [{
+      msg: "More than one source file defines an object; the file whose path sorts last is used",
+      fields: { object: describe(defined.at(-1)!), files: owners.join(", "), used: owners.at(-1) },
+    }]);
   }
 
   #dispatch(o: KubernetesObject, verb: "add" | "update" | "delete", old?: KubernetesObject): void {
@@ -262,6 +313,40 @@ function withTriggerTime(o: KubernetesObject, time: string | undefined): Kuberne
   }
   const annotations = { ...o.metadata?.annotations, [TRIGGER_TIME_ANNOTATION]: time };
   return { ...o, metadata: { ...o.metadata, annotations } };
+}
+
+/** How messages name a source object: `Service "ns/name"`, or `Node "name"` for cluster-wide kinds. */
+function describe(o: KubernetesObject): string {
+  const clusterWide = o.kind === "Node" || o.kind === "ServiceCIDR";
+  return clusterWide
+    ? `${o.kind} "${o.metadata?.name}"`
+    : objectName(String(o.kind), o.metadata?.namespace, o.metadata?.name);
+}
+
+/**
+ * Returns the line (1-based) where each of a YAML text's `count` documents begins, as js-yaml's
+ * loadAll splits them (a `---` line starts one, `...` ends one, content before the first marker is
+ * the first): its first line of content, or its marker when it has none. Undefined when the count
+ * differs (messages then go without lines).
+ */
+export function documentLines(text: string, count: number): number[] | undefined {
+  const starts: number[] = [];
+  /** The open document's line, and whether that is still its marker, waiting for content. */
+  let open: number | undefined;
+  let atMarker = false;
+  for (const [i, line] of text.split("\n").entries()) {
+    const marker = /^---(\s|$)/.test(line);
+    if (marker || /^\.\.\.(\s|$)/.test(line)) {
+      if (open !== undefined) starts.push(open);
+      open = marker ? i + 1 : undefined;
+      atMarker = marker && /^---\s*(#.*)?$/.test(line);
+    } else if (!/^\s*(#.*)?$/.test(line) && !(open === undefined && line.startsWith("%"))) {
+      if (open === undefined || atMarker) open = i + 1;
+      atMarker = false;
+    }
+  }
+  if (open !== undefined) starts.push(open);
+  return starts.length === count ? starts : undefined;
 }
 
 function expandList(doc: unknown): unknown[] {

@@ -2,7 +2,7 @@ import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node
 import { assert, assertEquals, assertNotEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { eventually } from "../../tests/net_helpers.ts";
-import { FileSource } from "./file.ts";
+import { documentLines, FileSource } from "./file.ts";
 import type { EventHandler } from "./handlers.ts";
 
 /** Records events as `verb kind key` lines and checks update pairs. */
@@ -220,6 +220,106 @@ Deno.test("FileSource: of two files defining one object the later wins; removing
     ac.abort();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("FileSource: a redefinition in another file is said once per version, naming both files", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  try {
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("web", "172.30.0.1"));
+    await Deno.writeTextFile(
+      `${dir}/b.yaml`,
+      svc("web", "172.30.0.2") + "---\n" + svc("other", "172.30.0.9"),
+    );
+    const log = new MemoryLogger();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: new Recorder(), log });
+    await src.load();
+    const conflicts = () => log.records.filter((r) => r.msg.startsWith("More than one source file"));
+    assertEquals(conflicts().map((r) => r.fields), [{
+      object: 'Service "ns1/web"',
+      files: `${dir}/a.yaml, ${dir}/b.yaml`,
+      used: `${dir}/b.yaml`,
+    }]);
+    const watching = src.watch(ac.signal);
+    // Re-reading the same definitions says nothing new; a new version of one of them does.
+    await Deno.writeTextFile(
+      `${dir}/b.yaml`,
+      svc("web", "172.30.0.2") + "---\n" + svc("other", "172.30.0.8"),
+    );
+    await new Promise((r) => setTimeout(r, 900));
+    assertEquals(conflicts().length, 1);
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("web", "172.30.0.3"));
+    await eventually(() => assertEquals(conflicts().length, 2));
+    // Resolved, then redefined: said again.
+    await Deno.remove(`${dir}/a.yaml`);
+    await new Promise((r) => setTimeout(r, 300));
+    await Deno.writeTextFile(`${dir}/a.yaml`, svc("web", "172.30.0.3"));
+    await eventually(() => assertEquals(conflicts().length, 3));
+    ac.abort();
+    await watching;
+  } finally {
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("FileSource: an object twice in one file and fields its kind lacks are named with their lines, once", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const typos = `# the web service
+apiVersion: v1
+kind: Service
+metadata: {namespace: ns1, name: web}
+spec:
+  clusterIP: 172.30.0.1
+  sessionAfinity: ClientIP
+  ports: [{port: 80, targetport: 8080}]
+---
+${svc("twice", "172.30.0.5")}---
+${svc("twice", "172.30.0.6")}`;
+    await Deno.writeTextFile(`${dir}/a.yaml`, typos);
+    const log = new MemoryLogger();
+    const rec = new Recorder();
+    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log });
+    await src.load();
+    // The objects are still used (the later of the two), as the API server would prune the fields.
+    assertEquals(rec.events.filter((e) => e.startsWith("add")), [
+      "add Service ns1/web",
+      "add Service ns1/twice",
+    ]);
+    assertEquals(log.records.filter((r) => r.level === "warn").map((r) => [r.msg, r.fields]), [
+      ["Ignoring fields a source object's kind does not have (kubectl apply would refuse them)", {
+        path: `${dir}/a.yaml`,
+        line: 2,
+        object: 'Service "ns1/web"',
+        fields: "spec.sessionAfinity, spec.ports[0].targetport",
+      }],
+      ["Source file defines an object twice; the later one is used", {
+        path: `${dir}/a.yaml`,
+        object: 'Service "ns1/twice"',
+        lines: "10, 15",
+      }],
+    ]);
+    // A second read of the same file (a resync) repeats nothing.
+    const again = new FileSource({ path: dir, nodeName: "node-a", handler: new Recorder(), log });
+    await again.load();
+    assertEquals(
+      log.records.filter((r) => r.level === "warn").length,
+      4,
+      "a new source instance says it anew",
+    );
+    await src.load();
+    assertEquals(log.records.filter((r) => r.level === "warn").length, 4);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("documentLines: where js-yaml's documents start", () => {
+  assertEquals(documentLines("# c\n---\n\na: 1\n---\n---\n# b\nb: 2\n", 3), [4, 5, 8]);
+  assertEquals(documentLines("a: 1\n...\n%YAML 1.2\n--- {b: 1}\n", 2), [1, 4]);
+  assertEquals(documentLines("---\nb: |\n  ---\n  x\n", 1), [2]);
+  assertEquals(documentLines("a: 1\n", 2), undefined);
 });
 
 Deno.test("FileSource: an edited EndpointSlice carries the file's modification time as its trigger time", async () => {
