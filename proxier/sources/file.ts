@@ -216,7 +216,6 @@ export class FileSource {
         // kube-proxy's label selector, as the API source asks the server to apply it.
         if (!selectedByProxy(o)) continue;
         const key = `${o.kind}/${objectKey(o)}`;
-        const object = describe(o);
         const line = lines?.[d];
         const found: ObjectProblem[] = [];
         if (objects.has(key)) {
@@ -225,14 +224,14 @@ export class FileSource {
             : undefined;
           found.push({
             msg: "Source file defines an object twice; the later one is used",
-            fields: { path: f, object, lines: both },
+            fields: { path: f, object: describe(o), lines: both },
           });
         }
         const unknown = unknownFields(o, KIND_SHAPES[o.kind!]);
         if (unknown.length > 0) {
           found.push({
             msg: "Ignoring fields a source object's kind does not have (kubectl apply would refuse them)",
-            fields: { path: f, line, object, fields: unknown.join(", ") },
+            fields: { path: f, line, object: describe(o), fields: unknown.join(", ") },
           });
         }
         objects.set(key, o);
