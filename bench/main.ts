@@ -15,7 +15,7 @@ import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspac
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
 import { benchChaos } from "./chaos.ts";
 import { benchSoak } from "./soak.ts";
-import { lineChart } from "./chart.ts";
+import { type Chart, lineChart } from "./chart.ts";
 
 const which = new Set(
   Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "conntrack", "npl"],
@@ -31,6 +31,16 @@ async function child(file: string, args: string[]): Promise<Record<string, unkno
   return Object.assign({}, ...lines.map((l) => JSON.parse(l)));
 }
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(s + "\n"));
+type Point = readonly [number, number];
+/** Writes `c` (its series without points left out) as bench/charts/`file` and says so. */
+async function chart(file: string, c: Chart): Promise<void> {
+  const series = c.series.filter((x) => x.points.length > 0);
+  if (series.length === 0) return;
+  const dir = new URL("./charts/", import.meta.url);
+  await Deno.mkdir(dir, { recursive: true });
+  await Deno.writeTextFile(new URL(file, dir), lineChart({ ...c, series }));
+  out(`Chart: bench/charts/${file}`);
+}
 out(
   `# kube-proxy-deno benchmarks: deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores, ${Deno.build.target}`,
 );
@@ -291,8 +301,6 @@ if (which.has("memory")) {
     }
   }
   // The charts, from this run's figures, beside upstream's published ones (dashed).
-  const charts = new URL("./charts/", import.meta.url);
-  await Deno.mkdir(charts, { recursive: true });
   for (const [k, what] of ["after the first sync", "after the changes", "peak"].entries()) {
     const series = ["nftables", "iptables"].flatMap((mode) => [
       {
@@ -306,12 +314,12 @@ if (which.has("memory")) {
           .map((n) => [n, upstream[`${mode} ${n}`][k]] as const),
       },
     ]).filter((x) => x.points.length > 0);
-    const file = `memory-${["first-sync", "end", "peak"][k]}.svg`;
-    await Deno.writeTextFile(
-      new URL(file, charts),
-      lineChart({ title: `RSS ${what}`, x: "Services (x 10 endpoints)", y: "MiB", series }),
-    );
-    out(`Chart: bench/charts/${file}`);
+    await chart(`memory-${["first-sync", "end", "peak"][k]}.svg`, {
+      title: `RSS ${what}`,
+      x: "Services (x 10 endpoints)",
+      y: "MiB",
+      series,
+    });
   }
 }
 
@@ -354,9 +362,18 @@ if (which.has("nftables")) {
     "| services | build full transaction | lines | MiB | partial build, 1 endpoint | nft -f of the full transaction | full sync (build + kernel) | change to kernel median / max | drift check (periodic syncs) | peak RSS MiB (build / kernel) |",
   );
   out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const points = {
+    full: [] as Point[],
+    floor: [] as Point[],
+    change: [] as Point[],
+    upstream: [] as Point[],
+  };
   for (const n of [1000, 5000, 10_000, 50_000]) {
     const b = await child("./nftables.ts", ["build", String(n), "120"]);
     const k = root ? await child("./nftables.ts", ["kernel", String(n)]) : {};
+    if (typeof k.fullSyncS === "number") points.full.push([n, k.fullSyncS]);
+    if (typeof b.kernelLoadS === "number") points.floor.push([n, b.kernelLoadS]);
+    if (typeof k.changeMedianMs === "number") points.change.push([n, k.changeMedianMs]);
     const kernelLoad = typeof b.kernelLoadS === "number" ? `${b.kernelLoadS} s` : b.kernelLoadS ?? "not root";
     out(
       `| ${n} | ${b.buildMs} ms | ${b.lines} | ${
@@ -375,8 +392,25 @@ if (which.has("nftables")) {
     for (const n of [1000, 5000]) {
       const u = await child("./nftables.ts", ["upstream", String(n), "300"]);
       out(`| ${n} | ${typeof u.upstreamLoadS === "number" ? `${u.upstreamLoadS} s` : u.upstreamLoadS} |`);
+      if (typeof u.upstreamLoadS === "number") points.upstream.push([n, u.upstreamLoadS]);
     }
   }
+  await chart("nftables-full-sync.svg", {
+    title: "nftables: first full sync, program start to rules in the kernel",
+    x: "Services (x 10 endpoints)",
+    y: "seconds",
+    series: [
+      { name: "ours (build + nft -f)", points: points.full },
+      { name: "kernel floor: nft -f of it", points: points.floor, reference: true },
+      { name: "upstream's layout, nft -f", points: points.upstream, reference: true },
+    ],
+  });
+  await chart("nftables-change.svg", {
+    title: "nftables: one endpoint change, event to kernel (median)",
+    x: "Services (x 10 endpoints)",
+    y: "ms",
+    series: [{ name: "ours", points: points.change }],
+  });
 }
 
 if (which.has("npl") || which.has("memory")) {
@@ -423,8 +457,18 @@ if (which.has("npl") && Deno.uid() === 0) {
     { services: 5000, backend: "legacy", source: "api" },
     { services: 5000, backend: "nft", source: "api" },
   ];
+  type Lines = { first: Point[]; floor: Point[]; change: Point[]; partialFloor: Point[] };
+  const lines = new Map<string, Lines>();
   for (const run of runs) {
     const r = await benchNpl({ ...run, changes, spreadS });
+    if (run.source === "api") {
+      const l = lines.get(run.backend) ?? { first: [], floor: [], change: [], partialFloor: [] };
+      lines.set(run.backend, l);
+      l.first.push([r.services, r.firstSyncS]);
+      if (typeof r.floorS === "number") l.floor.push([r.services, r.floorS]);
+      l.change.push([r.services, r.npl.median]);
+      if (typeof r.partialFloorS === "number") l.partialFloor.push([r.services, r.partialFloorS]);
+    }
     const s = (x: number | string) => typeof x === "number" ? `${x} s` : x;
     const ratio = typeof r.floorS === "number" ? `${(r.firstSyncS / r.floorS).toFixed(2)}x` : "-";
     out(
@@ -437,4 +481,24 @@ if (which.has("npl") && Deno.uid() === 0) {
       } | ${r.fullSyncs} / ${r.partialSyncs} | ${r.rssAfterFirstSyncMiB} / ${r.rssEndMiB} / ${r.peakRssMiB} | ${r.stopS} s |`,
     );
   }
+  const each = (f: (l: Lines) => Point[], name: string) =>
+    [...lines].map(([backend, l]) => ({ name: `${backend}: ${name}`, points: f(l) }));
+  await chart("iptables-first-sync.svg", {
+    title: "iptables: first full sync, program start to rules in the kernel (API source)",
+    x: "Services (x 10 endpoints)",
+    y: "seconds",
+    series: [
+      ...each((l) => l.first, "ours"),
+      ...each((l) => l.floor, "kernel floor").map((x) => ({ ...x, reference: true })),
+    ],
+  });
+  await chart("iptables-change.svg", {
+    title: "iptables: one endpoint change, edit to kernel (median)",
+    x: "Services (x 10 endpoints)",
+    y: "seconds",
+    series: [
+      ...each((l) => l.change, "ours"),
+      ...each((l) => l.partialFloor, "kernel floor").map((x) => ({ ...x, reference: true })),
+    ],
+  });
 }
