@@ -396,7 +396,7 @@ if (which.has("nftables")) {
     }
   }
   await chart("nftables-full-sync.svg", {
-    title: "nftables: first full sync, program start to rules in the kernel",
+    title: "nftables: full sync, from its start to the rules in the kernel",
     x: "Services (x 10 endpoints)",
     y: "seconds",
     series: [
