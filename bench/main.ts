@@ -313,7 +313,7 @@ if (which.has("memory")) {
         points: sizes.filter((n) => upstream[`${mode} ${n}`] !== undefined)
           .map((n) => [n, upstream[`${mode} ${n}`][k]] as const),
       },
-    ]).filter((x) => x.points.length > 0);
+    ]);
     await chart(`memory-${["first-sync", "end", "peak"][k]}.svg`, {
       title: `RSS ${what}`,
       x: "Services (x 10 endpoints)",
@@ -481,24 +481,22 @@ if (which.has("npl") && Deno.uid() === 0) {
       } | ${r.fullSyncs} / ${r.partialSyncs} | ${r.rssAfterFirstSyncMiB} / ${r.rssEndMiB} / ${r.peakRssMiB} | ${r.stopS} s |`,
     );
   }
-  const each = (f: (l: Lines) => Point[], name: string) =>
-    [...lines].map(([backend, l]) => ({ name: `${backend}: ${name}`, points: f(l) }));
+  /** Per backend, our line and the kernel floor's (dashed). */
+  const oursAndFloor = (ours: (l: Lines) => Point[], floor: (l: Lines) => Point[]) =>
+    [...lines].flatMap(([backend, l]) => [
+      { name: `${backend}: ours`, points: ours(l) },
+      { name: `${backend}: kernel floor`, points: floor(l), reference: true },
+    ]);
   await chart("iptables-first-sync.svg", {
     title: "iptables: first full sync, program start to rules in the kernel (API source)",
     x: "Services (x 10 endpoints)",
     y: "seconds",
-    series: [
-      ...each((l) => l.first, "ours"),
-      ...each((l) => l.floor, "kernel floor").map((x) => ({ ...x, reference: true })),
-    ],
+    series: oursAndFloor((l) => l.first, (l) => l.floor),
   });
   await chart("iptables-change.svg", {
     title: "iptables: one endpoint change, edit to kernel (median)",
     x: "Services (x 10 endpoints)",
     y: "seconds",
-    series: [
-      ...each((l) => l.change, "ours"),
-      ...each((l) => l.partialFloor, "kernel floor").map((x) => ({ ...x, reference: true })),
-    ],
+    series: oursAndFloor((l) => l.change, (l) => l.partialFloor),
   });
 }
