@@ -45,6 +45,8 @@ export interface ChaosFigures {
   /** Sync failures logged, and those naming no injected cause (must be 0). */
   readonly syncFailuresLogged: number;
   readonly unexplainedFailures: number;
+  /** The log lines of those failures, so a failing run names them. */
+  readonly unexplained: readonly string[];
 }
 
 /** Options of {@linkcode runChaos}. */
@@ -380,11 +382,15 @@ export async function runChaos(
     // Explained: an injected failure, a hung tool's deadline, or a partial sync that found the
     // kernel other than the last sync left it, after drift or a no-op tool did that: deleting an
     // element the drift removed, adding a virtual server a no-op'd delete left (the sync fails, the
-    // next is full, reads the kernel and repairs it).
+    // next is full, reads the kernel and repairs it). nft says "File exists" when an element it
+    // adds is in the kernel with another value, which a no-op'd delete leaves.
     const behind = (faults["tool-noop"] ?? 0) + (faults.drift ?? 0) > 0;
     const unexplained = failures.filter((l) =>
       !l.includes(INJECTED) && !/no exit within/.test(l) &&
-      !(behind && /No such file or directory.*delete element|already exists|does not exist/.test(l))
+      !(behind &&
+        /Could not process rule: (No such file or directory|File exists)|already exists|does not exist/.test(
+          l,
+        ))
     );
     for (const l of unexplained) console.error(`chaos: a sync failure no fault explains: ${l}`);
     return {
@@ -401,6 +407,7 @@ export async function runChaos(
       unexpectedExits,
       syncFailuresLogged: failures.length,
       unexplainedFailures: unexplained.length,
+      unexplained,
     };
   } finally {
     supervising = false;

@@ -14,10 +14,10 @@ Deno.test({
   async fn() {
     const r = await runChaos("ipvs", 1, 30);
     console.log(JSON.stringify(r));
-    const { lost, unjustified503, unexplainedFailures, unexpectedExits } = r;
+    const { lost, unjustified503, unexplained, unexpectedExits } = r;
     assertEquals(
-      { lost, unjustified503, unexplainedFailures, unexpectedExits },
-      { lost: 0, unjustified503: 0, unexplainedFailures: 0, unexpectedExits: 0 },
+      { lost, unjustified503, unexplained, unexpectedExits },
+      { lost: 0, unjustified503: 0, unexplained: [], unexpectedExits: 0 },
       JSON.stringify(r),
     );
   },
