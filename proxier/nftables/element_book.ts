@@ -7,23 +7,38 @@
  * `delete element` / `add element` statements for exactly the keys whose effective element changed.
  * @module
  */
+import { flat } from "../flat_string.ts";
 import { type NftName } from "./layout.ts";
 import { type Element, elementText } from "./port_elements.ts";
 
-interface Claim {
+/** One port's claim on one key: the element text it wants there. */
+export interface Claim {
+  readonly container: NftName;
+  readonly key: string;
   readonly owner: string;
   readonly text: string;
 }
 
-/** Keys touched since {@linkcode ElementBook.begin}, with their effective element text before. */
+/**
+ * A key's claims, effective first: the claim itself when it is the only one (most keys), so a key
+ * costs no array; a fresh array, never grown in place, when several ports claim it.
+ */
+type Slot = Claim | readonly Claim[];
+
+const first = (slot: Slot): Claim => Array.isArray(slot) ? slot[0] : slot as Claim;
+
+/** Keys one round of {@linkcode ElementBook.replace} calls touched, with their effective element text before. */
 export type Touched = Map<NftName, Map<string, string | undefined>>;
 
-/** See the module doc. */
+/**
+ * See the module doc. Every element costs one claim and its flat text (a set member's text is its
+ * key): at 10,000 Services x 10 endpoints the book holds 130,000 elements.
+ */
 export class ElementBook {
-  /** container -> key -> claims, effective first. */
-  readonly #slots = new Map<NftName, Map<string, Claim[]>>();
-  /** port -> the elements it claims. */
-  readonly #byPort = new Map<string, readonly Element[]>();
+  /** container -> key -> claims. */
+  readonly #slots = new Map<NftName, Map<string, Slot>>();
+  /** port -> the claims it made. */
+  readonly #byPort = new Map<string, readonly Claim[]>();
 
   /** Forgets everything (a full sync rebuilds the book). */
   clear(): void {
@@ -36,40 +51,42 @@ export class ElementBook {
     return this.#byPort.size;
   }
 
+  /** Returns the claims `port` holds (none when it has none). */
+  claimsOf(port: string): readonly Claim[] {
+    return this.#byPort.get(port) ?? [];
+  }
+
   /**
    * Replaces `port`'s claims with `elements` (none: the port is gone), noting in `touched` the
    * effective text of every key it changes as it was before. Returns one message per claim that
    * lost to another port's different value.
    */
   replace(port: string, elements: readonly Element[], touched: Touched): string[] {
-    // One claim per key and port; an unchanged claim keeps its place (and so its precedence).
+    // One claim per key and port; a claim on a key the port keeps claiming keeps its place (and so
+    // its precedence), and a new value takes the old one's entry: a key whose value changes every
+    // sync is never deleted and added again, which would grow the key map's table.
     const next = new Map<string, Element>();
     for (const e of elements) next.set(`${e.container} ${e.key}`, e);
-    const kept = new Set<string>();
-    for (const e of this.#byPort.get(port) ?? []) {
-      const id = `${e.container} ${e.key}`;
+    const claims: Claim[] = [];
+    const conflicts: string[] = [];
+    for (const c of this.#byPort.get(port) ?? []) {
+      const id = `${c.container} ${c.key}`;
       const n = next.get(id);
-      if (n !== undefined && elementText(n) === elementText(e)) {
-        kept.add(id);
+      if (n === undefined) {
+        this.#unclaim(c, touched);
         continue;
       }
-      const claims = this.#slot(e.container, e.key, touched);
-      const i = claims.findIndex((c) => c.owner === port);
-      if (i >= 0) claims.splice(i, 1);
+      next.delete(id);
+      if (elementText(n) === c.text) claims.push(c);
+      else claims.push(this.#revise(c, claimOf(port, n, c.key), conflicts, touched));
     }
-    const conflicts: string[] = [];
-    for (const [id, e] of next) {
-      if (kept.has(id)) continue;
-      const claims = this.#slot(e.container, e.key, touched);
-      const text = elementText(e);
-      const first = claims[0];
-      if (first !== undefined && e.value !== undefined && first.text !== text) {
-        conflicts.push(`${e.container} ${e.key}: claimed by ${first.owner}; ${port} waits`);
-      }
-      claims.push({ owner: port, text });
+    for (const e of next.values()) {
+      const c = claimOf(port, e);
+      this.#claim(c, conflicts, touched);
+      claims.push(c);
     }
-    if (next.size === 0) this.#byPort.delete(port);
-    else this.#byPort.set(port, [...next.values()]);
+    if (claims.length === 0) this.#byPort.delete(port);
+    else this.#byPort.set(port, claims);
     return conflicts;
   }
 
@@ -79,55 +96,81 @@ export class ElementBook {
    */
   fill(port: string, elements: readonly Element[]): string[] {
     const conflicts: string[] = [];
+    const claims: Claim[] = [];
     for (const e of elements) {
-      let keys = this.#slots.get(e.container);
-      if (keys === undefined) this.#slots.set(e.container, keys = new Map());
-      const text = elementText(e);
-      const claims = keys.get(e.key);
-      if (claims === undefined) {
-        keys.set(e.key, [{ owner: port, text }]);
-        continue;
-      }
-      if (claims.some((c) => c.owner === port)) continue;
-      if (e.value !== undefined && claims[0].text !== text) {
-        conflicts.push(`${e.container} ${e.key}: claimed by ${claims[0].owner}; ${port} waits`);
-      }
-      claims.push({ owner: port, text });
+      const slot = this.#slots.get(e.container)?.get(e.key);
+      if (slot !== undefined && (Array.isArray(slot) ? slot : [slot]).some((c) => c.owner === port)) continue;
+      const c = claimOf(port, e);
+      this.#claim(c, conflicts);
+      claims.push(c);
     }
-    this.#byPort.set(port, elements);
+    this.#byPort.set(port, claims);
     return conflicts;
   }
 
-  /** Returns the claims of `key`, noting its text before the first change of this round. */
-  #slot(container: NftName, key: string, touched: Touched): Claim[] {
-    let keys = this.#slots.get(container);
-    if (keys === undefined) this.#slots.set(container, keys = new Map());
-    let claims = keys.get(key);
-    if (claims === undefined) keys.set(key, claims = []);
-    let before = touched.get(container);
-    if (before === undefined) touched.set(container, before = new Map());
-    if (!before.has(key)) before.set(key, claims[0]?.text);
-    return claims;
+  /** Adds claim `c` after the key's others, noting the key's text before (when `touched`). */
+  #claim(c: Claim, conflicts: string[], touched?: Touched): void {
+    let keys = this.#slots.get(c.container);
+    if (keys === undefined) this.#slots.set(c.container, keys = new Map());
+    const slot = keys.get(c.key);
+    if (touched !== undefined) noteBefore(touched, c, slot);
+    if (slot === undefined) {
+      keys.set(c.key, c);
+      return;
+    }
+    const effective = first(slot);
+    // Set members (the text is the key) are one element however many claim them.
+    if (c.text !== c.key && effective.text !== c.text) {
+      conflicts.push(`${c.container} ${c.key}: claimed by ${effective.owner}; ${c.owner} waits`);
+    }
+    keys.set(c.key, Array.isArray(slot) ? [...slot, c] : [slot as Claim, c]);
+  }
+
+  /** Puts claim `to` where `from` stands (same key), noting the key's text before; returns `to`. */
+  #revise(from: Claim, to: Claim, conflicts: string[], touched: Touched): Claim {
+    const keys = this.#slots.get(from.container)!;
+    const slot = keys.get(from.key)!;
+    noteBefore(touched, from, slot);
+    if (!Array.isArray(slot)) keys.set(from.key, to);
+    else {
+      keys.set(from.key, slot.map((x) => x === from ? to : x));
+      if (slot[0] !== from && slot[0].text !== to.text) {
+        conflicts.push(`${to.container} ${to.key}: claimed by ${slot[0].owner}; ${to.owner} waits`);
+      }
+    }
+    return to;
+  }
+
+  /** Withdraws claim `c`, noting the key's text before; a key nobody claims any more is dropped. */
+  #unclaim(c: Claim, touched: Touched): void {
+    const keys = this.#slots.get(c.container);
+    const slot = keys?.get(c.key);
+    if (keys === undefined || slot === undefined) return;
+    noteBefore(touched, c, slot);
+    if (slot === c) keys.delete(c.key);
+    else if (Array.isArray(slot)) {
+      const rest = slot.filter((x) => x !== c);
+      keys.set(c.key, rest.length === 1 ? rest[0] : rest);
+    }
   }
 
   /** Returns the effective text of `key` in `container`, or undefined when nobody claims it. */
   effective(container: NftName, key: string): string | undefined {
-    return this.#slots.get(container)?.get(key)?.[0]?.text;
+    const slot = this.#slots.get(container)?.get(key);
+    return slot === undefined ? undefined : first(slot).text;
   }
 
   /**
    * Returns, per container, the keys to delete and the element texts to add so that the kernel,
-   * holding what `touched` recorded, ends up holding the book; drops empty slots.
+   * holding what `touched` recorded, ends up holding the book.
    */
   diff(touched: Touched): Map<NftName, { del: string[]; add: string[] }> {
     const out = new Map<NftName, { del: string[]; add: string[] }>();
     for (const [container, keys] of touched) {
-      const slots = this.#slots.get(container)!;
       const del: string[] = [];
       const add: string[] = [];
       for (const [key, before] of keys) {
-        const after = slots.get(key)?.[0]?.text;
-        if (after === undefined) slots.delete(key);
+        const after = this.effective(container, key);
         if (before === after) continue;
         if (before !== undefined) del.push(key);
         if (after !== undefined) add.push(after);
@@ -137,7 +180,7 @@ export class ElementBook {
     return out;
   }
 
-  /** Number of keys of `container` someone claims (after {@linkcode diff} dropped empty ones). */
+  /** Number of keys of `container` someone claims. */
   size(container: NftName): number {
     return this.#slots.get(container)?.size ?? 0;
   }
@@ -145,9 +188,23 @@ export class ElementBook {
   /** Returns every effective element text of `container` (for a full sync's refill). */
   contents(container: NftName): string[] {
     const out: string[] = [];
-    for (const claims of this.#slots.get(container)?.values() ?? []) {
-      if (claims.length > 0) out.push(claims[0].text);
-    }
+    for (const slot of this.#slots.get(container)?.values() ?? []) out.push(first(slot).text);
     return out;
   }
+}
+
+/**
+ * The claim of `port` on `e`, its strings flat (they are kept until the port changes); `key`: the
+ * string already keying the slot, so a revised claim holds no second copy of it.
+ */
+function claimOf(port: string, e: Element, key = flat(e.key)): Claim {
+  const text = e.value === undefined && e.comment === undefined ? key : flat(elementText(e));
+  return { container: e.container, key, owner: port, text };
+}
+
+/** Notes the effective text of `c`'s key before this round's first change of it. */
+function noteBefore(touched: Touched, c: Claim, slot: Slot | undefined): void {
+  let before = touched.get(c.container);
+  if (before === undefined) touched.set(c.container, before = new Map());
+  if (!before.has(c.key)) before.set(c.key, slot === undefined ? undefined : first(slot).text);
 }

@@ -57,7 +57,8 @@ export class NftablesProxier extends BaseProxier {
   readonly #book = new ElementBook();
   readonly #metrics: ReturnType<typeof nftablesMetrics>;
   /** Per service port key: the elements it contributed at the last sync. */
-  readonly #ports = new Map<string, PortElements>();
+  /** What each port's elements use beyond the book (its elements themselves are the book's). */
+  readonly #ports = new Map<string, PortUses>();
   /** Dynamic chain (or affinity map) name -> number of service ports using it. */
   readonly #uses = new Map<NftName, number>();
   /** The size each backends map was created with. */
@@ -176,13 +177,8 @@ export class NftablesProxier extends BaseProxier {
   }
 
   /** Adds (+1) or removes (-1) a port's uses of dynamic chains; notes names whose use began. */
-  #count(pe: PortElements, delta: 1 | -1, began: Set<NftName>): void {
-    const names = [
-      ...[...pe.lbCounts].map(lbChain),
-      ...[...pe.lbClusterCounts].map(lbClusterChain),
-      ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
-    ];
-    for (const n of names) {
+  #count(uses: PortUses, delta: 1 | -1, began: Set<NftName>): void {
+    for (const n of uses.chains) {
       const next = (this.#uses.get(n) ?? 0) + delta;
       if (next <= 0) this.#uses.delete(n);
       else this.#uses.set(n, next);
@@ -253,8 +249,9 @@ export class NftablesProxier extends BaseProxier {
     const began = new Set<NftName>();
     for (const key of [...ctx.services.keys()].sort()) {
       const pe = this.#elements(ctx, key, nodePortIPs);
-      this.#ports.set(key, pe);
-      this.#count(pe, 1, began);
+      const uses = portUses(pe);
+      this.#ports.set(key, uses);
+      this.#count(uses, 1, began);
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.fill(key, pe.elements));
     }
@@ -296,8 +293,9 @@ export class NftablesProxier extends BaseProxier {
         continue;
       }
       const pe = this.#elements(ctx, key, nodePortIPs);
-      this.#ports.set(key, pe);
-      this.#count(pe, 1, began);
+      const uses = portUses(pe);
+      this.#ports.set(key, uses);
+      this.#count(uses, 1, began);
       if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
     }
@@ -394,14 +392,15 @@ export class NftablesProxier extends BaseProxier {
       const map = affinityName(timeout);
       if (!this.#inKernel.has(map)) continue;
       const valid = new Map<string, Set<string>>();
-      for (const elements of this.#ports.values()) {
-        if (elements.affinityTimeout !== timeout) continue;
-        for (const e of elements.elements) {
-          if (e.container !== BACKENDS && e.container !== BACKENDS_CLUSTER) continue;
-          const entry = e.key.slice(0, e.key.lastIndexOf(" . "));
+      for (const [port, uses] of this.#ports) {
+        if (uses.affinityTimeout !== timeout) continue;
+        for (const c of this.#book.claimsOf(port)) {
+          if (c.container !== BACKENDS && c.container !== BACKENDS_CLUSTER) continue;
+          const entry = c.key.slice(0, c.key.lastIndexOf(" . "));
           let set = valid.get(entry);
           if (set === undefined) valid.set(entry, set = new Set());
-          set.add(e.value!);
+          // A backend's text is `key : ip . port`.
+          set.add(c.text.slice(c.key.length + 3));
         }
       }
       const stale: string[] = [];
@@ -442,4 +441,22 @@ export class NftablesProxier extends BaseProxier {
       }
     }
   }
+}
+
+/** What a port's elements use beyond the book: the dynamic chains they jump to, their affinity timeout. */
+interface PortUses {
+  readonly chains: readonly NftName[];
+  readonly affinityTimeout: number;
+}
+
+/** Returns what `pe` uses beyond its elements (kept per port in place of them). */
+function portUses(pe: PortElements): PortUses {
+  return {
+    chains: [
+      ...[...pe.lbCounts].map(lbChain),
+      ...[...pe.lbClusterCounts].map(lbClusterChain),
+      ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
+    ],
+    affinityTimeout: pe.affinityTimeout,
+  };
 }

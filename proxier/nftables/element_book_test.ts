@@ -1,0 +1,110 @@
+import { Session } from "node:inspector";
+import { assert, assertEquals } from "../../tests/assert.ts";
+import { ElementBook, type Touched } from "./element_book.ts";
+import { BACKENDS, CLUSTER_IPS, LB, SERVICE_IPS } from "./layout.ts";
+import type { Element } from "./port_elements.ts";
+
+const diffOf = (book: ElementBook, f: (t: Touched) => void) => {
+  const t: Touched = new Map();
+  f(t);
+  return Object.fromEntries([...book.diff(t)].map(([c, d]) => [c, d]));
+};
+
+Deno.test("element book: a set member two ports claim stays until both are gone", () => {
+  const book = new ElementBook();
+  const ip: Element = { container: CLUSTER_IPS, key: "172.30.0.1" };
+  book.fill("ns/a:http", [ip]);
+  book.fill("ns/a:https", [ip, ip]);
+  assertEquals(book.contents(CLUSTER_IPS), ["172.30.0.1"]);
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", [], t)), {});
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:https", [], t)), {
+    [CLUSTER_IPS]: { del: ["172.30.0.1"], add: [] },
+  });
+  assertEquals([book.size(CLUSTER_IPS), book.ports], [0, 0]);
+});
+
+Deno.test("element book: a map key claimed twice keeps the first value, says so, and hands over when it goes", () => {
+  const book = new ElementBook();
+  const key = "192.168.99.1 . tcp . 80";
+  const a: Element = { container: SERVICE_IPS, key, value: "goto external-a" };
+  const b: Element = { container: SERVICE_IPS, key, value: "goto external-b" };
+  assertEquals(book.fill("ns/a:http", [a]), []);
+  const t: Touched = new Map();
+  assertEquals(book.replace("ns/b:http", [b], t), [
+    `${SERVICE_IPS} ${key}: claimed by ns/a:http; ns/b:http waits`,
+  ]);
+  assertEquals(Object.fromEntries(book.diff(t)), {});
+  assertEquals(book.effective(SERVICE_IPS, key), `${key} : goto external-a`);
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", [], t)), {
+    [SERVICE_IPS]: { del: [key], add: [`${key} : goto external-b`] },
+  });
+});
+
+Deno.test("element book: a partial sync writes exactly the keys whose effective element changed", () => {
+  const book = new ElementBook();
+  const els = (ips: string[]): Element[] => [
+    { container: LB, key: "172.30.0.1 . tcp . 80", value: `goto lb-${ips.length}` },
+    ...ips.map((ip, i) => ({
+      container: BACKENDS,
+      key: `172.30.0.1 . tcp . 80 . ${i}`,
+      value: `${ip} . 8080`,
+    })),
+  ];
+  book.fill("ns/a:http", els(["10.0.0.1", "10.0.0.2"]));
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", els(["10.0.0.1", "10.0.0.2"]), t)), {});
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", els(["10.0.0.1", "10.0.0.3", "10.0.0.4"]), t)), {
+    [LB]: { del: ["172.30.0.1 . tcp . 80"], add: ["172.30.0.1 . tcp . 80 : goto lb-3"] },
+    [BACKENDS]: {
+      del: ["172.30.0.1 . tcp . 80 . 1"],
+      add: ["172.30.0.1 . tcp . 80 . 1 : 10.0.0.3 . 8080", "172.30.0.1 . tcp . 80 . 2 : 10.0.0.4 . 8080"],
+    },
+  });
+  assertEquals(book.size(BACKENDS), 3);
+});
+
+/** The V8 heap in use after a full collection, bytes (through the inspector: no flag needed). */
+async function heapAfterGc(): Promise<number> {
+  const s = new Session();
+  s.connect();
+  // The inspector's answers do not keep the event loop alive: a timer does, until they come.
+  const alive = setInterval(() => {}, 1000);
+  const post = (m: string) => new Promise<void>((resolve) => s.post(m, {}, () => resolve()));
+  await post("HeapProfiler.collectGarbage");
+  await post("HeapProfiler.collectGarbage");
+  clearInterval(alive);
+  s.disconnect();
+  return Deno.memoryUsage().heapUsed;
+}
+
+Deno.test("element book: rounds of partial syncs leave it no bigger than the full sync that built it", async () => {
+  // 2,000 ports x (1 lb + 10 backends): what a partial sync replaces must cost what the fill cost.
+  const ports = 2000;
+  const els = (p: number, g: number): Element[] => {
+    const entry = `172.30.${p >> 8}.${p & 255} . tcp . 80`;
+    return [
+      { container: LB, key: entry, value: "goto lb-10" },
+      ...Array.from({ length: 10 }, (_, i) => ({
+        container: BACKENDS,
+        key: `${entry} . ${i}`,
+        value: `10.${g}.${p >> 8}.${(p & 255) ^ i} . 8080`,
+      })),
+    ];
+  };
+  const base = await heapAfterGc();
+  const book = new ElementBook();
+  for (let p = 0; p < ports; p++) book.fill(`ns/svc-${p}:http`, els(p, 0));
+  const filled = await heapAfterGc() - base;
+  // Each round in a function of its own: nothing of a round stays reachable from this one's frame.
+  const round = (g: number) => {
+    const t: Touched = new Map();
+    for (let p = 0; p < ports; p++) book.replace(`ns/svc-${p}:http`, els(p, g), t);
+    return book.diff(t).size;
+  };
+  for (let g = 1; g <= 2; g++) assertEquals(round(g), 1);
+  const replaced = await heapAfterGc() - base;
+  assertEquals(book.size(BACKENDS), ports * 10);
+  assert(
+    replaced < filled * 1.1,
+    `book after the fill ${filled >> 10} KiB, after two rounds ${replaced >> 10} KiB`,
+  );
+});
