@@ -167,14 +167,14 @@ async function writeText(
       // A chunk that did not fit (or a full buffer) is flushed; writes are awaited, so the
       // buffer is free again afterwards.
       if (rest.length > 0 || used === WRITE_BUFFER) {
-        await w.write(buf.slice(0, used));
+        await w.write(buf.subarray(0, used));
         wrote(used);
         used = 0;
       }
     }
   }
   if (used > 0) {
-    await w.write(buf.slice(0, used));
+    await w.write(buf.subarray(0, used));
     wrote(used);
   }
 }
