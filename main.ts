@@ -161,7 +161,7 @@ async function render(
   }
   const dryRun = new DryRunExecutor();
   const nodeName = config.hostnameOverride || "render";
-  const renderer = mode.render(
+  const renderer = await mode.render(
     // The live proxy's warnings (objects skipped, and why) on stderr; stdout stays the batches.
     newModeDeps(config, { nodeName, log: warningsOnly(log), clock: realClock, exec: dryRun, renderNodeIPs }),
     dryRun,

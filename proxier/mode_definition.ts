@@ -189,7 +189,7 @@ export interface ProxyModeDefinition {
    */
   create(deps: ModeDeps): Promise<ModeProvider>;
   /** Builds the provider on `dryRun` (which is `deps.exec`); absent when the mode has no render. */
-  render?(deps: ModeDeps, dryRun: DryRunExecutor): ModeRenderer;
+  render?(deps: ModeDeps, dryRun: DryRunExecutor): Promise<ModeRenderer>;
   /**
    * Traces one new connection through this mode's rules: the live ones (read only) or those of
    * `q.rulesFile`. Absent when the mode has no tracer yet.

@@ -26,17 +26,17 @@ import {
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
 import { cleanupIptables } from "./cleanup.ts";
-import { IptablesProxier, type IptablesProxierOptions } from "./proxier.ts";
-import { traceIptables } from "./trace.ts";
+import type { IptablesProxier, IptablesProxierOptions } from "./proxier.ts";
 
-/** Builds one family's iptables proxier from the program's configuration. */
-function newProxier(
+/** Builds one family's iptables proxier from the program's configuration (loading its code). */
+async function newProxier(
   d: ModeDeps,
   family: IPFamily,
   iptables: IPTables,
   extra: Pick<IptablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode">,
-): IptablesProxier {
+): Promise<IptablesProxier> {
   const c = d.config;
+  const { IptablesProxier } = await import("./proxier.ts");
   return new IptablesProxier({
     ...proxierOptions(d, family),
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
@@ -83,11 +83,13 @@ export const iptablesMode: ProxyModeDefinition = {
     );
     for (const ipt of runners) {
       if (ipt === undefined) continue;
-      families.push(newProxier(d, ipt.family, ipt, {
-        conntrack: new ConntrackRunner({ exec: d.exec, family: ipt.family }),
-        healthServer: d.healthServer,
-        nodeIPs,
-      }));
+      families.push(
+        await newProxier(d, ipt.family, ipt, {
+          conntrack: new ConntrackRunner({ exec: d.exec, family: ipt.family }),
+          healthServer: d.healthServer,
+          nodeIPs,
+        }),
+      );
     }
     if (families.length === 0) {
       throw new ModeUnavailableError(
@@ -110,9 +112,11 @@ export const iptablesMode: ProxyModeDefinition = {
     });
   },
 
-  render(d, dryRun) {
-    const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, new IptablesRunner({ exec: dryRun, family }), renderNodeAddresses(d))
+  async render(d, dryRun) {
+    const families = await Promise.all(
+      (["IPv4", "IPv6"] as const).map((family) =>
+        newProxier(d, family, new IptablesRunner({ exec: dryRun, family }), renderNodeAddresses(d))
+      ),
     );
     return familyRenderer(families, (p) => {
       const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
@@ -120,7 +124,7 @@ export const iptablesMode: ProxyModeDefinition = {
     });
   },
 
-  trace: traceIptables,
+  trace: async (q, d) => (await import("./trace.ts")).traceIptables(q, d),
 
   async recognizes(source) {
     if ("text" in source) return /^(:KUBE-SERVICES |-A KUBE-SERVICES )/m.test(source.text);

@@ -24,18 +24,18 @@ import {
 import { CONNTRACK_NEED, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
 import type { IPFamily } from "../types.ts";
 import { cleanupIpvs } from "./cleanup.ts";
-import { IpvsProxier, type IpvsProxierOptions } from "./proxier.ts";
-import { traceIpvsMode } from "./trace.ts";
+import type { IpvsProxier, IpvsProxierOptions } from "./proxier.ts";
 
-/** Builds one family's ipvs proxier from the program's configuration. */
-function newProxier(
+/** Builds one family's ipvs proxier from the program's configuration (loading its code). */
+async function newProxier(
   d: ModeDeps,
   family: IPFamily,
   exec: Executor,
   iptables: IPTables,
   extra: Pick<IpvsProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode">,
-): IpvsProxier {
+): Promise<IpvsProxier> {
   const c = d.config;
+  const { IpvsProxier } = await import("./proxier.ts");
   return new IpvsProxier({
     ...proxierOptions(d, family),
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
@@ -169,11 +169,13 @@ export const ipvsMode: ProxyModeDefinition = {
     for (const family of ["IPv4", "IPv6"] as const) {
       const ipt = await probeIptables(d.exec, d.log, family, backend);
       if (ipt === undefined) continue;
-      families.push(newProxier(d, family, d.exec, ipt, {
-        conntrack: new ConntrackRunner({ exec: d.exec, family }),
-        healthServer: d.healthServer,
-        nodeIPs,
-      }));
+      families.push(
+        await newProxier(d, family, d.exec, ipt, {
+          conntrack: new ConntrackRunner({ exec: d.exec, family }),
+          healthServer: d.healthServer,
+          nodeIPs,
+        }),
+      );
     }
     if (families.length === 0) {
       throw new ModeUnavailableError("ipvs mode needs a working iptables; try --proxy-mode=userspace");
@@ -182,9 +184,11 @@ export const ipvsMode: ProxyModeDefinition = {
     return familyProvider(families);
   },
 
-  render(d, dryRun) {
-    const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, dryRun, new IptablesRunner({ exec: dryRun, family }), renderNodeAddresses(d))
+  async render(d, dryRun) {
+    const families = await Promise.all(
+      (["IPv4", "IPv6"] as const).map((family) =>
+        newProxier(d, family, dryRun, new IptablesRunner({ exec: dryRun, family }), renderNodeAddresses(d))
+      ),
     );
     return familyRenderer(families, (p) => {
       const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
@@ -194,7 +198,7 @@ export const ipvsMode: ProxyModeDefinition = {
     });
   },
 
-  trace: traceIpvsMode,
+  trace: async (q, d) => (await import("./trace.ts")).traceIpvsMode(q, d),
 
   async recognizes(source) {
     if ("text" in source) return /^# ipvsadm -R input/m.test(source.text);

@@ -9,7 +9,6 @@ import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptab
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { CONNTRACK_NEED } from "../runtime/kernel_tools.ts";
-import { isNftText, traceNftables } from "./trace.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -22,12 +21,13 @@ import type { IPFamily } from "../types.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
 import { affinityStatements } from "./affinity.ts";
 import { masqueradeMark } from "../masquerade.ts";
-import { NftablesProxier, type NftablesProxierOptions } from "./proxier.ts";
+import type { NftablesProxier, NftablesProxierOptions } from "./proxier.ts";
 
 /** The oldest nft the layout is known to need features of (upstream's minimum too). */
 export const MIN_NFT_VERSION: readonly [number, number, number] = [1, 0, 1];
 
-function newProxier(
+/** Builds one family's nftables proxier from the program's configuration (loading its code). */
+async function newProxier(
   d: ModeDeps,
   family: IPFamily,
   nft: NFTables,
@@ -35,8 +35,9 @@ function newProxier(
     NftablesProxierOptions,
     "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "affinitySupported"
   >,
-): NftablesProxier {
+): Promise<NftablesProxier> {
   const c = d.config;
+  const { NftablesProxier } = await import("./proxier.ts");
   return new NftablesProxier({
     ...proxierOptions(d, family),
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
@@ -123,22 +124,26 @@ export const nftablesMode: ProxyModeDefinition = {
           continue;
         }
       }
-      families.push(newProxier(d, family, nft, {
-        conntrack: new ConntrackRunner({ exec: d.exec, family }),
-        healthServer: d.healthServer,
-        nodeIPs,
-        affinitySupported,
-      }));
+      families.push(
+        await newProxier(d, family, nft, {
+          conntrack: new ConntrackRunner({ exec: d.exec, family }),
+          healthServer: d.healthServer,
+          nodeIPs,
+          affinitySupported,
+        }),
+      );
     }
     return familyProvider(families);
   },
 
-  render(d, dryRun) {
-    const families = (["IPv4", "IPv6"] as const).map((family) =>
-      newProxier(d, family, new NftRunner({ exec: dryRun, family }), {
-        ...renderNodeAddresses(d),
-        affinitySupported: true,
-      })
+  async render(d, dryRun) {
+    const families = await Promise.all(
+      (["IPv4", "IPv6"] as const).map((family) =>
+        newProxier(d, family, new NftRunner({ exec: dryRun, family }), {
+          ...renderNodeAddresses(d),
+          affinitySupported: true,
+        })
+      ),
     );
     return familyRenderer(
       families,
@@ -146,10 +151,10 @@ export const nftablesMode: ProxyModeDefinition = {
     );
   },
 
-  trace: traceNftables,
+  trace: async (q, d) => (await import("./trace.ts")).traceNftables(q, d),
 
   async recognizes(source) {
-    if ("text" in source) return isNftText(source.text);
+    if ("text" in source) return (await import("./trace.ts")).isNftText(source.text);
     const r = await source.exec.run("nft", { args: ["list", "chains", nftFamily(source.family)] });
     return r.code === 0 && new RegExp(`^table ${nftFamily(source.family)} ${TABLE} \\{`, "m").test(r.stdout);
   },

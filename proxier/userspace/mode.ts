@@ -6,7 +6,6 @@
 import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
 import { proxierOptions, type ProxyModeDefinition } from "../mode_definition.ts";
 import { cleanupUserspace } from "./portals.ts";
-import { UserspaceProxier } from "./proxier.ts";
 
 /** The userspace mode: the fallback when the kernel tools are missing. */
 export const userspaceMode: ProxyModeDefinition = {
@@ -16,6 +15,8 @@ export const userspaceMode: ProxyModeDefinition = {
 
   async create(d) {
     const c = d.config;
+    // Loaded when this mode runs: the other modes' runs need none of its code.
+    const { UserspaceProxier } = await import("./proxier.ts");
     return new UserspaceProxier({
       ...proxierOptions(d, "IPv4"),
       iptables: c.userspacePortals
