@@ -383,13 +383,14 @@ export async function runChaos(
     // kernel other than the last sync left it, after drift or a no-op tool did that: deleting an
     // element the drift removed, adding a virtual server a no-op'd delete left (the sync fails, the
     // next is full, reads the kernel and repairs it). nft says "File exists" when an element it
-    // adds is in the kernel with another value, which a no-op'd delete leaves; ipvsadm "No such
-    // destination" when it deletes a real server the drift removed.
+    // adds is in the kernel with another value, which a no-op'd delete leaves, and "Device or resource
+    // busy" when it deletes a map a chain it does not know of still reads (a no-op'd sync left it);
+    // ipvsadm "No such destination" when it deletes a real server the drift removed.
     const behind = (faults["tool-noop"] ?? 0) + (faults.drift ?? 0) > 0;
     const unexplained = failures.filter((l) =>
       !l.includes(INJECTED) && !/no exit within/.test(l) &&
       !(behind &&
-        /Could not process rule: (No such file or directory|File exists)|No such (destination|service)|already exists|does not exist/
+        /Could not process rule: (No such file or directory|File exists|Device or resource busy)|No such (destination|service)|already exists|does not exist/
           .test(
             l,
           ))
