@@ -121,7 +121,7 @@ export class ElementBook {
     const effective = first(slot);
     // Set members (the text is the key) are one element however many claim them.
     if (c.text !== c.key && effective.text !== c.text) {
-      conflicts.push(`${c.container} ${c.key}: claimed by ${effective.owner}; ${c.owner} waits`);
+      conflicts.push(waits(effective, c));
     }
     keys.set(c.key, Array.isArray(slot) ? [...slot, c] : [slot as Claim, c]);
   }
@@ -135,7 +135,7 @@ export class ElementBook {
     else {
       keys.set(from.key, slot.map((x) => x === from ? to : x));
       if (slot[0] !== from && slot[0].text !== to.text) {
-        conflicts.push(`${to.container} ${to.key}: claimed by ${slot[0].owner}; ${to.owner} waits`);
+        conflicts.push(waits(slot[0], to));
       }
     }
     return to;
@@ -200,6 +200,11 @@ export class ElementBook {
 function claimOf(port: string, e: Element, key = flat(e.key)): Claim {
   const text = e.value === undefined && e.comment === undefined ? key : flat(elementText(e));
   return { container: e.container, key, owner: port, text };
+}
+
+/** The message for claim `waiting`, which loses to `holder`'s different value of the same key. */
+function waits(holder: Claim, waiting: Claim): string {
+  return `${waiting.container} ${waiting.key}: claimed by ${holder.owner}; ${waiting.owner} waits`;
 }
 
 /** Notes the effective text of `c`'s key before this round's first change of it. */

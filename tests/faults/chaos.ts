@@ -77,6 +77,16 @@ const WRAPPED_TOOLS = [
   "ipset",
 ];
 const INJECTED = "chaos: injected failure";
+/**
+ * Sync failures a fault explains once drift or a no-op tool ran: a partial sync that found the kernel
+ * other than the last sync left it (the sync fails, the next is full, reads the kernel and repairs
+ * it). nft: ENOENT deleting what the drift removed, "File exists" adding an element the kernel holds
+ * with another value (a no-op'd delete left it), "Device or resource busy" deleting a map a chain it
+ * does not know of still reads (a no-op'd sync left it); ipvsadm: "No such destination" deleting a
+ * real server the drift removed; iptables and ipset: "already exists", "does not exist".
+ */
+const KERNEL_BEHIND =
+  /Could not process rule: (No such file or directory|File exists|Device or resource busy)|No such (destination|service)|already exists|does not exist/;
 const SERVICES = 12;
 /** In the emulated VM (ipvs) every tool and start is 10-20x slower: the bounds that wait scale. */
 const SLOW = Deno.env.get("KPD_IN_VM") === "1" ? 5 : 1;
@@ -379,21 +389,9 @@ export async function runChaos(
     probing = false;
     await probe;
     const failures = procs.flatMap((p) => p.log().split("\n")).filter((l) => l.includes("Sync failed"));
-    // Explained: an injected failure, a hung tool's deadline, or a partial sync that found the
-    // kernel other than the last sync left it, after drift or a no-op tool did that: deleting an
-    // element the drift removed, adding a virtual server a no-op'd delete left (the sync fails, the
-    // next is full, reads the kernel and repairs it). nft says "File exists" when an element it
-    // adds is in the kernel with another value, which a no-op'd delete leaves, and "Device or resource
-    // busy" when it deletes a map a chain it does not know of still reads (a no-op'd sync left it);
-    // ipvsadm "No such destination" when it deletes a real server the drift removed.
     const behind = (faults["tool-noop"] ?? 0) + (faults.drift ?? 0) > 0;
     const unexplained = failures.filter((l) =>
-      !l.includes(INJECTED) && !/no exit within/.test(l) &&
-      !(behind &&
-        /Could not process rule: (No such file or directory|File exists|Device or resource busy)|No such (destination|service)|already exists|does not exist/
-          .test(
-            l,
-          ))
+      !l.includes(INJECTED) && !/no exit within/.test(l) && !(behind && KERNEL_BEHIND.test(l))
     );
     for (const l of unexplained) console.error(`chaos: a sync failure no fault explains: ${l}`);
     return {
