@@ -30,7 +30,10 @@ import type { Conntrack } from "../iptables/conntrack.ts";
 import { reconcileConntrack, reconcilerMetrics } from "./conntrack/reconciler.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 
-/** Receives Service events; `onServicesSynced` once the initial list is in. */
+/**
+ * Receives Service events; `onServicesSynced` once the initial list is in. An old or deleted
+ * Service may be only what names it (the API source keeps no more between events: `serviceStub`).
+ */
 export interface ServiceHandler {
   onServiceAdd(s: V1Service): void;
   onServiceUpdate(old: V1Service, s: V1Service): void;
@@ -38,7 +41,10 @@ export interface ServiceHandler {
   onServicesSynced(): void;
 }
 
-/** Receives EndpointSlice events; `onEndpointSlicesSynced` once the initial list is in. */
+/**
+ * Receives EndpointSlice events; `onEndpointSlicesSynced` once the initial list is in. An old or
+ * deleted slice may be only what names it, without endpoints (`endpointSliceStub`).
+ */
 export interface EndpointSliceHandler {
   onEndpointSliceAdd(s: V1EndpointSlice): void;
   onEndpointSliceUpdate(old: V1EndpointSlice, s: V1EndpointSlice): void;

@@ -30,6 +30,11 @@ export class ServiceChangeTracker {
   readonly #warnings: ObjectWarnings;
   /** Per `namespace/name`: the ports at the last sync and the ports now. */
   readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey }>();
+  /**
+   * Per `namespace/name`: the ports the last {@linkcode apply} gave it. A change's "before" comes
+   * from here, not from the old object, so a source need not keep whole Services between events.
+   */
+  readonly #applied = new Map<string, PortsByKey>();
 
   /** Builds an empty tracker; nothing runs until events arrive. */
   constructor(opts: { family: IPFamily; warnings: ObjectWarnings }) {
@@ -44,8 +49,9 @@ export class ServiceChangeTracker {
 
   /**
    * Records one event (add: `previous` undefined; delete: `current` undefined). Returns true when
-   * the Service now has a change pending. A malformed Service is logged and treated as absent, so
-   * a bad update removes the Service's rules rather than keeping stale ones.
+   * the Service now has a change pending. Only `previous`'s namespace and name are read (the ports
+   * before the change are the ones last applied). A malformed Service is logged and treated as
+   * absent, so a bad update removes the Service's rules rather than keeping stale ones.
    */
   update(previous: V1Service | undefined, current: V1Service | undefined): boolean {
     const svc = current ?? previous;
@@ -53,10 +59,10 @@ export class ServiceChangeTracker {
     const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
     let item = this.#items.get(key);
     if (item === undefined) {
-      item = { previous: this.#toPorts(previous, false), current: new Map() };
+      item = { previous: this.#applied.get(key) ?? new Map(), current: new Map() };
       this.#items.set(key, item);
     }
-    item.current = this.#toPorts(current, true);
+    item.current = this.#toPorts(current);
     if (current === undefined) this.#warnings.forget(`Service/${key}`);
     if (sameEntries(item.previous, item.current)) this.#items.delete(key);
     return this.#items.has(key);
@@ -78,12 +84,14 @@ export class ServiceChangeTracker {
         portKeys.add(key);
         map.set(key, info);
       }
+      if (current.size === 0) this.#applied.delete(svc);
+      else this.#applied.set(svc, current);
     }
     this.#items.clear();
     return { updatedServices, removedPorts, portKeys };
   }
 
-  #toPorts(svc: V1Service | undefined, warn: boolean): PortsByKey {
+  #toPorts(svc: V1Service | undefined): PortsByKey {
     const out: PortsByKey = new Map();
     if (svc === undefined) return out;
     const problems: ObjectProblem[] = [];
@@ -95,10 +103,8 @@ export class ServiceChangeTracker {
       if (!(e instanceof ValidationError)) throw e;
       problems.push({ msg: `Skipping malformed ${e.message}`, fields: { object: e.object, field: e.field } });
     }
-    if (warn) {
-      const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
-      this.#warnings.report(`Service/${key}`, svc, problems);
-    }
+    const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
+    this.#warnings.report(`Service/${key}`, svc, problems);
     return out;
   }
 }

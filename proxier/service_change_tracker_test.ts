@@ -2,6 +2,7 @@ import { ObjectWarnings } from "./object_warnings.ts";
 import { assertEquals } from "../tests/assert.ts";
 import { makeService, MemoryLogger } from "../tests/fixtures.ts";
 import { ServiceChangeTracker } from "./service_change_tracker.ts";
+import { serviceStub } from "./sources/handlers.ts";
 import type { ServicePortMap } from "./types.ts";
 
 function tracker() {
@@ -26,6 +27,29 @@ Deno.test("ServiceChangeTracker: add, update and delete reach the map at apply",
   assertEquals(map.get("ns1/svc1:p80/TCP")!.port, 8080);
   t.update(s2, undefined);
   assertEquals([...t.apply(map).updatedServices], ["ns1/svc1"]);
+  assertEquals(map.size, 0);
+});
+
+Deno.test("ServiceChangeTracker: the old object may be a stub (what the API source keeps): the ports before come from the last apply", () => {
+  const { t, map } = tracker();
+  const s1 = makeService(
+    "ns1",
+    "svc1",
+    (s) => s.spec!.ports!.push({ name: "dns", port: 53, protocol: "UDP" }),
+  );
+  t.update(undefined, s1);
+  t.apply(map);
+  const s2 = makeService("ns1", "svc1");
+  assertEquals(t.update(serviceStub(s1), s2), true);
+  const r = t.apply(map);
+  // The UDP port went away and the Service changed: its ports as they were, for the conntrack reconciler.
+  assertEquals(r.removedPorts.map((p) => `${p.port}/${p.protocol}`), ["80/TCP", "53/UDP"]);
+  assertEquals([...map.keys()], ["ns1/svc1:p80/TCP"]);
+  // An update to the same ports is no change, whatever the stub lacks.
+  assertEquals(t.update(serviceStub(s2), makeService("ns1", "svc1")), false);
+  // A delete known only from a stub (a relist no longer holding it) removes every port.
+  t.update(serviceStub(s2), undefined);
+  assertEquals(t.apply(map).removedPorts.map((p) => p.port), [80]);
   assertEquals(map.size, 0);
 });
 

@@ -160,24 +160,30 @@ Deno.test("informers: API server killed mid-watch, changed meanwhile, restarted:
   api.apply("services", makeService("ns1", "svc1"));
   api.apply("services", makeService("ns1", "gone", (s) => s.spec!.clusterIPs = ["172.30.0.50"]));
   api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  api.apply("services", makeService("ns1", "drained", (s) => s.spec!.clusterIPs = ["172.30.0.52"]));
+  api.apply("endpointslices", makeEndpointSlice("ns1", "drained", (s) => s.endpoints = [ep("10.180.0.9")]));
   try {
     await withSource(api, async (p) => {
-      await eventually(() => assertEquals(Object.keys(state(p)).length, 2));
+      await eventually(() => assertEquals(state(p)["ns1/drained:p80/TCP"], ["10.180.0.9:80"]));
+      assertEquals(Object.keys(state(p)).length, 3);
       const watchesBefore = api.watchRequests;
       await api.stop();
       // While it is down: changes, and history compacted so the informers must relist (410).
       api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.7")]));
       api.delete("services", "ns1", "gone");
+      // Known only from the relist (no DELETED event): its endpoints must still go.
+      api.delete("endpointslices", "ns1", "drained-abcde");
       api.apply("services", makeService("ns1", "new", (s) => s.spec!.clusterIPs = ["172.30.0.51"]));
       api.compact();
       await new Promise((r) => setTimeout(r, 300));
-      assertEquals(Object.keys(state(p)).length, 2, "last known state kept while the server is away");
+      assertEquals(Object.keys(state(p)).length, 3, "last known state kept while the server is away");
       const listsBefore = api.listRequests;
       api.start();
       await eventually(
         () =>
           assertEquals(state(p), {
             "ns1/svc1:p80/TCP": ["10.180.0.7:80"],
+            "ns1/drained:p80/TCP": [],
             "ns1/new:p80/TCP": [],
           }),
         15_000,

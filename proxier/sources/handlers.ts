@@ -16,6 +16,7 @@ import type {
   ServiceCIDRHandler,
   ServiceHandler,
 } from "../base_proxier.ts";
+import { SERVICE_NAME_LABEL } from "../endpoint.ts";
 
 /** What a source feeds: every handler kind. */
 export type EventHandler = ServiceHandler & EndpointSliceHandler & NodeHandler & ServiceCIDRHandler;
@@ -42,6 +43,40 @@ export interface KindHandler<T> {
   update(old: T, o: T): void;
   delete(o: T): void;
   synced(): void;
+  /**
+   * What a source need keep of an object between its events for this kind's handlers (absent: all
+   * of it): `update` and a relist's `delete` get it back as the old object.
+   */
+  retain?(o: T): T;
+}
+
+/**
+ * Returns what names `s` (namespace, name, version): all the Service handlers read of an old
+ * object (the change trackers take a Service's ports before a change from what they applied).
+ */
+export function serviceStub(s: V1Service): V1Service {
+  const { namespace, name, resourceVersion } = s.metadata ?? {};
+  return { metadata: { namespace, name, resourceVersion } };
+}
+
+/**
+ * Returns what identifies `s` to the endpoints trackers (namespace, name, its Service's label,
+ * address type), without its endpoints: their handlers never read an old slice's endpoints, and
+ * a removal needs only which slice of which Service went. At 10,000 slices of 10 endpoints the
+ * whole objects are tens of MiB that the trackers already hold in their own form.
+ */
+export function endpointSliceStub(s: V1EndpointSlice): V1EndpointSlice {
+  const service = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+  return {
+    addressType: s.addressType,
+    endpoints: [],
+    metadata: {
+      namespace: s.metadata?.namespace,
+      name: s.metadata?.name,
+      resourceVersion: s.metadata?.resourceVersion,
+      ...(service === undefined ? {} : { labels: { [SERVICE_NAME_LABEL]: service } }),
+    },
+  };
 }
 
 /**
@@ -63,12 +98,14 @@ export function kindHandlers(h: EventHandler) {
       update: (a: V1Service, b: V1Service) => h.onServiceUpdate(a, b),
       delete: (o: V1Service) => h.onServiceDelete(o),
       synced: () => h.onServicesSynced(),
+      retain: serviceStub,
     } satisfies KindHandler<V1Service>,
     EndpointSlice: {
       add: (o: V1EndpointSlice) => h.onEndpointSliceAdd(o),
       update: (a: V1EndpointSlice, b: V1EndpointSlice) => h.onEndpointSliceUpdate(a, b),
       delete: (o: V1EndpointSlice) => h.onEndpointSliceDelete(o),
       synced: () => h.onEndpointSlicesSynced(),
+      retain: endpointSliceStub,
     } satisfies KindHandler<V1EndpointSlice>,
     Node: {
       add: (o: V1Node) => h.onNodeAdd(o),

@@ -84,6 +84,7 @@ export class KubernetesSource {
       list,
       watcher: api,
       clock,
+      retain: h.retain,
       handlers: {
         add: (o) => {
           backoff = 0;

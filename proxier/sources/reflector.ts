@@ -27,8 +27,12 @@ export interface Watcher {
 /** What a {@linkcode Reflector} reports. */
 export interface ReflectorHandlers<T> {
   add(o: T): void;
+  /** `old`: what the reflector retained of the object ({@linkcode ReflectorOptions.retain}). */
   update(old: T, o: T): void;
-  /** `o` is the last state the reflector held. */
+  /**
+   * `o`: the object as the watch's DELETED event gave it (its last state), or, for an object a
+   * relist no longer holds, what the reflector retained of it.
+   */
   delete(o: T): void;
   /** A list's objects were all delivered (adds, updates, and deletes of what it no longer holds). */
   listed(): void;
@@ -44,6 +48,12 @@ export interface ReflectorOptions<T extends KubernetesObject> {
   readonly watcher: Watcher;
   readonly handlers: ReflectorHandlers<T>;
   readonly clock: Clock;
+  /**
+   * What to keep of each object after its handler ran (default: all of it). A kind whose handlers
+   * read only the new object keeps a stub that still names it: the change trackers hold what the
+   * proxy uses, so a second whole copy would only cost memory (and grow with every annotation).
+   */
+  readonly retain?: (o: T) => T;
 }
 
 /** The HTTP status in a watch or list failure, or in an ERROR event's Status object. */
@@ -153,13 +163,10 @@ export class Reflector<T extends KubernetesObject> {
       case "MODIFIED":
         this.#upsert(o);
         break;
-      case "DELETED": {
-        const key = objectKey(o);
-        const old = this.#objects.get(key);
-        this.#objects.delete(key);
-        this.#o.handlers.delete(old ?? o);
+      case "DELETED":
+        this.#objects.delete(objectKey(o));
+        this.#o.handlers.delete(o);
         break;
-      }
         // BOOKMARK: only its resourceVersion matters.
     }
     this.#delayMs = 0;
@@ -169,7 +176,7 @@ export class Reflector<T extends KubernetesObject> {
   #upsert(o: T): void {
     const key = objectKey(o);
     const old = this.#objects.get(key);
-    this.#objects.set(key, o);
+    this.#objects.set(key, this.#o.retain?.(o) ?? o);
     if (old === undefined) this.#o.handlers.add(o);
     else this.#o.handlers.update(old, o);
   }

@@ -27,7 +27,10 @@ class FakeWatcher implements Watcher {
   }
 }
 
-function setup(lists: Array<KubernetesObject[] | Error>) {
+function setup(
+  lists: Array<KubernetesObject[] | Error>,
+  retain?: (o: KubernetesObject) => KubernetesObject,
+) {
   const clock = new FakeClock();
   const watcher = new FakeWatcher();
   const seen: string[] = [];
@@ -47,6 +50,7 @@ function setup(lists: Array<KubernetesObject[] | Error>) {
     },
     watcher,
     clock,
+    retain,
     handlers: {
       add: (o) => seen.push(`add ${o.metadata!.name}`),
       update: (old, o) =>
@@ -73,8 +77,8 @@ Deno.test("reflector: lists, then watches from the list's version; events update
   w.event("ADDED", obj("c", "4", "v1"));
   w.event("DELETED", obj("b", "5", "final"));
   w.event("BOOKMARK", { metadata: { resourceVersion: "6" } });
-  // The deleted object is reported as last held (its old state), not as the tombstone.
-  assertEquals(seen.slice(3), ["update a v1->v2", "add c", "delete b v1"]);
+  // The deleted object is reported as the event gave it (its last state), as client-go's informers.
+  assertEquals(seen.slice(3), ["update a v1->v2", "add c", "delete b final"]);
   assertEquals(reflector.size, 2);
   reflector.stop();
   assertEquals(w.aborted(), true);
@@ -138,5 +142,27 @@ Deno.test("reflector: another failure is reported and stops it, keeping the obje
   assertEquals(seen.slice(3), ["error HTTP 500"]);
   await reflector.start();
   assertEquals(seen.slice(4), ["update a v1->v2", "listed"]);
+  reflector.stop();
+});
+
+Deno.test("reflector: with retain it keeps only that of each object: the old object of updates and of relist deletes", async () => {
+  // What the source retains of EndpointSlices: a stub naming the object, not its contents.
+  const stub = (o: KubernetesObject): KubernetesObject => ({
+    metadata: { ...o.metadata, annotations: { note: `stub of ${o.metadata!.annotations!.note}` } },
+  });
+  const { watcher, seen, reflector } = setup([[obj("a", "1", "v1"), obj("b", "2", "v1")], [
+    obj("b", "8", "v3"),
+  ]], stub);
+  await reflector.start();
+  const w = watcher.calls[0];
+  w.event("MODIFIED", obj("a", "3", "v2"));
+  w.event("MODIFIED", obj("b", "4", "v2"));
+  // Handlers always get the new object whole; the old one as retained.
+  assertEquals(seen.slice(3), ["update a stub of v1->v2", "update b stub of v1->v2"]);
+  // A relist that no longer holds "a" deletes what was retained of it.
+  w.event("ERROR", { kind: "Status", code: 410 });
+  w.done(null);
+  await settle();
+  assertEquals(seen.slice(5), ["delete a stub of v2", "update b stub of v2->v3", "listed"]);
   reflector.stop();
 });
