@@ -4,18 +4,12 @@
  * field can smuggle text into a batch.
  * @module
  */
-import { isIPv6 } from "node:net";
-import { inCIDR } from "../iptables/ip.ts";
+import { addressFamily, inCIDR } from "../iptables/ip.ts";
 import type { IPFamily, Protocol } from "./types.ts";
-
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 
 /** Returns the family of a strictly valid IP literal (no leading zeros, no zone), or undefined. */
 export function ipFamily(ip: unknown): IPFamily | undefined {
-  if (typeof ip !== "string" || ip.length > 45) return undefined;
-  if (IPV4.test(ip)) return "IPv4";
-  if (!ip.includes("%") && /^[0-9a-fA-F:.]+$/.test(ip) && isIPv6(ip)) return "IPv6";
-  return undefined;
+  return typeof ip === "string" ? addressFamily(ip) : undefined;
 }
 
 /** Returns true when `ip` is a valid literal of `family`. */

@@ -34,3 +34,20 @@ Deno.test("process metrics: memory outside the V8 heap (buffers) is its own seri
   assert(during - before >= 60 * 2 ** 20, `external ${before} -> ${during} holding 64 MiB`);
   assertEquals(held.length, 64 * 2 ** 20);
 });
+
+Deno.test("process metrics: CPU time advances with work, user and system adding up to the total", async () => {
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  const read = async () => {
+    const page = await registry.metrics();
+    return ["", "_user", "_system"].map((k) => value(page, `process_cpu${k}_seconds_total`));
+  };
+  const [total0, user0] = await read();
+  const until = performance.now() + 200;
+  let spin = 0;
+  while (performance.now() < until) spin++;
+  const [total1, user1, system1] = await read();
+  assert(spin > 0 && user1 - user0 >= 0.1, `user CPU ${user0} -> ${user1} after 200 ms of work`);
+  assert(Math.abs(total1 - (user1 + system1)) < 1e-6, `total ${total1}, user ${user1}, system ${system1}`);
+  assert(total1 > total0);
+});
