@@ -1,6 +1,7 @@
 /**
  * One kind's list-and-watch loop (client-go's reflector and store in one): lists, then watches
- * from the list's resourceVersion, and keeps the one copy of each object the source holds. It
+ * from the list's resourceVersion, and keeps each object the source holds (or only what its
+ * handlers need of it later: {@linkcode ReflectorOptions.retain}). It
  * replaces client-node's `ListWatch`, whose module graph (its serializer, every generated model
  * and an HTTP client this program does not use) cost 30 MiB of resident memory before any object.
  * @module
@@ -64,7 +65,7 @@ function statusOf(e: unknown): number | undefined {
 }
 
 /**
- * Lists and watches one kind; the objects it holds are exactly what the API server last said.
+ * Lists and watches one kind; the objects it holds are exactly the ones the API server last said.
  * 410 Gone relists (objects gone meanwhile are deleted), an inactive watch reconnects at once, a
  * watch that ends cleanly reconnects from its last resourceVersion after a growing pause (reset by
  * any event), any other failure stops it and is reported: the caller decides when to
