@@ -3,7 +3,7 @@ import type { V1Service } from "@kubernetes/client-node";
 import { baseOptions, ep, makeEndpointSlice, makeService, MemoryLogger, NODE } from "../tests/fixtures.ts";
 import { freePort } from "../tests/net_helpers.ts";
 import { ServiceHealthServer } from "./healthcheck/service_health.ts";
-import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext } from "./base_proxier.ts";
+import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext, TRIM_PERIOD_MS } from "./base_proxier.ts";
 import { FakeClock } from "./runtime/clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "./metrics.ts";
@@ -122,15 +122,26 @@ Deno.test("the sync period drives partial resyncs; a full one comes an hour afte
   await stop();
 });
 
-Deno.test("syncs give malloc's free memory back at most once a minute (RSS outside the V8 heap stays flat)", async () => {
+Deno.test("syncs give malloc's free memory back at most every TRIM_PERIOD_MS (RSS outside the V8 heap stays flat)", async () => {
   const trims: number[] = [];
   const box: { clock?: FakeClock } = {};
   const { clock, p, stop } = started(100, () => trims.push(box.clock!.now()));
   box.clock = clock;
-  await clock.advance(5 * 60_000 + 1_000);
-  // Syncs every 30 s: the first trims, then every second one.
-  assertEquals(p.syncs.length, 11);
-  assertEquals(trims.map((t) => Math.round((t - p.syncs[0].at) / 1000)), [0, 60, 120, 180, 240, 300]);
+  // Periodic syncs (every 30 s) each trim: the period has passed.
+  await clock.advance(60_000 + 1_000);
+  assertEquals(p.syncs.length, 3);
+  // A change a second: a sync a second, a trim only every TRIM_PERIOD_MS.
+  for (let i = 0; i < 12; i++) {
+    moveEndpoint(p, `10.180.0.${i + 1}`, `10.180.0.${i + 2}`);
+    await clock.advance(1_000);
+  }
+  assertEquals(p.syncs.length, 15);
+  const at = trims.map((t) => t - trims[0]);
+  assertEquals(at.slice(0, 3), [0, 30_000, 60_000]);
+  // 12 syncs in the burst's 12 s, 2 trims: each TRIM_PERIOD_MS or more after the one before.
+  const gaps = at.slice(2).map((t, i, a) => t - (a[i - 1] ?? t)).slice(1);
+  assertEquals(gaps.length, 2, `trims at ${at.join(", ")} ms`);
+  assertEquals(gaps.every((g) => g >= TRIM_PERIOD_MS), true, `gaps ${gaps.join(", ")} ms`);
   await stop();
 });
 
