@@ -62,7 +62,7 @@ export class ServiceChangeTracker {
       item = { previous: this.#applied.get(key) ?? new Map(), current: new Map() };
       this.#items.set(key, item);
     }
-    item.current = this.#toPorts(current);
+    item.current = this.#toPorts(key, current);
     if (current === undefined) this.#warnings.forget(`Service/${key}`);
     if (sameEntries(item.previous, item.current)) this.#items.delete(key);
     return this.#items.has(key);
@@ -91,7 +91,8 @@ export class ServiceChangeTracker {
     return { updatedServices, removedPorts, portKeys };
   }
 
-  #toPorts(svc: V1Service | undefined): PortsByKey {
+  /** Parses `svc` (named `key`), reporting its problems once per version. */
+  #toPorts(key: string, svc: V1Service | undefined): PortsByKey {
     const out: PortsByKey = new Map();
     if (svc === undefined) return out;
     const problems: ObjectProblem[] = [];
@@ -103,7 +104,6 @@ export class ServiceChangeTracker {
       if (!(e instanceof ValidationError)) throw e;
       problems.push({ msg: `Skipping malformed ${e.message}`, fields: { object: e.object, field: e.field } });
     }
-    const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
     this.#warnings.report(`Service/${key}`, svc, problems);
     return out;
   }
