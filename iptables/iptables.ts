@@ -140,9 +140,25 @@ export class IptablesRunner implements IPTables {
 
   async #must(args: readonly string[]): Promise<void> {
     const r = await this.#iptables(args);
-    if (r.code !== 0) {
-      throw new ExecError(`${this.#cmd} ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
-    }
+    if (r.code !== 0) throw this.#failed(args, r);
+  }
+
+  /**
+   * Runs a query (`-C`, `-S`): its output when the rule or chain is there, undefined when iptables
+   * says it is not ({@linkcode saysAbsent}).
+   * @throws {ExecError} on any other failure: the xtables lock still held after `-w`, a killed
+   * tool. Read as "absent", a start under a held lock skipped every cleanup silently and a drift
+   * check saw drift that was not there.
+   */
+  async #query(args: readonly string[]): Promise<string | undefined> {
+    const r = await this.#iptables(args);
+    if (r.code === 0) return r.stdout;
+    if (saysAbsent(r)) return undefined;
+    throw this.#failed(args, r);
+  }
+
+  #failed(args: readonly string[], r: { code: number; stderr: string }): ExecError {
+    return new ExecError(`${this.#cmd} ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
   }
 
   /** @inheritdoc */
@@ -154,15 +170,13 @@ export class IptablesRunner implements IPTables {
 
   /** @inheritdoc */
   async chainExists(table: Table, chain: Chain): Promise<boolean> {
-    const r = await this.#iptables(["-t", table, "-S", chain, "1"]);
-    return r.code === 0;
+    return await this.#query(["-t", table, "-S", chain, "1"]) !== undefined;
   }
 
   /** @inheritdoc */
   async listRules(table: Table, chain: Chain): Promise<string[] | undefined> {
-    const r = await this.#iptables(["-t", table, "-S", chain]);
-    if (r.code !== 0) return undefined;
-    return r.stdout.split("\n").filter((l) => l.startsWith("-A "));
+    const out = await this.#query(["-t", table, "-S", chain]);
+    return out?.split("\n").filter((l) => l.startsWith("-A "));
   }
 
   /** @inheritdoc */
@@ -172,16 +186,14 @@ export class IptablesRunner implements IPTables {
     chain: Chain,
     args: readonly string[],
   ): Promise<boolean> {
-    const check = await this.#iptables(["-t", table, "-C", chain, ...args]);
-    if (check.code === 0) return true;
+    if (await this.#query(["-t", table, "-C", chain, ...args]) !== undefined) return true;
     await this.#must(["-t", table, pos === "append" ? "-A" : "-I", chain, ...args]);
     return false;
   }
 
   /** @inheritdoc */
   async deleteRule(table: Table, chain: Chain, args: readonly string[]): Promise<void> {
-    const check = await this.#iptables(["-t", table, "-C", chain, ...args]);
-    if (check.code !== 0) return;
+    if (await this.#query(["-t", table, "-C", chain, ...args]) === undefined) return;
     await this.#must(["-t", table, "-D", chain, ...args]);
   }
 
@@ -191,6 +203,16 @@ export class IptablesRunner implements IPTables {
     await this.#must(["-t", table, "-F", chain]);
     await this.#must(["-t", table, "-X", chain]);
   }
+}
+
+/**
+ * Whether a failed `-C` or `-S` says its rule or chain is not there, as upstream's
+ * IsNotFoundError: exit 1 ("Bad rule", "No chain/target/match by that name"), or exit 2 because
+ * the rule jumps to a chain that does not exist (legacy: "Couldn't load target"; nf_tables:
+ * "Chain ... does not exist"). The lock held past `-w` exits 4; a killed tool, 124.
+ */
+export function saysAbsent(r: { code: number; stderr: string }): boolean {
+  return r.code === 1 || (r.code === 2 && /Couldn't load target|does not exist/.test(r.stderr));
 }
 
 /** Returns line `n` (1-based) of `input`, without joining chunks. */

@@ -47,6 +47,28 @@ export async function withNamespace<T>(fn: (exec: NetnsExecutor) => Promise<T>):
   }
 }
 
+/**
+ * Another process holding the xtables lock file `file` (iptables-legacy's; the tools under test
+ * are pointed at it with `XTABLES_LOCKFILE`, so the host's `/run/xtables.lock` is never touched)
+ * for `seconds`, or until killed. Resolves once the lock is held. One process (a shell that takes
+ * the lock, then becomes `sleep`), so a kill releases it.
+ */
+export async function holdXtablesLock(file: string, seconds: number): Promise<Deno.ChildProcess> {
+  const child = new Deno.Command("sh", {
+    args: [
+      "-c",
+      'exec 9>"$1" && flock 9 && echo held && exec sleep "$2" >/dev/null',
+      "sh",
+      file,
+      String(seconds),
+    ],
+    stdout: "piped",
+  }).spawn();
+  const said = await new Response(child.stdout).text();
+  if (said.trim() !== "held") throw new Error(`could not take the xtables lock ${file}`);
+  return child;
+}
+
 /** Returns true when `cmd` runs here (found on PATH). */
 export async function commandWorks(cmd: string, args: string[] = ["--version"]): Promise<boolean> {
   try {
