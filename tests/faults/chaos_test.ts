@@ -1,23 +1,33 @@
 /**
- * The fault schedule with a short seed (CI), in each kernel mode this machine has; the long one is
- * `deno task bench chaos`. The ipvs mode's kernel is in the VM: tests/vm/guest/chaos_ipvs.guest.ts.
+ * The fault schedule with a short seed (CI), in each kernel mode this machine has, iptables mode
+ * with both backends (only iptables-legacy waits for the xtables lock); the long one is `deno task
+ * bench chaos`. The ipvs mode's kernel is in the VM: tests/vm/guest/chaos_ipvs.guest.ts.
  */
 import { assertEquals } from "../assert.ts";
 import { realKernel } from "../e2e/netns.ts";
-import { runChaos } from "./chaos.ts";
+import { type IptablesBackend, runChaos } from "./chaos.ts";
 
-for (
-  const [mode, tools] of [["iptables", ["iptables-restore", "iptables-save"]], ["nftables", ["nft"]]] as const
-) {
+const RUNS: ReadonlyArray<{ mode: "iptables" | "nftables"; backend?: IptablesBackend; tools: string[] }> = [
+  { mode: "iptables", backend: "nft", tools: ["iptables-restore", "iptables-save"] },
+  {
+    mode: "iptables",
+    backend: "legacy",
+    tools: ["iptables-legacy-restore", "iptables-legacy-save", "flock"],
+  },
+  { mode: "nftables", tools: ["nft"] },
+];
+
+for (const { mode, backend, tools } of RUNS) {
   const { ignore, note } = await realKernel([...tools, "conntrack"]);
   Deno.test({
-    name:
-      `chaos ${mode}: API server faults, failing, no-op and hung tools, SIGKILLs and drift under churn lose no update${note}`,
+    name: `chaos ${mode}${
+      backend !== undefined ? ` (${backend} backend)` : ""
+    }: API server faults, failing, no-op and hung tools, the xtables lock held, SIGKILLs and drift under churn lose no update${note}`,
     ignore,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn() {
-      const r = await runChaos(mode, 1, 30);
+      const r = await runChaos(mode, 1, 30, { iptablesBackend: backend });
       console.log(JSON.stringify(r));
       const { lost, unjustified503, unexplained, unexpectedExits } = r;
       // The failures' own lines in the diff: a failing run names what no fault explains.
@@ -26,6 +36,8 @@ for (
         { lost: 0, unjustified503: 0, unexplained: [], unexpectedExits: 0 },
         JSON.stringify(r),
       );
+      // The seed must reach the lock: a run that never held it would prove nothing about it.
+      assertEquals((r.faults["xtables-lock"] ?? 0) > 0, true, JSON.stringify(r.faults));
     },
   });
 }
