@@ -239,12 +239,12 @@ if (which.has("soak")) {
         `a Service added and one removed every 5 s; first sync ${r.firstSyncS} s`,
     );
     out(
-      "| minute | RSS median / max MiB | anonymous MiB | V8 heap used min / max MiB | V8 heap total MiB | external MiB | fds | timers | NPL median / max (program's histogram) | changes |",
+      "| minute | RSS median / max MiB | anonymous MiB (V8 pages / malloc main) | V8 heap used min / max MiB | V8 heap total MiB | external MiB | fds | timers | NPL median / max (program's histogram) | changes |",
     );
     out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (const s of r.samples) {
       out(
-        `| ${s.minute} | ${s.rssMiB} / ${s.rssMaxMiB} | ${s.anonMiB} | ${s.heapUsedMinMiB} / ${s.heapUsedMaxMiB} | ${s.heapTotalMiB} | ${s.externalMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
+        `| ${s.minute} | ${s.rssMiB} / ${s.rssMaxMiB} | ${s.anonMiB} (${s.v8PagesMiB} / ${s.mallocMainMiB}) | ${s.heapUsedMinMiB} / ${s.heapUsedMaxMiB} | ${s.heapTotalMiB} | ${s.externalMiB} | ${s.fds} | ${s.timers} | ≤ ${s.nplMedianS} / ≤ ${s.nplMaxS} s | ${s.changes} |`,
       );
     }
     const at10 = r.samples.find((s) => s.minute >= 10) ?? r.samples[0];

@@ -42,6 +42,10 @@ export interface SoakSample {
   readonly rssMaxMiB: number;
   /** Of the RSS, anonymous memory (heap, malloc, stacks); the rest is mapped files (the binary). */
   readonly anonMiB: number;
+  /** Of the anonymous memory, V8's heap pages (256 KiB mappings each). */
+  readonly v8PagesMiB: number;
+  /** Of the anonymous memory, malloc's main arena (`[heap]`). */
+  readonly mallocMainMiB: number;
   /** The smallest V8 heap in use of the interval's readings: about the live objects, after a collection. */
   readonly heapUsedMinMiB: number;
   readonly heapUsedMaxMiB: number;
@@ -181,6 +185,27 @@ function procAnonMiB(pid: number): number {
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
 }
 
+/**
+ * Of a process's resident memory, V8's heap pages (it maps each 256 KiB page on its own) and
+ * malloc's main arena (`[heap]`), MiB: which of the two grows tells a V8 heap that is kept from a
+ * malloc that is not trimmed.
+ */
+function procMemoryParts(pid: number): { v8PagesMiB: number; mallocMainMiB: number } {
+  let v8 = 0, main = 0, into: "v8" | "main" | undefined;
+  for (const line of Deno.readTextFileSync(`/proc/${pid}/smaps`).split("\n")) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (m !== null) {
+      const kib = (parseInt(m[2], 16) - parseInt(m[1], 16)) / 1024;
+      into = m[3] === "[heap]" ? "main" : m[3] === "" && kib === 256 ? "v8" : undefined;
+    } else if (into !== undefined && line.startsWith("Rss:")) {
+      const kib = Number(line.split(/\s+/)[1]);
+      if (into === "v8") v8 += kib;
+      else main += kib;
+    }
+  }
+  return { v8PagesMiB: Math.round(v8 / 1024), mallocMainMiB: Math.round(main / 1024) };
+}
+
 function procFds(pid: number): number {
   let n = 0;
   for (const _ of Deno.readDirSync(`/proc/${pid}/fd`)) n++;
@@ -296,6 +321,7 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
           rssMiB: sorted[Math.floor(sorted.length / 2)],
           rssMaxMiB: sorted.at(-1)!,
           anonMiB: procAnonMiB(proxy.pid),
+          ...procMemoryParts(proxy.pid),
           heapUsedMinMiB: Math.min(...heap),
           heapUsedMaxMiB: Math.max(...heap),
           heapTotalMiB: Math.round(metric(p, "nodejs_heap_size_total_bytes") / 2 ** 20),
