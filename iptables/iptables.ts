@@ -206,13 +206,17 @@ export class IptablesRunner implements IPTables {
 }
 
 /**
- * Whether a failed `-C` or `-S` says its rule or chain is not there, as upstream's
- * IsNotFoundError: exit 1 ("Bad rule", "No chain/target/match by that name"), or exit 2 because
- * the rule jumps to a chain that does not exist (legacy: "Couldn't load target"; nf_tables:
- * "Chain ... does not exist"). The lock held past `-w` exits 4; a killed tool, 124.
+ * Whether a failed `-C` or `-S` says its rule, chain or table is not there, as upstream's
+ * IsNotFoundError: exit 1 ("Bad rule (does a matching rule exist ...)", "No chain/target/match by
+ * that name"), or the words for a jump to a chain that does not exist (legacy: "Couldn't load
+ * target ...: No such file or directory"; nf_tables: "Chain ... does not exist") and for a table
+ * the kernel lacks ("Table does not exist"). The lock held past `-w` exits 4 with other words; a
+ * killed tool, 124.
  */
 export function saysAbsent(r: { code: number; stderr: string }): boolean {
-  return r.code === 1 || (r.code === 2 && /Couldn't load target|does not exist/.test(r.stderr));
+  return r.code === 1 ||
+    /No chain\/target\/match by that name|No such file or directory|does a matching rule exist|does not exist/
+      .test(r.stderr);
 }
 
 /** Returns line `n` (1-based) of `input`, without joining chunks. */
