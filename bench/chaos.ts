@@ -5,18 +5,22 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { type ChaosFigures, runChaos } from "../tests/faults/chaos.ts";
+import { type ChaosFigures, type IptablesBackend, runChaos } from "../tests/faults/chaos.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
-/** One schedule's figures, for `mode` (ipvs: in the VM, with the emulator's slower bounds). */
+/**
+ * One schedule's figures, for `mode` (ipvs: in the VM, with the emulator's slower bounds; iptables:
+ * on `iptablesBackend`, default nf_tables).
+ */
 export async function benchChaos(
   mode: "iptables" | "nftables" | "ipvs",
   seed: number,
   seconds: number,
   stallMs: number,
+  iptablesBackend?: IptablesBackend,
 ): Promise<ChaosFigures> {
-  if (mode !== "ipvs") return await runChaos(mode, seed, seconds, { stallMs });
+  if (mode !== "ipvs") return await runChaos(mode, seed, seconds, { stallMs, iptablesBackend });
   const out = await new Deno.Command(`${ROOT}tests/vm/run.sh`, {
     args: [
       "--mem",

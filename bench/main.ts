@@ -3,7 +3,7 @@
  * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [conntrack] [npl] [chaos] [soak]
  * (default: all but chaos and soak). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
- * VM (CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODES=iptables,nftables,ipvs change it). `soak` runs the
+ * VM (CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODES=iptables,iptables-legacy,nftables,ipvs change it). `soak` runs the
  * real program for an hour per mode at 10,000 Services, ipvs at 1,000 in the VM (SOAK_SECONDS,
  * SOAK_SERVICES, SOAK_IPVS_SERVICES, SOAK_INTERVAL, SOAK_MODES=iptables,nftables,ipvs;
  * SOAK_PARALLEL=1 runs the modes at once).
@@ -334,16 +334,25 @@ if (which.has("chaos")) {
     "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures | unexpected exits |",
   );
   out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  const modes = (Deno.env.get("CHAOS_MODES") ?? "iptables,nftables,ipvs").split(",") as Array<
-    "iptables" | "nftables" | "ipvs"
+  // iptables-legacy: iptables mode on the legacy backend, the one the xtables lock blocks.
+  const runs = (Deno.env.get("CHAOS_MODES") ?? "iptables,iptables-legacy,nftables,ipvs").split(",") as Array<
+    "iptables" | "iptables-legacy" | "nftables" | "ipvs"
   >;
-  for (const mode of modes) {
-    const r = await benchChaos(mode, seed, seconds, 60_000);
+  for (const run of runs) {
+    const mode = run === "iptables-legacy" ? "iptables" : run;
+    const r = await benchChaos(mode, seed, seconds, 60_000, run === "iptables-legacy" ? "legacy" : undefined);
     const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ");
+    const name = run === "ipvs"
+      ? "ipvs (VM, emulated CPU)"
+      : run === "iptables"
+      ? "iptables (nf_tables)"
+      : run === "iptables-legacy"
+      ? "iptables (legacy)"
+      : run;
     out(
-      `| ${
-        mode === "ipvs" ? "ipvs (VM, emulated CPU)" : mode
-      } | ${faults} | ${r.changes} | ${r.recoveries} | ${(r.longestOutageMs / 1000).toFixed(1)} s | ` +
+      `| ${name} | ${faults} | ${r.changes} | ${r.recoveries} | ${
+        (r.longestOutageMs / 1000).toFixed(1)
+      } s | ` +
         `${
           (r.convergedMs / 1000).toFixed(1)
         } s | ${r.lost} | ${r.unjustified503} | ${r.unexplainedFailures} | ${r.unexpectedExits} |`,
