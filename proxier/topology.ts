@@ -164,13 +164,14 @@ export function countNoLocalEndpoints(
 ): { internal: number; external: number } {
   let internal = 0;
   let external = 0;
-  for (const [key, svc] of services) {
+  // forEach: every sync walks every port, and a for-of over entries allocates a pair per port.
+  services.forEach((svc, key) => {
     const externalLocal = svc.externalPolicyLocal && externallyAccessible(svc);
-    if (!svc.internalPolicyLocal && !externalLocal) continue;
+    if (!svc.internalPolicyLocal && !externalLocal) return;
     const eps = endpoints.get(key) ?? [];
-    if (eps.some((e) => e.isLocal && (e.ready || (e.serving && e.terminating)))) continue;
+    if (eps.some((e) => e.isLocal && (e.ready || (e.serving && e.terminating)))) return;
     if (svc.internalPolicyLocal) internal++;
     if (externalLocal) external++;
-  }
+  });
   return { internal, external };
 }

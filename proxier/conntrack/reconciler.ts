@@ -31,27 +31,26 @@ export interface ReconcileResult {
 const FLOW_PROTOCOLS: Readonly<Record<string, FlowProtocol>> = { UDP: "udp", SCTP: "sctp" };
 
 /**
- * Returns the destinations of `ports` (`proto addr port`, and `proto :nodePort`), each with the
- * serving endpoints (`ip port`) flows to it may be DNATed to.
+ * Adds the destinations of UDP or SCTP port `svc` (`proto addr port`, and `proto :nodePort`) to
+ * `out`, each with the serving endpoints (`ip port`) flows to it may be DNATed to; other protocols
+ * add nothing.
  */
-function servingByDestination(
-  ports: Iterable<readonly [ServicePortInfo, readonly EndpointInfo[]]>,
-): Map<string, Set<string>> {
-  const out = new Map<string, Set<string>>();
-  for (const [svc, eps] of ports) {
-    const proto = FLOW_PROTOCOLS[svc.protocol];
-    if (proto === undefined) continue;
-    const serving = new Set(eps.filter((e) => e.serving).map((e) => `${e.ip} ${e.port}`));
-    for (const addr of [svc.clusterIP, ...svc.externalIPs, ...svc.loadBalancerIPs]) {
-      const k = `${proto} ${addr} ${svc.port}`;
-      out.set(k, new Set([...out.get(k) ?? [], ...serving]));
-    }
-    if (svc.nodePort !== 0) {
-      const k = `${proto} :${svc.nodePort}`;
-      out.set(k, new Set([...out.get(k) ?? [], ...serving]));
-    }
+function addDestinations(
+  out: Map<string, Set<string>>,
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+): void {
+  const proto = FLOW_PROTOCOLS[svc.protocol];
+  if (proto === undefined) return;
+  const serving = new Set(eps.filter((e) => e.serving).map((e) => `${e.ip} ${e.port}`));
+  for (const addr of [svc.clusterIP, ...svc.externalIPs, ...svc.loadBalancerIPs]) {
+    const k = `${proto} ${addr} ${svc.port}`;
+    out.set(k, new Set([...out.get(k) ?? [], ...serving]));
   }
-  return out;
+  if (svc.nodePort !== 0) {
+    const k = `${proto} :${svc.nodePort}`;
+    out.set(k, new Set([...out.get(k) ?? [], ...serving]));
+  }
 }
 
 /**
@@ -62,14 +61,13 @@ export async function reconcileConntrack(
   ct: Conntrack,
   input: ReconcileInput,
 ): Promise<ReconcileResult> {
-  const live = servingByDestination(
-    [...input.services].map(([key, svc]) => [svc, input.endpoints.get(key) ?? []] as const),
-  );
-  const gone = new Set(
-    [...servingByDestination(input.removed.map((svc) => [svc, []] as const)).keys()].filter((k) =>
-      !live.has(k)
-    ),
-  );
+  // Every sync, over every service port: nothing is allocated for a TCP one (at 10,000 Services a
+  // list of [port, endpoints] pairs built here was a third of all the program allocated).
+  const live = new Map<string, Set<string>>();
+  input.services.forEach((svc, key) => addDestinations(live, svc, input.endpoints.get(key) ?? []));
+  const removed = new Map<string, Set<string>>();
+  for (const svc of input.removed) addDestinations(removed, svc, []);
+  const gone = new Set([...removed.keys()].filter((k) => !live.has(k)));
   const protocols = new Set([...live.keys(), ...gone].map((k) => k.split(" ")[0] as FlowProtocol));
   // An endpoint no live destination may reach: all its flows go with one deletion, whatever their
   // destination (a removed endpoint shows up behind the cluster IP, external IPs and node port).

@@ -26,12 +26,13 @@ export interface ServiceHealth {
 export function serviceHealthStates(services: ServicePortMap, endpoints: EndpointsMap): ServiceHealth[] {
   const ready = new Map<string, Set<string>>();
   const byPort = new Map<number, ServiceHealth>();
-  for (const [key, svc] of services) {
-    if (svc.healthCheckNodePort === 0) continue;
+  // forEach: every sync walks every port, and a for-of over entries allocates a pair per port.
+  services.forEach((svc, key) => {
+    if (svc.healthCheckNodePort === 0) return;
     let ips = ready.get(svc.service);
     if (ips === undefined) ready.set(svc.service, ips = new Set());
     for (const e of endpoints.get(key) ?? []) if (e.isLocal && e.ready) ips.add(e.ip);
-  }
+  });
   for (const svc of services.values()) {
     if (svc.healthCheckNodePort === 0) continue;
     const local = ready.get(svc.service)!.size;
