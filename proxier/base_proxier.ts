@@ -25,7 +25,7 @@ import { cidrFamily, ipFamily, normalizeCIDR } from "./net.ts";
 import { show } from "./errors.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
-import { collectGarbage, collectGarbageIfPiled, trimMalloc } from "./runtime/gc.ts";
+import { collectGarbage, collectGarbageAfterSync, trimMalloc } from "./runtime/gc.ts";
 import type { Conntrack } from "../iptables/conntrack.ts";
 import { reconcileConntrack, reconcilerMetrics } from "./conntrack/reconciler.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
@@ -654,7 +654,7 @@ export abstract class BaseProxier implements Provider {
     }
     await this.#afterSync(ctx);
     // Cheap (one heap statistics call); a collection only when buffers or the heap piled up.
-    if (!didFull) collectGarbageIfPiled();
+    if (!didFull) collectGarbageAfterSync();
     if (this.clock.now() - this.#lastTrim >= TRIM_PERIOD_MS) {
       this.#lastTrim = this.clock.now();
       this.#trim();

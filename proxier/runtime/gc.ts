@@ -68,7 +68,7 @@ export function trimMalloc(): boolean {
   return mallocTrim !== null;
 }
 
-/** External (buffer) memory above which {@linkcode collectGarbageIfPiled} collects. */
+/** External (buffer) memory above which {@linkcode collectGarbageAfterSync} collects. */
 export const EXTERNAL_GC_BYTES = 16 * 2 ** 20;
 /** Heap growth over what the last explicit collection left above which it collects: half, and 16 MiB. */
 export const HEAP_GROWTH_GC_RATIO = 0.5;
@@ -95,7 +95,7 @@ export type Collection = "thorough" | "ordinary";
  * After a sync: collects what {@linkcode collectionDue} asks for, with this process's readings;
  * returns which collection ran, if any.
  */
-export function collectGarbageIfPiled(): Collection | undefined {
+export function collectGarbageAfterSync(): Collection | undefined {
   const due = collectionDue(Deno.memoryUsage(), performance.now(), lastCollection, lastThoroughMs);
   if (due !== undefined) collectGarbage({ thorough: due === "thorough" });
   return due;

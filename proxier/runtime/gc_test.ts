@@ -1,6 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
 import {
-  collectGarbageIfPiled,
+  collectGarbageAfterSync,
   collectionDue,
   EXTERNAL_GC_BYTES,
   garbagePiled,
@@ -11,18 +11,18 @@ import {
 
 const MiB = 2 ** 20;
 
-Deno.test("collectGarbageIfPiled: collects only when buffers outside the heap pile up past 16 MiB and a quarter of the heap", () => {
+Deno.test("collectGarbageAfterSync: collects only when buffers outside the heap pile up past 16 MiB and a quarter of the heap", () => {
   // Whatever earlier tests left is collected (or found below the bound) first.
-  collectGarbageIfPiled();
+  collectGarbageAfterSync();
   const bound = Math.max(EXTERNAL_GC_BYTES, Deno.memoryUsage().heapUsed / 4);
   if (Deno.memoryUsage().external > bound / 2) return; // nothing to learn in a process holding that much
   // A quarter of the bound more: still under it.
   let held: Uint8Array | undefined = new Uint8Array(Math.floor(bound / 4)).fill(1);
-  assertEquals(collectGarbageIfPiled(), undefined);
+  assertEquals(collectGarbageAfterSync(), undefined);
   held = new Uint8Array(Math.ceil(bound) + 2 ** 20).fill(1);
   assertEquals(held.length > bound, true);
   held = undefined;
-  assertEquals(collectGarbageIfPiled(), "ordinary");
+  assertEquals(collectGarbageAfterSync(), "ordinary");
 });
 
 Deno.test("garbagePiled: the heap grown by half (and 16 MiB) over the last collection, at most every 30 s; buffers past 16 MiB and a quarter of the heap", () => {
