@@ -338,6 +338,7 @@ if (which.has("chaos")) {
   const runs = (Deno.env.get("CHAOS_MODES") ?? "iptables,iptables-legacy,nftables,ipvs").split(",") as Array<
     "iptables" | "iptables-legacy" | "nftables" | "ipvs"
   >;
+  const causes: string[] = [];
   for (const run of runs) {
     const mode = run === "iptables-legacy" ? "iptables" : run;
     const r = await benchChaos(mode, seed, seconds, 60_000, run === "iptables-legacy" ? "legacy" : undefined);
@@ -357,7 +358,10 @@ if (which.has("chaos")) {
           (r.convergedMs / 1000).toFixed(1)
         } s | ${r.lost} | ${r.unjustified503} | ${r.unexplainedFailures} | ${r.unexpectedExits} |`,
     );
+    causes.push(`${name}: ${r.longestOutageFaults.join(", ") || "none"}`);
   }
+  out("\nFaults from 2 s before the longest outage until its end (seconds from its start):");
+  for (const c of causes) out(`- ${c}`);
 }
 
 if (which.has("nftables")) {

@@ -37,6 +37,8 @@ export interface ChaosFigures {
   readonly recoveries: number;
   /** The longest time the probed Service did not answer, in ms. */
   readonly longestOutageMs: number;
+  /** The faults injected from 2 s before that outage until it ended, in order: what caused it. */
+  readonly longestOutageFaults: readonly string[];
   /** From the schedule's end until every Service was where its objects say, in ms. */
   readonly convergedMs: number;
   /** Services not where their final objects say once converged (must be 0). */
@@ -214,7 +216,11 @@ export async function runChaos(
   let lockHolder: Deno.ChildProcess | undefined;
   let lockedUntil = 0;
   const faults: Record<string, number> = {};
-  const count = (k: string) => faults[k] = (faults[k] ?? 0) + 1;
+  const injected: Array<{ atMs: number; kind: string }> = [];
+  const count = (kind: string) => {
+    faults[kind] = (faults[kind] ?? 0) + 1;
+    injected.push({ atMs: performance.now(), kind });
+  };
   // Windows in which syncs could be failing (a failing tool, a restart), for /healthz.
   const failing: Array<[number, number]> = [];
   const procs: ProxyProcess[] = [];
@@ -296,6 +302,7 @@ export async function runChaos(
     // Service 1 stays as it is: the probe measures how long it goes unanswered.
     await eventually(async () => assertEquals(await answered(), true), 30_000 * SLOW);
     let longest = 0, recoveries = 0, lastOk = performance.now(), down = false, probing = true;
+    let longestFrom = 0, longestTo = 0;
     let unjustified503 = 0;
     const justified = (at: number) => failing.some(([a, b]) => at >= a && at <= b + HEALTH_GRACE_MS);
     const probe = (async () => {
@@ -308,7 +315,7 @@ export async function runChaos(
           lastOk = now;
         } else {
           down = true;
-          longest = Math.max(longest, now - lastOk);
+          if (now - lastOk > longest) [longest, longestFrom, longestTo] = [now - lastOk, lastOk, now];
         }
         const health = await t.nodeAgent.http("127.0.0.1", 10256, 500 * SLOW, "/healthz");
         if (health.startsWith("503") && !justified(performance.now())) unjustified503++;
@@ -441,6 +448,8 @@ export async function runChaos(
       changes,
       recoveries,
       longestOutageMs: Math.round(longest),
+      longestOutageFaults: injected.filter((f) => f.atMs >= longestFrom - 2000 && f.atMs <= longestTo)
+        .map((f) => `${((f.atMs - longestFrom) / 1000).toFixed(1)} s ${f.kind}`),
       convergedMs,
       lost,
       unjustified503,
