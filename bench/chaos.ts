@@ -5,7 +5,8 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { type ChaosFigures, type IptablesBackend, runChaos } from "../tests/faults/chaos.ts";
+import { type ChaosFigures, runChaos } from "../tests/faults/chaos.ts";
+import type { IptablesBackendName } from "../iptables/iptables.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -18,7 +19,7 @@ export async function benchChaos(
   seed: number,
   seconds: number,
   stallMs: number,
-  iptablesBackend?: IptablesBackend,
+  iptablesBackend?: IptablesBackendName,
 ): Promise<ChaosFigures> {
   if (mode !== "ipvs") return await runChaos(mode, seed, seconds, { stallMs, iptablesBackend });
   const out = await new Deno.Command(`${ROOT}tests/vm/run.sh`, {

@@ -9,6 +9,7 @@ import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { inputText } from "../iptables/executor.ts";
 import {
   type IPTables,
+  type IptablesBackendName,
   IptablesRunner,
   type RestoreInput,
   type RestoreOptions,
@@ -55,7 +56,7 @@ class NullIPTables implements IPTables {
  * Returns the time (ms, median of 5) of the kernel reads the iptables mode's thorough drift check
  * makes (the mangle canary, the jumps of the six built-in chains, nat KUBE-SERVICES) in `ns`.
  */
-async function driftCheckMs(ns: string, backend: "nft" | "legacy"): Promise<number> {
+async function driftCheckMs(ns: string, backend: IptablesBackendName): Promise<number> {
   const ipt = new IptablesRunner({
     exec: {
       run: (cmd, o) => new DenoExecutor().run("ip", { ...o, args: ["netns", "exec", ns, cmd, ...o.args] }),

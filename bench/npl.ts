@@ -13,7 +13,7 @@
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { inputText } from "../iptables/executor.ts";
-import type { RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
+import type { IptablesBackendName, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
 import { endpointChainName } from "../proxier/iptables/chain_name.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
@@ -31,7 +31,7 @@ const CLUSTER_CIDR = "10.0.0.0/8";
 /** One configuration of the benchmark. */
 export interface NplOptions {
   readonly services: number;
-  readonly backend: "nft" | "legacy";
+  readonly backend: IptablesBackendName;
   readonly source: "api" | "file";
   /** Single-endpoint changes made after the first sync. */
   readonly changes: number;
@@ -146,12 +146,12 @@ function percentile(sorted: number[], p: number): number {
  * committed and keeps its input, and the chain is in the kernel once a committed input declared it.
  */
 class ChainWatch {
-  readonly #backend: "nft" | "legacy";
+  readonly #backend: IptablesBackendName;
   readonly #dir: string;
   #read = 0;
   readonly #committed: Array<{ atMs: number; file: string }> = [];
 
-  constructor(backend: "nft" | "legacy", dir: string) {
+  constructor(backend: IptablesBackendName, dir: string) {
     this.#backend = backend;
     this.#dir = dir;
   }
@@ -473,7 +473,7 @@ if (import.meta.main) {
   });
   const o: NplOptions = {
     services: Number(v.services),
-    backend: v.backend as "nft" | "legacy",
+    backend: v.backend as IptablesBackendName,
     source: v.source as "api" | "file",
     changes: Number(v.changes),
     spreadS: Number(v.spread),

@@ -21,12 +21,13 @@ import { eventually } from "../net_helpers.ts";
 import type { Pod, ProxyProcess } from "../e2e/netns.ts";
 import { holdXtablesLock, Topology } from "../e2e/netns.ts";
 import type { ApiCommand } from "./api_server_child.ts";
+import type { IptablesBackendName } from "../../iptables/iptables.ts";
 
 /** What one run did and saw. */
 export interface ChaosFigures {
   readonly mode: string;
   /** iptables mode: the backend it ran with. */
-  readonly iptablesBackend?: IptablesBackend;
+  readonly iptablesBackend?: IptablesBackendName;
   readonly seed: number;
   readonly seconds: number;
   /** Faults injected, by kind. */
@@ -54,15 +55,12 @@ export interface ChaosFigures {
   readonly unexplained: readonly string[];
 }
 
-/** The iptables backends a schedule can run iptables mode with. */
-export type IptablesBackend = "nft" | "legacy";
-
 /** Options of {@linkcode runChaos}. */
 export interface ChaosOptions {
   /** The API server stall's length (the issue's 60 s in the bench; short in CI). */
   readonly stallMs?: number;
   /** iptables mode's `--iptables-backend` (default nft, as the host's). */
-  readonly iptablesBackend?: IptablesBackend;
+  readonly iptablesBackend?: IptablesBackendName;
 }
 
 /** mulberry32: a small seeded generator, so a failing seed can be replayed. */

@@ -5,17 +5,19 @@
  */
 import { assertEquals } from "../assert.ts";
 import { realKernel } from "../e2e/netns.ts";
-import { type IptablesBackend, runChaos } from "./chaos.ts";
+import { runChaos } from "./chaos.ts";
+import type { IptablesBackendName } from "../../iptables/iptables.ts";
 
-const RUNS: ReadonlyArray<{ mode: "iptables" | "nftables"; backend?: IptablesBackend; tools: string[] }> = [
-  { mode: "iptables", backend: "nft", tools: ["iptables-restore", "iptables-save"] },
-  {
-    mode: "iptables",
-    backend: "legacy",
-    tools: ["iptables-legacy-restore", "iptables-legacy-save", "flock"],
-  },
-  { mode: "nftables", tools: ["nft"] },
-];
+const RUNS: ReadonlyArray<{ mode: "iptables" | "nftables"; backend?: IptablesBackendName; tools: string[] }> =
+  [
+    { mode: "iptables", backend: "nft", tools: ["iptables-restore", "iptables-save"] },
+    {
+      mode: "iptables",
+      backend: "legacy",
+      tools: ["iptables-legacy-restore", "iptables-legacy-save", "flock"],
+    },
+    { mode: "nftables", tools: ["nft"] },
+  ];
 
 for (const { mode, backend, tools } of RUNS) {
   const { ignore, note } = await realKernel([...tools, "conntrack"]);
