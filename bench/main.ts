@@ -334,22 +334,26 @@ if (which.has("chaos")) {
     "| mode | faults injected | changes | recoveries | longest outage | converged after | updates lost | unjustified 503s | unexplained failures | unexpected exits |",
   );
   out("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  // iptables-legacy: iptables mode on the legacy backend, the one the xtables lock blocks.
-  const runs = (Deno.env.get("CHAOS_MODES") ?? "iptables,iptables-legacy,nftables,ipvs").split(",") as Array<
-    "iptables" | "iptables-legacy" | "nftables" | "ipvs"
+  // Each run CHAOS_MODES can name: its mode, iptables backend and row name. iptables-legacy: iptables
+  // mode on the legacy backend, the one the xtables lock blocks.
+  const RUNS = {
+    iptables: { mode: "iptables", backend: undefined, name: "iptables (nf_tables)" },
+    "iptables-legacy": { mode: "iptables", backend: "legacy", name: "iptables (legacy)" },
+    nftables: { mode: "nftables", backend: undefined, name: "nftables" },
+    ipvs: { mode: "ipvs", backend: undefined, name: "ipvs (VM, emulated CPU)" },
+  } as const;
+  const runs = (Deno.env.get("CHAOS_MODES") ?? Object.keys(RUNS).join(",")).split(",") as Array<
+    keyof typeof RUNS
   >;
+  const unknown = runs.filter((run) => !(run in RUNS));
+  if (unknown.length > 0) {
+    throw new Error(`CHAOS_MODES: no run ${unknown.join(", ")} (${Object.keys(RUNS).join(", ")})`);
+  }
   const causes: string[] = [];
   for (const run of runs) {
-    const mode = run === "iptables-legacy" ? "iptables" : run;
-    const r = await benchChaos(mode, seed, seconds, 60_000, run === "iptables-legacy" ? "legacy" : undefined);
+    const { mode, backend, name } = RUNS[run];
+    const r = await benchChaos(mode, seed, seconds, 60_000, backend);
     const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ");
-    const name = run === "ipvs"
-      ? "ipvs (VM, emulated CPU)"
-      : run === "iptables"
-      ? "iptables (nf_tables)"
-      : run === "iptables-legacy"
-      ? "iptables (legacy)"
-      : run;
     out(
       `| ${name} | ${faults} | ${r.changes} | ${r.recoveries} | ${
         (r.longestOutageMs / 1000).toFixed(1)
