@@ -42,15 +42,16 @@ function addDestinations(
 ): void {
   const proto = FLOW_PROTOCOLS[svc.protocol];
   if (proto === undefined) return;
-  const serving = new Set(eps.filter((e) => e.serving).map((e) => `${e.ip} ${e.port}`));
+  const serving = eps.filter((e) => e.serving).map((e) => `${e.ip} ${e.port}`);
+  const add = (k: string) => {
+    let to = out.get(k);
+    if (to === undefined) out.set(k, to = new Set());
+    for (const ep of serving) to.add(ep);
+  };
   for (const addr of [svc.clusterIP, ...svc.externalIPs, ...svc.loadBalancerIPs]) {
-    const k = `${proto} ${addr} ${svc.port}`;
-    out.set(k, new Set([...out.get(k) ?? [], ...serving]));
+    add(`${proto} ${addr} ${svc.port}`);
   }
-  if (svc.nodePort !== 0) {
-    const k = `${proto} :${svc.nodePort}`;
-    out.set(k, new Set([...out.get(k) ?? [], ...serving]));
-  }
+  if (svc.nodePort !== 0) add(`${proto} :${svc.nodePort}`);
 }
 
 /**
