@@ -29,10 +29,9 @@ import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
-import { parseCommandLine, type TraceQuery } from "./proxier/options/flags.ts";
+import { parseCommandLine } from "./proxier/options/command_line.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
-import { ipFamily } from "./proxier/net.ts";
-import { formatTrace, routeSource, traceSource } from "./proxier/trace.ts";
+import { runTrace } from "./proxier/trace/trace.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -84,7 +83,18 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
     }
   }
   if (cmd.command === "render") return await render(mode, config, log, cmd.renderNodeIPs);
-  if (cmd.command === "trace") return await trace(mode, config, cmd.trace!, exec);
+  if (cmd.command === "trace") {
+    return await runTrace({
+      modes: MODES.values(),
+      chosen: mode,
+      config,
+      query: cmd.trace!,
+      exec,
+      interfaceIPs: Deno.networkInterfaces().map((i) => i.address),
+      stdout: (text) => print(Deno.stdout, text),
+      stderr: (text) => print(Deno.stderr, text),
+    });
+  }
   for (const n of cmd.notApplying) log.warn(n);
   return await run(mode, config, exec, log, {
     initOnly: cmd.command === "init-only",
@@ -182,55 +192,6 @@ async function render(
   // Rules that depend on the node's addresses (NodePorts, a load balancer reaching itself) are only
   // as right as these: say which were used.
   print(Deno.stderr, `kube-proxy-deno: render: node addresses: ${renderer.nodeAddresses()}\n`);
-  return 0;
-}
-
-/**
- * `trace`: which endpoint one new connection reaches, from the live rules or a file; writes nothing.
- * Without `--proxy-mode`, through the first mode (registry order) whose rules the source holds.
- */
-async function trace(
-  chosen: ProxyModeDefinition,
-  config: ProxyConfig,
-  q: TraceQuery,
-  exec: Executor,
-): Promise<number> {
-  const nodeIPs = [...q.nodeIPs, ...Deno.networkInterfaces().map((i) => i.address)];
-  let result;
-  let mode = chosen;
-  if (q.src === undefined && q.from === "node") {
-    // As the kernel would: the source its route to the destination picks (live), else a node address.
-    const family = ipFamily(q.dst) ?? "IPv4";
-    const routed = q.rulesFile === undefined ? await routeSource(exec, q.dst) : undefined;
-    q = routed !== undefined
-      ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
-      : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
-  }
-  try {
-    if (!q.modeChosen) {
-      const source = q.rulesFile !== undefined
-        ? { text: await Deno.readTextFile(q.rulesFile) }
-        : { exec, family: ipFamily(q.dst) ?? "IPv4" };
-      for (const m of MODES.values()) {
-        if (m.recognizes !== undefined && await m.recognizes(source)) {
-          mode = m;
-          break;
-        }
-      }
-    }
-    if (mode.trace === undefined) {
-      print(Deno.stderr, `kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
-      return 2;
-    }
-    result = await mode.trace(q, { exec, config, nodeIPs });
-  } catch (e) {
-    const what = q.rulesFile === undefined
-      ? "cannot read the live rules"
-      : `--rules: ${JSON.stringify(q.rulesFile)}`;
-    print(Deno.stderr, `kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
-    return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
-  }
-  print(Deno.stdout, formatTrace(q, result, mode.name));
   return 0;
 }
 

@@ -5,7 +5,6 @@
  */
 import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
-import type { TraceResult } from "../iptables/rule_walker.ts";
 import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
 import { type EventRecorder, nullRecorder } from "./events.ts";
 import { MetaProxier } from "./meta_proxier.ts";
@@ -17,7 +16,7 @@ import type { Logger } from "./runtime/logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
-import type { TraceQuery } from "./options/flags.ts";
+import type { RulesSource, TraceQuery, TraceResult } from "./trace/trace.ts";
 import type { IPFamily } from "./types.ts";
 
 /** Everything the program hands a mode. */
@@ -204,9 +203,7 @@ export interface ProxyModeDefinition {
    * namespace (read only, for `family`). `trace` without `--proxy-mode` traces through the first mode
    * (in registry order) that does.
    */
-  recognizes?(
-    source: { readonly text: string } | { readonly exec: Executor; readonly family: IPFamily },
-  ): Promise<boolean>;
+  recognizes?(source: RulesSource): Promise<boolean>;
   /**
    * Removes every kernel object this mode (or upstream kube-proxy's same mode) creates in `family`;
    * succeeds when there is nothing to remove.

@@ -5,11 +5,11 @@
  * not the hourly one; it is said once and counted.
  */
 import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
-import { tracePacket } from "../iptables/rule_walker.ts";
+import { tracePacket } from "../proxier/trace/iptables_walker.ts";
 import { splitArgs } from "../iptables/rule_args.ts";
 import type { BaseProxier } from "../proxier/base_proxier.ts";
 import { TABLE } from "../proxier/nftables/layout.ts";
-import { traceNft } from "../proxier/nftables/trace.ts";
+import { traceNft } from "../proxier/trace/nft_walker.ts";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
 import type { MemoryLogger } from "./fixtures.ts";
 import { iptablesSetup } from "./flows/iptables_datapath.ts";

@@ -14,7 +14,6 @@ import {
   type IpsetType,
   parseIpsetSave,
 } from "../ipset.ts";
-import type { SetLookup } from "../rule_walker.ts";
 
 interface FakeSet {
   spec: IpsetSpec;
@@ -34,8 +33,8 @@ export class FakeIpset implements IPSet {
     return Promise.resolve(parseIpsetSave(this.text()));
   }
 
-  /** The sets, as the tracer's `-m set` lookup. */
-  lookup(): SetLookup {
+  /** The sets, as the tracer's `-m set` lookup (its `SetLookup`). */
+  lookup(): { get(name: string): { type: string; entries: ReadonlySet<string> } | undefined } {
     return {
       get: (name) => {
         const set = this.#sets.get(name);

@@ -1,4 +1,4 @@
-import { tracePacket } from "../../iptables/rule_walker.ts";
+import { tracePacket } from "../trace/iptables_walker.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import {
   ep,

@@ -1,16 +1,15 @@
 /**
- * `trace --proxy-mode=iptables`: the rule walker (`iptables/rule_walker.ts`) over the live rules of
+ * `trace --proxy-mode=iptables`: the iptables interpreter (`proxier/trace/iptables_walker.ts`) over the live rules of
  * this network namespace (read only) or over a `render` output or save file.
  * @module
  */
 import type { Executor } from "../../iptables/executor.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
-import { parseRules, tracePacket, type TraceResult } from "../../iptables/rule_walker.ts";
+import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
 import { ipFamily } from "../net.ts";
 import type { ProxyConfig } from "../options/config.ts";
-import type { TraceQuery } from "../options/flags.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { traceSource } from "../trace.ts";
+import { type TraceQuery, type TraceResult, traceSource } from "../trace/trace.ts";
 import type { IPFamily } from "../types.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */

@@ -12,18 +12,10 @@ import { addressFamily, type IPFamily } from "../../iptables/ip.ts";
 import { IpsetRunner, parseIpsetSave } from "../../iptables/ipset.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptables/ipvs.ts";
-import {
-  type Packet,
-  parseRules,
-  type RuleSource,
-  type SetLookup,
-  tracePacket,
-  type TraceResult,
-} from "../../iptables/rule_walker.ts";
+import { parseRules, type RuleSource, type SetLookup, tracePacket } from "../trace/iptables_walker.ts";
 import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
-import type { TraceQuery } from "../options/flags.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { traceSource } from "../trace.ts";
+import { type Packet, type TraceQuery, type TraceResult, traceSource } from "../trace/trace.ts";
 import { SET, setName } from "./layout.ts";
 
 /** What the ipvs mode's datapath consists of, as read from the kernel (or a rendered file). */

@@ -1,5 +1,5 @@
 import { NftError } from "../../iptables/nft.ts";
-import { traceNft } from "./trace.ts";
+import { traceNft } from "../trace/nft_walker.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";

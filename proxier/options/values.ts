@@ -56,3 +56,19 @@ export function parseBackend(flag: string, s: string): IptablesBackend {
   if (s === "auto" || s === "nft" || s === "legacy") return s;
   throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (auto, nft or legacy)`);
 }
+
+/**
+ * Returns `s` as an integer from `min` to `max` (int32 by default). @throws {UsageError} naming
+ * `flag` and the range.
+ */
+export function parseInteger(flag: string, s: string, min = -(2 ** 31), max = 2 ** 31 - 1): number {
+  if (!/^[+-]?\d+$/.test(s) || Number(s) < min || Number(s) > max) {
+    throw new UsageError(`${flag}: invalid value ${JSON.stringify(s)} (an integer from ${min} to ${max})`);
+  }
+  return Number(s);
+}
+
+/** Returns comma-separated IP literals (`--node-ip`). @throws {UsageError} naming `flag`. */
+export function parseIPList(flag: string, text: string): string[] {
+  return text.split(",").map((ip) => parseIP(flag, ip.trim()));
+}

@@ -3,7 +3,7 @@
  * fakes, then say where a packet goes.
  * @module
  */
-import type { Packet } from "../../iptables/rule_walker.ts";
+import type { Packet } from "../../proxier/trace/trace.ts";
 import type { Provider } from "../../proxier/base_proxier.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import { makeNode } from "../fixtures.ts";

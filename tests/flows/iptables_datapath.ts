@@ -5,7 +5,7 @@
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
-import { tracePacket } from "../../iptables/rule_walker.ts";
+import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
 import { baseOptions } from "../fixtures.ts";
 import { type Datapath, feed, type FlowSetup, traceAgain, tracerPacket } from "./datapath.ts";

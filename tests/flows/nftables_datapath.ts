@@ -5,7 +5,7 @@
  */
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
-import { traceNft } from "../../proxier/nftables/trace.ts";
+import { traceNft } from "../../proxier/trace/nft_walker.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "../../proxier/nftables/proxier.ts";
 import { baseOptions } from "../fixtures.ts";

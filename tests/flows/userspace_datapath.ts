@@ -5,7 +5,7 @@
  * @module
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
-import { tracePacket } from "../../iptables/rule_walker.ts";
+import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { type Listener, UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 import { baseOptions } from "../fixtures.ts";
 import { type Datapath, feed, type FlowResult, tracerPacket } from "./datapath.ts";

@@ -1,7 +1,6 @@
-import { assertEquals } from "../tests/assert.ts";
-import { FakeIPTables } from "./testing/fake_iptables.ts";
-import { parseRules } from "./rule_walker.ts";
-import { tracePacket } from "./rule_walker.ts";
+import { assertEquals } from "../../tests/assert.ts";
+import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
+import { parseRules, tracePacket } from "./iptables_walker.ts";
 
 const RULES = `*filter
 :KUBE-SERVICES - [0:0]

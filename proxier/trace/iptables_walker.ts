@@ -7,9 +7,10 @@
  * match it does not understand stops that path and is reported, never guessed.
  * @module
  */
-import { addressFamily, inCIDR } from "./ip.ts";
-import type { Chain, Table } from "./iptables.ts";
-import { splitArgs } from "./rule_args.ts";
+import { addressFamily, inCIDR } from "../../iptables/ip.ts";
+import type { Chain, Table } from "../../iptables/iptables.ts";
+import { splitArgs } from "../../iptables/rule_args.ts";
+import { interfaceMatches, type Packet, type TraceResult, type TraceStep } from "./trace.ts";
 
 /** Rules by table and chain, as iptables holds them. */
 export interface RuleSource {
@@ -17,72 +18,10 @@ export interface RuleSource {
   rules(table: Table, chain: Chain): readonly string[] | undefined;
 }
 
-/** A packet opening a connection. */
-export interface Packet {
-  readonly src: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly protocol: "tcp" | "udp" | "sctp";
-  /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
-  readonly fromHost?: boolean;
-  /**
-   * The interface a packet from elsewhere came in on (`-i`); a packet this node sends has none. Unset
-   * for a packet from elsewhere: an `-i` match stops the path as UNKNOWN rather than guess.
-   */
-  readonly inInterface?: string;
-  /** Set by the tracer between nat and filter: the connection was DNATed (conntrack state DNAT). */
-  readonly dnatted?: boolean;
-  /** Arrives from a pod on this node (through a bridge port, as `-m physdev --physdev-is-in` sees it). */
-  readonly fromPod?: boolean;
-  /**
-   * The client's earlier connection reached this endpoint (`ip:port`) and was recorded: a
-   * `recent --rcheck --name X` matches when chain X DNATs there. Unset: both outcomes are taken.
-   */
-  readonly returningTo?: string;
-}
-
 /** ipset contents, for `-m set --match-set` (the ipvs mode's rules). */
 export interface SetLookup {
   /** The set's type (`hash:ip,port`...) and entries, or undefined when it does not exist. */
   get(name: string): { readonly type: string; readonly entries: ReadonlySet<string> } | undefined;
-}
-
-/** One rule a path went through. */
-export interface TraceStep {
-  /** The iptables table, `ipvs` for the virtual server a packet reached, or the nft table (`ip kube-proxy`). */
-  readonly table: string;
-  readonly chain: Chain;
-  /** The rule as `iptables-save` prints it (`-A CHAIN ...`). */
-  readonly rule: string;
-  /** How many jumps deep (0: the built-in chain). */
-  readonly depth: number;
-}
-
-/** What happened to the packet. */
-export interface TraceResult {
-  /** `ip:port` of every endpoint some path DNATs to (and filter lets through), sorted. */
-  readonly endpoints: string[];
-  /** The endpoints with the share of new connections each gets (summing to at most 1). */
-  readonly reach: ReadonlyArray<{ readonly endpoint: string; readonly probability: number }>;
-  /** Every path that reaches an endpoint is marked for masquerade. */
-  readonly masq: boolean;
-  /** Some paths masquerade and some do not. */
-  readonly masqMixed: boolean;
-  /** Local ports some path REDIRECTs to (userspace portals), sorted. */
-  readonly redirects: number[];
-  /** A `recent --rcheck` (ClientIP affinity) sends a returning client to its previous endpoint. */
-  readonly affinity: boolean;
-  /**
-   * DNAT when an endpoint is reached, REDIRECT when only a local port is; else the filter
-   * verdict; UNKNOWN when a path stopped at a match the tracer does not understand.
-   */
-  readonly verdict: "DNAT" | "REDIRECT" | "REJECT" | "DROP" | "UNKNOWN" | "none";
-  /** Every rule some path went through, in the order first reached. */
-  readonly path: readonly TraceStep[];
-  /** Rules with a match the tracer does not understand (each path reaching one stops there). */
-  readonly unsupported: readonly string[];
-  /** Every path the filter let through was marked for masquerading in nat (no DNAT needed). */
-  readonly marked: boolean;
 }
 
 interface Outcome {
@@ -382,12 +321,6 @@ function match(
     }
   }
   return result;
-}
-
-/** Whether interface `name` matches iptables' `-i` pattern (`veth+` is a prefix; nft writes `veth*`). */
-export function interfaceMatches(name: string, pattern: string): boolean {
-  const wild = pattern.endsWith("+") || pattern.endsWith("*");
-  return wild ? name.startsWith(pattern.slice(0, -1)) : name === pattern;
 }
 
 /**

@@ -3,7 +3,8 @@ import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/ass
 import { UsageError } from "../errors.ts";
 import type { ProxyConfig } from "./config.ts";
 import { defaultConfig } from "./kube_proxy_configuration.ts";
-import { FLAGS, parseCommandLine } from "./flags.ts";
+import { parseCommandLine } from "./command_line.ts";
+import { FLAGS } from "./flag_table.ts";
 import { encodeConfig } from "./write_config.ts";
 
 const noFile = (): string => {

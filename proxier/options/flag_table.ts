@@ -1,90 +1,24 @@
 /**
- * The command line: every flag of upstream kube-proxy 1.36 (Linux) with its name, meaning, default
- * and validation, this program's own flags, and how they meet a `--config` file, as upstream's
- * `cmd/kube-proxy/app/options.go`: without `--config` the flags fill in a defaulted
- * KubeProxyConfiguration; with it the file does, and only the logging flags, `--hostname-override`,
- * `--master` and the process flags still apply (the others are named in one warning).
+ * The flag table: every flag of upstream kube-proxy 1.36 (Linux) with its name, type, default, help
+ * and what it sets, then this program's own flags, then `trace`'s. `--help`, the generated flag
+ * reference (`deno task docs`) and the command line (`command_line.ts`) all read it.
  * @module
  */
 import { UsageError } from "../errors.ts";
 import { ipFamily } from "../net.ts";
-import { MAX_TCP_WORKERS, type ProxyConfig } from "./config.ts";
-import { decodeConfigFile } from "./config_file.ts";
+import { MAX_TCP_WORKERS } from "./config.ts";
 import { parseDuration } from "./duration.ts";
 import {
-  appendPortIfNeeded,
-  defaultKubeProxyConfiguration,
-  defaultOwnFlags,
-  HEALTHZ_PORT,
-  isZeroQuantity,
   type KubeProxyConfiguration,
-  METRICS_PORT,
-  modeSection,
   type OwnFlags,
-  platformDefaults,
   QUANTITY,
-  setDefaults,
   splitHostPort,
-  toProxyConfig,
 } from "./kube_proxy_configuration.ts";
-import { type FlagShape, type FlagUse, parseBool, scanArgs } from "./pflag.ts";
-import { type FieldError, validate } from "./validation.ts";
-import { parseBackend, parseIP, parseNodeName, parsePortRange, parseSource, parseURL } from "./values.ts";
-
-/** What the command line asks for. */
-export interface ParsedCommand {
-  readonly command:
-    | "run"
-    | "render"
-    | "trace"
-    | "cleanup"
-    | "init-only"
-    | "write-config"
-    | "version"
-    | "help";
-  /** Set for `trace`. */
-  readonly trace?: TraceQuery;
-  /** For `help`: the program's usage, or `trace --help`'s. */
-  readonly usage: string;
-  /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
-  readonly renderNodeIPs?: readonly string[];
-  /** What the program runs with. */
-  readonly config: ProxyConfig;
-  /** The same settings in upstream's format (`--write-config-to` writes it). */
-  readonly kubeProxyConfiguration: KubeProxyConfiguration;
-  /** `--write-config-to`'s path. */
-  readonly writeConfigTo?: string;
-  /** Non-fatal remarks to log once logging is set up (flags ignored because of --config, unknown fields). */
-  readonly warnings: string[];
-  /** Settings given that do nothing in this program, each with why; named once at start. */
-  readonly notApplying: string[];
-  /** Path given to --config, if any (its content is already merged into `config`). */
-  readonly configFile?: string;
-  /** Every flag (but trace's) with its value as given, else its default: what `/flagz` lists. */
-  readonly flagValues: ReadonlyArray<readonly [name: string, value: string]>;
-}
-
-/** What `trace` is asked: one new connection, and where the rules come from. */
-export interface TraceQuery {
-  readonly src?: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly protocol: "tcp" | "udp" | "sctp";
-  /** pod: from a pod on this node; external: from another host; node: from this node itself. */
-  readonly from: "pod" | "node" | "external";
-  /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */
-  readonly rulesFile?: string;
-  readonly output: "text" | "json";
-  /** This node's addresses, besides those of its interfaces (for a file from another node). */
-  readonly nodeIPs: readonly string[];
-  /** `--proxy-mode` (or the config file's mode) was given; else the mode is told from the rules. */
-  readonly modeChosen: boolean;
-  /** Set when `src` was not given but assumed: why that address (printed with the packet). */
-  readonly srcAssumed?: string;
-}
+import { type FlagShape, parseBool } from "./pflag.ts";
+import { parseBackend, parseInteger, parseIP, parsePortRange, parseSource, parseURL } from "./values.ts";
 
 /** The state of parsing: the configuration the flags fill in, and what they leave for later. */
-interface FlagContext {
+export interface FlagContext {
   readonly v: KubeProxyConfiguration;
   readonly own: OwnFlags;
   /** Flags whose meaning depends on others (`--*-sync-period` on the mode, in ms), applied last. */
@@ -111,17 +45,15 @@ export interface FlagDef extends FlagShape {
   readonly withConfig?: boolean;
   /** Undefined: it takes effect. Otherwise why it has no effect in this program. */
   readonly notApplying?: string;
+  /** How this program's handling differs from upstream's (the flag reference's "here"); undefined: as upstream. */
+  readonly differs?: string;
   /** The file field it sets, so a validation error names the flag. */
   readonly field?: string;
   readonly apply?: (c: FlagContext, value: string) => void;
 }
 
-const int = (flag: string, s: string, min = -(2 ** 31), max = 2 ** 31 - 1): number => {
-  if (!/^[+-]?\d+$/.test(s) || Number(s) < min || Number(s) > max) {
-    throw new UsageError(`--${flag}: invalid value ${JSON.stringify(s)} (an integer from ${min} to ${max})`);
-  }
-  return Number(s);
-};
+const int = (flag: string, s: string, min?: number, max?: number): number =>
+  parseInteger(`--${flag}`, s, min, max);
 const dur = (flag: string, s: string): number => {
   const ms = parseDuration(s);
   if (ms === undefined) {
@@ -168,6 +100,8 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "bind-address",
     origin: "upstream",
+    differs:
+      "validated; the userspace mode listens on it (kernel modes take the node's IPs from its Node and interfaces)",
     type: "ip",
     default: "0.0.0.0",
     field: "bindAddress",
@@ -304,6 +238,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "feature-gates",
     origin: "upstream",
+    differs: "accepted (bools); this program has no feature gates: the ones given are named at start",
     type: "mapStringBool",
     default: "",
     field: "featureGates",
@@ -328,6 +263,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "healthz-port",
     origin: "upstream",
+    differs: "deprecated: joins an address given as an IP alone; 0 disables",
     type: "int32",
     default: "10256",
     help: "deprecated: the port of --healthz-bind-address when it is an IP alone; 0 disables",
@@ -480,6 +416,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "kube-api-content-type",
     origin: "upstream",
+    differs: "accepted; requests are JSON whatever is asked, and the start line says so",
     type: "string",
     default: "application/vnd.kubernetes.protobuf",
     help: "the encoding asked of the API server (this program always reads JSON; it says so at start)",
@@ -504,6 +441,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "log-flush-frequency",
     origin: "upstream",
+    differs: "accepted; records are written at once, so any frequency holds",
     type: "duration",
     default: "5s",
     withConfig: true,
@@ -513,6 +451,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "log-json-info-buffer-size",
     origin: "upstream",
+    differs: "accepted; named at start when not 0 (records are written at once)",
     type: "quantity",
     default: "0",
     withConfig: true,
@@ -522,6 +461,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "log-json-split-stream",
     origin: "upstream",
+    differs: "accepted; named at start when true (every record goes to stderr)",
     bool: true,
     type: "bool",
     default: "false",
@@ -532,6 +472,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "log-text-info-buffer-size",
     origin: "upstream",
+    differs: "accepted; named at start when not 0 (records are written at once)",
     type: "quantity",
     default: "0",
     withConfig: true,
@@ -541,6 +482,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "log-text-split-stream",
     origin: "upstream",
+    differs: "accepted; named at start when true (every record goes to stderr)",
     bool: true,
     type: "bool",
     default: "false",
@@ -590,6 +532,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "metrics-bind-address",
     origin: "upstream",
+    differs: "empty disables (upstream cannot)",
     type: "ipport",
     default: "127.0.0.1:10249",
     field: "metricsBindAddress",
@@ -599,6 +542,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "metrics-port",
     origin: "upstream",
+    differs: "deprecated: joins an address given as an IP alone; 0 disables",
     type: "int32",
     default: "10249",
     help: "deprecated: the port of --metrics-bind-address when it is an IP alone; 0 disables",
@@ -620,6 +564,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "oom-score-adj",
     origin: "upstream",
+    differs: "through `choom`; a refusal (no CAP_SYS_RESOURCE) is a warning",
     type: "int32",
     default: "-999",
     field: "oomScoreAdj",
@@ -647,6 +592,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "profiling",
     origin: "upstream",
+    differs: "accepted; named at start when true (no pprof here)",
     bool: true,
     type: "bool",
     default: "false",
@@ -656,6 +602,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "proxy-mode",
     origin: "upstream",
+    differs: "plus `userspace`",
     type: "ProxyMode",
     default: "iptables",
     field: "mode",
@@ -665,6 +612,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "show-hidden-metrics-for-version",
     origin: "upstream",
+    differs: "validated (only `1.35`); named at start (no metric is hidden here)",
     type: "string",
     default: "",
     field: "showHiddenMetricsForVersion",
@@ -694,6 +642,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "vmodule",
     origin: "upstream",
+    differs: "validated; named at start (`--v` filters every record)",
     type: "pattern=N,...",
     default: "",
     withConfig: true,
@@ -809,291 +758,5 @@ export const FLAGS: readonly FlagDef[] = [
   })),
 ];
 
-const BY_NAME = new Map(FLAGS.map((f) => [f.name, f]));
-
-/** Usage text for `--help`, from the flag table. */
-export const USAGE = (() => {
-  const line = (f: FlagDef) => {
-    const head = `  ${f.shorthand ? `-${f.shorthand}, ` : ""}--${f.name}${f.bool ? "" : ` ${f.type}`}`;
-    const def = f.default === "" || (f.bool && f.default === "false") ? "" : ` (default ${f.default})`;
-    return `${head.padEnd(44)} ${f.help}${def}`;
-  };
-  return `Usage: kube-proxy-deno [render|trace] [flags]
-
-Makes Kubernetes Services reachable on this node (a drop-in kube-proxy).
-
-Commands:
-  (none)    run the proxy
-  render    print what a full sync of --proxy-mode would apply, touching nothing (needs --source=file:PATH;
-            the node's addresses: --node-ip IP[,IP], else the Node object's in the source)
-  trace     where one new connection goes: --dst IP --dport N [--proto tcp|udp|sctp] [--src IP]
-            [--from pod|node|external] [--rules FILE] [--node-ip IP] [--output text|json]
-
-Flags of upstream kube-proxy 1.36 (same names, defaults and meanings; "_" and "-" alike):
-${FLAGS.filter((f) => f.origin === "upstream").map(line).join("\n")}
-
-This program's own flags:
-${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
-`;
-})();
-
-/** Usage text for `trace --help`. */
-export const TRACE_USAGE = `Usage: kube-proxy-deno trace --dst IP --dport N [flags]
-
-Says where one new connection goes through this node's service rules: the rules it hits, the
-endpoints it can reach with their shares, whether it is masqueraded, and the verdict (DNAT,
-REJECT, DROP, or not a service). Reads the live rules (read only; needs root) or a file, and
-changes nothing.
-
-Flags:
-  --dst IP              destination address (a cluster IP, node address, external or LB IP)
-  --dport N             destination port
-  --proto P             tcp (default), udp or sctp
-  --from WHERE          node (default without --src: a process on this node), pod (a pod on this
-                        node; the default with --src) or external (another host)
-  --src IP              source address (default for --from=node: the node's address of the family)
-  --node-ip IP[,IP]     this node's addresses (default: this machine's interfaces)
-  --rules FILE          trace the rules of a file (a render output, or iptables-save output)
-                        instead of the live ones
-  --proxy-mode MODE     the mode whose rules to read (iptables, nftables, ipvs); default: the
-                        mode whose rules the node (or the --rules file) holds
-  --output FORMAT       text (default) or json
-`;
-
-/**
- * Parses the command line (without the program name) into the configuration to run with.
- * @throws {UsageError} for any unknown flag or bad value; the message names both.
- */
-export function parseCommandLine(argv: readonly string[], readFile = Deno.readTextFileSync): ParsedCommand {
-  const { flags, positionals } = scanArgs(argv, FLAGS);
-  const given = (name: string) => flags.findLast((f) => f.name === name)?.value;
-  if (positionals.length > 0 && positionals[0] !== "render" && positionals[0] !== "trace") {
-    throw new UsageError(`unknown command ${JSON.stringify(positionals[0])} ("render" or "trace")`);
-  }
-  if (positionals.length > 1) {
-    throw new UsageError(
-      `${positionals[0]}: unexpected argument ${JSON.stringify(positionals[1])} (${
-        positionals[0]
-      } takes flags only)`,
-    );
-  }
-  const help = bool(given, "help");
-  // `trace --help` explains trace; its flags need not be complete for that.
-  const trace = positionals[0] === "trace" && !help ? parseTrace(given) : undefined;
-  if (positionals[0] !== "trace") {
-    // render takes --node-ip too: the addresses the rendered node would have.
-    const misplaced = flags.find((f) =>
-      BY_NAME.get(f.name)!.origin === "trace" && !(positionals[0] === "render" && f.name === "node-ip")
-    );
-    if (misplaced !== undefined) throw new UsageError(`--${misplaced.name}: only the trace command takes it`);
-  }
-  const configFile = given("config");
-  const writeConfigTo = given("write-config-to");
-  const warnings: string[] = [];
-  const fromFile = configFile !== undefined;
-  // With --config the file replaces the flags' defaults (defaulted as upstream's decoding does).
-  const ctx: FlagContext = {
-    v: fromFile ? readConfigFile(configFile, readFile, warnings) : defaultKubeProxyConfiguration(),
-    own: defaultOwnFlags(),
-    late: new Map(),
-    healthzPort: HEALTHZ_PORT,
-    metricsPort: METRICS_PORT,
-    notes: warnings,
-  };
-  if (fromFile) {
-    const ignored = [
-      ...new Set(flags.filter((f) => !BY_NAME.get(f.name)!.withConfig).map((f) => `--${f.name}`)),
-    ];
-    if (ignored.length > 0) warnings.push(`--config is set: ignoring flags ${ignored.join(", ")}`);
-  }
-  for (const f of flags) {
-    const def = BY_NAME.get(f.name)!;
-    if (fromFile && !def.withConfig) continue;
-    def.apply?.(ctx, f.value);
-  }
-  if (!fromFile) applyLate(ctx, writeConfigTo !== undefined);
-  // Upstream's processHostnameOverrideFlag: the flag wins over the file; empty means unset.
-  const hostname = given("hostname-override");
-  if (hostname !== undefined && hostname !== "") {
-    if (hostname.trim() === "") {
-      throw new UsageError("--hostname-override: empty hostname-override is invalid");
-    }
-    ctx.v.hostnameOverride = parseNodeName("--hostname-override", hostname);
-  } else if (fromFile && ctx.v.hostnameOverride !== "") {
-    ctx.v.hostnameOverride = parseNodeName(
-      `--config: ${configFile}: hostnameOverride`,
-      ctx.v.hostnameOverride,
-    );
-  }
-  const modeChosen = ctx.v.mode !== "";
-  const v = platformDefaults(ctx.v);
-  const errors = validate(v);
-  if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
-  const config = toProxyConfig(v, ctx.own);
-  const command = help
-    ? "help"
-    : given("version") !== undefined && given("version") !== "false"
-    ? "version"
-    : writeConfigTo !== undefined
-    ? "write-config"
-    : bool(given, "cleanup")
-    ? "cleanup"
-    : bool(given, "init-only")
-    ? "init-only"
-    : positionals[0] === "render"
-    ? "render"
-    : positionals[0] === "trace"
-    ? "trace"
-    : "run";
-  return {
-    command,
-    config,
-    kubeProxyConfiguration: v,
-    writeConfigTo,
-    warnings,
-    notApplying: notApplying(config, flags),
-    flagValues: FLAGS.filter((f) => f.origin !== "trace").map((
-      f,
-    ) => [`--${f.name}`, given(f.name) ?? f.default]),
-    configFile,
-    trace: trace === undefined ? undefined : { ...trace, modeChosen },
-    usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
-    renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
-      ? nodeIPList(given("node-ip")!)
-      : undefined,
-  };
-}
-
-/** Reads and decodes the `--config` file, defaulted; its unknown fields go to `warnings`. */
-function readConfigFile(
-  path: string,
-  readFile: (path: string) => string,
-  warnings: string[],
-): KubeProxyConfiguration {
-  let text: string;
-  try {
-    text = readFile(path);
-  } catch (e) {
-    throw new UsageError(`--config: cannot read ${JSON.stringify(path)}: ${(e as Error).message}`, {
-      cause: e,
-    });
-  }
-  const decoded = decodeConfigFile(text, path);
-  warnings.push(...decoded.warnings);
-  return setDefaults(decoded.config);
-}
-
-function bool(given: (name: string) => string | undefined, name: string): boolean {
-  const s = given(name);
-  return s !== undefined && parseBool(`--${name}`, s);
-}
-
-/**
- * What upstream's `processV1Alpha1Flags` and `Complete` do after the flags: the sync-period flags of
- * the mode in use (upstream starts every mode from iptables' defaulted periods), and the deprecated
- * port flags joined to their addresses.
- */
-function applyLate(c: FlagContext, writing: boolean): void {
-  const flag = c.v.mode === "ipvs" ? "ipvs" : "iptables";
-  const sync = c.late.get(`${flag}-sync-period`) ?? c.v.iptables.syncPeriod;
-  const min = c.late.get(`${flag}-min-sync-period`) ?? c.v.iptables.minSyncPeriod;
-  const section = c.v[modeSection(c.v.mode)];
-  section.syncPeriod = sync;
-  section.minSyncPeriod = min;
-  if (!writing) {
-    c.v.healthzBindAddress = c.healthzPort === 0
-      ? ""
-      : appendPortIfNeeded(c.v.healthzBindAddress, c.healthzPort);
-    c.v.metricsBindAddress = c.metricsPort === 0
-      ? ""
-      : appendPortIfNeeded(c.v.metricsBindAddress, c.metricsPort);
-  }
-}
-
-/** A validation error, naming the file and field, or the flag that set the field. */
-function describe(e: FieldError, v: KubeProxyConfiguration, configFile?: string): string {
-  if (configFile !== undefined) return `--config: ${configFile}: ${e.field}: ${e.message}`;
-  const section = modeSection(v.mode);
-  const periodFlag = section === "ipvs" ? "ipvs" : "iptables";
-  const flag = e.field === `${section}.syncPeriod`
-    ? `${periodFlag}-sync-period`
-    : e.field === `${section}.minSyncPeriod`
-    ? `${periodFlag}-min-sync-period`
-    : FLAGS.find((f) => f.field !== undefined && e.field.replace(/\[\d+\]$/, "") === f.field)?.name;
-  return `${flag === undefined ? e.field : `--${flag}`}: ${e.message}`;
-}
-
-/** Each setting given that has no effect here, with why (named once at start). */
-function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
-  const out: string[] = [];
-  for (const name of new Set(flags.map((f) => f.name))) {
-    const why = BY_NAME.get(name)!.notApplying;
-    if (why !== undefined) out.push(`--${name} does not apply: ${why}`);
-  }
-  if (c.enableProfiling) {
-    out.push(
-      `profiling (--profiling, enableProfiling) does not apply: upstream serves Go's pprof; this program has no profiler`,
-    );
-  }
-  const gates = Object.entries(c.featureGates);
-  if (gates.length > 0) {
-    out.push(
-      `featureGates ${gates.map(([k, v]) => `${k}=${v}`).join(",")} do not apply: this program has no ` +
-        "feature gates; what it implements is always on",
-    );
-  }
-  if (c.showHiddenMetricsForVersion !== "") {
-    out.push("showHiddenMetricsForVersion does not apply: this program hides no metric");
-  }
-  const win = c.winkernel;
-  if (
-    c.windowsRunAsService || win.networkName !== "" || win.sourceVip !== "" || win.enableDSR ||
-    win.rootHnsEndpointName !== "" || win.forwardHealthCheckVip
-  ) {
-    out.push("winkernel and windowsRunAsService are Windows-only; ignored on Linux");
-  }
-  const lg = c.logging;
-  if (lg.vmodule.length > 0) out.push("logging.vmodule (--vmodule) does not apply: --v filters every record");
-  if (lg.textSplitStream || lg.jsonSplitStream) {
-    out.push("logging split streams (--log-*-split-stream) do not apply: every record goes to stderr");
-  }
-  if (!isZeroQuantity(lg.textInfoBufferSize) || !isZeroQuantity(lg.jsonInfoBufferSize)) {
-    out.push(
-      "logging info buffer sizes (--log-*-info-buffer-size) do not apply: records are written at once",
-    );
-  }
-  return out;
-}
-
-/** Reads `--node-ip`'s comma-separated addresses. @throws {UsageError} naming the flag. */
-function nodeIPList(text: string): string[] {
-  return text.split(",").map((ip) => parseIP("--node-ip", ip.trim()));
-}
-
-/** Reads the `trace` flags. @throws {UsageError} naming the flag. */
-function parseTrace(given: (name: string) => string | undefined): Omit<TraceQuery, "modeChosen"> {
-  const dst = given("dst");
-  if (dst === undefined) throw new UsageError("--dst: trace needs the destination address");
-  parseIP("--dst", dst);
-  const dport = given("dport");
-  if (dport === undefined) throw new UsageError("--dport: trace needs the destination port");
-  const port = int("dport", dport, 1, 65535);
-  const proto = given("proto") ?? "tcp";
-  if (proto !== "tcp" && proto !== "udp" && proto !== "sctp") {
-    throw new UsageError(`--proto: invalid value ${JSON.stringify(proto)} (tcp, udp or sctp)`);
-  }
-  const src = given("src");
-  const from = given("from") ?? (src === undefined ? "node" : "pod");
-  if (from !== "pod" && from !== "node" && from !== "external") {
-    throw new UsageError(`--from: invalid value ${JSON.stringify(from)} (pod, node or external)`);
-  }
-  if (src !== undefined) parseIP("--src", src);
-  else if (from !== "node") throw new UsageError(`--src: trace --from=${from} needs the source address`);
-  const output = given("output") ?? "text";
-  if (output !== "text" && output !== "json") {
-    throw new UsageError(`--output: invalid value ${JSON.stringify(output)} (text or json)`);
-  }
-  const nodeIP = given("node-ip");
-  const nodeIPs = nodeIP === undefined ? [] : nodeIPList(nodeIP);
-  return { src, dst, port, protocol: proto, from, rulesFile: given("rules"), output, nodeIPs };
-}
+/** The flags by name. */
+export const FLAG_BY_NAME: ReadonlyMap<string, FlagDef> = new Map(FLAGS.map((f) => [f.name, f]));

@@ -1,0 +1,269 @@
+/**
+ * The command line, as upstream's `cmd/kube-proxy/app/options.go` reads it: without `--config` the
+ * flags (`flag_table.ts`) fill in a defaulted KubeProxyConfiguration; with it the file does, and only
+ * the logging flags, `--hostname-override`, `--master` and the process flags still apply (the others
+ * are named in one warning). Then upstream's platform defaults and validation, and the command.
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+import { parseTraceQuery, TRACE_USAGE } from "../trace/query.ts";
+import type { TraceQuery } from "../trace/trace.ts";
+import type { ProxyConfig } from "./config.ts";
+import { decodeConfigFile } from "./config_file.ts";
+import { FLAG_BY_NAME, type FlagContext, FLAGS } from "./flag_table.ts";
+import {
+  appendPortIfNeeded,
+  defaultKubeProxyConfiguration,
+  defaultOwnFlags,
+  HEALTHZ_PORT,
+  isZeroQuantity,
+  type KubeProxyConfiguration,
+  METRICS_PORT,
+  modeSection,
+  platformDefaults,
+  setDefaults,
+  toProxyConfig,
+} from "./kube_proxy_configuration.ts";
+import { type FlagUse, parseBool, scanArgs } from "./pflag.ts";
+import { USAGE } from "./usage.ts";
+import { type FieldError, validate } from "./validation.ts";
+import { parseIPList, parseNodeName } from "./values.ts";
+
+/** What the command line asks for. */
+export interface ParsedCommand {
+  readonly command:
+    | "run"
+    | "render"
+    | "trace"
+    | "cleanup"
+    | "init-only"
+    | "write-config"
+    | "version"
+    | "help";
+  /** Set for `trace`. */
+  readonly trace?: TraceQuery;
+  /** For `help`: the program's usage, or `trace --help`'s. */
+  readonly usage: string;
+  /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
+  readonly renderNodeIPs?: readonly string[];
+  /** What the program runs with. */
+  readonly config: ProxyConfig;
+  /** The same settings in upstream's format (`--write-config-to` writes it). */
+  readonly kubeProxyConfiguration: KubeProxyConfiguration;
+  /** `--write-config-to`'s path. */
+  readonly writeConfigTo?: string;
+  /** Non-fatal remarks to log once logging is set up (flags ignored because of --config, unknown fields). */
+  readonly warnings: string[];
+  /** Settings given that do nothing in this program, each with why; named once at start. */
+  readonly notApplying: string[];
+  /** Path given to --config, if any (its content is already merged into `config`). */
+  readonly configFile?: string;
+  /** Every flag (but trace's) with its value as given, else its default: what `/flagz` lists. */
+  readonly flagValues: ReadonlyArray<readonly [name: string, value: string]>;
+}
+
+/**
+ * Parses the command line (without the program name) into the configuration to run with.
+ * @throws {UsageError} for any unknown flag or bad value; the message names both.
+ */
+export function parseCommandLine(argv: readonly string[], readFile = Deno.readTextFileSync): ParsedCommand {
+  const { flags, positionals } = scanArgs(argv, FLAGS);
+  const given = (name: string) => flags.findLast((f) => f.name === name)?.value;
+  if (positionals.length > 0 && positionals[0] !== "render" && positionals[0] !== "trace") {
+    throw new UsageError(`unknown command ${JSON.stringify(positionals[0])} ("render" or "trace")`);
+  }
+  if (positionals.length > 1) {
+    throw new UsageError(
+      `${positionals[0]}: unexpected argument ${JSON.stringify(positionals[1])} (${
+        positionals[0]
+      } takes flags only)`,
+    );
+  }
+  const help = bool(given, "help");
+  // `trace --help` explains trace; its flags need not be complete for that.
+  const trace = positionals[0] === "trace" && !help ? parseTraceQuery(given) : undefined;
+  if (positionals[0] !== "trace") {
+    // render takes --node-ip too: the addresses the rendered node would have.
+    const misplaced = flags.find((f) =>
+      FLAG_BY_NAME.get(f.name)!.origin === "trace" && !(positionals[0] === "render" && f.name === "node-ip")
+    );
+    if (misplaced !== undefined) throw new UsageError(`--${misplaced.name}: only the trace command takes it`);
+  }
+  const configFile = given("config");
+  const writeConfigTo = given("write-config-to");
+  const warnings: string[] = [];
+  const fromFile = configFile !== undefined;
+  // With --config the file replaces the flags' defaults (defaulted as upstream's decoding does).
+  const ctx: FlagContext = {
+    v: fromFile ? readConfigFile(configFile, readFile, warnings) : defaultKubeProxyConfiguration(),
+    own: defaultOwnFlags(),
+    late: new Map(),
+    healthzPort: HEALTHZ_PORT,
+    metricsPort: METRICS_PORT,
+    notes: warnings,
+  };
+  if (fromFile) {
+    const ignored = [
+      ...new Set(flags.filter((f) => !FLAG_BY_NAME.get(f.name)!.withConfig).map((f) => `--${f.name}`)),
+    ];
+    if (ignored.length > 0) warnings.push(`--config is set: ignoring flags ${ignored.join(", ")}`);
+  }
+  for (const f of flags) {
+    const def = FLAG_BY_NAME.get(f.name)!;
+    if (fromFile && !def.withConfig) continue;
+    def.apply?.(ctx, f.value);
+  }
+  if (!fromFile) applyLate(ctx, writeConfigTo !== undefined);
+  // Upstream's processHostnameOverrideFlag: the flag wins over the file; empty means unset.
+  const hostname = given("hostname-override");
+  if (hostname !== undefined && hostname !== "") {
+    if (hostname.trim() === "") {
+      throw new UsageError("--hostname-override: empty hostname-override is invalid");
+    }
+    ctx.v.hostnameOverride = parseNodeName("--hostname-override", hostname);
+  } else if (fromFile && ctx.v.hostnameOverride !== "") {
+    ctx.v.hostnameOverride = parseNodeName(
+      `--config: ${configFile}: hostnameOverride`,
+      ctx.v.hostnameOverride,
+    );
+  }
+  const modeChosen = ctx.v.mode !== "";
+  const v = platformDefaults(ctx.v);
+  const errors = validate(v);
+  if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
+  const config = toProxyConfig(v, ctx.own);
+  const command = chooseCommand(given, positionals[0], help);
+  return {
+    command,
+    config,
+    kubeProxyConfiguration: v,
+    writeConfigTo,
+    warnings,
+    notApplying: notApplying(config, flags),
+    flagValues: FLAGS.filter((f) => f.origin !== "trace").map((
+      f,
+    ) => [`--${f.name}`, given(f.name) ?? f.default]),
+    configFile,
+    trace: trace === undefined ? undefined : { ...trace, modeChosen },
+    usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
+    renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
+      ? parseIPList("--node-ip", given("node-ip")!)
+      : undefined,
+  };
+}
+
+/** Reads and decodes the `--config` file, defaulted; its unknown fields go to `warnings`. */
+function readConfigFile(
+  path: string,
+  readFile: (path: string) => string,
+  warnings: string[],
+): KubeProxyConfiguration {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (e) {
+    throw new UsageError(`--config: cannot read ${JSON.stringify(path)}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+  const decoded = decodeConfigFile(text, path);
+  warnings.push(...decoded.warnings);
+  return setDefaults(decoded.config);
+}
+
+/** Which command the flags and the positional argument ask for (the first that applies, as upstream's order). */
+function chooseCommand(
+  given: (name: string) => string | undefined,
+  positional: string | undefined,
+  help: boolean,
+): ParsedCommand["command"] {
+  if (help) return "help";
+  const version = given("version");
+  if (version !== undefined && version !== "false") return "version";
+  if (given("write-config-to") !== undefined) return "write-config";
+  if (bool(given, "cleanup")) return "cleanup";
+  if (bool(given, "init-only")) return "init-only";
+  return positional === "render" || positional === "trace" ? positional : "run";
+}
+
+function bool(given: (name: string) => string | undefined, name: string): boolean {
+  const s = given(name);
+  return s !== undefined && parseBool(`--${name}`, s);
+}
+
+/**
+ * What upstream's `processV1Alpha1Flags` and `Complete` do after the flags: the sync-period flags of
+ * the mode in use (upstream starts every mode from iptables' defaulted periods), and the deprecated
+ * port flags joined to their addresses.
+ */
+function applyLate(c: FlagContext, writing: boolean): void {
+  const flag = c.v.mode === "ipvs" ? "ipvs" : "iptables";
+  const sync = c.late.get(`${flag}-sync-period`) ?? c.v.iptables.syncPeriod;
+  const min = c.late.get(`${flag}-min-sync-period`) ?? c.v.iptables.minSyncPeriod;
+  const section = c.v[modeSection(c.v.mode)];
+  section.syncPeriod = sync;
+  section.minSyncPeriod = min;
+  if (!writing) {
+    c.v.healthzBindAddress = c.healthzPort === 0
+      ? ""
+      : appendPortIfNeeded(c.v.healthzBindAddress, c.healthzPort);
+    c.v.metricsBindAddress = c.metricsPort === 0
+      ? ""
+      : appendPortIfNeeded(c.v.metricsBindAddress, c.metricsPort);
+  }
+}
+
+/** A validation error, naming the file and field, or the flag that set the field. */
+function describe(e: FieldError, v: KubeProxyConfiguration, configFile?: string): string {
+  if (configFile !== undefined) return `--config: ${configFile}: ${e.field}: ${e.message}`;
+  const section = modeSection(v.mode);
+  const periodFlag = section === "ipvs" ? "ipvs" : "iptables";
+  const flag = e.field === `${section}.syncPeriod`
+    ? `${periodFlag}-sync-period`
+    : e.field === `${section}.minSyncPeriod`
+    ? `${periodFlag}-min-sync-period`
+    : FLAGS.find((f) => f.field !== undefined && e.field.replace(/\[\d+\]$/, "") === f.field)?.name;
+  return `${flag === undefined ? e.field : `--${flag}`}: ${e.message}`;
+}
+
+/** Each setting given that has no effect here, with why (named once at start). */
+function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
+  const out: string[] = [];
+  for (const name of new Set(flags.map((f) => f.name))) {
+    const why = FLAG_BY_NAME.get(name)!.notApplying;
+    if (why !== undefined) out.push(`--${name} does not apply: ${why}`);
+  }
+  if (c.enableProfiling) {
+    out.push(
+      `profiling (--profiling, enableProfiling) does not apply: upstream serves Go's pprof; this program has no profiler`,
+    );
+  }
+  const gates = Object.entries(c.featureGates);
+  if (gates.length > 0) {
+    out.push(
+      `featureGates ${gates.map(([k, v]) => `${k}=${v}`).join(",")} do not apply: this program has no ` +
+        "feature gates; what it implements is always on",
+    );
+  }
+  if (c.showHiddenMetricsForVersion !== "") {
+    out.push("showHiddenMetricsForVersion does not apply: this program hides no metric");
+  }
+  const win = c.winkernel;
+  if (
+    c.windowsRunAsService || win.networkName !== "" || win.sourceVip !== "" || win.enableDSR ||
+    win.rootHnsEndpointName !== "" || win.forwardHealthCheckVip
+  ) {
+    out.push("winkernel and windowsRunAsService are Windows-only; ignored on Linux");
+  }
+  const lg = c.logging;
+  if (lg.vmodule.length > 0) out.push("logging.vmodule (--vmodule) does not apply: --v filters every record");
+  if (lg.textSplitStream || lg.jsonSplitStream) {
+    out.push("logging split streams (--log-*-split-stream) do not apply: every record goes to stderr");
+  }
+  if (!isZeroQuantity(lg.textInfoBufferSize) || !isZeroQuantity(lg.jsonInfoBufferSize)) {
+    out.push(
+      "logging info buffer sizes (--log-*-info-buffer-size) do not apply: records are written at once",
+    );
+  }
+  return out;
+}

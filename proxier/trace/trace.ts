@@ -1,0 +1,203 @@
+/**
+ * `kube-proxy-deno trace`: where one new connection goes through this node's service rules. This
+ * module owns what every tracer shares (the query, the packet, the steps and the result) and the
+ * command itself (which mode's rules to read, the packet's source when none is given). The
+ * interpreters live beside it (`iptables_walker.ts`, `nft_walker.ts`); each mode's tracer, which
+ * reads its rules and calls one of them, is its `proxier/<mode>/trace.ts`.
+ * @module
+ */
+import type { Executor } from "../../iptables/executor.ts";
+import { ipFamily } from "../net.ts";
+import type { ProxyConfig } from "../options/config.ts";
+import type { IPFamily } from "../types.ts";
+import { formatTrace } from "./format.ts";
+
+/** What `trace` is asked: one new connection, and where the rules come from. */
+export interface TraceQuery {
+  readonly src?: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly protocol: "tcp" | "udp" | "sctp";
+  /** pod: from a pod on this node; external: from another host; node: from this node itself. */
+  readonly from: "pod" | "node" | "external";
+  /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */
+  readonly rulesFile?: string;
+  readonly output: "text" | "json";
+  /** This node's addresses, besides those of its interfaces (for a file from another node). */
+  readonly nodeIPs: readonly string[];
+  /** `--proxy-mode` (or the config file's mode) was given; else the mode is told from the rules. */
+  readonly modeChosen: boolean;
+  /** Set when `src` was not given but assumed: why that address (printed with the packet). */
+  readonly srcAssumed?: string;
+}
+
+/** A packet opening a connection. */
+export interface Packet {
+  readonly src: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly protocol: "tcp" | "udp" | "sctp";
+  /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
+  readonly fromHost?: boolean;
+  /**
+   * The interface a packet from elsewhere came in on (`-i`); a packet this node sends has none. Unset
+   * for a packet from elsewhere: an `-i` match stops the path as UNKNOWN rather than guess.
+   */
+  readonly inInterface?: string;
+  /** Set by the tracer between nat and filter: the connection was DNATed (conntrack state DNAT). */
+  readonly dnatted?: boolean;
+  /** Arrives from a pod on this node (through a bridge port, as `-m physdev --physdev-is-in` sees it). */
+  readonly fromPod?: boolean;
+  /**
+   * The client's earlier connection reached this endpoint (`ip:port`) and was recorded: a
+   * `recent --rcheck --name X` matches when chain X DNATs there. Unset: both outcomes are taken.
+   */
+  readonly returningTo?: string;
+}
+
+/** One rule a path went through. */
+export interface TraceStep {
+  /** The iptables table, `ipvs` for the virtual server a packet reached, or the nft table (`ip kube-proxy`). */
+  readonly table: string;
+  readonly chain: string;
+  /** The rule as `iptables-save` prints it (`-A CHAIN ...`). */
+  readonly rule: string;
+  /** How many jumps deep (0: the built-in chain). */
+  readonly depth: number;
+}
+
+/** What happened to the packet. */
+export interface TraceResult {
+  /** `ip:port` of every endpoint some path DNATs to (and filter lets through), sorted. */
+  readonly endpoints: string[];
+  /** The endpoints with the share of new connections each gets (summing to at most 1). */
+  readonly reach: ReadonlyArray<{ readonly endpoint: string; readonly probability: number }>;
+  /** Every path that reaches an endpoint is marked for masquerade. */
+  readonly masq: boolean;
+  /** Some paths masquerade and some do not. */
+  readonly masqMixed: boolean;
+  /** Local ports some path REDIRECTs to (userspace portals), sorted. */
+  readonly redirects: number[];
+  /** A `recent --rcheck` (ClientIP affinity) sends a returning client to its previous endpoint. */
+  readonly affinity: boolean;
+  /**
+   * DNAT when an endpoint is reached, REDIRECT when only a local port is; else the filter
+   * verdict; UNKNOWN when a path stopped at a match the tracer does not understand.
+   */
+  readonly verdict: "DNAT" | "REDIRECT" | "REJECT" | "DROP" | "UNKNOWN" | "none";
+  /** Every rule some path went through, in the order first reached. */
+  readonly path: readonly TraceStep[];
+  /** Rules with a match the tracer does not understand (each path reaching one stops there). */
+  readonly unsupported: readonly string[];
+  /** Every path the filter let through was marked for masquerading in nat (no DNAT needed). */
+  readonly marked: boolean;
+}
+
+/** Whether interface `name` matches iptables' `-i` pattern (`veth+` is a prefix; nft writes `veth*`). */
+export function interfaceMatches(name: string, pattern: string): boolean {
+  const wild = pattern.endsWith("+") || pattern.endsWith("*");
+  return wild ? name.startsWith(pattern.slice(0, -1)) : name === pattern;
+}
+
+/** Where a tracer reads rules from: a rules file's text, or this network namespace (read only). */
+export type RulesSource = { readonly text: string } | { readonly exec: Executor; readonly family: IPFamily };
+
+/** What `trace` needs of a mode (its registry entry provides it). */
+export interface ModeTracer {
+  readonly name: string;
+  /**
+   * Traces one new connection through this mode's rules: the live ones (read only) or those of
+   * `q.rulesFile`. Absent when the mode has no tracer.
+   * @throws {Error} when the rules cannot be read; the message says which.
+   */
+  trace?(
+    q: TraceQuery,
+    d: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+  ): Promise<TraceResult>;
+  /** Returns true when `source` holds this mode's rules. */
+  recognizes?(source: RulesSource): Promise<boolean>;
+}
+
+/**
+ * Returns the source address of the traced packet when the query has none: the loopback address
+ * for a loopback destination, else the first node address of the family. (Live traces from the
+ * node resolve it first with the kernel's route lookup: {@linkcode routeSource}.)
+ */
+export function traceSource(q: TraceQuery, family: IPFamily, nodeIPs: readonly string[]): string {
+  if (q.src !== undefined) return q.src;
+  const loopback = family === "IPv4" ? "127.0.0.1" : "::1";
+  if (q.dst === loopback) return loopback;
+  return nodeIPs.find((ip) => ipFamily(ip) === family && ip !== loopback) ?? loopback;
+}
+
+/**
+ * Returns the source address the kernel picks for a connection from this node to `dst` (`ip route
+ * get`, read only), or undefined when there is no route or no `src` in the answer.
+ */
+export async function routeSource(exec: Executor, dst: string): Promise<string | undefined> {
+  const r = await exec.run("ip", { args: ["-o", "route", "get", dst] }).catch(() => undefined);
+  if (r === undefined || r.code !== 0) return undefined;
+  const src = / src (\S+)/.exec(r.stdout)?.[1];
+  return src !== undefined && ipFamily(src) !== undefined ? src : undefined;
+}
+
+/** What {@linkcode runTrace} is given. */
+export interface TraceRun {
+  /** The modes in registry order; without `--proxy-mode` the first whose rules the source holds. */
+  readonly modes: Iterable<ModeTracer>;
+  /** The configured mode (`--proxy-mode`, else the default). */
+  readonly chosen: ModeTracer;
+  readonly config: ProxyConfig;
+  readonly query: TraceQuery;
+  readonly exec: Executor;
+  /** This machine's interface addresses (the query's `--node-ip` ones come first). */
+  readonly interfaceIPs: readonly string[];
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+}
+
+/**
+ * `trace`: which endpoint one new connection reaches, from the live rules or a file; writes
+ * nothing to the node. Returns the exit code: 0 traced, 1 the live rules could not be read, 2 a
+ * `--rules` file that does not exist or a mode without a tracer.
+ */
+export async function runTrace(r: TraceRun): Promise<number> {
+  const nodeIPs = [...r.query.nodeIPs, ...r.interfaceIPs];
+  let q = r.query;
+  let mode = r.chosen;
+  if (q.src === undefined && q.from === "node") {
+    // As the kernel would: the source its route to the destination picks (live), else a node address.
+    const family = ipFamily(q.dst) ?? "IPv4";
+    const routed = q.rulesFile === undefined ? await routeSource(r.exec, q.dst) : undefined;
+    q = routed !== undefined
+      ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
+      : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
+  }
+  let result;
+  try {
+    if (!q.modeChosen) {
+      const source: RulesSource = q.rulesFile !== undefined
+        ? { text: await Deno.readTextFile(q.rulesFile) }
+        : { exec: r.exec, family: ipFamily(q.dst) ?? "IPv4" };
+      for (const m of r.modes) {
+        if (m.recognizes !== undefined && await m.recognizes(source)) {
+          mode = m;
+          break;
+        }
+      }
+    }
+    if (mode.trace === undefined) {
+      r.stderr(`kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
+      return 2;
+    }
+    result = await mode.trace(q, { exec: r.exec, config: r.config, nodeIPs });
+  } catch (e) {
+    const what = q.rulesFile === undefined
+      ? "cannot read the live rules"
+      : `--rules: ${JSON.stringify(q.rulesFile)}`;
+    r.stderr(`kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
+    return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
+  }
+  r.stdout(formatTrace(q, result, mode.name));
+  return 0;
+}
