@@ -13,7 +13,7 @@ import { SysctlRunner } from "./iptables/sysctl.ts";
 import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
 import { setOwnOomScoreAdj } from "./proxier/runtime/oom_score.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
-import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/events.ts";
+import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/runtime/events.ts";
 import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
 import { encodeConfig } from "./proxier/options/write_config.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/sources/api_access.ts";

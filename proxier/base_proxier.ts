@@ -1,75 +1,37 @@
 /**
- * The mode-independent half of every proxier: event handlers feeding the change trackers, the
- * bounded-frequency runner, metrics and health. A mode supplies `syncRules`.
+ * The mode-independent half of every proxier: source events into the change trackers, the
+ * bounded-frequency runner, sync orchestration and failure handling, and the post-sync step
+ * (conntrack, health check node ports, metrics). The own Node is `node_manager.ts`'s, drift
+ * `drift.ts`'s; a mode supplies `syncRules` and, optionally, `detectDrift`.
  * @module
  */
-import { type EventRecorder, nullRecorder } from "./events.ts";
-import {
-  describeLocalDetector,
-  type LocalDetection,
-  type LocalDetector,
-  localDetector,
-} from "./local_detector.ts";
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { Clock } from "./runtime/clock.ts";
-import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
-import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
-import type { Logger } from "./runtime/logger.ts";
-import { ObjectWarnings } from "./object_warnings.ts";
-import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
-import type { Registry } from "./runtime/prometheus.ts";
-import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
-import { SyncRunner } from "./sync_runner.ts";
-import { countNoLocalEndpoints, type NodeTopology, ZONE_LABEL } from "./topology.ts";
-import { cidrFamily, ipFamily, normalizeCIDR } from "./net.ts";
-import { show } from "./errors.ts";
-import { NodePortAddresses } from "./nodeport_addresses.ts";
-import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
-import { collectGarbage, collectGarbageAfterSync, trimMalloc } from "./runtime/gc.ts";
 import type { Conntrack } from "../iptables/conntrack.ts";
-import { reconcileConntrack, reconcilerMetrics } from "./conntrack/reconciler.ts";
+import { ConntrackReconciler } from "./conntrack/reconciler.ts";
+import { DriftWatch } from "./drift.ts";
+import type { EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
+import { show } from "./errors.ts";
+import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
+import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
+import { cidrFamily, normalizeCIDR } from "./net.ts";
+import { NodeManager, type NodeManagerOptions } from "./node_manager.ts";
+import { ObjectWarnings } from "./object_warnings.ts";
+import type { Clock } from "./runtime/clock.ts";
+import { type EventRecorder, nullRecorder } from "./runtime/events.ts";
+import { Exclusive } from "./runtime/exclusive.ts";
+import { SyncMemory } from "./runtime/gc.ts";
+import type { Logger } from "./runtime/logger.ts";
+import type { Registry } from "./runtime/prometheus.ts";
+import { PendingChanges } from "./pending_changes.ts";
+import type { ServiceUpdateResult } from "./service_change_tracker.ts";
+import type { EventHandler } from "./sources/handlers.ts";
+import { SyncRunner } from "./sync_runner.ts";
+import { countNoLocalEndpoints } from "./topology.ts";
+import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 
-/**
- * Receives Service events; `onServicesSynced` once the initial list is in. An old or deleted
- * Service may be only what names it (the API source keeps no more between events: `serviceStub`).
- */
-export interface ServiceHandler {
-  onServiceAdd(s: V1Service): void;
-  onServiceUpdate(old: V1Service, s: V1Service): void;
-  onServiceDelete(s: V1Service): void;
-  onServicesSynced(): void;
-}
-
-/**
- * Receives EndpointSlice events; `onEndpointSlicesSynced` once the initial list is in. An old or
- * deleted slice may be only what names it, without endpoints (`endpointSliceStub`).
- */
-export interface EndpointSliceHandler {
-  onEndpointSliceAdd(s: V1EndpointSlice): void;
-  onEndpointSliceUpdate(old: V1EndpointSlice, s: V1EndpointSlice): void;
-  onEndpointSliceDelete(s: V1EndpointSlice): void;
-  onEndpointSlicesSynced(): void;
-}
-
-/** Receives events about this proxy's own Node. */
-export interface NodeHandler {
-  onNodeAdd(n: V1Node): void;
-  onNodeUpdate(old: V1Node, n: V1Node): void;
-  onNodeDelete(n: V1Node): void;
-  onNodeSynced(): void;
-}
-
-/**
- * Receives the cluster's service CIDRs (every `networking.k8s.io/v1` ServiceCIDR's `spec.cidrs`,
- * both families, sorted), whole, on each change, as upstream's `OnServiceCIDRsChanged`.
- */
-export interface ServiceCIDRHandler {
-  onServiceCIDRsChanged(cidrs: readonly string[]): void;
-}
-
-/** A proxier: takes events, syncs them to a datapath from its loop. */
-export interface Provider extends ServiceHandler, EndpointSliceHandler, NodeHandler, ServiceCIDRHandler {
+/** A proxier: takes events (`sources/handlers.ts`), syncs them to a datapath from its loop. */
+export interface Provider extends EventHandler {
   /** Asks for a sync; the runner rate-limits. */
   sync(): void;
   /** Runs syncs until `signal` aborts; resolves after the last sync finishes. */
@@ -84,11 +46,7 @@ export interface SyncContext {
   readonly endpoints: EndpointsMap;
   /** `namespace/name` of Services whose ports or endpoints changed since the last sync. */
   readonly changedServices: ReadonlySet<string>;
-  /**
-   * The service port keys a partial sync recomputes, the one answer every mode uses (upstream's
-   * `svcInfo changed || endpoints changed`): every port, before and after, of each changed Service.
-   * A key absent from `services` is a port that went away.
-   */
+  /** The service port keys a partial sync recomputes (`pending_changes.ts`); absent from `services`: gone. */
   readonly changedPorts: ReadonlySet<string>;
   readonly serviceChanges: ServiceUpdateResult;
   readonly endpointChanges: EndpointsUpdateResult;
@@ -99,22 +57,12 @@ export interface SyncContext {
   readonly signal: AbortSignal;
 }
 
-/**
- * How often, at most, a sync ends by giving malloc's free memory back (malloc_trim). Each sync runs
- * kernel tools and reads the API server, through buffers glibc allocates outside the V8 heap; freed,
- * they stay in malloc's arenas. Measured in the soak (nftables, 10,000 Services, 10 changes/s):
- * RSS outside the V8 heap 160 MiB and growing without it, 106 MiB and flat with it. Every 5 s rather
- * than every minute: at 1,000 Services in iptables mode (a change a second) malloc's main heap grew
- * 11.8 -> 18.6 MiB within the minute, RSS 96 -> 105 MiB; with 5 s it stays at 9-16 MiB and RSS
- * ended at 96. A trim costs what it gives back (12 ms for 125 MiB of freed chunks, then < 1 ms).
- */
-export const TRIM_PERIOD_MS = 5_000;
-
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
-/** Options shared by every proxier. */
-export interface BaseProxierOptions {
+/** Options shared by every proxier; the Node's are {@linkcode NodeManagerOptions}'. */
+export interface BaseProxierOptions
+  extends Pick<NodeManagerOptions, "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode"> {
   readonly family: IPFamily;
   /** This node's name: decides which endpoints are local. */
   readonly nodeName: string;
@@ -132,34 +80,13 @@ export interface BaseProxierOptions {
    * {@linkcode FULL_SYNC_PERIOD_MS}; their periodic syncs are then partial.
    */
   readonly fullSyncPeriodMs?: number;
-  /**
-   * How traffic from pods is told from the rest (masquerade decisions): `--detect-local-mode` and
-   * what it reads. Omitted by modes that need none.
-   */
-  readonly localDetection?: LocalDetection;
-  /**
-   * How long the first sync waits, once the Node list is in, for the own Node (and, in NodeCIDR
-   * mode, its pod CIDRs), as upstream's NodeManager: node IPs and local detection are then right
-   * from the first rule. 0 (the file source, whose files are the whole truth; tests): no wait.
-   */
-  readonly nodeWaitMs?: number;
   /** Kubernetes Events about Services and the Node; default: none. */
   readonly events?: EventRecorder;
   /** The conntrack reconciler's table after each sync (modes that NAT in the kernel); default: none. */
   readonly conntrack?: Conntrack;
   /** Health check node ports, updated after each sync; default: none. */
   readonly healthServer?: ServiceHealthServer;
-  /**
-   * This node's addresses (any family): the live proxy's interfaces, or `render`'s `--node-ip`.
-   * Default none.
-   */
-  readonly nodeIPs?: readonly string[];
-  /**
-   * `render` without `--node-ip`: the node's addresses are the Node object's InternalIP and
-   * ExternalIP addresses (from the source), as the node itself would hold them.
-   */
-  readonly nodeIPsFromNode?: boolean;
-  /** Gives malloc's free memory back after a sync, at most every {@linkcode TRIM_PERIOD_MS}; default glibc's malloc_trim. */
+  /** Gives malloc's free memory back after a sync (`runtime/gc.ts`); default glibc's malloc_trim. */
   readonly trim?: () => void;
 }
 
@@ -179,44 +106,30 @@ export abstract class BaseProxier implements Provider {
   protected readonly events: EventRecorder;
   /** The periodic resync interval (`--*-sync-period`). */
   protected readonly syncPeriodMs: number;
-  /** The model as of the last sync; only `#syncOnce` writes it. */
+  /** The model as of the last sync; only `#sync` writes it. */
   protected readonly serviceMap: ServicePortMap = new Map();
   protected readonly endpointsMap: EndpointsMap = new Map();
-  /** The own Node, when known. */
-  protected node?: V1Node;
+  /** The own Node and what the rules read of it: zone, addresses, NodePort addresses, local detection. */
+  protected readonly node: NodeManager;
   /** This family's service CIDRs (ServiceCIDR objects), as last reported. */
   protected serviceCIDRs: readonly string[] = [];
-  readonly #localDetection: LocalDetection | undefined;
-  readonly #services: ServiceChangeTracker;
-  readonly #endpoints: EndpointsChangeTracker;
+  readonly #changes: PendingChanges;
   readonly #runner: SyncRunner;
+  readonly #drift: DriftWatch;
+  /** Syncs and thorough drift checks never overlap. */
+  readonly #exclusive = new Exclusive();
   readonly #fullSyncPeriodMs: number;
-  readonly #conntrack?: Conntrack;
+  readonly #reconciler?: ConntrackReconciler;
   readonly #healthServer?: ServiceHealthServer;
-  readonly #nodeIPs: readonly string[];
-  readonly #nodeIPsFromNode: boolean;
-  /** A sync is running; {@linkcode repairDrift} waits for it to end. */
-  #syncing = false;
-  /** Settles when the running sync (if any) ends; never rejects. */
-  #syncEnded: Promise<void> = Promise.resolve();
-  /** Settles when the running thorough drift check (if any) ends; a sync waits for it. */
-  #checking: Promise<void> = Promise.resolve();
-  /** Service -> its port keys in `serviceMap`, for {@linkcode SyncContext.changedPorts}. */
-  readonly #portsByService = new Map<string, Set<string>>();
+  readonly #memory: SyncMemory;
   #servicesSynced = false;
   #slicesSynced = false;
-  /** The Node list is in and the own Node is known (with its pod CIDRs when they are needed), or the wait is over. */
-  #nodeReady = false;
-  readonly #nodeWaitMs: number;
-  #stopNodeWait = () => {};
   #needFull = true;
   #lastFull = 0;
-  #lastTrim = -Infinity;
-  readonly #trim: () => void;
   /** The sync loop's signal; never aborted outside {@linkcode syncLoop} (render, tests). */
   #signal: AbortSignal = new AbortController().signal;
 
-  /** Builds trackers and the runner; starts nothing. */
+  /** Builds trackers, the runner and the Node manager; starts nothing. */
   constructor(o: BaseProxierOptions) {
     this.family = o.family;
     this.nodeName = o.nodeName;
@@ -228,29 +141,34 @@ export abstract class BaseProxier implements Provider {
     this.syncPeriodMs = o.syncPeriodMs;
     this.events = o.events ?? nullRecorder;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
-    this.#localDetection = o.localDetection;
-    this.#conntrack = o.conntrack;
     this.#healthServer = o.healthServer;
-    this.#nodeIPs = o.nodeIPs ?? [];
-    this.#nodeIPsFromNode = o.nodeIPsFromNode ?? false;
-    this.#trim = o.trim ?? trimMalloc;
-    this.#nodeWaitMs = o.nodeWaitMs ?? 0;
-    this.#nodeReady = this.#nodeWaitMs <= 0;
+    this.#memory = new SyncMemory({ now: () => o.clock.now(), trim: o.trim });
+    if (o.conntrack !== undefined) {
+      this.#reconciler = new ConntrackReconciler({ ...o, conntrack: o.conntrack, registry: this.registry });
+    }
+    this.node = new NodeManager({
+      ...o,
+      onReady: () => this.sync(),
+      dependentState: () => this.nodeDependentState(),
+    });
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
-    this.#services = new ServiceChangeTracker({ family: o.family, warnings });
-    this.#endpoints = new EndpointsChangeTracker({
-      family: o.family,
-      nodeName: o.nodeName,
-      warnings,
-      startMs: o.clock.now(),
+    this.#changes = new PendingChanges({ ...o, warnings, metrics: this.metrics, startMs: o.clock.now() });
+    this.#drift = new DriftWatch({
+      ...o,
+      periodMs: o.syncPeriodMs,
+      detect: (thorough) => this.detectDrift(thorough),
+      repairs: this.metrics.driftRepairsTotal,
+      exclusive: this.#exclusive,
+      ready: () => this.isInitialized,
+      repair: () => this.requestFullSync(),
     });
     this.#runner = new SyncRunner({
-      fn: () => this.#syncOnce(),
+      fn: () => this.#sync(),
       minIntervalMs: o.minSyncPeriodMs,
       maxIntervalMs: o.syncPeriodMs,
       clock: o.clock,
       onError: (_err, retryInMs) => {
-        // #syncOnce logged the failure itself; shutdown's interruption is no failure.
+        // #sync logged the failure itself; shutdown's interruption is no failure.
         if (this.#signal.aborted) {
           this.log.info("Sync interrupted by shutdown; the previous rules stay", { family: this.family });
         } else this.log.debug("Retrying the failed sync", { family: this.family, retryInMs });
@@ -272,9 +190,9 @@ export abstract class BaseProxier implements Provider {
 
   /**
    * Returns what of the mode's kernel state changed behind its back (undefined: nothing found), so
-   * the next sync is full and repairs it. Cheap checks before every partial sync; `thorough` ones
-   * (what the mode owns, counted: jumps, fixed chains, element or server counts) once per sync
-   * period beside the syncs. Default: none.
+   * the next sync is full and repairs it (`drift.ts`). Cheap checks before every partial sync;
+   * `thorough` ones (what the mode owns, counted: jumps, fixed chains, element or server counts)
+   * once per sync period beside the syncs. Default: none.
    */
   protected detectDrift(_thorough: boolean): Promise<string | undefined> {
     return Promise.resolve(undefined);
@@ -282,47 +200,15 @@ export abstract class BaseProxier implements Provider {
 
   /** Runs the mode's thorough drift check now; returns what drifted (benchmarks, tests). */
   checkDrift(): Promise<string | undefined> {
-    return this.#checkDrift(true);
+    return this.#drift.check(true);
   }
 
   /**
-   * Runs the thorough drift check, as the sync loop does once per sync period, and when it finds
-   * drift asks for a full sync that repairs it. Returns what drifted.
-   *
-   * It runs between syncs, never beside one: a sync starting meanwhile waits for it. A kernel
-   * listing that a commit interrupts starts over (nft and iptables-nft both redo their dump when
-   * the ruleset generation moves), so beside syncs as frequent as the listing is slow (10,000
-   * services under churn: nft lists for 2 s, syncs commit every second) it never ended and kept a
-   * core busy; and a finding made while a sync ran could not be trusted anyway.
+   * Runs the thorough drift check between syncs, as the sync loop does once per sync period, and
+   * when it finds drift asks for the full sync that repairs it. Returns what drifted.
    */
-  async repairDrift(): Promise<string | undefined> {
-    while (this.#syncing) await this.#syncEnded;
-    if (!this.isInitialized) return undefined;
-    let release = () => {};
-    this.#checking = new Promise((resolve) => release = resolve);
-    let drift: string | undefined;
-    try {
-      drift = await this.#checkDrift(true);
-    } finally {
-      release();
-    }
-    if (drift === undefined) return undefined;
-    this.#reportDrift(drift);
-    this.requestFullSync();
-    return drift;
-  }
-
-  /** A check that cannot run counts as drift: the full sync it brings is safe. */
-  #checkDrift(thorough: boolean): Promise<string | undefined> {
-    return this.detectDrift(thorough).catch((e) =>
-      `the check failed: ${e instanceof Error ? e.message : String(e)}`
-    );
-  }
-
-  #reportDrift(drift: string): void {
-    this.log.warn("Rules changed outside the proxy; doing a full sync", { family: this.family, drift });
-    this.metrics.driftRepairsTotal.inc();
-    this.#needFull = true;
+  repairDrift(): Promise<string | undefined> {
+    return this.#drift.repair();
   }
 
   /**
@@ -338,7 +224,7 @@ export abstract class BaseProxier implements Provider {
 
   /** True once Services, EndpointSlices and the own Node had their initial sync. */
   get isInitialized(): boolean {
-    return this.#servicesSynced && this.#slicesSynced && this.#nodeReady;
+    return this.#servicesSynced && this.#slicesSynced && this.node.ready;
   }
 
   /** @inheritdoc */
@@ -411,55 +297,14 @@ export abstract class BaseProxier implements Provider {
   onNodeDelete(_n: V1Node): void {
     this.#nodeEvent(undefined);
   }
-
-  /** This node's name and zone, for endpoint selection (`proxier/topology.ts`). */
-  protected get topology(): NodeTopology {
-    return { nodeName: this.nodeName, zone: this.node?.metadata?.labels?.[ZONE_LABEL] ?? "" };
+  /** @inheritdoc */
+  onNodeSynced(): void {
+    this.node.synced();
   }
 
-  /** How pod traffic is told from the rest for this family, or undefined when it cannot be. */
-  protected get localDetector(): LocalDetector | undefined {
-    return localDetector(this.#localDetection, this.family, this.node);
-  }
-
-  /**
-   * This node's addresses (any family): see {@linkcode BaseProxierOptions.nodeIPs}; with
-   * `nodeIPsFromNode`, the Node object's InternalIP and ExternalIP addresses once it is known.
-   */
-  protected get nodeIPs(): readonly string[] {
-    if (!this.#nodeIPsFromNode) return this.#nodeIPs;
-    return (this.node?.status?.addresses ?? [])
-      .filter((a) =>
-        (a.type === "InternalIP" || a.type === "ExternalIP") && ipFamily(a.address) !== undefined
-      )
-      .map((a) => a.address);
-  }
-
-  /** Says where {@linkcode nodeIPs} came from and what they are, for `render`'s note. */
+  /** Says which node addresses the rules use and where they came from, for `render`'s note. */
   describeNodeIPs(): string {
-    const ips = this.nodeIPs.join(", ") || "none";
-    if (!this.#nodeIPsFromNode) return `${ips} (--node-ip)`;
-    return this.node === undefined
-      ? `none (no Node object "${this.nodeName}" in the source; --node-ip sets them)`
-      : `${ips} (the Node object "${this.nodeName}"'s InternalIP and ExternalIP)`;
-  }
-
-  /** The Node's primary address of this family (InternalIP, else ExternalIP), as upstream picks it. */
-  protected get primaryNodeIP(): string | undefined {
-    const addrs = this.node?.status?.addresses ?? [];
-    for (const type of ["InternalIP", "ExternalIP"]) {
-      const a = addrs.find((a) => a.type === type && ipFamily(a.address) === this.family);
-      if (a !== undefined) return a.address;
-    }
-    return undefined;
-  }
-
-  /**
-   * Returns where NodePorts answer for this family (`proxier/nodeport_addresses.ts`), `primary`
-   * resolved to the Node's primary address as known now.
-   */
-  protected nodePortAddresses(configured: readonly string[], allowIPv4Localhost = false): NodePortAddresses {
-    return new NodePortAddresses(this.family, configured, this.primaryNodeIP, allowIPv4Localhost);
+    return this.node.describeIPs();
   }
 
   /**
@@ -467,66 +312,15 @@ export abstract class BaseProxier implements Provider {
    * sync. Modes that depend on more of the Node extend it.
    */
   protected nodeDependentState(): string {
-    return JSON.stringify([
-      this.topology.zone,
-      describeLocalDetector(this.localDetector),
-      this.primaryNodeIP ?? "",
-      this.#nodeIPsFromNode ? this.nodeIPs : [],
-    ]);
+    return this.node.dependentState();
   }
 
   #nodeEvent(n: V1Node | undefined): void {
-    const before = this.nodeDependentState();
-    const zoneBefore = this.topology.zone;
-    this.node = n;
     this.health.setNode(n);
-    if (!this.#nodeReady && this.#nodeComplete()) {
-      // Waiting for it (or the Node list is not in yet): it is here now.
-      this.#stopNodeWait();
-      this.#nodeReady = true;
-      this.log.info("Node known", { node: this.nodeName, family: this.family });
-      this.sync();
-      return;
-    }
-    if (this.nodeDependentState() === before) return;
-    if (this.topology.zone !== zoneBefore) {
-      this.log.info("Node topology changed", { family: this.family, zone: this.topology.zone });
-    }
+    const change = this.node.set(n);
+    if (change === "ready") this.sync();
     // Topology hints, the local CIDR (or a mode's own Node fields) may change every Service's rules.
-    this.requestFullSync();
-  }
-  /** @inheritdoc */
-  onNodeSynced(): void {
-    if (this.#nodeReady) return;
-    if (this.#nodeComplete()) {
-      this.#nodeReady = true;
-      this.sync();
-      return;
-    }
-    this.log.info("Waiting for the Node object before the first sync", {
-      node: this.nodeName,
-      family: this.family,
-      timeoutMs: this.#nodeWaitMs,
-    });
-    this.#stopNodeWait = this.clock.setTimer(() => {
-      if (this.#nodeReady) return;
-      this.log.warn(
-        this.node === undefined
-          ? "The Node object did not appear; syncing without its addresses and pod CIDRs"
-          : "The Node has no pod CIDRs yet (NodeCIDR mode); syncing without local traffic detection",
-        { node: this.nodeName, family: this.family, waitedMs: this.#nodeWaitMs },
-      );
-      this.#nodeReady = true;
-      this.sync();
-    }, this.#nodeWaitMs);
-  }
-
-  /** The own Node is known, with pod CIDRs when `--detect-local-mode=NodeCIDR` needs them. */
-  #nodeComplete(): boolean {
-    const n = this.node;
-    if (n === undefined) return false;
-    if (this.#localDetection?.mode !== "NodeCIDR") return true;
-    return (n.spec?.podCIDRs?.length ?? 0) > 0 || (n.spec?.podCIDR ?? "") !== "";
+    else if (change === "changed") this.requestFullSync();
   }
 
   /** Asks for a sync once both initial syncs are in; the runner rate-limits. */
@@ -538,16 +332,7 @@ export abstract class BaseProxier implements Provider {
   syncLoop(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
     // Drift heals within a sync period of its cause, beside the syncs, not in their path.
-    let cancel = () => {};
-    const tick = () => {
-      cancel = this.clock.setTimer(async () => {
-        if (signal.aborted) return;
-        await this.repairDrift();
-        if (!signal.aborted) tick();
-      }, this.syncPeriodMs);
-    };
-    tick();
-    signal.addEventListener("abort", () => cancel(), { once: true });
+    this.#drift.watch(signal);
     return this.#runner.loop(signal);
   }
 
@@ -556,7 +341,7 @@ export abstract class BaseProxier implements Provider {
    * Must not be called while {@linkcode syncLoop} runs.
    */
   syncNow(): Promise<void> {
-    return this.#syncOnce();
+    return this.#sync();
   }
 
   /** Requests that the next sync be full (e.g. the kernel state was lost). */
@@ -566,13 +351,11 @@ export abstract class BaseProxier implements Provider {
   }
 
   #serviceEvent(old: V1Service | undefined, cur: V1Service | undefined): void {
-    if (this.#services.update(old, cur)) this.#queued();
-    this.metrics.serviceChangesPending.set(this.#services.pending);
+    if (this.#changes.service(old, cur)) this.#queued();
   }
 
   #sliceEvent(s: V1EndpointSlice, removed: boolean): void {
-    if (this.#endpoints.update(s, removed)) this.#queued();
-    this.metrics.endpointChangesPending.set(this.#endpoints.pending);
+    if (this.#changes.slice(s, removed)) this.#queued();
   }
 
   #queued(): void {
@@ -581,50 +364,28 @@ export abstract class BaseProxier implements Provider {
     this.sync();
   }
 
-  async #syncOnce(): Promise<void> {
-    if (!this.isInitialized) return;
-    // Set before waiting: the next drift check must not start while this sync waits for one.
-    this.#syncing = true;
-    let ended = () => {};
-    this.#syncEnded = new Promise((resolve) => ended = resolve);
-    try {
-      await this.#checking;
-      await this.#syncOnceInner();
-    } finally {
-      this.#syncing = false;
-      ended();
-    }
+  #sync(): Promise<void> {
+    if (!this.isInitialized) return Promise.resolve();
+    return this.#exclusive.run(() => this.#syncOnce());
   }
 
-  async #syncOnceInner(): Promise<void> {
+  async #syncOnce(): Promise<void> {
     const start = performance.now();
-    const serviceChanges = this.#services.apply(this.serviceMap);
-    const endpointChanges = this.#endpoints.apply(this.endpointsMap);
-    this.metrics.serviceChangesTotal.inc(serviceChanges.updatedServices.size);
-    this.metrics.endpointChangesTotal.inc(endpointChanges.updatedServices.size);
-    this.metrics.serviceChangesPending.set(0);
-    this.metrics.endpointChangesPending.set(0);
-    const now = this.clock.now();
-    let full = this.#needFull || now - this.#lastFull >= this.#fullSyncPeriodMs;
-    const changedServices = new Set([...serviceChanges.updatedServices, ...endpointChanges.updatedServices]);
-    const changedPorts = this.#changedPorts(serviceChanges, endpointChanges);
+    const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
+    let full = this.#needFull || this.clock.now() - this.#lastFull >= this.#fullSyncPeriodMs;
     if (!full) {
-      // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the
-      // syncs ({@linkcode repairDrift}), so a partial sync never waits for them.
-      const drift = await this.#checkDrift(false);
+      // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the syncs.
+      const drift = await this.#drift.check(false);
       if (drift !== undefined) {
-        this.#reportDrift(drift);
+        this.#drift.report(drift);
         full = true;
       }
     }
     const ctx: SyncContext = {
+      ...changes,
       full,
       services: this.serviceMap,
       endpoints: this.endpointsMap,
-      changedServices,
-      changedPorts,
-      serviceChanges,
-      endpointChanges,
       signal: this.#signal,
     };
     let didFull = full;
@@ -650,82 +411,38 @@ export abstract class BaseProxier implements Provider {
       this.#needFull = false;
       // Measured from the end: a full sync longer than the period must not make the next one full.
       this.#lastFull = this.clock.now();
-      collectGarbage();
     }
     await this.#afterSync(ctx);
-    // Cheap (one heap statistics call); a collection only when buffers or the heap piled up.
-    if (!didFull) collectGarbageAfterSync();
-    if (this.clock.now() - this.#lastTrim >= TRIM_PERIOD_MS) {
-      this.#lastTrim = this.clock.now();
-      this.#trim();
-    }
+    this.#memory.afterSync(didFull);
     const elapsed = (performance.now() - start) / 1000;
-    this.metrics.syncDuration.observe(elapsed);
-    (didFull ? this.metrics.syncFullDuration : this.metrics.syncPartialDuration).observe(elapsed);
-    this.metrics.lastSyncTimestamp.set(this.clock.now() / 1000);
+    this.metrics.syncSucceeded(
+      elapsed,
+      didFull,
+      this.clock.now(),
+      changes.endpointChanges.lastChangeTriggerTimes,
+    );
     const noLocal = countNoLocalEndpoints(this.serviceMap, this.endpointsMap);
     this.metrics.noLocalEndpoints(noLocal.internal, noLocal.external);
-    for (const t of endpointChanges.lastChangeTriggerTimes) {
-      this.metrics.networkProgrammingDuration.observe(Math.max(0, this.clock.now() - t) / 1000);
-    }
     this.health.updated(this.family);
     this.log.debug("Sync complete", {
       family: this.family,
       full: didFull,
       elapsedMs: Math.round(elapsed * 1000),
       services: this.serviceMap.size,
-      changed: changedServices.size,
+      changed: changes.changedServices.size,
     });
   }
 
   /**
    * The post-sync step every mode shares: the conntrack reconciler deletes stale UDP and SCTP flows
-   * (a failure is logged: a leftover flow only delays its client until the next sync or its
-   * expiry), then the health check node ports report the new endpoints.
+   * (`conntrack/reconciler.ts`), then the health check node ports report the new endpoints.
    */
   async #afterSync(ctx: SyncContext): Promise<void> {
-    if (this.#conntrack !== undefined) {
-      const t0 = performance.now();
-      const m = reconcilerMetrics(this.registry, this.family);
-      try {
-        const r = await reconcileConntrack(this.#conntrack, {
-          services: ctx.services,
-          endpoints: ctx.endpoints,
-          removed: ctx.serviceChanges.removedPorts,
-        });
-        if (r.flows > 0) m.duration.observe((performance.now() - t0) / 1000);
-        if (r.deleted > 0) {
-          m.deleted.inc(r.deleted);
-          this.log.debug("Deleted stale conntrack flows", {
-            family: this.family,
-            deleted: r.deleted,
-            of: r.flows,
-          });
-        }
-      } catch (e) {
-        this.log.warn("Conntrack reconcile failed; stale flows stay until the next sync", {
-          family: this.family,
-          error: e instanceof Error ? e.message : String(e),
-        });
-      }
-    }
+    await this.#reconciler?.reconcile({
+      services: ctx.services,
+      endpoints: ctx.endpoints,
+      removed: ctx.serviceChanges.removedPorts,
+    });
     this.#healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints), this.family);
-  }
-
-  /** See {@linkcode SyncContext.changedPorts}; keeps the service -> ports index current. */
-  #changedPorts(services: ServiceUpdateResult, endpoints: EndpointsUpdateResult): Set<string> {
-    const changed = new Set(services.portKeys);
-    for (const service of services.updatedServices) this.#portsByService.delete(service);
-    for (const key of services.portKeys) {
-      const svc = this.serviceMap.get(key);
-      if (svc === undefined) continue;
-      let keys = this.#portsByService.get(svc.service);
-      if (keys === undefined) this.#portsByService.set(svc.service, keys = new Set());
-      keys.add(key);
-    }
-    for (const service of endpoints.updatedServices) {
-      for (const key of this.#portsByService.get(service) ?? []) changed.add(key);
-    }
-    return changed;
   }
 }

@@ -48,6 +48,11 @@ export interface FamilyMetrics {
   readonly driftRepairsTotal: { inc(v?: number): void };
   /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
   noLocalEndpoints(internal: number, external: number): void;
+  /**
+   * Records a sync that succeeded: its duration (and as a full or partial one), when it ended
+   * (`nowMs`), and the network programming latency of each change it applied (their trigger times).
+   */
+  syncSucceeded(seconds: number, full: boolean, nowMs: number, triggerTimesMs: readonly number[]): void;
 }
 
 /** The metrics every mode updates; names, buckets and labels as upstream kube-proxy. */
@@ -226,6 +231,14 @@ export class ProxyMetrics {
       noLocalEndpoints: (internal, external) => {
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);
+      },
+      syncSucceeded: (seconds, full, nowMs, triggerTimesMs) => {
+        this.syncDuration.observe(l, seconds);
+        (full ? this.syncFullDuration : this.syncPartialDuration).observe(l, seconds);
+        this.lastSyncTimestamp.set(l, nowMs / 1000);
+        for (const t of triggerTimesMs) {
+          this.networkProgrammingDuration.observe(l, Math.max(0, nowMs - t) / 1000);
+        }
       },
     };
   }

@@ -6,7 +6,7 @@
 import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
 import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
-import { type EventRecorder, nullRecorder } from "./events.ts";
+import { type EventRecorder, nullRecorder } from "./runtime/events.ts";
 import { MetaProxier } from "./meta_proxier.ts";
 import type { Clock } from "./runtime/clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";

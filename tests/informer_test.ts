@@ -24,7 +24,7 @@ class RecordingProxier extends BaseProxier {
     return Promise.resolve();
   }
   get nodeName_(): string | undefined {
-    return this.node?.metadata?.name;
+    return this.node.node?.metadata?.name;
   }
   get cidrs(): readonly string[] {
     return this.serviceCIDRs;

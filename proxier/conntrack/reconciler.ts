@@ -10,6 +10,7 @@
 import { Counter, exponentialBuckets, Histogram, type Registry } from "../runtime/prometheus.ts";
 import type { Conntrack, FlowFilter, FlowProtocol } from "../../iptables/conntrack.ts";
 import { IP_FAMILY_LABEL, registeredOnce } from "../metrics.ts";
+import type { Logger } from "../runtime/logger.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "../types.ts";
 
 /** What one reconciliation looks at. */
@@ -62,8 +63,7 @@ export async function reconcileConntrack(
   ct: Conntrack,
   input: ReconcileInput,
 ): Promise<ReconcileResult> {
-  // Every sync, over every service port: nothing is allocated for a TCP one (at 10,000 Services a
-  // list of [port, endpoints] pairs built here was a third of all the program allocated).
+  // Every sync, over every service port: nothing is allocated for a TCP one.
   const live = new Map<string, Set<string>>();
   input.services.forEach((svc, key) => addDestinations(live, svc, input.endpoints.get(key) ?? []));
   const removed = new Map<string, Set<string>>();
@@ -139,4 +139,46 @@ export function reconcilerMetrics(
       }),
   ).labels(labels);
   return { duration, deleted };
+}
+
+/**
+ * Reconciles one family's flows after each sync, as the shared post-sync step runs it: counted in
+ * upstream's metrics, and never failing the sync (a leftover flow only delays its client until the
+ * next sync or its expiry; the failure is logged).
+ */
+export class ConntrackReconciler {
+  readonly #ct: Conntrack;
+  readonly #family: IPFamily;
+  readonly #log: Logger;
+  readonly #metrics: ReturnType<typeof reconcilerMetrics>;
+
+  /** Registers the metrics on `registry`; lists nothing until {@linkcode reconcile}. */
+  constructor(o: { conntrack: Conntrack; registry: Registry; family: IPFamily; log: Logger }) {
+    this.#ct = o.conntrack;
+    this.#family = o.family;
+    this.#log = o.log;
+    this.#metrics = reconcilerMetrics(o.registry, o.family);
+  }
+
+  /** Deletes the stale flows of `input` (see {@linkcode reconcileConntrack}); never throws. */
+  async reconcile(input: ReconcileInput): Promise<void> {
+    const t0 = performance.now();
+    try {
+      const r = await reconcileConntrack(this.#ct, input);
+      if (r.flows > 0) this.#metrics.duration.observe((performance.now() - t0) / 1000);
+      if (r.deleted > 0) {
+        this.#metrics.deleted.inc(r.deleted);
+        this.#log.debug("Deleted stale conntrack flows", {
+          family: this.#family,
+          deleted: r.deleted,
+          of: r.flows,
+        });
+      }
+    } catch (e) {
+      this.#log.warn("Conntrack reconcile failed; stale flows stay until the next sync", {
+        family: this.#family,
+        error: e instanceof Error ? e.message : String(e),
+      });
+    }
+  }
 }

@@ -4,7 +4,7 @@
  * upstream's JSON body, so load balancers send traffic only to nodes that can serve it.
  * @module
  */
-import { type EventRecorder, nullRecorder } from "../events.ts";
+import { type EventRecorder, nullRecorder } from "../runtime/events.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { EndpointsMap, ServicePortMap } from "../types.ts";
 

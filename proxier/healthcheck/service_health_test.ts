@@ -1,7 +1,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { MemoryLogger } from "../../tests/fixtures.ts";
 import { freePort } from "../../tests/net_helpers.ts";
-import type { EventSpec } from "../events.ts";
+import type { EventSpec } from "../runtime/events.ts";
 import { ServiceHealthServer } from "./service_health.ts";
 
 async function get(port: number): Promise<string> {

@@ -221,9 +221,9 @@ export class IptablesProxier extends BaseProxier {
       joinLines((kernel?.missingJumps ?? []).filter((j) => j.table === table).map(jumpRuleLine));
     const ruleOpts: PortRuleOptions = {
       masqueradeAll: this.#o.masqueradeAll,
-      local: this.localDetector,
-      nodeIPs: this.nodeIPs,
-      topology: this.topology,
+      local: this.node.localDetector,
+      nodeIPs: this.node.ips,
+      topology: this.node.topology,
       log: this.log,
       largeCluster: this.#largeCluster,
     };
@@ -368,7 +368,7 @@ export class IptablesProxier extends BaseProxier {
   #nodePortJumps(): string[] {
     const comment =
       `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`;
-    const npa = this.nodePortAddresses(this.#o.nodePortAddresses, this.#o.localhostNodePorts);
+    const npa = this.node.nodePortAddresses(this.#o.nodePortAddresses, this.#o.localhostNodePorts);
     if (npa.matchAll) {
       const notLoopback = npa.allowLocalhost ? "" : `! -d ${this.#loopback} `;
       return [
@@ -377,7 +377,7 @@ export class IptablesProxier extends BaseProxier {
     }
     // As upstream: one rule per node address inside the CIDRs, so forwarded traffic to other hosts
     // in them never reaches KUBE-NODEPORTS.
-    return npa.nodeIPs(this.nodeIPs).map((ip) =>
+    return npa.nodeIPs(this.node.ips).map((ip) =>
       `-A ${KUBE_SERVICES} -d ${ip} ${comment} -j ${KUBE_NODEPORTS}`
     );
   }

@@ -12,7 +12,7 @@ import { IpvsadmRunner } from "../../iptables/ipvs.ts";
 import { ensureSysctl, type SysctlKey, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { nodeRef } from "../events.ts";
+import { nodeRef } from "../runtime/events.ts";
 import {
   familyProvider,
   familyRenderer,

@@ -108,13 +108,13 @@ export class IpvsProxier extends BaseProxier {
   /** The addresses NodePorts are served on: this family's node addresses within --nodeport-addresses. */
   #nodePortIPs(): string[] {
     // Addresses bound to kube-ipvs0 are service addresses, not the node's.
-    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.nodeIPs)
+    return this.node.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.node.ips)
       .filter((ip) => !this.#kernelBinds.has(ip) && !this.#binds.has(ip));
   }
 
   /** @inheritdoc */
   protected override nodeDependentState(): string {
-    return JSON.stringify([super.nodeDependentState(), this.primaryNodeIP ?? ""]);
+    return JSON.stringify([super.nodeDependentState(), this.node.primaryIP ?? ""]);
   }
 
   /** @inheritdoc */
@@ -135,10 +135,10 @@ export class IpvsProxier extends BaseProxier {
     if (full) this.#clearWanted();
     const opts = {
       scheduler: this.#o.scheduler,
-      topology: this.topology,
+      topology: this.node.topology,
       nodePortIPs: this.#nodePortIPs(),
-      nodeIPs: new Set(this.nodeIPs),
-      nodeIP: this.primaryNodeIP ?? this.#nodePortIPsFallback(),
+      nodeIPs: new Set(this.node.ips),
+      nodeIP: this.node.primaryIP ?? this.#nodePortIPsFallback(),
       log: this.log,
     };
     for (const key of keys) {
@@ -171,7 +171,7 @@ export class IpvsProxier extends BaseProxier {
       family: this.family,
       nonEmpty: new Set(SET_NAMES.filter((n) => (this.#entries.get(n)?.size ?? 0) > 0)),
       masqueradeAll: this.#o.masqueradeAll,
-      local: this.localDetector,
+      local: this.node.localDetector,
       mark: masqueradeMark(this.#o.masqueradeBit),
       noNodeAccess: [...this.#noNodeAccess.values()].sort((
         a,
@@ -207,7 +207,7 @@ export class IpvsProxier extends BaseProxier {
    */
   protected override async detectDrift(thorough: boolean): Promise<string | undefined> {
     if (!thorough) return undefined;
-    const k = await readKernelState({ ...this.#o, nodeIPs: this.nodeIPs }, this.family);
+    const k = await readKernelState({ ...this.#o, nodeIPs: this.node.ips }, this.family);
     const reals = (m: Map<string, { reals: Map<string, unknown> }>) =>
       [...m.values()].reduce((n, s) => n + s.reals.size, 0);
     if (k.servers.size !== this.#kernelServers.size) {
@@ -244,7 +244,7 @@ export class IpvsProxier extends BaseProxier {
 
   /** Without a Node object, the first node address stands in for the node's own (source ranges). */
   #nodePortIPsFallback(): string | undefined {
-    return this.nodeIPs.find((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
+    return this.node.ips.find((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
   }
 
   #clearWanted(): void {
@@ -334,7 +334,7 @@ export class IpvsProxier extends BaseProxier {
 
   /** Reads the kernel state of this family (full syncs). */
   async #readKernel(): Promise<void> {
-    const k = await readKernelState({ ...this.#o, nodeIPs: this.nodeIPs }, this.family);
+    const k = await readKernelState({ ...this.#o, nodeIPs: this.node.ips }, this.family);
     this.#kernelServers = k.servers;
     this.#kernelEntries = k.entries;
     this.#kernelBinds = k.binds;

@@ -82,7 +82,7 @@ export class NftablesProxier extends BaseProxier {
 
   /** The node's addresses of this family that answer NodePorts. */
   #nodePortIPs(): string[] {
-    return this.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.nodeIPs);
+    return this.node.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.node.ips);
   }
 
   /** @inheritdoc */
@@ -168,9 +168,9 @@ export class NftablesProxier extends BaseProxier {
       );
     }
     return portElements(svc, ctx.endpoints.get(key) ?? [], {
-      topology: this.topology,
+      topology: this.node.topology,
       nodePortIPs,
-      nodeIPs: this.nodeIPs,
+      nodeIPs: this.node.ips,
       affinitySupported: this.#o.affinitySupported,
       log: this.log,
     });
@@ -238,7 +238,7 @@ export class NftablesProxier extends BaseProxier {
       family: this.family,
       masqueradeAll: this.#o.masqueradeAll,
       mark: masqueradeMark(this.#o.masqueradeBit, 8),
-      local: this.localDetector,
+      local: this.node.localDetector,
       conntrackTCPLiberal: this.#o.conntrackTCPLiberal,
       serviceCIDRs: this.serviceCIDRs,
     }));

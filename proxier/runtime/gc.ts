@@ -141,3 +141,38 @@ export function garbagePiled(
   return last !== undefined && nowMs - last.atMs >= HEAP_GC_MIN_INTERVAL_MS &&
     m.heapUsed > last.heapUsed * (1 + HEAP_GROWTH_GC_RATIO) + HEAP_GROWTH_GC_BYTES;
 }
+
+/**
+ * How often, at most, a sync ends by giving malloc's free memory back (malloc_trim). Each sync runs
+ * kernel tools and reads the API server through buffers glibc allocates outside the V8 heap; freed,
+ * they stay in malloc's arenas and RSS grows with a flat live heap. A trim costs about what it gives
+ * back, so a few seconds between trims keeps it cheap under frequent syncs.
+ */
+export const TRIM_PERIOD_MS = 5_000;
+
+/** The memory step that ends every sync; see {@linkcode SyncMemory.afterSync}. */
+export class SyncMemory {
+  readonly #now: () => number;
+  readonly #trim: () => void;
+  #lastTrim = -Infinity;
+
+  /** `trim` gives malloc's free memory back (default glibc's malloc_trim); `now` reads the clock. */
+  constructor(o: { now: () => number; trim?: () => void }) {
+    this.#now = o.now;
+    this.#trim = o.trim ?? trimMalloc;
+  }
+
+  /**
+   * After a sync: a collection after every full one (it leaves tens of MiB of garbage at scale),
+   * after a partial one only when due ({@linkcode collectGarbageAfterSync}); then malloc's free
+   * memory back, at most every {@linkcode TRIM_PERIOD_MS}.
+   */
+  afterSync(full: boolean): void {
+    if (full) collectGarbage();
+    else collectGarbageAfterSync();
+    if (this.#now() - this.#lastTrim >= TRIM_PERIOD_MS) {
+      this.#lastTrim = this.#now();
+      this.#trim();
+    }
+  }
+}

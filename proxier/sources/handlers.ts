@@ -1,6 +1,7 @@
 /**
- * What every source feeds: handler calls with (old, new) pairs per kind, and kube-proxy's label
- * selector.
+ * What every source feeds (as upstream's `pkg/proxy/config/config.go`): the handler contracts, calls
+ * with (old, new) pairs per kind, kube-proxy's label selector, and what a source keeps of an object
+ * between its events.
  * @module
  */
 import type {
@@ -10,13 +11,45 @@ import type {
   V1Service,
   V1ServiceCIDR,
 } from "@kubernetes/client-node";
-import type {
-  EndpointSliceHandler,
-  NodeHandler,
-  ServiceCIDRHandler,
-  ServiceHandler,
-} from "../base_proxier.ts";
 import { SERVICE_NAME_LABEL } from "../endpoint.ts";
+
+/**
+ * Receives Service events; `onServicesSynced` once the initial list is in. An old or deleted
+ * Service may be only what names it (the API source keeps no more between events: `serviceStub`).
+ */
+export interface ServiceHandler {
+  onServiceAdd(s: V1Service): void;
+  onServiceUpdate(old: V1Service, s: V1Service): void;
+  onServiceDelete(s: V1Service): void;
+  onServicesSynced(): void;
+}
+
+/**
+ * Receives EndpointSlice events; `onEndpointSlicesSynced` once the initial list is in. An old or
+ * deleted slice may be only what names it, without endpoints (`endpointSliceStub`).
+ */
+export interface EndpointSliceHandler {
+  onEndpointSliceAdd(s: V1EndpointSlice): void;
+  onEndpointSliceUpdate(old: V1EndpointSlice, s: V1EndpointSlice): void;
+  onEndpointSliceDelete(s: V1EndpointSlice): void;
+  onEndpointSlicesSynced(): void;
+}
+
+/** Receives events about this proxy's own Node. */
+export interface NodeHandler {
+  onNodeAdd(n: V1Node): void;
+  onNodeUpdate(old: V1Node, n: V1Node): void;
+  onNodeDelete(n: V1Node): void;
+  onNodeSynced(): void;
+}
+
+/**
+ * Receives the cluster's service CIDRs (every `networking.k8s.io/v1` ServiceCIDR's `spec.cidrs`,
+ * both families, sorted), whole, on each change, as upstream's `OnServiceCIDRsChanged`.
+ */
+export interface ServiceCIDRHandler {
+  onServiceCIDRsChanged(cidrs: readonly string[]): void;
+}
 
 /** What a source feeds: every handler kind. */
 export type EventHandler = ServiceHandler & EndpointSliceHandler & NodeHandler & ServiceCIDRHandler;

@@ -199,8 +199,8 @@ export class UserspaceProxier extends BaseProxier {
     for (const key of [...this.#ports.keys()]) {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
-    const npa = this.nodePortAddresses(this.#o.nodePortAddresses, true);
-    this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.nodeIPs);
+    const npa = this.node.nodePortAddresses(this.#o.nodePortAddresses, true);
+    this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {
@@ -233,7 +233,7 @@ export class UserspaceProxier extends BaseProxier {
       // Traffic reaches us from inside the node (portals, or pods and hosts through NodePorts): the
       // internal policy and topology choose; externalTrafficPolicy cannot apply to a proxy that is
       // the source of every connection it makes.
-      const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.topology, this.log);
+      const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.node.topology, this.log);
       const eps = internalEndpoints(info, cat).map((e) => e.key);
       this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
       this.#udp.dropSessionsNotIn(key, new Set(eps));

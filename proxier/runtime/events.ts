@@ -6,8 +6,8 @@
  * posted is logged at debug level and never delays or fails the proxy.
  * @module
  */
-import type { Logger } from "./runtime/logger.ts";
-import { describeError } from "./errors.ts";
+import type { Logger } from "./logger.ts";
+import { describeError } from "../errors.ts";
 
 /** What an Event is about (upstream's ObjectReference; Nodes use their name as UID, as upstream). */
 export interface ObjectRef {
