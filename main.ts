@@ -4,28 +4,27 @@
  * It names no mode.
  * @module
  */
-import { DryRunExecutor } from "./iptables/dry_run.ts";
-import { DenoExecutor, ExecError, type Executor } from "./iptables/executor.ts";
-import { type Clock, realClock } from "./proxier/runtime/clock.ts";
+import { DenoExecutor, type Executor } from "./iptables/executor.ts";
+import { realClock } from "./proxier/runtime/clock.ts";
 import { retryStart } from "./proxier/runtime/start_retry.ts";
-import { setConntrackSysctls } from "./proxier/conntrack/sysctls.ts";
+import { tuneConntrack } from "./proxier/conntrack/sysctls.ts";
+import { cleanupModes, runCleanup } from "./proxier/cleanup.ts";
+import { runRender } from "./proxier/render.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
-import { keepListening, ListenError } from "./proxier/healthcheck/listener.ts";
+import { ListenError } from "./proxier/healthcheck/listener.ts";
 import { setOwnOomScoreAdj } from "./proxier/runtime/oom_score.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/runtime/events.ts";
-import type { KubeProxyConfiguration } from "./proxier/options/kube_proxy_configuration.ts";
-import { encodeConfig } from "./proxier/options/write_config.ts";
+import { writeConfigFile } from "./proxier/options/write_config.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/sources/api_access.ts";
-import { ApiClient, prefetchLists } from "./proxier/sources/api_client.ts";
-import { RateLimiter } from "./proxier/sources/rate_limiter.ts";
+import { newApiClient, startApiSource } from "./proxier/sources/api_source.ts";
 import { FileSource } from "./proxier/sources/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
-import { checkTools, onPath, PROCESS_TOOLS } from "./proxier/runtime/kernel_tools.ts";
-import { serveMetrics, type StatusPages } from "./proxier/healthcheck/metrics_server.ts";
-import { serveHealthz } from "./proxier/healthcheck/proxier_health.ts";
+import { modeToolsPresent } from "./proxier/runtime/kernel_tools.ts";
+import type { StatusPages } from "./proxier/healthcheck/metrics_server.ts";
+import { serveStatus } from "./proxier/healthcheck/status_servers.ts";
 import { ServiceHealthServer } from "./proxier/healthcheck/service_health.ts";
-import { flushLogging, type Logger, setupLogging, warningsOnly } from "./proxier/runtime/logger.ts";
+import { flushLogging, type Logger, setupLogging } from "./proxier/runtime/logger.ts";
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
@@ -65,10 +64,10 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   const log = await setupLogging(config.logging.format, config.logging.verbosity);
   for (const w of cmd.warnings) log.warn(w);
   if (cmd.command === "write-config") {
-    return await writeConfig(cmd.kubeProxyConfiguration, cmd.writeConfigTo!, log);
+    return await writeConfigFile(cmd.kubeProxyConfiguration, cmd.writeConfigTo!, log);
   }
   const exec = new DenoExecutor({ timeoutMs: config.kernelToolTimeoutMs });
-  if (cmd.command === "cleanup") return await cleanup(exec, log);
+  if (cmd.command === "cleanup") return await runCleanup(MODES.values(), exec, log);
   // Every mode a flag or config file can name is built; parsing refused any other.
   const mode = MODES.get(config.mode)!;
   if (config.source.kind === "file") {
@@ -82,7 +81,11 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
       return 2;
     }
   }
-  if (cmd.command === "render") return await render(mode, config, log, cmd.renderNodeIPs);
+  const stdout = (text: string) => print(Deno.stdout, text);
+  const stderr = (text: string) => print(Deno.stderr, text);
+  if (cmd.command === "render") {
+    return await runRender({ mode, config, log, nodeIPs: cmd.renderNodeIPs, stdout, stderr });
+  }
   if (cmd.command === "trace") {
     return await runTrace({
       modes: MODES.values(),
@@ -91,8 +94,8 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
       query: cmd.trace!,
       exec,
       interfaceIPs: Deno.networkInterfaces().map((i) => i.address),
-      stdout: (text) => print(Deno.stdout, text),
-      stderr: (text) => print(Deno.stderr, text),
+      stdout,
+      stderr,
     });
   }
   for (const n of cmd.notApplying) log.warn(n);
@@ -110,91 +113,6 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   });
 }
 
-/** `--write-config-to`: the effective configuration in upstream's format; changes nothing else. */
-async function writeConfig(c: KubeProxyConfiguration, path: string, log: Logger): Promise<number> {
-  try {
-    await Deno.writeTextFile(path, encodeConfig(c));
-  } catch (e) {
-    log.error("Cannot write the configuration", { file: path, error: (e as Error).message });
-    return 1;
-  }
-  log.info("Wrote configuration", { file: path });
-  return 0;
-}
-
-/**
- * Removes the kernel objects of every mode but `keep` (all with `--cleanup`), in both families. A
- * tool that is not installed has nothing to clean; any other failure is logged and the rest still
- * runs. Returns false when something failed.
- */
-async function cleanupModes(exec: Executor, log: Logger, keep?: ProxyModeDefinition): Promise<boolean> {
-  let ok = true;
-  for (const family of ["IPv4", "IPv6"] as const) {
-    for (const mode of MODES.values()) {
-      if (mode === keep) continue;
-      try {
-        await mode.cleanup(exec, family, { everything: keep === undefined });
-      } catch (e) {
-        if (e instanceof ExecError && e.code === -1) continue; // the tool is not installed
-        ok = false;
-        log.error("Cleanup failed", { mode: mode.name, family, error: (e as Error).message });
-      }
-    }
-  }
-  return ok;
-}
-
-/** `--cleanup`: every mode's kernel objects, in both families; a failure does not stop the rest. */
-async function cleanup(exec: Executor, log: Logger): Promise<number> {
-  const ok = await cleanupModes(exec, log);
-  log.info("Cleanup done", { ok });
-  return ok ? 0 : 1;
-}
-
-/**
- * `render`: what a full sync would apply for the objects in --source, computed by the real proxier
- * on a dry-run executor; touches nothing.
- */
-async function render(
-  mode: ProxyModeDefinition,
-  config: ProxyConfig,
-  log: Logger,
-  renderNodeIPs: readonly string[] | undefined,
-): Promise<number> {
-  if (config.source.kind !== "file") {
-    print(Deno.stderr, "kube-proxy-deno: render needs --source=file:PATH\n");
-    return 2;
-  }
-  if (mode.render === undefined) {
-    print(Deno.stderr, `kube-proxy-deno: --proxy-mode: render does not support mode "${mode.name}"\n`);
-    return 2;
-  }
-  const dryRun = new DryRunExecutor();
-  const nodeName = config.hostnameOverride || "render";
-  const renderer = await mode.render(
-    // The live proxy's warnings (objects skipped, and why) on stderr; stdout stays the batches.
-    newModeDeps(config, { nodeName, log: warningsOnly(log), clock: realClock, exec: dryRun, renderNodeIPs }),
-    dryRun,
-  );
-  try {
-    await new FileSource({
-      path: config.source.path,
-      nodeName,
-      handler: renderer.handler,
-      log: warningsOnly(log),
-    })
-      .load();
-  } catch (e) {
-    print(Deno.stderr, `kube-proxy-deno: --source: ${(e as Error).message}\n`);
-    return 1;
-  }
-  print(Deno.stdout, await renderer.render());
-  // Rules that depend on the node's addresses (NodePorts, a load balancer reaching itself) are only
-  // as right as these: say which were used.
-  print(Deno.stderr, `kube-proxy-deno: render: node addresses: ${renderer.nodeAddresses()}\n`);
-  return 0;
-}
-
 /**
  * Runs the proxy (or, with `initOnly`, only its privileged set-up). Nothing touches the node until
  * the configuration, the kernel tools and the API access have been validated: a run that exits for
@@ -207,19 +125,7 @@ async function run(
   log: Logger,
   o: { initOnly: boolean; stop?: AbortSignal; pages: StatusPages },
 ): Promise<number> {
-  const missing = await checkTools(
-    [...PROCESS_TOOLS, ...mode.tools],
-    config,
-    (t) => onPath(t, Deno.env.get("PATH")),
-    log,
-  );
-  const required = missing.filter((m) => m.required);
-  if (required.length > 0) {
-    log.error(`${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`, {
-      tools: required.map((m) => `${m.tool}: ${m.without}`),
-    });
-    return 1;
-  }
+  if (!await modeToolsPresent(mode, config, Deno.env.get("PATH"), log)) return 1;
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
   let access: ApiAccess | undefined;
@@ -239,7 +145,9 @@ async function run(
   }
 
   const metrics = new ProxyMetrics();
-  const api = access === undefined ? undefined : apiClient(access, config, clock, metrics);
+  const api = access === undefined
+    ? undefined
+    : newApiClient(access, config.clientConnection, { clock, metrics });
   const events: EventRecorder = api === undefined ? nullRecorder : new ApiEventRecorder({
     post: (p, b) => api.create(p, b),
     instance: `kube-proxy-${Deno.hostname()}`,
@@ -251,7 +159,12 @@ async function run(
     events.record({ regarding: node, type: "Warning", reason, action: "StartKubeProxy", note });
 
   // The privileged set-up, as upstream's platformSetup: conntrack, then the mode's own sysctls.
-  await tuneConntrack(config, exec, log, warnNode("FailedToSetConntrack"));
+  await tuneConntrack(config.conntrack, {
+    sysctl: new SysctlRunner({ exec }),
+    cpus: navigator.hardwareConcurrency,
+    log,
+    warn: warnNode("FailedToSetConntrack"),
+  });
   // The proxy's health (deps below) decides the service health ports too, as upstream.
   const healthServer = new ServiceHealthServer({
     log,
@@ -273,7 +186,9 @@ async function run(
   }
   await setOwnOomScoreAdj(exec, config.oomScoreAdj, log);
 
-  const kubernetes = api === undefined ? undefined : startKubernetes(access!, api, config, nodeName, log);
+  const kubernetes = api === undefined
+    ? undefined
+    : startApiSource(access!, api, config.clientConnection, { nodeName, log });
   let proxier: ModeProvider;
   try {
     proxier = await retryStart(config.mode, () => mode.create(deps), { log, clock });
@@ -284,7 +199,7 @@ async function run(
   }
   // Switching modes: what another mode (ours or upstream's) left would shadow or fight ours. It
   // runs while the source loads; the first sync waits for it.
-  const cleaned = Promise.all([cleanupModes(exec, log, mode), proxier.removeLeftovers?.()]);
+  const cleaned = Promise.all([cleanupModes(MODES.values(), exec, log, mode), proxier.removeLeftovers?.()]);
 
   const ac = new AbortController();
   const stop = () => {
@@ -295,32 +210,19 @@ async function run(
   Deno.addSignalListener("SIGINT", stop);
   o.stop?.addEventListener("abort", stop, { once: true });
   const tasks: Promise<unknown>[] = [];
-  const listen = { signal: ac.signal, log, clock, hardFail: config.bindAddressHardFail };
   try {
-    const hz = config.healthzBindAddress;
-    if (hz !== undefined) {
-      tasks.push(keepListening({
-        ...listen,
-        server: "Healthz",
-        address: hz,
-        onFailure: warnNode("FailedToStartProxierHealthcheck"),
-        start: () =>
-          serveHealthz(deps.health, hz, ac.signal, {
-            healthz: deps.metrics.healthzTotal,
-            livez: deps.metrics.livezTotal,
-          }),
-      }));
-    }
-    const m = config.metricsBindAddress;
-    if (m !== undefined) {
-      tasks.push(keepListening({
-        ...listen,
-        server: "Metrics",
-        address: m,
-        onFailure: warnNode("FailedToStartMetricServer"),
-        start: () => serveMetrics(deps.metrics, m, ac.signal, o.pages),
-      }));
-    }
+    serveStatus({
+      healthz: config.healthzBindAddress,
+      metricsAddress: config.metricsBindAddress,
+      health: deps.health,
+      metrics,
+      pages: o.pages,
+      signal: ac.signal,
+      log,
+      clock,
+      hardFail: config.bindAddressHardFail,
+      onFailure: (reason, note) => warnNode(reason)(note),
+    }, tasks);
   } catch (e) {
     if (!(e instanceof ListenError)) throw e;
     log.error(e.message, { bindAddressHardFail: true });
@@ -366,75 +268,6 @@ async function run(
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return 0;
-}
-
-/**
- * Conntrack tuning (`conntrack:` / `--conntrack-*`). A setting the node refuses (a read-only
- * /proc/sys, nf_conntrack_max outside the host's namespace) is one warning naming each; the proxy
- * goes on, as upstream does when /sys is read-only.
- */
-async function tuneConntrack(
-  config: ProxyConfig,
-  exec: Executor,
-  log: Logger,
-  warn: (note: string) => void,
-): Promise<void> {
-  const { failed } = await setConntrackSysctls(config.conntrack, {
-    sysctl: new SysctlRunner({ exec }),
-    cpus: navigator.hardwareConcurrency,
-    log,
-  });
-  if (failed.length > 0) {
-    log.warn("Cannot set these conntrack settings; the kernel's values stay (problems may arise later)", {
-      settings: failed,
-    });
-    warn(`cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`);
-  }
-}
-
-/**
- * Requests the first lists at once (while the informer module, the only part of the client library
- * loaded and only for this source, loads and the mode probes the kernel); every request of the
- * source goes through one `--kube-api-qps` / `--kube-api-burst` limiter.
- */
-async function startKubernetes(
-  access: ApiAccess,
-  api: ApiClient,
-  config: ProxyConfig,
-  nodeName: string,
-  log: Logger,
-) {
-  const informer = import("./proxier/sources/kubernetes.ts");
-  informer.catch(() => {}); // awaited below
-  const { qps, burst, contentType } = config.clientConnection;
-  log.info("Using the API server", {
-    server: access.server,
-    from: access.origin,
-    contentType: "application/json",
-    ...(contentType === "application/json"
-      ? {}
-      : { requested: contentType, note: "this program reads JSON only" }),
-    qps,
-    burst,
-  });
-  const prefetched = prefetchLists(api, nodeName);
-  const { KubernetesSource } = await informer;
-  return { prefetched, KubernetesSource };
-}
-
-/**
- * The one API client of the process: every request (lists, watches, Events) passes one
- * `--kube-api-qps` / `--kube-api-burst` limiter and is counted in client-go's rest_client metrics.
- */
-function apiClient(access: ApiAccess, config: ProxyConfig, clock: Clock, metrics: ProxyMetrics): ApiClient {
-  const { qps, burst } = config.clientConnection;
-  return new ApiClient(access, {
-    limiter: new RateLimiter({ qps, burst, clock }),
-    observe: (r) => {
-      metrics.restClientRequestsTotal.inc({ code: r.code, host: r.host, method: r.method });
-      metrics.restClientRequestDuration.observe({ host: r.host, verb: r.method }, r.seconds);
-    },
-  });
 }
 
 if (import.meta.main) {

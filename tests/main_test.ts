@@ -604,7 +604,7 @@ Deno.test("main: text logs in klog's shape: level letter, date and time, pid, ca
   const line = r.stderr.split("\n").find((l) => l.includes("Cannot write the configuration"))!;
   assertMatch(
     line,
-    /^E\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ main\.ts:\d+\] "Cannot write the configuration" file="\/nonexistent-dir\/kp\.yaml" error="[^"]+"$/,
+    /^E\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ write_config\.ts:\d+\] "Cannot write the configuration" file="\/nonexistent-dir\/kp\.yaml" error="[^"]+"$/,
   );
   const warn = r.stderr.split("\n").find((l) => l.includes("--config is set") || l.startsWith("W"));
   assert(warn === undefined || warn.startsWith("W"), r.stderr);

@@ -81,3 +81,21 @@ export async function setConntrackSysctls(
   }
   return { written, failed };
 }
+
+/**
+ * Conntrack tuning at start (`conntrack:` / `--conntrack-*`), as upstream's platform set-up. A
+ * setting the node refuses (a read-only /proc/sys, nf_conntrack_max outside the host's namespace)
+ * is one warning naming each and one call of `warn` (the Node's Event); the proxy goes on, as
+ * upstream does when /sys is read-only.
+ */
+export async function tuneConntrack(
+  c: ConntrackConfig,
+  o: { sysctl: Sysctl; cpus: number; log: Logger; warn: (note: string) => void },
+): Promise<void> {
+  const { failed } = await setConntrackSysctls(c, o);
+  if (failed.length === 0) return;
+  o.log.warn("Cannot set these conntrack settings; the kernel's values stay (problems may arise later)", {
+    settings: failed,
+  });
+  o.warn(`cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`);
+}

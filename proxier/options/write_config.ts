@@ -6,6 +6,7 @@
  * @module
  */
 import { dump } from "js-yaml";
+import type { Logger } from "../runtime/logger.ts";
 import { formatDuration } from "./duration.ts";
 import {
   API_VERSION,
@@ -77,4 +78,19 @@ function encodeValue(t: FieldType, v: unknown): unknown {
     default:
       return v;
   }
+}
+
+/**
+ * `--write-config-to`: writes `c` (see {@linkcode encodeConfig}) to `path` and changes nothing
+ * else; returns the exit code (1: the file cannot be written, logged).
+ */
+export async function writeConfigFile(c: KubeProxyConfiguration, path: string, log: Logger): Promise<number> {
+  try {
+    await Deno.writeTextFile(path, encodeConfig(c));
+  } catch (e) {
+    log.error("Cannot write the configuration", { file: path, error: (e as Error).message });
+    return 1;
+  }
+  log.info("Wrote configuration", { file: path });
+  return 0;
 }

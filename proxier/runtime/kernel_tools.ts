@@ -190,3 +190,23 @@ export async function checkTools(
   }
   return missing;
 }
+
+/**
+ * Checks the tools `mode` runs (and the process's own) on `PATH`: a missing optional one is one
+ * warning saying what stops working; a missing required one is one error naming each. Returns
+ * false when a required one is missing (the mode cannot run).
+ */
+export async function modeToolsPresent(
+  mode: { readonly name: string; readonly tools: readonly ToolNeed[] },
+  config: ProxyConfig,
+  path: string | undefined,
+  log: Logger,
+): Promise<boolean> {
+  const missing = await checkTools([...PROCESS_TOOLS, ...mode.tools], config, (t) => onPath(t, path), log);
+  const required = missing.filter((m) => m.required);
+  if (required.length === 0) return true;
+  log.error(`${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`, {
+    tools: required.map((m) => `${m.tool}: ${m.without}`),
+  });
+  return false;
+}
