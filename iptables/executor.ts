@@ -1,12 +1,6 @@
 /**
- * Runs kernel tools with argument arrays (never through a shell).
- *
- * The `iptables/` folder is the design card's kernel-tool layer: the executors of EVERY kernel tool
- * the modes run, not only iptables (`iptables.ts`, `nft.ts`, `ipvs.ts`, `ipset.ts`, `dummy_link.ts`
- * for `ip`, `conntrack.ts`, `sysctl.ts`, `dry_run.ts` for `render`), each behind an interface; the
- * generic iptables rule walker (`rule_walker.ts`) and the nft ruleset model (`nft_ruleset.ts`) that
- * the modes' tracers build on; and their stateful fakes (`testing/`, tests only). It imports nothing
- * from `proxier/`; each mode's tracer lives in its mode's folder (`proxier/<mode>/trace.ts`).
+ * Runs kernel tools with argument arrays (never through a shell), killing one that outlives its
+ * deadline. Every tool of the kernel-tool layer (`mod.ts`) runs through an {@linkcode Executor}.
  * @module
  */
 

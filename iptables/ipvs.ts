@@ -80,22 +80,13 @@ export class IpvsError extends ExecError {
   }
 }
 
-/** The schedulers ipvsadm and the kernel know. */
-export const SCHEDULERS: ReadonlySet<string> = new Set([
-  "rr",
-  "wrr",
-  "lc",
-  "wlc",
-  "lblc",
-  "lblcr",
-  "dh",
-  "sh",
-  "sed",
-  "nq",
-  "mh",
-]);
+/**
+ * What a scheduler name (`-s`) may look like in a batch: a lower-case word. Which names exist is the
+ * kernel's to say (ipvsadm answers "Scheduler or persistence engine not found").
+ */
+const SCHEDULER_NAME = /^[a-z]{1,15}$/;
 
-/** The scheduler flags ipvsadm takes. */
+/** The scheduler flags ipvsadm takes (`-b`). */
 export const SCHED_FLAGS: ReadonlySet<string> = new Set(["flag-1", "flag-2", "flag-3"]);
 
 /** `ip:port` (`[ip]:port` for IPv6), as ipvsadm writes and reads addresses. */
@@ -130,7 +121,7 @@ function checkEndpoint(address: string, port: number): void {
 }
 
 function options(vs: VirtualServer): string {
-  if (!SCHEDULERS.has(vs.scheduler)) {
+  if (!SCHEDULER_NAME.test(vs.scheduler)) {
     throw new IpvsError(`ipvs: bad scheduler ${JSON.stringify(vs.scheduler)}`, -1);
   }
   let s = ` -s ${vs.scheduler}`;

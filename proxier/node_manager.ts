@@ -11,7 +11,7 @@ import {
   type LocalDetection,
   type LocalDetector,
   localDetector,
-} from "./local_detector.ts";
+} from "./_common/local_detector.ts";
 import { ipFamily } from "./net.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { Clock } from "./runtime/clock.ts";

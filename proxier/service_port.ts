@@ -8,7 +8,27 @@ import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.t
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
 import { objectName, show, ValidationError } from "./errors.ts";
-import { SCHED_FLAGS, SCHEDULERS } from "../iptables/ipvs.ts";
+
+/**
+ * The schedulers a Service can ask for (kube-router's annotation, `--ipvs-scheduler`): the IPVS
+ * kernel's names.
+ */
+export const SCHEDULERS: ReadonlySet<string> = new Set([
+  "rr",
+  "wrr",
+  "lc",
+  "wlc",
+  "lblc",
+  "lblcr",
+  "dh",
+  "sh",
+  "sed",
+  "nq",
+  "mh",
+]);
+
+/** The scheduler flags kube-router's annotation takes (ipvsadm's `-b`). */
+export const SCHED_FLAGS: ReadonlySet<string> = new Set(["flag-1", "flag-2", "flag-3"]);
 
 /** kube-router's per-Service IPVS scheduler annotation. */
 export const SCHEDULER_ANNOTATION = "kube-router.io/service.scheduler";

@@ -2,7 +2,8 @@ import { assertEquals, assertMatch, assertThrows } from "../tests/assert.ts";
 import type { V1Service } from "@kubernetes/client-node";
 import { makeService } from "../tests/fixtures.ts";
 import { ValidationError } from "./errors.ts";
-import { servicePorts } from "./service_port.ts";
+import { SCHEDULERS, servicePorts } from "./service_port.ts";
+import { KERNEL_SCHEDULERS } from "../iptables/testing/fake_ipvs.ts";
 
 Deno.test("servicePorts builds one entry per port with upstream's names", () => {
   const svc = makeService("ns1", "svc1", (s) => {
@@ -125,4 +126,8 @@ Deno.test("servicePorts: traffic policies and health check port", () => {
   // ETP Local means nothing for a ClusterIP service without external IPs.
   const c = servicePorts(makeService("a", "b", (s) => s.spec!.externalTrafficPolicy = "Local"), "IPv4");
   assertEquals(c.ports[0].externalPolicyLocal, false);
+});
+
+Deno.test("every scheduler a Service can ask for is one the IPVS kernel has (the fake's list, checked against the VM's kernel)", () => {
+  assertEquals([...SCHEDULERS].filter((s) => !KERNEL_SCHEDULERS.has(s)), []);
 });

@@ -18,7 +18,6 @@ import {
   type RealServerConnections,
   rsKey,
   SCHED_FLAGS,
-  SCHEDULERS,
   type VirtualServer,
   vsKey,
 } from "../ipvs.ts";
@@ -31,6 +30,23 @@ interface Entry {
 }
 
 const NO_STATS: IpvsStats = { connections: 0, packetsIn: 0, packetsOut: 0, bytesIn: 0, bytesOut: 0 };
+
+/** The schedulers Debian's 6.1 kernel ships as modules (`ip_vs_*.ko`): the ones ipvsadm can add. */
+export const KERNEL_SCHEDULERS: ReadonlySet<string> = new Set([
+  "rr",
+  "wrr",
+  "lc",
+  "wlc",
+  "lblc",
+  "lblcr",
+  "dh",
+  "sh",
+  "sed",
+  "nq",
+  "mh",
+  "fo",
+  "ovf",
+]);
 
 /** ipvsadm's names for sh/mh flags when it prints them. */
 function flagName(scheduler: string, flag: string): string {
@@ -191,7 +207,7 @@ export class FakeIpvs implements IPVS {
     if (op === "-A" || op === "-E") {
       const scheduler = opts.get("-s") ?? "wlc";
       if (op === "-A" && entry !== undefined) return "Service already exists";
-      if (!SCHEDULERS.has(scheduler)) return "Scheduler or persistence engine not found";
+      if (!KERNEL_SCHEDULERS.has(scheduler)) return "Scheduler or persistence engine not found";
       const flags = opts.has("-b") ? opts.get("-b")!.split(",") : [];
       if (!flags.every((f) => SCHED_FLAGS.has(f))) return `invalid scheduler flags ${opts.get("-b")}`;
       const p = opts.get("-p");

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Chain, IPTables } from "../../iptables/iptables.ts";
-import { type ChainOwnership, removeOwnChains } from "../iptables_chains.ts";
+import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains.ts";
 import {
   JUMP_CHAINS,
   KUBE_EXTERNAL_SERVICES,

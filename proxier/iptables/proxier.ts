@@ -7,8 +7,8 @@
 import type { Chain, IPTables, RestoreInput, Table } from "../../iptables/iptables.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { linesStartingWith } from "../../iptables/rule_args.ts";
-import { type BuiltinJump, jumpRuleLine, missingJumps } from "../iptables_chains.ts";
-import { masqueradeMark } from "../masquerade.ts";
+import { type BuiltinJump, jumpRuleLine, missingJumps } from "../_common/iptables_chains.ts";
+import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import {
   joinLines,

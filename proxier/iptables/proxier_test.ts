@@ -14,7 +14,7 @@ import { NODE_A_TWO_IPS, NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/fl
 import { RestoreError } from "../../iptables/iptables.ts";
 import { servicePortChainName } from "./chain_name.ts";
 import { JUMP_CHAINS, KUBE_PROXY_CANARY } from "./rules.ts";
-import { jumpRuleArgs, jumpRuleLine } from "../iptables_chains.ts";
+import { jumpRuleArgs, jumpRuleLine } from "../_common/iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/netns.ts";
 

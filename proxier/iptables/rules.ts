@@ -4,9 +4,9 @@
  * options, so the proxier can cache it between partial syncs).
  * @module
  */
-import { iptablesLocalMatch, type LocalDetector } from "../local_detector.ts";
+import { iptablesLocalMatch, type LocalDetector } from "../_common/local_detector.ts";
 import type { Chain } from "../../iptables/iptables.ts";
-import type { BuiltinJump } from "../iptables_chains.ts";
+import type { BuiltinJump } from "../_common/iptables_chains.ts";
 import { cidrContains, hostPrefix } from "../net.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";

@@ -7,7 +7,7 @@ import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.
 import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
 import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvs.ts";
-import { type ChainOwnership, removeOwnChains } from "../iptables_chains.ts";
+import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains.ts";
 import { ipFamily } from "../net.ts";
 import { onEveryIptablesBackend } from "../runtime/kernel_tools.ts";
 import type { IPFamily } from "../types.ts";

@@ -4,10 +4,10 @@
  * and the fixed iptables rules that match the sets.
  * @module
  */
-import { iptablesLocalMatch, type LocalDetector } from "../local_detector.ts";
+import { iptablesLocalMatch, type LocalDetector } from "../_common/local_detector.ts";
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import type { IpsetSpec, IpsetType } from "../../iptables/ipset.ts";
-import { type BuiltinJump, jumpRuleLine } from "../iptables_chains.ts";
+import { type BuiltinJump, jumpRuleLine } from "../_common/iptables_chains.ts";
 import type { IPFamily } from "../types.ts";
 
 /** The ipsets, by their IPv4 (upstream) name. */

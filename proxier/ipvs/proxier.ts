@@ -23,8 +23,8 @@ import {
   type VirtualServer,
   vsKey,
 } from "../../iptables/ipvs.ts";
-import { type BuiltinJump, missingJumps } from "../iptables_chains.ts";
-import { masqueradeMark } from "../masquerade.ts";
+import { type BuiltinJump, missingJumps } from "../_common/iptables_chains.ts";
+import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { restoreFailureCounters } from "../metrics.ts";
 import { ipFamily, isLoopback } from "../net.ts";

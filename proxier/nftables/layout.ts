@@ -21,7 +21,7 @@
  * Every rule is written in the form `nft list` prints it, so a listing reads back as sent.
  * @module
  */
-import { type LocalDetector, nftLocalMatch } from "../local_detector.ts";
+import { type LocalDetector, nftLocalMatch } from "../_common/local_detector.ts";
 import { nftFamily } from "../../iptables/nft.ts";
 import type { IPFamily } from "../types.ts";
 

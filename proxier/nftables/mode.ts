@@ -20,7 +20,7 @@ import {
 import type { IPFamily } from "../types.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
 import { affinityStatements } from "./affinity.ts";
-import { masqueradeMark } from "../masquerade.ts";
+import { masqueradeMark } from "../_common/masquerade.ts";
 import type { NftablesProxier, NftablesProxierOptions } from "./proxier.ts";
 
 /** The oldest nft the layout is known to need features of (upstream's minimum too). */

@@ -6,7 +6,7 @@
  * @module
  */
 import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
-import { masqueradeMark } from "../masquerade.ts";
+import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";

@@ -4,7 +4,7 @@
  * batch (interface names, schedulers).
  * @module
  */
-import { SCHEDULERS } from "../../iptables/ipvs.ts";
+import { SCHEDULERS } from "../service_port.ts";
 import { cidrFamily, ipFamily } from "../net.ts";
 import { MAX_TCP_WORKERS, PROXY_MODES, UPSTREAM_VERSION } from "./config.ts";
 import { formatDuration } from "./duration.ts";

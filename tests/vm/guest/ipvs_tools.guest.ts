@@ -5,7 +5,8 @@
 import { assertEquals, assertMatch, assertRejects } from "../../assert.ts";
 import { DenoExecutor, ExecError } from "../../../iptables/executor.ts";
 import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvs.ts";
-import { FakeIpvs } from "../../../iptables/testing/fake_ipvs.ts";
+import { FakeIpvs, KERNEL_SCHEDULERS } from "../../../iptables/testing/fake_ipvs.ts";
+import { SCHEDULERS } from "../../../proxier/service_port.ts";
 import {
   BATCH,
   BATCH_SAVED,
@@ -66,6 +67,26 @@ Deno.test({
       const printed = (await exec.run("ipvsadm", { args: ["-S", "-n"] })).stdout;
       assertEquals(fake.save().split("\n").sort(), printed.split("\n").sort(), batch.join("; "));
     }
+    await clear();
+  },
+});
+
+Deno.test({
+  name:
+    "real ipvsadm and FakeIpvs: the kernel has every scheduler the fake knows, each one a Service can ask for among them",
+  ignore,
+  async fn() {
+    await clear();
+    const real = new IpvsadmRunner({ exec });
+    const fake = new FakeIpvs();
+    const lines = [...KERNEL_SCHEDULERS].map((s, i) => `-A -t 10.0.1.${i + 1}:80 -s ${s}`);
+    await real.apply(lines);
+    await fake.apply(lines);
+    assertEquals(
+      fake.save().split("\n").sort(),
+      (await exec.run("ipvsadm", { args: ["-S", "-n"] })).stdout.split("\n").sort(),
+    );
+    assertEquals([...SCHEDULERS].filter((s) => !KERNEL_SCHEDULERS.has(s)), []);
     await clear();
   },
 });

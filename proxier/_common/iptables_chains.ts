@@ -4,8 +4,8 @@
  * removal of our chains on cleanup, written once.
  * @module
  */
-import type { Chain, IPTables, Table } from "../iptables/iptables.ts";
-import { linesStartingWith, splitArgs } from "../iptables/rule_args.ts";
+import type { Chain, IPTables, Table } from "../../iptables/iptables.ts";
+import { linesStartingWith, splitArgs } from "../../iptables/rule_args.ts";
 
 /** A jump from a built-in chain (PREROUTING, INPUT...) into one of ours, inserted at its top. */
 export interface BuiltinJump {

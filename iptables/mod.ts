@@ -1,0 +1,36 @@
+/**
+ * The kernel-tool layer: every kernel tool the modes run, not only iptables, each behind an
+ * interface its stateful fake (`testing/`, tests only) also implements. Nothing here knows about
+ * Services or modes; it imports nothing from `proxier/`.
+ *
+ * | file            | tool                                                                     |
+ * | --------------- | ------------------------------------------------------------------------ |
+ * | `executor.ts`   | runs any tool with an argument array, never a shell; deadlines           |
+ * | `dry_run.ts`    | an executor that records instead of running (`render`)                   |
+ * | `iptables.ts`   | `iptables-save`, `iptables-restore`, single rules; both backends          |
+ * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
+ * | `nft.ts`        | `nft -f` transactions and listings                                        |
+ * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
+ * | `ipvs.ts`       | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
+ * | `ipset.ts`      | `ipset restore` batches and `ipset save`                                  |
+ * | `dummy_link.ts` | `ip`: the `kube-ipvs0` dummy interface and its addresses                  |
+ * | `conntrack.ts`  | `conntrack -L` and `-D` (batched with `-R`)                               |
+ * | `sysctl.ts`     | `sysctl` reads and writes (the permission set cannot open `/proc`)        |
+ * | `ip.ts`         | IP literals and CIDRs, parsed strictly (no `node:net`)                    |
+ *
+ * Product code imports the file it needs (a mode loads only its own tools); this module re-exports
+ * them all as the layer's face.
+ * @module
+ */
+export * from "./executor.ts";
+export * from "./dry_run.ts";
+export * from "./iptables.ts";
+export * from "./rule_args.ts";
+export * from "./nft.ts";
+export * from "./nft_ruleset.ts";
+export * from "./ipvs.ts";
+export * from "./ipset.ts";
+export * from "./dummy_link.ts";
+export * from "./conntrack.ts";
+export * from "./sysctl.ts";
+export * from "./ip.ts";
