@@ -1,5 +1,5 @@
 import { assertEquals } from "../tests/assert.ts";
-import { realKernel, withNamespace } from "../tests/e2e/netns.ts";
+import { realKernel, withNamespace } from "../tests/e2e/namespace_support.ts";
 import { ConntrackRunner, parseConntrackList } from "./conntrack.ts";
 
 const { ignore, note } = await realKernel(["conntrack"]);

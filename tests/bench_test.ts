@@ -4,7 +4,7 @@
  * checked, so a bench whose proxier silently never syncs (it waited for a Node once) fails here.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { commandWorks, netnsAvailable } from "./e2e/netns.ts";
+import { commandWorks, netnsAvailable } from "./e2e/namespace_support.ts";
 
 async function bench(file: string, args: string[]): Promise<Record<string, number>> {
   const r = await new Deno.Command(Deno.execPath(), {

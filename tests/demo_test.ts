@@ -3,7 +3,7 @@
  * child process), inside a network namespace so its fixed ports cannot collide with anything.
  */
 import { assert, assertEquals, assertMatch } from "./assert.ts";
-import { type NetnsExecutor, realKernel, sh, withNamespace } from "./e2e/netns.ts";
+import { type NetnsExecutor, realKernel, sh, withNamespace } from "./e2e/namespace_support.ts";
 import { eventually } from "./net_helpers.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;

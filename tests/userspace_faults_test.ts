@@ -5,7 +5,7 @@
 import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
 import type { SpliceLimits } from "../proxier/userspace/tcp_copy.ts";
 import { assert, assertEquals } from "./assert.ts";
-import { realKernel, sh } from "./e2e/netns.ts";
+import { realKernel, sh } from "./e2e/namespace_support.ts";
 import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
 import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
 

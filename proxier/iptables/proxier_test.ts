@@ -16,7 +16,8 @@ import { servicePortChainName } from "./chain_name.ts";
 import { JUMP_CHAINS, KUBE_PROXY_CANARY } from "./rules.ts";
 import { jumpRuleArgs, jumpRuleLine } from "../_common/iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
-import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/netns.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/namespace_support.ts";
+import { assertGolden } from "../../tests/support/golden.ts";
 
 const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";
 const SVC2 = "KUBE-SVC-GNZBNJ2PO5MGZ6GT";
@@ -309,16 +310,7 @@ Deno.test("large cluster mode: above 1,000 endpoints the per-endpoint comments g
 Deno.test("iptables golden: the representative services' rules", async () => {
   const { fake, proxier } = iptablesSetup();
   await proxier.syncNow();
-  const expected = await Deno.readTextFile(
-    new URL("../../tests/testdata/iptables_golden.txt", import.meta.url),
-  );
-  if (Deno.env.get("UPDATE_GOLDEN") === "1") {
-    await Deno.writeTextFile(
-      new URL("../../tests/testdata/iptables_golden.txt", import.meta.url),
-      fake.restores.at(-1)!,
-    );
-  }
-  assertEquals(fake.restores.at(-1)!.split("\n"), expected.split("\n"));
+  await assertGolden("iptables_golden.txt", fake.restores.at(-1)!);
 });
 
 const BUILT_IN = { filter: ["INPUT", "FORWARD", "OUTPUT"], nat: ["PREROUTING", "OUTPUT", "POSTROUTING"] };

@@ -25,6 +25,7 @@ import {
 } from "../../iptables/ipvs.ts";
 import { type BuiltinJump, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
+import { RefCounts } from "../_common/ref_counts.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import { restoreFailureCounters } from "../metrics.ts";
 import { ipFamily, isLoopback } from "../net.ts";
@@ -50,6 +51,9 @@ export interface IpvsProxierOptions extends BaseProxierOptions {
   readonly nodePortAddresses: readonly string[];
 }
 
+/** A load-balancer address the node must not reach (its source ranges exclude the node). */
+type NoNodeAccess = PortState["noNodeAccess"][number];
+
 interface Wanted {
   vs: VirtualServer;
   reals: Map<string, RealServer>;
@@ -64,9 +68,9 @@ export class IpvsProxier extends BaseProxier {
   readonly #restoreFailures: ReturnType<typeof restoreFailureCounters>;
   /** What all ports want, added up (entries and binds counted: two ports may share one). */
   readonly #servers = new Map<string, Wanted>();
-  readonly #entries = new Map<SetName, Map<string, number>>();
-  readonly #binds = new Map<string, number>();
-  readonly #noNodeAccess = new Map<string, { ip: string; protocol: string; port: number; n: number }>();
+  readonly #entries = new Map<SetName, RefCounts<string>>();
+  readonly #binds = new RefCounts<string>();
+  readonly #noNodeAccess = new RefCounts<string, NoNodeAccess>();
   /** What the kernel holds (this family), as the last successful sync left it. */
   #kernelServers = new Map<string, { vs: VirtualServer; reals: Map<string, RealServer> }>();
   #kernelEntries = new Map<SetName, Set<string>>();
@@ -160,7 +164,7 @@ export class IpvsProxier extends BaseProxier {
     for (const [set, entries] of touched.entries) {
       const spec = setSpec(set, this.family);
       for (const e of entries) {
-        const want = (this.#entries.get(set)?.get(e) ?? 0) > 0;
+        const want = this.#entries.get(set)?.has(e) ?? false;
         const has = this.#kernelEntries.get(set)?.has(e) ?? false;
         if (want && !has) setLines.push(addEntry(spec, e));
         else if (!want && has) setLines.push(delEntry(spec, e));
@@ -183,7 +187,7 @@ export class IpvsProxier extends BaseProxier {
     const bind: string[] = [];
     const unbind: string[] = [];
     for (const ip of touched.binds) {
-      const want = (this.#binds.get(ip) ?? 0) > 0;
+      const want = this.#binds.has(ip);
       if (want && !this.#kernelBinds.has(ip)) bind.push(ip);
       else if (!want && this.#kernelBinds.has(ip)) unbind.push(ip);
     }
@@ -284,18 +288,17 @@ export class IpvsProxier extends BaseProxier {
     }
     for (const [set, e] of state.entries) {
       let m = this.#entries.get(set);
-      if (m === undefined) this.#entries.set(set, m = new Map());
-      m.set(e, (m.get(e) ?? 0) + 1);
+      if (m === undefined) this.#entries.set(set, m = new RefCounts());
+      m.add(e);
       this.#touch(t, set, e);
     }
     for (const ip of state.binds) {
-      this.#binds.set(ip, (this.#binds.get(ip) ?? 0) + 1);
+      this.#binds.add(ip);
       t.binds.add(ip);
     }
     for (const n of state.noNodeAccess) {
       const k = `${n.ip},${n.protocol}:${n.port}`;
-      const cur = this.#noNodeAccess.get(k);
-      this.#noNodeAccess.set(k, { ...n, n: (cur?.n ?? 0) + 1 });
+      this.#noNodeAccess.add(k, n);
     }
   }
 
@@ -312,23 +315,16 @@ export class IpvsProxier extends BaseProxier {
       if (this.#servers.get(k)?.port === key) this.#servers.delete(k);
     }
     for (const [set, e] of state.entries) {
-      const m = this.#entries.get(set)!;
-      const n = (m.get(e) ?? 1) - 1;
-      if (n > 0) m.set(e, n);
-      else m.delete(e);
+      this.#entries.get(set)?.remove(e);
       this.#touch(t, set, e);
     }
     for (const ip of state.binds) {
-      const n = (this.#binds.get(ip) ?? 1) - 1;
-      if (n > 0) this.#binds.set(ip, n);
-      else this.#binds.delete(ip);
+      this.#binds.remove(ip);
       t.binds.add(ip);
     }
     for (const n of state.noNodeAccess) {
       const k = `${n.ip},${n.protocol}:${n.port}`;
-      const cur = this.#noNodeAccess.get(k);
-      if (cur === undefined || cur.n <= 1) this.#noNodeAccess.delete(k);
-      else cur.n--;
+      this.#noNodeAccess.remove(k);
     }
   }
 
@@ -415,12 +411,12 @@ export class IpvsProxier extends BaseProxier {
       let k = this.#kernelEntries.get(set);
       if (k === undefined) this.#kernelEntries.set(set, k = new Set());
       for (const e of entries) {
-        if ((this.#entries.get(set)?.get(e) ?? 0) > 0) k.add(e);
+        if (this.#entries.get(set)?.has(e) === true) k.add(e);
         else k.delete(e);
       }
     }
     for (const ip of t.binds) {
-      if ((this.#binds.get(ip) ?? 0) > 0) this.#kernelBinds.add(ip);
+      if (this.#binds.has(ip)) this.#kernelBinds.add(ip);
       else this.#kernelBinds.delete(ip);
     }
     for (const [k, v] of servers) {

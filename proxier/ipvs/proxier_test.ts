@@ -7,6 +7,7 @@ import { IpvsError, parseSave } from "../../iptables/ipvs.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { traceIpvs } from "./trace.ts";
 import { GRACEFUL_TERMINATION_MAX_MS } from "./graceful_termination.ts";
+import { assertGolden } from "../../tests/support/golden.ts";
 
 const VS = "TCP/172.30.0.41:80";
 
@@ -333,9 +334,7 @@ Deno.test("ipvs golden: the representative services' full sync batches", async (
     "# iptables-restore --noflush",
     s.iptables.restores[0],
   ].join("\n");
-  const file = new URL("../../tests/testdata/ipvs_golden.txt", import.meta.url);
-  if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(file, text);
-  assertEquals(text, await Deno.readTextFile(file));
+  await assertGolden("ipvs_golden.txt", text);
 });
 
 Deno.test("ipvs detect-local-mode by interface: the input interface decides masquerading", async () => {

@@ -1,10 +1,23 @@
 /**
  * The nftables layout's ClientIP affinity: per distinct timeout T, a dynamic map `affinity-T` of
- * pins (client . entry -> endpoint) with its DNAT chain and the chain that records new pins.
+ * pins (client . entry -> endpoint) with its DNAT chain and the chain that records new pins; and the
+ * cleanup of pins that lead nowhere valid any more.
  * @module
  */
+import { type NFTables, nftFamily } from "../../iptables/nft.ts";
+import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
-import { affinityName, affinityRecordChain, TABLE, words } from "./layout.ts";
+import type { PortUses } from "./dynamic_chains.ts";
+import type { ElementBook } from "./element_book.ts";
+import {
+  AFFINITY_CHECK,
+  affinityName,
+  affinityRecordChain,
+  BACKENDS,
+  BACKENDS_CLUSTER,
+  TABLE,
+  words,
+} from "./layout.ts";
 
 /**
  * Returns the statements that create the affinity map for timeout `t` (kept if it exists: it holds
@@ -33,4 +46,75 @@ export function affinityStatements(family: IPFamily, t: number): string[] {
     );
   }
   return out;
+}
+
+/** What {@linkcode dropStalePins} reads. */
+export interface PinCleanup {
+  readonly family: IPFamily;
+  readonly nft: NFTables;
+  readonly log: Logger;
+  /** The elements the last sync wrote, with the ports claiming them. */
+  readonly book: ElementBook;
+  /** What each service port uses, its affinity timeout among it. */
+  readonly ports: ReadonlyMap<string, PortUses>;
+  /** Whether the kernel holds a dynamic name (the affinity map). */
+  readonly inKernel: (name: string) => boolean;
+}
+
+/**
+ * Deletes the pins of the affinity maps of `timeouts` that lead nowhere valid any more (an endpoint
+ * removed from the entry, or the entry gone), so a pinned client is balanced afresh instead of sent
+ * to a dead endpoint. Each deletion is preceded by an `add` of the same key so that a pin expiring
+ * meanwhile cannot fail the transaction. Failures are logged (the pins expire on their own).
+ */
+export async function dropStalePins(o: PinCleanup, timeouts: ReadonlySet<number>): Promise<void> {
+  const { family, nft, log, book } = o;
+  for (const timeout of timeouts) {
+    const map = affinityName(timeout);
+    if (!o.inKernel(map)) continue;
+    const valid = new Map<string, Set<string>>();
+    for (const [port, uses] of o.ports) {
+      if (uses.affinityTimeout !== timeout) continue;
+      for (const c of book.claimsOf(port)) {
+        if (c.container !== BACKENDS && c.container !== BACKENDS_CLUSTER) continue;
+        const entry = c.key.slice(0, c.key.lastIndexOf(" . "));
+        let set = valid.get(entry);
+        if (set === undefined) valid.set(entry, set = new Set());
+        // A backend's text is `key : ip . port`.
+        set.add(c.text.slice(c.key.length + 3));
+      }
+    }
+    const stale: string[] = [];
+    let pins;
+    try {
+      pins = await nft.listElements(TABLE, map);
+    } catch (e) {
+      log.warn("Cannot list affinity pins", { family, map, error: (e as Error).message });
+      continue;
+    }
+    for (const p of pins) {
+      const entry = p.key.slice(1).join(" . ");
+      const endpoint = p.value.join(" . ");
+      const checked = book.effective(AFFINITY_CHECK, entry) !== undefined;
+      if (!checked || !valid.get(entry)?.has(endpoint)) stale.push(`${p.key.join(" . ")} : ${endpoint}`);
+    }
+    if (stale.length === 0) continue;
+    const t = `${nftFamily(family)} ${TABLE}`;
+    const lines: string[] = [];
+    for (let i = 0; i < stale.length; i += 500) {
+      const chunk = stale.slice(i, i + 500);
+      lines.push(
+        `add element ${t} ${map} { ${chunk.map((s) => s.replace(" : ", " timeout 1s : ")).join(", ")} }`,
+      );
+      lines.push(
+        `delete element ${t} ${map} { ${chunk.map((s) => s.slice(0, s.indexOf(" : "))).join(", ")} }`,
+      );
+    }
+    try {
+      await nft.apply(lines.join("\n") + "\n");
+      log.debug("Dropped stale affinity pins", { family, map, pins: stale.length });
+    } catch (e) {
+      log.warn("Cannot drop stale affinity pins", { family, map, error: (e as Error).message });
+    }
+  }
 }

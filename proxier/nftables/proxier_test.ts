@@ -5,6 +5,7 @@ import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { NODE_IP } from "../../tests/flows/objects.ts";
 import { LAYOUT_MARKER, TABLE } from "./layout.ts";
+import { assertGolden } from "../../tests/support/golden.ts";
 
 type Fake = ReturnType<typeof nftablesSetup>["fake"];
 const reach = (fake: Fake, dst: string, src = "10.180.5.5") =>
@@ -14,9 +15,7 @@ const lines = (tx: string) => tx.split("\n").filter((l) => l !== "");
 Deno.test("nftables golden: the representative services' transaction", async () => {
   const { fake, proxier } = nftablesSetup();
   await proxier.syncNow();
-  const url = new URL("../../tests/testdata/nftables_golden.nft", import.meta.url);
-  if (Deno.env.get("UPDATE_GOLDEN") === "1") await Deno.writeTextFile(url, fake.transactions.at(-1)!);
-  assertEquals(fake.transactions.at(-1)!.split("\n"), (await Deno.readTextFile(url)).split("\n"));
+  await assertGolden("nftables_golden.nft", fake.transactions.at(-1)!);
 });
 
 Deno.test("nftables partial sync: one endpoint change touches only that service's elements", async () => {

@@ -1,6 +1,6 @@
 import { assertEquals, assertRejects } from "../../tests/assert.ts";
 import { DenoExecutor } from "../../iptables/executor.ts";
-import { commandWorks } from "../../tests/e2e/netns.ts";
+import { commandWorks } from "../../tests/e2e/namespace_support.ts";
 import { applyOomScoreAdj, oomScoreAdj } from "./oom_score.ts";
 
 const haveChoom = await commandWorks("choom", ["--version"]);

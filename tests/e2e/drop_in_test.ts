@@ -8,7 +8,8 @@
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
 import { startArgs } from "../program.ts";
-import { realKernel, sh, Topology, withNamespace } from "./netns.ts";
+import { Topology } from "./netns.ts";
+import { realKernel, sh, withNamespace } from "./namespace_support.ts";
 
 const KEYS = {
   established: "net.netfilter.nf_conntrack_tcp_timeout_established",

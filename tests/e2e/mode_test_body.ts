@@ -3,7 +3,8 @@
  * runs it inside the VM (tests/vm/guest).
  * @module
  */
-import { type ProxyProcess, realKernel, Topology } from "./netns.ts";
+import { type ProxyProcess, Topology } from "./netns.ts";
+import { realKernel } from "./namespace_support.ts";
 import { type E2EEnv, SCENARIOS } from "./scenarios.ts";
 
 /**

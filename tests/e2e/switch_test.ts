@@ -5,7 +5,8 @@
  */
 import { assert, assertEquals } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
-import { type ProxyProcess, realKernel, Topology } from "./netns.ts";
+import { type ProxyProcess, Topology } from "./netns.ts";
+import { realKernel } from "./namespace_support.ts";
 
 const { ignore, note } = await realKernel([
   "nft",

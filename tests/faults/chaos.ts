@@ -19,7 +19,8 @@
 import { assertEquals } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
 import type { Pod, ProxyProcess } from "../e2e/netns.ts";
-import { holdXtablesLock, Topology } from "../e2e/netns.ts";
+import { Topology } from "../e2e/netns.ts";
+import { holdXtablesLock } from "../e2e/namespace_support.ts";
 import type { ApiCommand } from "./api_server_child.ts";
 import type { IptablesBackendName } from "../../iptables/iptables.ts";
 

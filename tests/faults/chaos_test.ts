@@ -4,7 +4,7 @@
  * bench chaos`. The ipvs mode's kernel is in the VM: tests/vm/guest/chaos_ipvs.guest.ts.
  */
 import { assertEquals } from "../assert.ts";
-import { realKernel } from "../e2e/netns.ts";
+import { realKernel } from "../e2e/namespace_support.ts";
 import { runChaos } from "./chaos.ts";
 import type { IptablesBackendName } from "../../iptables/iptables.ts";
 

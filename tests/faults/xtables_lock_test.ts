@@ -5,7 +5,8 @@
  */
 import { assert, assertEquals, assertMatch } from "../assert.ts";
 import { eventually } from "../net_helpers.ts";
-import { holdXtablesLock, type ProxyProcess, realKernel, Topology } from "../e2e/netns.ts";
+import { type ProxyProcess, Topology } from "../e2e/netns.ts";
+import { holdXtablesLock, realKernel } from "../e2e/namespace_support.ts";
 import type { Pod } from "../e2e/netns.ts";
 
 const { ignore, note } = await realKernel(["iptables-legacy", "iptables-legacy-restore", "flock"]);

@@ -4,7 +4,7 @@
  * guest's deno test must pass.
  */
 import { assertEquals, assertMatch } from "../assert.ts";
-import { realKernel } from "../e2e/netns.ts";
+import { realKernel } from "../e2e/namespace_support.ts";
 
 const RUN = new URL("./run.sh", import.meta.url).pathname;
 const ROOT = new URL("../..", import.meta.url).pathname;

@@ -3,7 +3,7 @@
  * runs a command from the host's filesystem, streams its output and returns its exit code.
  */
 import { assert, assertEquals, assertMatch } from "../assert.ts";
-import { realKernel } from "../e2e/netns.ts";
+import { realKernel } from "../e2e/namespace_support.ts";
 
 const RUN = new URL("./run.sh", import.meta.url).pathname;
 const { ignore, note } = await realKernel(["qemu-system-x86_64", "busybox", "cpio", "depmod", "ipvsadm"]);

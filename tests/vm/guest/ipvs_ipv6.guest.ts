@@ -4,7 +4,8 @@
  * namespace on a veth pair, an IPv6-only Service.
  */
 import { assertEquals, assertMatch } from "../../assert.ts";
-import { Agent, sh } from "../../e2e/netns.ts";
+import { Agent } from "../../e2e/netns.ts";
+import { sh } from "../../e2e/namespace_support.ts";
 import { startArgs } from "../../program.ts";
 import { eventually } from "../../net_helpers.ts";
 

@@ -1,0 +1,174 @@
+/**
+ * The lifecycle of the layout's dynamic names: an `lb-N` / `lbc-N` chain per distinct endpoint count
+ * and an `affinity-T` map (with its chains) per distinct ClientIP timeout. Each exists while some
+ * service port uses it (the precreated lb chains always); one no port uses is deleted once it has
+ * been unused for {@linkcode STALE_DELAY_MS}, in a transaction of its own.
+ * @module
+ */
+import { type NFTables, nftFamily } from "../../iptables/nft.ts";
+import { RefCounts } from "../_common/ref_counts.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { IPFamily } from "../types.ts";
+import { PRECREATED_LB_COUNTS } from "./backends.ts";
+import {
+  affinityName,
+  affinityRecordChain,
+  DYNAMIC_CHAIN,
+  lbChain,
+  lbClusterChain,
+  type NftName,
+  TABLE,
+} from "./layout.ts";
+import type { PortElements } from "./port_elements.ts";
+
+/**
+ * How long a dynamic chain must have been unused before it is deleted: kernels before 6.2 may
+ * still count a reference from a map element deleted in the previous transaction.
+ */
+export const STALE_DELAY_MS = 1000;
+
+/** What a port's elements use beyond the element book: the dynamic names they jump to, their affinity timeout. */
+export interface PortUses {
+  readonly chains: readonly NftName[];
+  readonly affinityTimeout: number;
+}
+
+/** Returns what `pe` uses beyond its elements (kept per port in place of them). */
+export function portUses(pe: PortElements): PortUses {
+  return {
+    chains: [
+      ...[...pe.lbCounts].map(lbChain),
+      ...[...pe.lbClusterCounts].map(lbClusterChain),
+      ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
+    ],
+    affinityTimeout: pe.affinityTimeout,
+  };
+}
+
+/** Options of {@linkcode DynamicChains}. */
+export interface DynamicChainsOptions {
+  readonly family: IPFamily;
+  readonly nft: NFTables;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** `kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total`. */
+  readonly cleanupFailures: { inc(): void };
+}
+
+/** One family's dynamic names: which ports use each, which the kernel holds, which are stale. */
+export class DynamicChains {
+  /** Dynamic name -> the service ports using it. */
+  readonly #uses = new RefCounts<NftName>();
+  /** Dynamic names the kernel holds, as far as the last successful sync knows. */
+  #inKernel = new Set<NftName>();
+  /** Dynamic names unused since the given time. */
+  readonly #stale = new Map<NftName, number>();
+  readonly #o: DynamicChainsOptions;
+
+  /** Knows of no name yet; the first full sync reads the kernel's ({@linkcode resetFromKernel}). */
+  constructor(o: DynamicChainsOptions) {
+    this.#o = o;
+  }
+
+  /**
+   * A full sync starts over: no port uses anything yet, and the kernel holds the dynamic names of
+   * `existing` (the table's chains, when the table is ours; `affinity-record-T` chains go with their
+   * `affinity-T`, which alone is tracked).
+   */
+  resetFromKernel(existing: readonly string[]): void {
+    this.#uses.clear();
+    this.#inKernel = new Set(existing.filter((n) => DYNAMIC_CHAIN.test(n) && !n.includes("-record-")));
+  }
+
+  /** Adds (+1) or removes (-1) a port's uses; notes in `began` the names whose use began. */
+  count(uses: PortUses, delta: 1 | -1, began: Set<NftName>): void {
+    for (const n of uses.chains) {
+      if (delta < 0) this.#uses.remove(n);
+      else if (this.#uses.add(n)) began.add(n);
+    }
+  }
+
+  /** The affinity maps some port uses, sorted. */
+  affinityInUse(): NftName[] {
+    return [...this.#uses.keys()].filter((n) => n.startsWith("affinity-")).sort();
+  }
+
+  /** The endpoint counts whose `lb-N` (`lbc-N`) chains a rebuild of that backends map writes. */
+  lbCounts(cluster: boolean, extra: Iterable<NftName> = []): number[] {
+    const prefix = cluster ? "lbc-" : "lb-";
+    const counts = new Set(PRECREATED_LB_COUNTS);
+    for (const name of [...this.#uses.keys(), ...extra]) {
+      if (name.startsWith(prefix)) counts.add(Number(name.slice(prefix.length)));
+    }
+    return [...counts].sort((a, b) => a - b);
+  }
+
+  /** Dynamic names in the kernel that read `@backends` (`@backends-cluster` with `cluster`). */
+  lbInKernel(cluster: boolean): NftName[] {
+    return [...this.#inKernel].filter((n) => n.startsWith(cluster ? "lbc-" : "lb-"));
+  }
+
+  /** Whether the kernel holds `name` (as far as the last successful sync knows). */
+  inKernel(name: NftName): boolean {
+    return this.#inKernel.has(name);
+  }
+
+  /** Notes that the transaction being built creates `name`. */
+  created(name: NftName): void {
+    this.#inKernel.add(name);
+  }
+
+  /** The affinity maps the kernel holds that no port uses (emptied by a full sync, deleted once stale). */
+  unusedAffinity(): NftName[] {
+    return [...this.#inKernel].filter((n) => !this.#needed(n) && n.startsWith("affinity-"));
+  }
+
+  /** Whether `name` must stay: used by a port, or a precreated lb chain. */
+  #needed(name: NftName): boolean {
+    if (this.#uses.has(name)) return true;
+    const m = DYNAMIC_CHAIN.exec(name);
+    return m !== null && (m[1] === "lb" || m[1] === "lbc") && PRECREATED_LB_COUNTS.includes(Number(m[2]));
+  }
+
+  /** After a sync: notes the names no port needs now; names needed again are no longer stale. */
+  markStale(): void {
+    const now = this.#o.clock.now();
+    for (const name of this.#inKernel) {
+      if (this.#needed(name)) this.#stale.delete(name);
+      else if (!this.#stale.has(name)) this.#stale.set(name, now);
+    }
+  }
+
+  /**
+   * Before a sync: deletes the names unused for {@linkcode STALE_DELAY_MS} in their own transaction.
+   * A failure is counted and logged; they are tried again before the next sync.
+   */
+  async deleteStale(): Promise<void> {
+    const { family, nft, clock, log } = this.#o;
+    const due = [...this.#stale].filter(([n, at]) => !this.#uses.has(n) && clock.now() - at >= STALE_DELAY_MS)
+      .map(([n]) => n);
+    if (due.length === 0) return;
+    const t = `${nftFamily(family)} ${TABLE}`;
+    const lines: string[] = [];
+    for (const name of due) {
+      const m = DYNAMIC_CHAIN.exec(name)!;
+      if (m[1] === "affinity") {
+        const rec = affinityRecordChain(Number(m[2]));
+        lines.push(`add chain ${t} ${rec}`, `delete chain ${t} ${rec}`, `add chain ${t} ${name}`);
+        lines.push(`delete chain ${t} ${name}`, `delete map ${t} ${name}`);
+      } else lines.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
+    }
+    try {
+      await nft.apply(lines.join("\n") + "\n");
+      for (const n of due) {
+        this.#stale.delete(n);
+        this.#inKernel.delete(n);
+      }
+      log.debug("Deleted unused nftables chains", { family, chains: due.length });
+    } catch (e) {
+      this.#o.cleanupFailures.inc();
+      log.warn("Cannot delete unused nftables chains; will retry", { family, error: (e as Error).message });
+    }
+  }
+}
