@@ -1,4 +1,4 @@
-import { assertEquals, assertMatch } from "../tests/assert.ts";
+import { assertEquals, assertMatch } from "../tests/support/assert.ts";
 import { lineChart } from "./chart.ts";
 
 Deno.test("lineChart: one line per series through its points, references dashed, names escaped in the legend", () => {

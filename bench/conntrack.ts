@@ -9,7 +9,7 @@
 import { ConntrackRunner } from "../iptables/conntrack.ts";
 import { reconcileConntrack } from "../proxier/conntrack/reconciler.ts";
 import type { EndpointInfo, EndpointsMap, ServicePortInfo, ServicePortMap } from "../proxier/types.ts";
-import { withNamespace } from "../tests/e2e/namespace_support.ts";
+import { withNamespace } from "../tests/support/namespace.ts";
 
 const flows = Number(Deno.args[0] ?? "10000");
 const services = Math.max(1, Math.round(flows / 10));

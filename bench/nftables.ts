@@ -18,7 +18,7 @@ import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
-import { withNamespace } from "../tests/e2e/namespace_support.ts";
+import { withNamespace } from "../tests/support/namespace.ts";
 import { benchConfig, feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
 
 /**

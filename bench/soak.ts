@@ -12,8 +12,8 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
-import { TestApiServer } from "../tests/api_server.ts";
-import { startArgs } from "../tests/program.ts";
+import { TestApiServer } from "../tests/support/api_server.ts";
+import { startArgs } from "../tests/support/program.ts";
 import { generate, slice } from "./objects.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;

@@ -7,8 +7,8 @@
  * @module
  */
 import { LOAD_SCRIPT, loadServer } from "./load_server.ts";
-import { freePort } from "../tests/net_helpers.ts";
-import { hostStartArgs } from "../tests/program.ts";
+import { freePort } from "../tests/support/net_helpers.ts";
+import { hostStartArgs } from "../tests/support/program.ts";
 
 /** How long after a load run its "after" figures are taken. */
 export const SETTLE_MS = 15_000;

@@ -1,5 +1,5 @@
-import { assertEquals } from "../tests/assert.ts";
-import { realKernel, withNamespace } from "../tests/e2e/namespace_support.ts";
+import { assertEquals } from "../tests/support/assert.ts";
+import { realKernel, withNamespace } from "../tests/support/namespace.ts";
 import { ConntrackRunner, parseConntrackList } from "./conntrack.ts";
 
 const { ignore, note } = await realKernel(["conntrack"]);

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertMatch } from "../tests/assert.ts";
+import { assert, assertEquals, assertMatch } from "../tests/support/assert.ts";
 import {
   DenoExecutor,
   type ExecOptions,

@@ -1,5 +1,5 @@
 import { BlockList, isIPv4, isIPv6 } from "node:net";
-import { assertEquals } from "../tests/assert.ts";
+import { assertEquals } from "../tests/support/assert.ts";
 import { addressFamily, inCIDR, ipBytes } from "./ip.ts";
 
 /** Literals at the edges of both grammars: compressions, IPv4 tails, leading zeros, garbage. */

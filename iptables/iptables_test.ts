@@ -1,5 +1,5 @@
-import { assertEquals, assertMatch, assertRejects } from "../tests/assert.ts";
-import { commandWorks, holdXtablesLock, netnsAvailable, withNamespace } from "../tests/e2e/namespace_support.ts";
+import { assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
+import { commandWorks, holdXtablesLock, netnsAvailable, withNamespace } from "../tests/support/namespace.ts";
 import { ExecError, type ExecOptions, type ExecResult, type Executor } from "./executor.ts";
 import { IptablesRunner } from "./iptables.ts";
 

@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "../tests/assert.ts";
+import { assertEquals, assertThrows } from "../tests/support/assert.ts";
 import {
   addRealServer,
   addVirtualServer,

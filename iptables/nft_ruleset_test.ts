@@ -1,4 +1,4 @@
-import { assertEquals } from "../tests/assert.ts";
+import { assertEquals } from "../tests/support/assert.ts";
 import { listingStatements, NftRuleset, normalizeListing } from "./nft_ruleset.ts";
 
 const TRANSACTION = `add table ip t

@@ -1,4 +1,4 @@
-import { assertEquals, assertMatch, assertRejects } from "../tests/assert.ts";
+import { assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
 import { type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
 import { NftError, NftRunner, parseNftVersion, versionAtLeast } from "./nft.ts";
 

@@ -1,5 +1,5 @@
-import { assert, assertEquals } from "../tests/assert.ts";
-import { realKernel, withNamespace } from "../tests/e2e/namespace_support.ts";
+import { assert, assertEquals } from "../tests/support/assert.ts";
+import { realKernel, withNamespace } from "../tests/support/namespace.ts";
 import { ExecError } from "./executor.ts";
 import { type Sysctl, type SysctlKey, SysctlRunner } from "./sysctl.ts";
 import { FakeSysctl } from "./testing/fake_sysctl.ts";

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertNotEquals } from "../tests/assert.ts";
+import { assert, assertEquals, assertNotEquals } from "../tests/support/assert.ts";
 import { FakeClock } from "../proxier/runtime/clock.ts";
 import { RoundRobinBalancer } from "./round_robin.ts";
 

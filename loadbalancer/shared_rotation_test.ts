@@ -1,4 +1,4 @@
-import { assertEquals, assertNotEquals, assertThrows } from "../tests/assert.ts";
+import { assertEquals, assertNotEquals, assertThrows } from "../tests/support/assert.ts";
 import { FakeClock } from "../proxier/runtime/clock.ts";
 import { type Rotation, RoundRobinBalancer } from "./round_robin.ts";
 import { RotationSlots, sharedRotation } from "./shared_rotation.ts";

@@ -1,7 +1,14 @@
-import { assert, assertEquals } from "../tests/assert.ts";
+import { assert, assertEquals } from "../tests/support/assert.ts";
 import type { V1Service } from "@kubernetes/client-node";
-import { baseOptions, ep, makeEndpointSlice, makeService, MemoryLogger, NODE } from "../tests/fixtures.ts";
-import { freePort } from "../tests/net_helpers.ts";
+import {
+  baseOptions,
+  ep,
+  makeEndpointSlice,
+  makeService,
+  MemoryLogger,
+  NODE,
+} from "../tests/support/fixtures.ts";
+import { freePort } from "../tests/support/net_helpers.ts";
 import { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext } from "./base_proxier.ts";
 import { TRIM_PERIOD_MS } from "./runtime/gc.ts";

@@ -1,5 +1,5 @@
-import { assertEquals } from "../tests/assert.ts";
-import { MemoryLogger } from "../tests/fixtures.ts";
+import { assertEquals } from "../tests/support/assert.ts";
+import { MemoryLogger } from "../tests/support/fixtures.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { ExecError } from "../iptables/executor.ts";
 import { cleanupModes, runCleanup } from "./cleanup.ts";

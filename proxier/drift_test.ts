@@ -1,5 +1,5 @@
-import { assertEquals } from "../tests/assert.ts";
-import { MemoryLogger } from "../tests/fixtures.ts";
+import { assertEquals } from "../tests/support/assert.ts";
+import { MemoryLogger } from "../tests/support/fixtures.ts";
 import { DriftWatch } from "./drift.ts";
 import { FakeClock } from "./runtime/clock.ts";
 import { Exclusive } from "./runtime/exclusive.ts";

@@ -1,6 +1,6 @@
-import { assertEquals, assertThrows } from "../tests/assert.ts";
+import { assertEquals, assertThrows } from "../tests/support/assert.ts";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
-import { ep, makeEndpointSlice, NODE } from "../tests/fixtures.ts";
+import { ep, makeEndpointSlice, NODE } from "../tests/support/fixtures.ts";
 import { mergeSlices, sliceEndpoints } from "./endpoint.ts";
 import { ValidationError } from "./errors.ts";
 

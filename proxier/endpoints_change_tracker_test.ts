@@ -1,6 +1,6 @@
 import { ObjectWarnings } from "./object_warnings.ts";
-import { assertEquals } from "../tests/assert.ts";
-import { ep, makeEndpointSlice, MemoryLogger, NODE } from "../tests/fixtures.ts";
+import { assertEquals } from "../tests/support/assert.ts";
+import { ep, makeEndpointSlice, MemoryLogger, NODE } from "../tests/support/fixtures.ts";
 import { EndpointsChangeTracker } from "./endpoints_change_tracker.ts";
 import type { EndpointsMap } from "./types.ts";
 

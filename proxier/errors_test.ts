@@ -1,5 +1,5 @@
 import { RestoreError } from "../iptables/iptables.ts";
-import { assert, assertEquals, assertThrows } from "../tests/assert.ts";
+import { assert, assertEquals, assertThrows } from "../tests/support/assert.ts";
 import { UsageError, ValidationError, WatchError } from "./errors.ts";
 import { parseCommandLine } from "./options/command_line.ts";
 

@@ -1,6 +1,6 @@
-import { assertEquals } from "../tests/assert.ts";
+import { assertEquals } from "../tests/support/assert.ts";
 import type { V1Node } from "@kubernetes/client-node";
-import { MemoryLogger } from "../tests/fixtures.ts";
+import { MemoryLogger } from "../tests/support/fixtures.ts";
 import { NodeManager, type NodeManagerOptions } from "./node_manager.ts";
 import { FakeClock } from "./runtime/clock.ts";
 

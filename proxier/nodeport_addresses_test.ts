@@ -1,4 +1,4 @@
-import { assertEquals } from "../tests/assert.ts";
+import { assertEquals } from "../tests/support/assert.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 
 const LOCAL = ["127.0.0.1", "192.168.0.2", "10.99.0.1", "::1", "fe80::1", "fd00::2"];

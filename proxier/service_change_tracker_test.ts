@@ -1,6 +1,6 @@
 import { ObjectWarnings } from "./object_warnings.ts";
-import { assertEquals } from "../tests/assert.ts";
-import { makeService, MemoryLogger } from "../tests/fixtures.ts";
+import { assertEquals } from "../tests/support/assert.ts";
+import { makeService, MemoryLogger } from "../tests/support/fixtures.ts";
 import { ServiceChangeTracker } from "./service_change_tracker.ts";
 import { serviceStub } from "./sources/handlers.ts";
 import type { ServicePortMap } from "./types.ts";

@@ -1,6 +1,6 @@
-import { assertEquals, assertMatch, assertThrows } from "../tests/assert.ts";
+import { assertEquals, assertMatch, assertThrows } from "../tests/support/assert.ts";
 import type { V1Service } from "@kubernetes/client-node";
-import { makeService } from "../tests/fixtures.ts";
+import { makeService } from "../tests/support/fixtures.ts";
 import { ValidationError } from "./errors.ts";
 import { SCHEDULERS, servicePorts } from "./service_port.ts";
 import { KERNEL_SCHEDULERS } from "../iptables/testing/fake_ipvs.ts";

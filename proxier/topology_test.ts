@@ -1,10 +1,10 @@
-import { assertEquals } from "../tests/assert.ts";
-import { ep, makeEndpointSlice, makeService, NODE } from "../tests/fixtures.ts";
+import { assertEquals } from "../tests/support/assert.ts";
+import { ep, makeEndpointSlice, makeService, NODE } from "../tests/support/fixtures.ts";
 import { sliceEndpoints } from "./endpoint.ts";
 import { servicePorts } from "./service_port.ts";
 import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "./topology.ts";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import { MemoryLogger } from "../tests/fixtures.ts";
+import { MemoryLogger } from "../tests/support/fixtures.ts";
 
 const ZONE_A: NodeTopology = { nodeName: NODE, zone: "zone-a" };
 

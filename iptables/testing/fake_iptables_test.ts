@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { RestoreError } from "../iptables.ts";
 import { FakeIPTables } from "./fake_iptables.ts";
 

@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../../tests/assert.ts";
+import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { IpvsError } from "../ipvs.ts";
 import { FakeIpvs } from "./fake_ipvs.ts";
 import { BATCH, BATCH_SAVED, FAILING_LINES } from "./ipvs_batches.ts";

@@ -1,8 +1,8 @@
-import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
-import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { TOPOLOGY } from "../../tests/flows/objects.ts";
-import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/namespace_support.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "../../tests/support/namespace.ts";
 import { NftError, NftRunner } from "../nft.ts";
 import { FakeNft, normalizeListing } from "./fake_nft.ts";
 

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { iptablesLocalMatch, localDetector, nftLocalMatch } from "./local_detector.ts";
 
 Deno.test("local detector: each --detect-local-mode's match in iptables and nft, per family", () => {

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { RefCounts } from "./ref_counts.ts";
 
 Deno.test("ref counts: a key stays while any user holds it; the first and last use are told", () => {

@@ -1,6 +1,6 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
-import { ep, makeEndpointSlice, makeService, NODE } from "../../tests/fixtures.ts";
+import { ep, makeEndpointSlice, makeService, NODE } from "../../tests/support/fixtures.ts";
 import { sliceEndpoints } from "../endpoint.ts";
 import { servicePorts } from "../service_port.ts";
 import type { EndpointsMap, ServicePortMap } from "../types.ts";

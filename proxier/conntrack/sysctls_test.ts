@@ -1,5 +1,5 @@
-import { assertEquals, assertMatch } from "../../tests/assert.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
+import { assertEquals, assertMatch } from "../../tests/support/assert.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { FakeSysctl } from "../../iptables/testing/fake_sysctl.ts";
 import {
   CONNTRACK_MAX_LIMIT,

@@ -1,5 +1,5 @@
-import { assertEquals } from "../../tests/assert.ts";
-import { makeNode } from "../../tests/fixtures.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
+import { makeNode } from "../../tests/support/fixtures.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import { ProxyHealth, serveHealthz, TO_BE_DELETED_TAINT } from "./proxier_health.ts";
 

@@ -1,6 +1,6 @@
-import { assertEquals } from "../../tests/assert.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
-import { freePort } from "../../tests/net_helpers.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
+import { freePort } from "../../tests/support/net_helpers.ts";
 import type { EventSpec } from "../runtime/events.ts";
 import { ServiceHealthServer } from "./service_health.ts";
 

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { endpointChainName, servicePortChainName } from "./chain_name.ts";
 
 Deno.test("chain names match upstream kube-proxy's check vectors", () => {

@@ -1,5 +1,5 @@
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { cleanupIptables } from "./cleanup.ts";
 

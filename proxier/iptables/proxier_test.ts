@@ -1,5 +1,5 @@
 import { tracePacket } from "../trace/iptables_walker.ts";
-import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import {
   ep,
   HOSTILE,
@@ -8,7 +8,7 @@ import {
   makeService,
   NODE,
   ZONE_LABEL,
-} from "../../tests/fixtures.ts";
+} from "../../tests/support/fixtures.ts";
 import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_TWO_IPS, NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
@@ -16,7 +16,7 @@ import { servicePortChainName } from "./chain_name.ts";
 import { JUMP_CHAINS, KUBE_PROXY_CANARY } from "./rules.ts";
 import { jumpRuleArgs, jumpRuleLine } from "../_common/iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
-import { commandWorks, netnsAvailable, withNamespace } from "../../tests/e2e/namespace_support.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "../../tests/support/namespace.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
 
 const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";

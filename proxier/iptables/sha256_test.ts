@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { sha256 } from "./sha256.ts";
 
 Deno.test("sha256 matches node:crypto for lengths around block boundaries and UTF-8", () => {

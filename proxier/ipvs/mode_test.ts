@@ -1,6 +1,6 @@
-import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { retryStart } from "../runtime/start_retry.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { FakeClock, realClock } from "../runtime/clock.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";

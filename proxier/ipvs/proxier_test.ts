@@ -1,5 +1,5 @@
-import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
-import { ep, HOSTILE, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { ep, HOSTILE, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
 import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
 import { NODE_A, NODE_IP, REPRESENTATIVE } from "../../tests/flows/objects.ts";
 import { feed } from "../../tests/flows/datapath.ts";

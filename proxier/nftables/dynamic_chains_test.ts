@@ -1,5 +1,5 @@
-import { assertEquals } from "../../tests/assert.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import { DynamicChains, STALE_DELAY_MS } from "./dynamic_chains.ts";

@@ -1,5 +1,5 @@
 import { Session } from "node:inspector";
-import { assert, assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { ElementBook, flat, type Touched } from "./element_book.ts";
 import { BACKENDS, CLUSTER_IPS, LB, SERVICE_IPS } from "./layout.ts";
 import type { Element } from "./port_elements.ts";

@@ -1,6 +1,6 @@
 import type { ExecOptions, ExecResult, Executor } from "../../iptables/executor.ts";
-import { assertMatch, assertRejects } from "../../tests/assert.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
+import { assertMatch, assertRejects } from "../../tests/support/assert.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";

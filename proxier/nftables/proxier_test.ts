@@ -1,7 +1,7 @@
 import { NftError } from "../../iptables/nft.ts";
 import { traceNft } from "../trace/nft_walker.ts";
-import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
-import { ep, makeEndpointSlice, makeService } from "../../tests/fixtures.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { NODE_IP } from "../../tests/flows/objects.ts";
 import { LAYOUT_MARKER, TABLE } from "./layout.ts";

@@ -1,5 +1,5 @@
 import { load } from "js-yaml";
-import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/assert.ts";
+import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
 import { UsageError } from "../errors.ts";
 import type { ProxyConfig } from "./config.ts";
 import { defaultConfig } from "./kube_proxy_configuration.ts";
@@ -809,12 +809,6 @@ Deno.test("config: an address without a port takes the default port; an IPv6 bin
     { hostname: "::", port: 10256 },
     { hostname: "::1", port: 10249 },
   ]);
-});
-
-Deno.test("the README's flag table has a row for every flag, upstream's and ours", () => {
-  const readme = Deno.readTextFileSync(new URL("../../README.md", import.meta.url));
-  const missing = FLAGS.filter((f) => f.origin !== "trace" && !readme.includes(`\n| \`--${f.name}\``));
-  assertEquals(missing.map((f) => f.name), []);
 });
 
 Deno.test("the shipped example configuration decodes without a warning, to upstream's defaults", () => {

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { formatDuration, parseDuration } from "./duration.ts";
 
 Deno.test("parseDuration accepts Go syntax", () => {

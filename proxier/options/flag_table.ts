@@ -45,7 +45,7 @@ export interface FlagDef extends FlagShape {
   readonly withConfig?: boolean;
   /** Undefined: it takes effect. Otherwise why it has no effect in this program. */
   readonly notApplying?: string;
-  /** How this program's handling differs from upstream's (the flag reference's "here"); undefined: as upstream. */
+  /** What this program does with the flag where it is not simply as upstream (the flag reference's "here"). */
   readonly differs?: string;
   /** The file field it sets, so a validation error names the flag. */
   readonly field?: string;
@@ -263,7 +263,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "healthz-port",
     origin: "upstream",
-    differs: "deprecated: joins an address given as an IP alone; 0 disables",
+    differs: "as upstream (deprecated: joins an address given as an IP alone; 0 disables)",
     type: "int32",
     default: "10256",
     help: "deprecated: the port of --healthz-bind-address when it is an IP alone; 0 disables",
@@ -532,7 +532,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "metrics-bind-address",
     origin: "upstream",
-    differs: "empty disables (upstream cannot)",
+    differs: "as upstream; empty disables (upstream cannot)",
     type: "ipport",
     default: "127.0.0.1:10249",
     field: "metricsBindAddress",
@@ -542,7 +542,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "metrics-port",
     origin: "upstream",
-    differs: "deprecated: joins an address given as an IP alone; 0 disables",
+    differs: "as upstream (deprecated: joins an address given as an IP alone; 0 disables)",
     type: "int32",
     default: "10249",
     help: "deprecated: the port of --metrics-bind-address when it is an IP alone; 0 disables",
@@ -564,7 +564,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "oom-score-adj",
     origin: "upstream",
-    differs: "through `choom`; a refusal (no CAP_SYS_RESOURCE) is a warning",
+    differs: "as upstream, through `choom`; a refusal (no CAP_SYS_RESOURCE) is a warning",
     type: "int32",
     default: "-999",
     field: "oomScoreAdj",
@@ -602,7 +602,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "proxy-mode",
     origin: "upstream",
-    differs: "plus `userspace`",
+    differs: "as upstream, plus `userspace`",
     type: "ProxyMode",
     default: "iptables",
     field: "mode",

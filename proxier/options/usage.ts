@@ -3,6 +3,7 @@
  * (`docs/flags.md`, written by `deno task docs`).
  * @module
  */
+import { TRACE_USAGE } from "../trace/query.ts";
 import { type FlagDef, FLAGS } from "./flag_table.ts";
 
 /** Usage text for `--help`, from the flag table. */
@@ -30,3 +31,55 @@ This program's own flags:
 ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
 `;
 })();
+
+/** How the reference says what this program does with `f`, beside upstream's meaning. */
+function here(f: FlagDef): string {
+  if (f.origin === "ours") return "ours";
+  if (f.notApplying !== undefined) return `accepted; named at start as not applying (${f.notApplying})`;
+  return f.differs ?? "as upstream";
+}
+
+/** Escapes `|` for a Markdown table cell. */
+const cell = (s: string) => s.replaceAll("|", "\\|");
+
+/**
+ * Returns the flag reference (`docs/flags.md`) as Markdown: every flag of the table, upstream's and
+ * this program's, with its type, default, what this program does with it and what it means.
+ */
+export function flagReference(): string {
+  const row = (f: FlagDef) =>
+    `| \`--${f.name}\`${f.shorthand ? ` (\`-${f.shorthand}\`)` : ""} | ${cell(f.type)} | ${
+      f.default === "" ? "" : `\`${cell(f.default)}\``
+    } | ${cell(here(f))} | ${cell(f.help)} |`;
+  const table = (fs: readonly FlagDef[]) =>
+    ["| flag | type | default | here | meaning |", "| --- | --- | --- | --- | --- |", ...fs.map(row)].join(
+      "\n",
+    );
+  return `# Flag reference
+
+Generated from the flag table (\`proxier/options/flag_table.ts\`) by \`deno task docs\`; a test fails when
+this file and the table differ. \`kube-proxy-deno --help\` prints the same flags.
+
+Flags parse as upstream's (spf13/pflag): \`--flag=value\` or \`--flag value\`, booleans as \`--flag\` or
+\`--flag=false\`, \`-v=2\`, \`-v 2\` and \`-v2\`, \`_\` and \`-\` alike (\`--conntrack_min\` is \`--conntrack-min\`).
+A bad value exits 2 naming the flag. With \`--config\`, the file replaces the proxy flags, as upstream: see
+\`deploy/README.md\` for which flags still apply beside it.
+
+## Flags of upstream kube-proxy 1.36
+
+${table(FLAGS.filter((f) => f.origin === "upstream"))}
+
+## This program's own flags
+
+${table(FLAGS.filter((f) => f.origin === "ours"))}
+
+## Commands
+
+\`render --source=file:PATH [--node-ip IP[,IP]]\` prints what a full sync of \`--proxy-mode\` would apply and
+touches nothing; \`trace\` says where one new connection goes:
+
+\`\`\`
+${TRACE_USAGE.trimEnd()}
+\`\`\`
+`;
+}

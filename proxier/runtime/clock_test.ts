@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { longTimer, MAX_TIMER_MS } from "./clock.ts";
 
 /** Platform timers as a list the test fires by hand; a delay over the platform's limit is refused. */

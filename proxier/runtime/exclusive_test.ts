@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../../tests/assert.ts";
+import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { Exclusive } from "./exclusive.ts";
 
 Deno.test("exclusive: a task asked while another runs starts only after it ended, failure or not", async () => {

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import {
   collectGarbageAfterSync,
   collectionDue,

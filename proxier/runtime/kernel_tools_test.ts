@@ -1,6 +1,6 @@
 import { ExecError, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
-import { assert, assertEquals } from "../../tests/assert.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
+import { assert, assertEquals } from "../../tests/support/assert.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { iptablesMode } from "../iptables/mode.ts";
 import {
   checkTools,

@@ -1,6 +1,6 @@
-import { assertEquals, assertRejects } from "../../tests/assert.ts";
+import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { DenoExecutor } from "../../iptables/executor.ts";
-import { commandWorks } from "../../tests/e2e/namespace_support.ts";
+import { commandWorks } from "../../tests/support/namespace.ts";
 import { applyOomScoreAdj, oomScoreAdj } from "./oom_score.ts";
 
 const haveChoom = await commandWorks("choom", ["--version"]);

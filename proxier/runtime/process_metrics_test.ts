@@ -1,5 +1,5 @@
 import { Registry } from "./prometheus.ts";
-import { assert, assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
 
 const value = (page: string, series: string) =>

@@ -1,4 +1,4 @@
-import { assertEquals, assertMatch, assertThrows } from "../../tests/assert.ts";
+import { assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
 import { Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry } from "./prometheus.ts";
 
 Deno.test("prometheus: the text exposition format, as Prometheus (and prom-client) write it", async () => {

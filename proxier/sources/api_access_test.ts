@@ -1,8 +1,8 @@
-import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { KubeconfigError } from "../errors.ts";
 import { type ApiAccessInputs, loadApiAccess } from "./api_access.ts";
 import { ApiClient } from "./api_client.ts";
-import { serveTls } from "../../tests/net_helpers.ts";
+import { serveTls } from "../../tests/support/net_helpers.ts";
 
 const TLS = new URL("../../tests/testdata/tls/", import.meta.url).pathname;
 

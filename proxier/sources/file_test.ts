@@ -1,7 +1,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import { assert, assertEquals, assertNotEquals } from "../../tests/assert.ts";
-import { MemoryLogger } from "../../tests/fixtures.ts";
-import { eventually } from "../../tests/net_helpers.ts";
+import { assert, assertEquals, assertNotEquals } from "../../tests/support/assert.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
+import { eventually } from "../../tests/support/net_helpers.ts";
 import { documentLines, FileSource } from "./file.ts";
 import type { EventHandler } from "./handlers.ts";
 

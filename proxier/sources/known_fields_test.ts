@@ -1,5 +1,5 @@
 import * as k8s from "@kubernetes/client-node";
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { KIND_SHAPES, type Shape, unknownFields } from "./known_fields.ts";
 
 type Model = { getAttributeTypeMap(): Array<{ baseName: string; type: string }> };

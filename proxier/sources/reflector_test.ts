@@ -1,5 +1,5 @@
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import { RECONNECT_START_MS, Reflector, type Watcher } from "./reflector.ts";
 

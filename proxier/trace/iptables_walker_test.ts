@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { parseRules, tracePacket } from "./iptables_walker.ts";
 

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { DatagramSender } from "./datagram_sender.ts";
 
 /** A datagram socket whose sends the test completes by hand. */

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
 import { dialStaggered, DialTimeout, splitEndpoint } from "./dial.ts";
 
 /** A connect whose attempts the test settles by hand; records the order of dials. */

@@ -5,11 +5,11 @@
  * `--detect-local-mode` by interface masquerades by interface in every kernel mode here.
  * @module
  */
-import { assert, assertEquals, assertMatch } from "../assert.ts";
-import { eventually } from "../net_helpers.ts";
-import { startArgs } from "../program.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { eventually } from "../support/net_helpers.ts";
+import { startArgs } from "../support/program.ts";
 import { Topology } from "./netns.ts";
-import { realKernel, sh, withNamespace } from "./namespace_support.ts";
+import { realKernel, sh, withNamespace } from "../support/namespace.ts";
 
 const KEYS = {
   established: "net.netfilter.nf_conntrack_tcp_timeout_established",

@@ -3,8 +3,9 @@
  * runs it inside the VM (tests/vm/guest).
  * @module
  */
-import { type ProxyProcess, Topology } from "./netns.ts";
-import { realKernel } from "./namespace_support.ts";
+import { Topology } from "./netns.ts";
+import type { ProxyProcess } from "../support/program.ts";
+import { realKernel } from "../support/namespace.ts";
 import { type E2EEnv, SCENARIOS } from "./scenarios.ts";
 
 /**

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { startArgs } from "../program.ts";
-import { sh } from "./namespace_support.ts";
+import { ProxyProcess, startArgs } from "../support/program.ts";
+import { sh } from "../support/namespace.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -124,46 +124,6 @@ function lineSplitter(): TransformStream<string, string> {
       }
     },
   });
-}
-
-/** A running program: its log so far, and a stop that can be called any number of times. */
-export class ProxyProcess {
-  readonly #child: Deno.ChildProcess;
-  readonly #chunks: string[] = [];
-  readonly #drained: Promise<void>;
-
-  /** Starts collecting `child`'s stderr. */
-  constructor(child: Deno.ChildProcess) {
-    this.#child = child;
-    this.#drained = (async () => {
-      for await (const text of child.stderr.pipeThrough(new TextDecoderStream())) this.#chunks.push(text);
-    })().catch(() => {});
-  }
-
-  /** The process id (`ip netns exec` execs the program in place: it is the program's). */
-  get pid(): number {
-    return this.#child.pid;
-  }
-
-  /** Settles when the process exits, for whatever reason. */
-  get exited(): Promise<Deno.CommandStatus> {
-    return this.#child.status;
-  }
-
-  /** Everything written to stderr so far. */
-  log(): string {
-    return this.#chunks.join("");
-  }
-
-  /** Sends `signal` (unless already exited) and waits for the exit and the rest of the log. */
-  async stop(signal: Deno.Signal = "SIGTERM"): Promise<Deno.CommandStatus> {
-    try {
-      this.#child.kill(signal);
-    } catch { /* already exited */ }
-    const status = await this.#child.status;
-    await this.#drained;
-    return status;
-  }
 }
 
 /** One pod: its namespace, IP and agent. */

@@ -4,8 +4,8 @@
  * scenario that does not apply to a mode names the mode and the reason.
  * @module
  */
-import { assert, assertEquals, assertMatch } from "../assert.ts";
-import { eventually } from "../net_helpers.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { eventually } from "../support/net_helpers.ts";
 import type { Agent, Pod, Topology } from "./netns.ts";
 import { servicePortChainName } from "../../proxier/iptables/chain_name.ts";
 
@@ -486,7 +486,7 @@ spec: { cidrs: [172.30.0.0/16] }
         : ["ipvsadm", "-d", "-t", "172.30.0.34:80", "-r", `${pods[0].ip}:8080`];
       await t.exec(t.node, drift);
       // Two sync periods (2 s here) at most, and the full sync's time; looser in the VM (the
-      // one-period bound itself is tests/drift_test.ts's).
+      // one-period bound itself is tests/faults/drift_test.ts's).
       await eventually(async () => {
         if (mode === "ipvs") assertEquals(await answers(12, () => node.tcp("172.30.0.34", 80)), BOTH);
         else ok(await node.tcp("172.30.0.34", 80, 500));

@@ -3,10 +3,11 @@
  * exits within 2 s, and the kernel holds either the previous rules or the new ones, never part.
  */
 import { generate } from "../../bench/objects.ts";
-import { assert, assertEquals } from "../assert.ts";
-import { eventually } from "../net_helpers.ts";
-import { type ProxyProcess, Topology } from "./netns.ts";
-import { realKernel } from "./namespace_support.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import { eventually } from "../support/net_helpers.ts";
+import { Topology } from "./netns.ts";
+import type { ProxyProcess } from "../support/program.ts";
+import { realKernel } from "../support/namespace.ts";
 
 const { ignore, note } = await realKernel(["iptables-nft", "iptables-nft-restore", "iptables-nft-save"]);
 

@@ -3,10 +3,11 @@
  * backend -> iptables on nf_tables, each proxy started as `deno task start` starts it. After each
  * switch exactly one mode's (and one backend's) rules exist and traffic flows.
  */
-import { assert, assertEquals } from "../assert.ts";
-import { eventually } from "../net_helpers.ts";
-import { type ProxyProcess, Topology } from "./netns.ts";
-import { realKernel } from "./namespace_support.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import { eventually } from "../support/net_helpers.ts";
+import { Topology } from "./netns.ts";
+import type { ProxyProcess } from "../support/program.ts";
+import { realKernel } from "../support/namespace.ts";
 
 const { ignore, note } = await realKernel([
   "nft",

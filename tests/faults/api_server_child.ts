@@ -8,7 +8,7 @@
  * @module
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { TestApiServer } from "../api_server.ts";
+import { TestApiServer } from "../support/api_server.ts";
 
 /** One command on stdin. */
 export type ApiCommand =

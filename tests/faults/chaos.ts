@@ -16,11 +16,12 @@
  * in the log must name an injected cause. Returns the figures.
  * @module
  */
-import { assertEquals } from "../assert.ts";
-import { eventually } from "../net_helpers.ts";
-import type { Pod, ProxyProcess } from "../e2e/netns.ts";
+import { assertEquals } from "../support/assert.ts";
+import { eventually } from "../support/net_helpers.ts";
+import type { Pod } from "../e2e/netns.ts";
+import type { ProxyProcess } from "../support/program.ts";
 import { Topology } from "../e2e/netns.ts";
-import { holdXtablesLock } from "../e2e/namespace_support.ts";
+import { holdXtablesLock } from "../support/namespace.ts";
 import type { ApiCommand } from "./api_server_child.ts";
 import type { IptablesBackendName } from "../../iptables/iptables.ts";
 

@@ -3,8 +3,8 @@
  * with both backends (only iptables-legacy waits for the xtables lock); the long one is `deno task
  * bench chaos`. The ipvs mode's kernel is in the VM: tests/vm/guest/chaos_ipvs.guest.ts.
  */
-import { assertEquals } from "../assert.ts";
-import { realKernel } from "../e2e/namespace_support.ts";
+import { assertEquals } from "../support/assert.ts";
+import { realKernel } from "../support/namespace.ts";
 import { runChaos } from "./chaos.ts";
 import type { IptablesBackendName } from "../../iptables/iptables.ts";
 

@@ -3,10 +3,11 @@
  * the Service keeps its previous rules meanwhile, the program says the lock is why its syncs wait or
  * fail, and an endpoint change made during the hold reaches the kernel once the lock is free.
  */
-import { assert, assertEquals, assertMatch } from "../assert.ts";
-import { eventually } from "../net_helpers.ts";
-import { type ProxyProcess, Topology } from "../e2e/netns.ts";
-import { holdXtablesLock, realKernel } from "../e2e/namespace_support.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { eventually } from "../support/net_helpers.ts";
+import { Topology } from "../e2e/netns.ts";
+import type { ProxyProcess } from "../support/program.ts";
+import { holdXtablesLock, realKernel } from "../support/namespace.ts";
 import type { Pod } from "../e2e/netns.ts";
 
 const { ignore, note } = await realKernel(["iptables-legacy", "iptables-legacy-restore", "flock"]);

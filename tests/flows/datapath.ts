@@ -6,7 +6,7 @@
 import type { Packet } from "../../proxier/trace/trace.ts";
 import type { Provider } from "../../proxier/base_proxier.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
-import { makeNode } from "../fixtures.ts";
+import { makeNode } from "../support/fixtures.ts";
 import type { NodeSpec, ObjectSet } from "./objects.ts";
 
 /** Flags that change rule shape; each adapter maps them to its mode's options. */

@@ -2,7 +2,7 @@
  * Runs the one flow table against every mode's adapter: each row that applies to a mode must
  * reach the same endpoints with the same verdict (and, where the mode reports it, masquerade).
  */
-import { assertEquals } from "../assert.ts";
+import { assertEquals } from "../support/assert.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { Datapath, FlowPacket, FlowResult, FlowSetup } from "./datapath.ts";
 import { iptablesDatapath } from "./iptables_datapath.ts";

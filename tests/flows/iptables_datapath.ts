@@ -7,7 +7,7 @@ import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
-import { baseOptions } from "../fixtures.ts";
+import { baseOptions } from "../support/fixtures.ts";
 import { type Datapath, feed, type FlowSetup, traceAgain, tracerPacket } from "./datapath.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 

@@ -9,7 +9,7 @@ import { FakeDummyLink } from "../../iptables/testing/fake_dummy_link.ts";
 import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
 import { FakeIpvs } from "../../iptables/testing/fake_ipvs.ts";
 import { IpvsProxier, type IpvsProxierOptions } from "../../proxier/ipvs/proxier.ts";
-import { baseOptions } from "../fixtures.ts";
+import { baseOptions } from "../support/fixtures.ts";
 import { NODE_IP } from "./objects.ts";
 import { parseSave } from "../../iptables/ipvs.ts";
 import { traceIpvs } from "../../proxier/ipvs/trace.ts";

@@ -8,7 +8,7 @@ import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { traceNft } from "../../proxier/trace/nft_walker.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "../../proxier/nftables/proxier.ts";
-import { baseOptions } from "../fixtures.ts";
+import { baseOptions } from "../support/fixtures.ts";
 import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 

@@ -1,10 +1,10 @@
 /**
  * The object sets the flow table loads, and the nodes it runs on. Addresses follow the plan in
- * `tests/fixtures.ts`; every set is built fresh for each load.
+ * `tests/support/fixtures.ts`; every set is built fresh for each load.
  * @module
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import { ep, makeEndpointSlice, makeService, NODE, ZONE_LABEL } from "../fixtures.ts";
+import { ep, makeEndpointSlice, makeService, NODE, ZONE_LABEL } from "../support/fixtures.ts";
 
 /** This node's IP in the flow tests. */
 export const NODE_IP = "192.168.0.2";

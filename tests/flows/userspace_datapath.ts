@@ -7,7 +7,7 @@
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { type Listener, UserspaceProxier } from "../../proxier/userspace/proxier.ts";
-import { baseOptions } from "../fixtures.ts";
+import { baseOptions } from "../support/fixtures.ts";
 import { type Datapath, feed, type FlowResult, tracerPacket } from "./datapath.ts";
 
 /** A listener that never accepts or receives, and ends its loop once closed. */

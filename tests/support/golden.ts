@@ -3,7 +3,7 @@
  * rewrites them from what the code produces now (then `git diff` shows what changed).
  * @module
  */
-import { assertEquals } from "../assert.ts";
+import { assertEquals } from "./assert.ts";
 
 /**
  * Asserts that `actual` equals golden file `name` line by line (or, with `UPDATE_GOLDEN=1`, writes

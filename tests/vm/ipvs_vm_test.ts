@@ -3,8 +3,8 @@
  * host does not pick them up) in the VM: the real IPVS kernel this machine's kernel lacks. The
  * guest's deno test must pass.
  */
-import { assertEquals, assertMatch } from "../assert.ts";
-import { realKernel } from "../e2e/namespace_support.ts";
+import { assertEquals, assertMatch } from "../support/assert.ts";
+import { realKernel } from "../support/namespace.ts";
 
 const RUN = new URL("./run.sh", import.meta.url).pathname;
 const ROOT = new URL("../..", import.meta.url).pathname;

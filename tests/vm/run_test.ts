@@ -2,8 +2,8 @@
  * The VM harness (`tests/vm/run.sh`): a guest with its own kernel (IPVS, ipset, dummy interfaces)
  * runs a command from the host's filesystem, streams its output and returns its exit code.
  */
-import { assert, assertEquals, assertMatch } from "../assert.ts";
-import { realKernel } from "../e2e/namespace_support.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { realKernel } from "../support/namespace.ts";
 
 const RUN = new URL("./run.sh", import.meta.url).pathname;
 const { ignore, note } = await realKernel(["qemu-system-x86_64", "busybox", "cpio", "depmod", "ipvsadm"]);

@@ -2,7 +2,7 @@
  * Runs inside the VM (tests/vm/ipvs_vm_test.ts starts it there): the fault schedule's short seed in
  * ipvs mode, on a kernel with IPVS.
  */
-import { assertEquals } from "../../assert.ts";
+import { assertEquals } from "../../support/assert.ts";
 import { runChaos } from "../../faults/chaos.ts";
 
 Deno.test({

@@ -3,11 +3,11 @@
  * real IPVS kernel: the program (as `deno task start` starts it) in a node namespace, one pod
  * namespace on a veth pair, an IPv6-only Service.
  */
-import { assertEquals, assertMatch } from "../../assert.ts";
+import { assertEquals, assertMatch } from "../../support/assert.ts";
 import { Agent } from "../../e2e/netns.ts";
-import { sh } from "../../e2e/namespace_support.ts";
-import { startArgs } from "../../program.ts";
-import { eventually } from "../../net_helpers.ts";
+import { sh } from "../../support/namespace.ts";
+import { startArgs } from "../../support/program.ts";
+import { eventually } from "../../support/net_helpers.ts";
 
 Deno.test({
   name: "ipvs IPv6: a cluster IP and a NodePort reach the pod over IPv6",

@@ -2,7 +2,7 @@
  * Runs inside the VM (tests/vm/ipvs_vm_test.ts starts it there): the real ipvsadm and the fake agree
  * on the same batches. On a kernel without IPVS (the host) it is skipped.
  */
-import { assertEquals, assertMatch, assertRejects } from "../../assert.ts";
+import { assertEquals, assertMatch, assertRejects } from "../../support/assert.ts";
 import { DenoExecutor, ExecError } from "../../../iptables/executor.ts";
 import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvs.ts";
 import { FakeIpvs, KERNEL_SCHEDULERS } from "../../../iptables/testing/fake_ipvs.ts";

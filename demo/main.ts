@@ -1,12 +1,12 @@
 /**
  * The demo: two backends on 127.0.0.1 that answer with their own name, and the proxy in
- * userspace mode serving them on NodePort 30080 from `demo/objects.yaml`. Runs until Ctrl-C, or
+ * userspace mode serving them on NodePort 30080 from `objects.yaml` beside it. Runs until Ctrl-C, or
  * until whatever launched it (`npx ... task demo`) is gone.
  * @module
  */
 import process from "node:process";
-import { main } from "./main.ts";
-import { flushLogging } from "./proxier/runtime/logger.ts";
+import { main } from "../main.ts";
+import { flushLogging } from "../proxier/runtime/logger.ts";
 
 const enc = new TextEncoder();
 const say = (text: string) => Deno.stderr.writeSync(enc.encode(text));
@@ -49,7 +49,7 @@ const watchdog = setInterval(async () => {
   }
 }, 1000);
 
-const source = new URL("./demo/objects.yaml", import.meta.url).pathname;
+const source = new URL("./objects.yaml", import.meta.url).pathname;
 setTimeout(() => {
   const text = "\nDemo running. In another terminal, run this a few times:\n\n" +
     "    curl http://127.0.0.1:30080/\n\nand watch the answers alternate between backend-a and backend-b. Ctrl-C stops.\n\n";

@@ -4,20 +4,20 @@
  * sync loop runs once per sync period (beside the syncs) and healed by the full sync it asks for,
  * not the hourly one; it is said once and counted.
  */
-import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
-import { tracePacket } from "../proxier/trace/iptables_walker.ts";
-import { splitArgs } from "../iptables/rule_args.ts";
-import type { BaseProxier } from "../proxier/base_proxier.ts";
-import { TABLE } from "../proxier/nftables/layout.ts";
-import { traceNft } from "../proxier/trace/nft_walker.ts";
-import { assert, assertEquals, assertMatch } from "./assert.ts";
-import type { MemoryLogger } from "./fixtures.ts";
-import { iptablesSetup } from "./flows/iptables_datapath.ts";
-import { ipvsSetup } from "./flows/ipvs_datapath.ts";
-import { nftablesSetup } from "./flows/nftables_datapath.ts";
-import { feed } from "./flows/datapath.ts";
-import { NODE_A, NODE_IP, REPRESENTATIVE } from "./flows/objects.ts";
-import type { ProxyMetrics } from "../proxier/metrics.ts";
+import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
+import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
+import { splitArgs } from "../../iptables/rule_args.ts";
+import type { BaseProxier } from "../../proxier/base_proxier.ts";
+import { TABLE } from "../../proxier/nftables/layout.ts";
+import { traceNft } from "../../proxier/trace/nft_walker.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import type { MemoryLogger } from "../support/fixtures.ts";
+import { iptablesSetup } from "../flows/iptables_datapath.ts";
+import { ipvsSetup } from "../flows/ipvs_datapath.ts";
+import { nftablesSetup } from "../flows/nftables_datapath.ts";
+import { feed } from "../flows/datapath.ts";
+import { NODE_A, NODE_IP, REPRESENTATIVE } from "../flows/objects.ts";
+import type { ProxyMetrics } from "../../proxier/metrics.ts";
 
 /** After `drift`, one period's check and the sync it asks for: the drift named and the repairs counted. */
 async function healed(

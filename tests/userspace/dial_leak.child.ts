@@ -1,9 +1,9 @@
 /**
- * Started by tests/userspace_faults_test.ts inside a network namespace of its own: times out
+ * Started by tests/userspace/faults_test.ts inside a network namespace of its own: times out
  * thousands of dials (SYNs dropped by an iptables rule in that namespace), lets them connect late,
  * and prints the process's open fd counts before, during and after.
  */
-import { dialStaggered, DialTimeout } from "../proxier/userspace/dial.ts";
+import { dialStaggered, DialTimeout } from "../../proxier/userspace/dial.ts";
 
 const n = Number(Deno.args[0] ?? "1000");
 const port = 9999;

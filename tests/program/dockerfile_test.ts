@@ -2,13 +2,13 @@
  * The shipped image (Dockerfile) carries every kernel tool each mode runs: a tool missing from the
  * image makes a mode exit at start in every cluster that uses the image.
  */
-import { assertEquals } from "./assert.ts";
-import { MODES } from "../proxier/modes.ts";
-import { PROCESS_TOOLS } from "../proxier/runtime/kernel_tools.ts";
+import { assertEquals } from "../support/assert.ts";
+import { MODES } from "../../proxier/modes.ts";
+import { PROCESS_TOOLS } from "../../proxier/runtime/kernel_tools.ts";
 
 /** The packages the Dockerfile's last stage installs with apt-get. */
 function imagePackages(): Set<string> {
-  const text = Deno.readTextFileSync(new URL("../Dockerfile", import.meta.url));
+  const text = Deno.readTextFileSync(new URL("../../Dockerfile", import.meta.url));
   const last = text.slice(text.lastIndexOf("\nFROM "));
   const install = /apt-get install[^\n]*?((?:[^\n]*\\\n)*[^\n]*)/.exec(last)?.[0] ?? "";
   return new Set(install.replace(/\\\n/g, " ").split(/\s+/).filter((w) => /^[a-z0-9][a-z0-9.+-]+$/.test(w)));

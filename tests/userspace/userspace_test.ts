@@ -2,9 +2,9 @@
  * The userspace proxier with real sockets on loopback (NodePorts; no iptables needed).
  */
 import type { V1Service } from "@kubernetes/client-node";
-import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
-import { assert, assertEquals, assertRejects } from "./assert.ts";
-import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
+import type { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
+import { assert, assertEquals, assertRejects } from "../support/assert.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "../support/fixtures.ts";
 import {
   eventually,
   freePort,
@@ -15,7 +15,7 @@ import {
   udpAsk,
   udpNameServer,
   writeAll,
-} from "./net_helpers.ts";
+} from "../support/net_helpers.ts";
 
 function nodePortService(
   nodePort: number,

@@ -3,10 +3,16 @@
  * over the workers' shared listeners; the workers rotate as one; ports open, close and fail as on
  * the main thread.
  */
-import { assert, assertEquals } from "./assert.ts";
-import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService, MemoryLogger } from "./fixtures.ts";
-import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
-import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import {
+  ep,
+  loopbackUserspaceProxier,
+  makeEndpointSlice,
+  makeService,
+  MemoryLogger,
+} from "../support/fixtures.ts";
+import { eventually, freePort, tcpAsk, tcpNameServer } from "../support/net_helpers.ts";
+import type { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 
 function nodePortService(nodePort: number, affinity = false) {
   return makeService("ns1", "svc1", (s) => {

@@ -2,9 +2,9 @@
  * Giving memory back after a connection burst works under the shipped permission set (`deno task
  * start`'s flags): the V8 collection is exposed and glibc's malloc_trim may be opened.
  */
-import { assertEquals } from "./assert.ts";
-import { LIBC_PATHS } from "../proxier/runtime/gc.ts";
-import { startArgs } from "./program.ts";
+import { assertEquals } from "../support/assert.ts";
+import { LIBC_PATHS } from "../../proxier/runtime/gc.ts";
+import { startArgs } from "../support/program.ts";
 
 Deno.test("thorough garbage collection runs malloc_trim under the shipped permissions", async () => {
   const args = startArgs();
@@ -22,6 +22,6 @@ Deno.test("thorough garbage collection runs malloc_trim under the shipped permis
 });
 
 Deno.test("the proxy permission set allows FFI to exactly the libc paths gc.ts opens", () => {
-  const config = JSON.parse(Deno.readTextFileSync(new URL("../deno.json", import.meta.url)));
+  const config = JSON.parse(Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)));
   assertEquals(config.permissions.proxy.ffi, [...LIBC_PATHS]);
 });

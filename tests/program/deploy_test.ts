@@ -5,12 +5,12 @@
  * `/usr/local/bin/kube-proxy`, and the systemd unit.
  */
 import { loadAll } from "js-yaml";
-import { assert, assertEquals, assertMatch } from "./assert.ts";
-import { loadApiAccess } from "../proxier/sources/api_access.ts";
-import { parseCommandLine } from "../proxier/options/command_line.ts";
-import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { loadApiAccess } from "../../proxier/sources/api_access.ts";
+import { parseCommandLine } from "../../proxier/options/command_line.ts";
+import { defaultConfig } from "../../proxier/options/kube_proxy_configuration.ts";
 
-const read = (path: string) => Deno.readTextFileSync(new URL(`../${path}`, import.meta.url));
+const read = (path: string) => Deno.readTextFileSync(new URL(`../../${path}`, import.meta.url));
 // deno-lint-ignore no-explicit-any
 type Obj = any;
 const docs = loadAll(read("deploy/daemonset.yaml")) as Obj[];

@@ -114,7 +114,7 @@ export async function serveTls(
   handler: (req: Request) => Response | Promise<Response>,
   signal: AbortSignal,
 ): Promise<Deno.HttpServer<Deno.NetAddr>> {
-  const tls = new URL("./testdata/tls/", import.meta.url).pathname;
+  const tls = new URL("../testdata/tls/", import.meta.url).pathname;
   return Deno.serve({
     hostname: "127.0.0.1",
     port: 0,

@@ -2,8 +2,8 @@
  * What running kernel tools costs a long-running process, under the start task's V8 flags (a small
  * young generation promotes a run's buffers to where only a major collection frees them).
  */
-import { assert, assertEquals } from "./assert.ts";
-import { startArgs } from "./program.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import { startArgs } from "../support/program.ts";
 
 Deno.test("a kernel tool run leaves almost no malloc memory behind until the next major collection", async () => {
   const v8 = startArgs().filter((a) => a.startsWith("--v8-flags="));

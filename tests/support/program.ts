@@ -4,7 +4,7 @@
  * @module
  */
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 /** Returns the arguments for `Deno.execPath()` that run main.ts as `deno task start` does, then `args`. */
 export function startArgs(args: readonly string[] = []): string[] {
@@ -30,4 +30,44 @@ export const HOST_SAFE_FLAGS: readonly string[] = [
 /** {@linkcode startArgs} for a run on the host: `args` plus {@linkcode HOST_SAFE_FLAGS}. */
 export function hostStartArgs(args: readonly string[] = []): string[] {
   return startArgs([...args, ...HOST_SAFE_FLAGS]);
+}
+
+/** A running program: its log so far, and a stop that can be called any number of times. */
+export class ProxyProcess {
+  readonly #child: Deno.ChildProcess;
+  readonly #chunks: string[] = [];
+  readonly #drained: Promise<void>;
+
+  /** Starts collecting `child`'s stderr. */
+  constructor(child: Deno.ChildProcess) {
+    this.#child = child;
+    this.#drained = (async () => {
+      for await (const text of child.stderr.pipeThrough(new TextDecoderStream())) this.#chunks.push(text);
+    })().catch(() => {});
+  }
+
+  /** The process id (`ip netns exec` execs the program in place: it is the program's). */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  /** Settles when the process exits, for whatever reason. */
+  get exited(): Promise<Deno.CommandStatus> {
+    return this.#child.status;
+  }
+
+  /** Everything written to stderr so far. */
+  log(): string {
+    return this.#chunks.join("");
+  }
+
+  /** Sends `signal` (unless already exited) and waits for the exit and the rest of the log. */
+  async stop(signal: Deno.Signal = "SIGTERM"): Promise<Deno.CommandStatus> {
+    try {
+      this.#child.kill(signal);
+    } catch { /* already exited */ }
+    const status = await this.#child.status;
+    await this.#drained;
+    return status;
+  }
 }

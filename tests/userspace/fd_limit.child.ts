@@ -1,9 +1,9 @@
 /**
- * Started by tests/userspace_faults_test.ts under a low `ulimit -n`: a userspace proxier serving one
+ * Started by tests/userspace/faults_test.ts under a low `ulimit -n`: a userspace proxier serving one
  * NodePort on 127.0.0.1 to the backend port given; prints the NodePort, then serves until killed.
  */
-import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
-import { freePort } from "./net_helpers.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "../support/fixtures.ts";
+import { freePort } from "../support/net_helpers.ts";
 
 // As main.ts does at start: the signal driver opens its fds now, not under the fd limit later.
 Deno.addSignalListener("SIGTERM", () => Deno.exit(0));

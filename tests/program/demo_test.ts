@@ -2,19 +2,26 @@
  * The demo as a new user starts it: through a launcher chain like `npx ... task demo` (each step a
  * child process), inside a network namespace so its fixed ports cannot collide with anything.
  */
-import { assert, assertEquals, assertMatch } from "./assert.ts";
-import { type NetnsExecutor, realKernel, sh, withNamespace } from "./e2e/namespace_support.ts";
-import { eventually } from "./net_helpers.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { type NetnsExecutor, realKernel, sh, withNamespace } from "../support/namespace.ts";
+import { eventually } from "../support/net_helpers.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 const { ignore, note } = await realKernel(["ps", "sh"]);
 
 /** The demo task's command (deno.json's `demo` task), with absolute paths. */
 function demoCommand(): string {
   const config = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`));
   const words = String(config.tasks.demo).split(/\s+/);
-  assertEquals([words[0], words[1], words.at(-1)], ["deno", "run", "demo.ts"]);
-  return [Deno.execPath(), "run", "--config", `${ROOT}deno.json`, ...words.slice(2, -1), `${ROOT}demo.ts`]
+  assertEquals([words[0], words[1], words.at(-1)], ["deno", "run", "demo/main.ts"]);
+  return [
+    Deno.execPath(),
+    "run",
+    "--config",
+    `${ROOT}deno.json`,
+    ...words.slice(2, -1),
+    `${ROOT}demo/main.ts`,
+  ]
     .join(" ");
 }
 
@@ -33,7 +40,7 @@ Deno.test({
   sanitizeOps: false,
   async fn() {
     await withNamespace(async (exec) => {
-      // launcher (sh) -> runner (sh) -> demo: as npm exec -> sh -> deno task -> deno run demo.ts.
+      // launcher (sh) -> runner (sh) -> demo: as npm exec -> sh -> deno task -> deno run demo/main.ts.
       const launcher = new Deno.Command("ip", {
         args: ["netns", "exec", exec.ns, "sh", "-c", `sh -c '${demoCommand()}; :'; :`],
         stdout: "null",

@@ -3,12 +3,12 @@
  * proxier (a dry run) and reports the rules it wrote. Not a timing test: only the counts are
  * checked, so a bench whose proxier silently never syncs (it waited for a Node once) fails here.
  */
-import { assert, assertEquals } from "./assert.ts";
-import { commandWorks, netnsAvailable } from "./e2e/namespace_support.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import { commandWorks, netnsAvailable } from "../support/namespace.ts";
 
 async function bench(file: string, args: string[]): Promise<Record<string, number>> {
   const r = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-net", new URL(`../bench/${file}`, import.meta.url).pathname, ...args],
+    args: ["run", "-A", "--unstable-net", new URL(`../../bench/${file}`, import.meta.url).pathname, ...args],
   }).output();
   const out = new TextDecoder().decode(r.stdout);
   assertEquals(r.code, 0, new TextDecoder().decode(r.stderr));

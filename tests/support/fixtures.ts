@@ -8,12 +8,12 @@
  * @module
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { Fields, Logger } from "../proxier/runtime/logger.ts";
-import { FakeClock, realClock } from "../proxier/runtime/clock.ts";
-import { UserspaceProxier, type UserspaceProxierOptions } from "../proxier/userspace/proxier.ts";
-import { ProxyHealth } from "../proxier/healthcheck/proxier_health.ts";
-import { ProxyMetrics } from "../proxier/metrics.ts";
-import type { BaseProxierOptions } from "../proxier/base_proxier.ts";
+import type { Fields, Logger } from "../../proxier/runtime/logger.ts";
+import { FakeClock, realClock } from "../../proxier/runtime/clock.ts";
+import { UserspaceProxier, type UserspaceProxierOptions } from "../../proxier/userspace/proxier.ts";
+import { ProxyHealth } from "../../proxier/healthcheck/proxier_health.ts";
+import { ProxyMetrics } from "../../proxier/metrics.ts";
+import type { BaseProxierOptions } from "../../proxier/base_proxier.ts";
 
 /** This node's name in tests. */
 export const NODE = "node-a";
@@ -86,7 +86,7 @@ export function ep(
 }
 
 /** The zone label on Nodes. */
-export { ZONE_LABEL } from "../proxier/topology.ts";
+export { ZONE_LABEL } from "../../proxier/topology.ts";
 
 /** Returns this test node's Node object, with `labels`. */
 export function makeNode(name: string, labels: Record<string, string> = {}): V1Node {

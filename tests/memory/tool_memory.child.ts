@@ -2,7 +2,7 @@
  * Child of tool_memory_test.ts, run with the start task's V8 flags: runs `echo` 200 times through
  * the executor and prints how much malloc's main arena grew per run, in KiB.
  */
-import { DenoExecutor } from "../iptables/executor.ts";
+import { DenoExecutor } from "../../iptables/executor.ts";
 
 /** Resident memory of malloc's main arena (the `[heap]` mapping), KiB. */
 function mallocArenaKiB(): number {

@@ -2,12 +2,12 @@
  * The userspace mode under faults, with real sockets: a killed backend, timed-out dials, an fd
  * limit reached. Bounded in count and time.
  */
-import type { UserspaceProxier } from "../proxier/userspace/proxier.ts";
-import type { SpliceLimits } from "../proxier/userspace/tcp_copy.ts";
-import { assert, assertEquals } from "./assert.ts";
-import { realKernel, sh } from "./e2e/namespace_support.ts";
-import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "./fixtures.ts";
-import { eventually, freePort, tcpAsk, tcpNameServer } from "./net_helpers.ts";
+import type { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
+import type { SpliceLimits } from "../../proxier/userspace/tcp_copy.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import { realKernel, sh } from "../support/namespace.ts";
+import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "../support/fixtures.ts";
+import { eventually, freePort, tcpAsk, tcpNameServer } from "../support/net_helpers.ts";
 
 const { ignore, note } = await realKernel(["iptables"]);
 

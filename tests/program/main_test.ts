@@ -1,19 +1,18 @@
 /**
  * The program entry point as operators run it: exit codes, messages, `render`.
  */
-import { FakeIPTables } from "../iptables/testing/fake_iptables.ts";
-import { FakeNft } from "../iptables/testing/fake_nft.ts";
-import { FakeIpset } from "../iptables/testing/fake_ipset.ts";
-import { FakeIpvs } from "../iptables/testing/fake_ipvs.ts";
-import { ProxyProcess } from "./e2e/netns.ts";
-import { commandWorks, netnsAvailable, withNamespace } from "./e2e/namespace_support.ts";
-import { TestApiServer } from "./api_server.ts";
-import { hostStartArgs } from "./program.ts";
-import { makeService } from "./fixtures.ts";
-import { eventually, freePort } from "./net_helpers.ts";
-import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
+import { FakeNft } from "../../iptables/testing/fake_nft.ts";
+import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
+import { FakeIpvs } from "../../iptables/testing/fake_ipvs.ts";
+import { hostStartArgs, ProxyProcess } from "../support/program.ts";
+import { commandWorks, netnsAvailable, withNamespace } from "../support/namespace.ts";
+import { TestApiServer } from "../support/api_server.ts";
+import { makeService } from "../support/fixtures.ts";
+import { eventually, freePort } from "../support/net_helpers.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
+const ROOT = new URL("../..", import.meta.url).pathname;
 
 async function run(
   args: string[],

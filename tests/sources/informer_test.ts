@@ -1,16 +1,23 @@
 /**
  * The real client-node informers (through KubernetesSource) against the test API server.
  */
-import { realClock } from "../proxier/runtime/clock.ts";
-import { type ApiAccess, loadApiAccess } from "../proxier/sources/api_access.ts";
-import { FileSource } from "../proxier/sources/file.ts";
-import { KubernetesSource } from "../proxier/sources/kubernetes.ts";
-import { ApiClient, type PrefetchedLists, prefetchLists } from "../proxier/sources/api_client.ts";
-import { BaseProxier, type SyncContext } from "../proxier/base_proxier.ts";
-import { TestApiServer } from "./api_server.ts";
-import { assert, assertEquals } from "./assert.ts";
-import { baseOptions, ep, makeEndpointSlice, makeService, type MemoryLogger, NODE } from "./fixtures.ts";
-import { eventually, serveTls } from "./net_helpers.ts";
+import { realClock } from "../../proxier/runtime/clock.ts";
+import { type ApiAccess, loadApiAccess } from "../../proxier/sources/api_access.ts";
+import { FileSource } from "../../proxier/sources/file.ts";
+import { KubernetesSource } from "../../proxier/sources/kubernetes.ts";
+import { ApiClient, type PrefetchedLists, prefetchLists } from "../../proxier/sources/api_client.ts";
+import { BaseProxier, type SyncContext } from "../../proxier/base_proxier.ts";
+import { TestApiServer } from "../support/api_server.ts";
+import { assert, assertEquals } from "../support/assert.ts";
+import {
+  baseOptions,
+  ep,
+  makeEndpointSlice,
+  makeService,
+  type MemoryLogger,
+  NODE,
+} from "../support/fixtures.ts";
+import { eventually, serveTls } from "../support/net_helpers.ts";
 
 /** A proxier that records what each sync would program. */
 class RecordingProxier extends BaseProxier {
