@@ -42,8 +42,8 @@ export const TIMED_OUT_CODE = 124;
 
 /**
  * Extra time a command gets per byte written to its stdin: 10 s per MiB. Big inputs take long for
- * a reason (a full iptables-restore of 10,000 services is 31 MiB and took 125 s on nf_tables), so
- * their deadline grows with them and only a hung tool reaches it.
+ * a reason (a full iptables-restore at 10,000 services takes minutes on nf_tables), so their
+ * deadline grows with them and only a hung tool reaches it.
  */
 export const TIMEOUT_MS_PER_INPUT_BYTE = 10_000 / 2 ** 20;
 
@@ -144,8 +144,7 @@ const READ_BUFFER = 16 * 1024;
 /**
  * Reads a tool's output to its end as UTF-8 through a buffer of ours. The pipe's own reads (what
  * `output()` does) allocate 64 KiB each in malloc memory that only a major garbage collection
- * frees: about 120 KiB per tool run for stdout and stderr, which piled up to 29 MiB in iptables
- * mode at 1,000 Services (a change a second) between collections; this way about 6 KiB.
+ * frees, so frequent tool runs pile it up between collections; a small reused buffer does not.
  */
 async function readText(stream: ReadableStream<Uint8Array>): Promise<string> {
   const reader = stream.getReader({ mode: "byob" });

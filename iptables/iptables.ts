@@ -147,8 +147,8 @@ export class IptablesRunner implements IPTables {
    * Runs a query (`-C`, `-S`): its output when the rule or chain is there, undefined when iptables
    * says it is not ({@linkcode saysAbsent}).
    * @throws {ExecError} on any other failure: the xtables lock still held after `-w`, a killed
-   * tool. Read as "absent", a start under a held lock skipped every cleanup silently and a drift
-   * check saw drift that was not there.
+   * tool. Read as "absent", such a failure would skip a cleanup silently or report drift that is
+   * not there.
    */
   async #query(args: readonly string[]): Promise<string | undefined> {
     const r = await this.#iptables(args);

@@ -2,7 +2,7 @@
  * The registry of built modes: the one place that names them. `main.ts` looks the chosen mode up
  * here and never names one itself. A definition loads its proxier and tracer only when a run asks
  * for them (`create`, `render`, `trace`): every start runs each mode's cleanup, but only one mode's
- * datapath, and the others' code cost a running proxy 1-3 MiB of resident memory.
+ * datapath, and the others' code would cost a running proxy resident memory for nothing.
  * @module
  */
 import { iptablesMode } from "./iptables/mode.ts";

@@ -1,7 +1,7 @@
 /**
- * SHA-256 of short ASCII/UTF-8 strings, synchronous and allocation-light: chain names hash
- * ~110,000 strings per full sync at 10,000 services, where a `node:crypto` call per string costs
- * more in call overhead and buffers than the hashing itself.
+ * SHA-256 of short ASCII/UTF-8 strings, synchronous and allocation-light: a full sync hashes a
+ * chain name per service port and per endpoint, where a `node:crypto` call per string costs more in
+ * call overhead and buffers than the hashing itself (and loads the Node compatibility layer).
  * @module
  */
 

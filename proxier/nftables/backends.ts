@@ -22,8 +22,7 @@ export const PRECREATED_LB_COUNTS: readonly number[] = Array.from({ length: 32 }
  * is declared with `typeof`; nft 1.0.6 cannot add a rule that reads such a map once it exists in the
  * kernel ("conflicting protocols specified"), so the map and every rule reading it are written
  * together, after `inKernel` (every chain that may still read it) has been flushed. `size` bounds
- * the map and sizes its hash up front (500,000 elements: 5.2 s against 5.4 s letting the kernel
- * grow it, medians of 3 alternating loads; small, but free).
+ * the map and sizes its hash up front, so the kernel need not grow it while loading.
  */
 export function backendsStatements(
   family: IPFamily,

@@ -131,8 +131,7 @@ export class NftablesProxier extends BaseProxier {
     if (this.#generation > 0 && (generation.length !== 1 || generation[0] !== this.#generation)) {
       return `the last transaction (${this.#generation}) is not in the kernel (nft exited 0 having done nothing?)`;
     }
-    // Listing a chain makes nft read the whole table (1.2 s at 10,000 services): last, and off the
-    // sync path.
+    // Listing a chain makes nft read the whole table (seconds at scale): last, and off the sync path.
     const rules = await this.#nft.countRules(TABLE, SERVICES);
     if (rules !== 1) return `chain ${SERVICES} holds ${rules ?? 0} rules, not 1 (table flushed?)`;
     return undefined;

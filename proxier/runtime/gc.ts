@@ -38,8 +38,8 @@ function openMallocTrim(): (() => void) | null {
  *
  * `thorough` (after a connection burst): V8's last-resort collection, which also returns its
  * pooled pages, then glibc's malloc_trim, which returns the freed socket and buffer memory that
- * fragmentation otherwise keeps (measured after 5,000 connections: RSS 305 MiB with a plain
- * collection, 162 MiB with last-resort, 116 MiB with both; idle 97). Returns whether malloc_trim ran.
+ * fragmentation otherwise keeps; neither alone gives back most of a burst's memory. Returns
+ * whether malloc_trim ran.
  */
 export function collectGarbage(opts: { thorough?: boolean } = {}): boolean {
   const gc = (globalThis as { gc?: (o?: unknown) => void }).gc;
@@ -80,11 +80,8 @@ export const HEAP_GC_MIN_INTERVAL_MS = 30_000;
 /**
  * A thorough collection runs after a sync at most this often (and at least, while syncs come): V8's
  * ordinary collections compact only the emptiest pages, so under steady churn its old generation
- * fragments and the pages it holds grow with a flat set of live objects. The soak at 10,000
- * Services in nftables mode (10 changes a second), live heap flat at 96-101 MiB throughout: V8's
- * resident pages 99 -> 153 MiB from minute 5 to 20 with ordinary collections only; 91-100 MiB
- * through minute 30 with a thorough one every 5 minutes, which compacts every fragmented page and
- * returns them. Its cost at 10,000 Services: 140-160 ms (an ordinary one 65-85 ms).
+ * fragments and the pages it holds grow with a flat set of live objects; a thorough one compacts
+ * every fragmented page and returns them. It costs about twice an ordinary one, so not every sync.
  */
 export const THOROUGH_GC_PERIOD_MS = 5 * 60_000;
 
@@ -122,15 +119,12 @@ export function collectionDue(
  *
  * - Buffers outside the V8 heap above {@linkcode EXTERNAL_GC_BYTES} and a quarter of the heap in
  *   use. Kernel tools' input and output live in such buffers, which V8 does not weigh when it
- *   decides to collect: with a small heap (iptables mode, 1,000 services, a change a second, each
- *   partial restore rewriting KUBE-SERVICES) they piled up to 34 MiB, and the malloc memory under
- *   them, until a collection two minutes later.
+ *   decides to collect: with a small heap they pile up, and the malloc memory under them, for
+ *   minutes.
  * - The heap in use half as large again as the last explicit collection left it (and 16 MiB more),
  *   at most every {@linkcode HEAP_GC_MIN_INTERVAL_MS}. Under steady churn V8 lets its old
  *   generation grow up to four times the live objects before it collects, and the memory reducer
- *   that would shrink it waits for a quiet moment that never comes: the soak at 10,000 Services (10
- *   endpoint changes a second) saw the heap in use swing between 100 and 356 MiB and RSS double in
- *   30 minutes with a flat set of live objects.
+ *   that would shrink it waits for a quiet moment that never comes.
  */
 export function garbagePiled(
   m: { readonly heapUsed: number; readonly external: number },

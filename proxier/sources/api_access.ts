@@ -2,7 +2,7 @@
  * How to reach the API server, resolved as upstream kube-proxy does: `--kubeconfig` (its current
  * context) with `--master` overriding the server, `--master` alone, or the in-cluster service
  * account. Read with our own small loader: client-node's `KubeConfig` pulls in every generated
- * API model (about 80 MiB of resident memory) for what is a few fields of YAML.
+ * API model (tens of MiB of resident memory) for what is a few fields of YAML.
  * @module
  */
 import { load as loadYaml } from "js-yaml";

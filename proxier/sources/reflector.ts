@@ -3,7 +3,8 @@
  * from the list's resourceVersion, and keeps each object the source holds (or only what its
  * handlers need of it later: {@linkcode ReflectorOptions.retain}). It
  * replaces client-node's `ListWatch`, whose module graph (its serializer, every generated model
- * and an HTTP client this program does not use) cost 30 MiB of resident memory before any object.
+ * and an HTTP client this program does not use) costs tens of MiB of resident memory before any
+ * object.
  * @module
  */
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";

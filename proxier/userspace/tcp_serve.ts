@@ -13,8 +13,7 @@ import { splice, type SpliceLimits, SpliceWatch } from "./tcp_copy.ts";
  * Stagger of the dial attempts of one connection (see dialStaggered): the next endpoint is tried
  * beside a pending one after 1 s, 1 s, 2 s, and the dial gives up after the sum, 10 s: long enough
  * for the kernel's SYN retransmissions at 1, 3 and 7 s, which a backend whose accept queue
- * overflowed in a connection burst needs (measured: 5,000 connections at once to one Deno.serve
- * backend). Upstream's userspace proxy cancels each try after 250 ms, 500 ms, 1 s, 2 s; on a busy
+ * overflowed in a connection burst needs. Upstream's userspace proxy cancels each try after 250 ms, 500 ms, 1 s, 2 s; on a busy
  * event loop a cancelled try is a false timeout, so tries here race instead.
  */
 const DIAL_STAGGER_MS = [1000, 1000, 2000, 6000];
@@ -31,15 +30,14 @@ const MAX_ACCEPT_BACKOFF_MS = 250;
 const BURST_CONNECTIONS = 256;
 /**
  * Delays of those collections, so they run once the burst is over rather than at each close. Two:
- * measured with Deno 2.9.6, the first frees the connections' heap objects, and the ArrayBuffers
- * they held go back only at the next one.
+ * the first frees the connections' heap objects, and the ArrayBuffers they held go back only at
+ * the next one.
  */
 const BURST_GC_DELAYS_MS = [1000, 3000];
 /**
  * Connections ended since the last collection after which the next quiet second (fewer than
  * {@linkcode QUIET_ENDS} ended in it) brings the same collections: a new-connection-per-request
- * load never has a burst of open connections, yet leaves its garbage (measured: RSS +50 MiB after
- * 10 s at 11k connections/s, kept while idle).
+ * load never has a burst of open connections, yet leaves its garbage, kept while idle.
  */
 const CHURN_CONNECTIONS = 10_000;
 /** Connections ending within one second that still count as quiet. */

@@ -3,10 +3,8 @@
  * on listeners bound with SO_REUSEPORT, so the kernel spreads connections over the workers.
  *
  * Why: Deno serves every socket of one event loop from one task, and at about a thousand busy
- * sockets per loop some reads wait seconds while others are served at once (measured with `ss`: a
- * socket holding a request for over 2 s with our read pending and the loop responsive; a plain
- * `Deno.listen` echo server shows it too, `Deno.serve` does not). Fewer sockets per loop, on more
- * threads, keep the tail near the mean. Each worker keeps its own rotation and passive health;
+ * sockets per loop some reads wait seconds while others are served at once (a plain `Deno.listen`
+ * echo server shows it too). Fewer sockets per loop, on more threads, keep the tail near the mean. Each worker keeps its own rotation and passive health;
  * services with ClientIP affinity stay on the main thread, so one table pins each client.
  *
  * The proxier sends the full desired state on each sync ({@linkcode ToWorker}); the worker opens
