@@ -5,6 +5,7 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { loadAll as loadAllYaml } from "js-yaml";
+import { type Clock, realClock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { objectName } from "../errors.ts";
 import { type ObjectProblem, ObjectWarnings } from "../object_warnings.ts";
@@ -18,6 +19,8 @@ export interface FileSourceOptions {
   readonly nodeName: string;
   readonly handler: EventHandler;
   readonly log: Logger;
+  /** Times the settling of bursts of edits; default the real clock. */
+  readonly clock?: Clock;
 }
 
 const KINDS = new Set(["Service", "EndpointSlice", "Node", "ServiceCIDR"]);
@@ -33,7 +36,48 @@ const SETTLE_MS = 100;
  */
 const IN_PLACE_SETTLE_MS = 600;
 /** ...but no later than this after the first event, however busy the directory stays. */
-const MAX_SETTLE_MS = 1000;
+export const MAX_SETTLE_MS = 1000;
+
+/**
+ * When to read what the watcher named: once the paths have been quiet for {@linkcode SETTLE_MS}
+ * ({@linkcode IN_PLACE_SETTLE_MS} after an in-place write), and never later than
+ * {@linkcode MAX_SETTLE_MS} after the first event of a burst, however busy the directory stays.
+ */
+export class Settle {
+  readonly #clock: Clock;
+  readonly #fire: () => void;
+  #cancel = () => {};
+  #firstAt: number | undefined;
+  #inPlace = false;
+
+  /** `fire` runs when a burst has settled. */
+  constructor(clock: Clock, fire: () => void) {
+    this.#clock = clock;
+    this.#fire = fire;
+  }
+
+  /** One watcher event; `inPlace`: a modification (the file may be half-written), not a rename. */
+  event(inPlace: boolean): void {
+    const now = this.#clock.now();
+    this.#firstAt ??= now;
+    if (inPlace) this.#inPlace = true;
+    this.#cancel();
+    const settle = this.#inPlace ? IN_PLACE_SETTLE_MS : SETTLE_MS;
+    const latest = this.#firstAt + Math.max(MAX_SETTLE_MS, settle) - now;
+    this.#cancel = this.#clock.setTimer(() => {
+      this.#firstAt = undefined;
+      this.#inPlace = false;
+      this.#fire();
+    }, Math.min(settle, Math.max(0, latest)));
+  }
+
+  /** Drops a burst not yet settled. */
+  stop(): void {
+    this.#cancel();
+    this.#firstAt = undefined;
+    this.#inPlace = false;
+  }
+}
 
 /**
  * Reads Services, EndpointSlices, the own Node and ServiceCIDRs from files and follows changes to them. A file that
@@ -89,22 +133,17 @@ export class FileSource {
     // Edits between load() and the watcher's start would otherwise be missed.
     await this.#readAll(true);
     const pending = new Set<string>();
-    let inPlace = false;
     let rescan = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let firstEventAt: number | undefined;
     let reading = Promise.resolve();
-    const flush = () => {
-      firstEventAt = undefined;
+    const settle = new Settle(this.#o.clock ?? realClock, () => {
       const paths = [...pending];
       const all = rescan;
       pending.clear();
       rescan = false;
-      inPlace = false;
       // Reads run one after another, so a slow read never races a newer one of the same file.
       reading = reading.then(() => all ? this.#readAll(true) : this.#readPaths(paths))
         .catch((e) => this.#o.log.error("Reading source files failed", { error: String(e) }));
-    };
+    });
     try {
       for await (const ev of watcher) {
         if (ev.flag === "rescan") rescan = true;
@@ -114,18 +153,10 @@ export class FileSource {
         }
         if (!rescan && pending.size === 0) continue;
         // Renames and creations bring whole files (instant); modifications may be half-written.
-        if (ev.kind === "modify") inPlace = true;
-        const now = performance.now();
-        firstEventAt ??= now;
-        clearTimeout(timer);
-        const settle = inPlace ? IN_PLACE_SETTLE_MS : SETTLE_MS;
-        timer = setTimeout(
-          flush,
-          Math.min(settle, Math.max(0, firstEventAt + Math.max(MAX_SETTLE_MS, settle) - now)),
-        );
+        settle.event(ev.kind === "modify");
       }
     } finally {
-      clearTimeout(timer);
+      settle.stop();
       await reading;
     }
   }

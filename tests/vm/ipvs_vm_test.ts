@@ -49,7 +49,7 @@ Deno.test({
   async fn() {
     const r = await guestTest(["tests/vm/guest/ipvs_tools.guest.ts", "tests/vm/guest/ipvs_ipv6.guest.ts"]);
     assertEquals(r.code, 0, r.output);
-    assertMatch(r.output, /ok \| 5 passed \| 0 failed/);
+    assertMatch(r.output, /ok \| 6 passed \| 0 failed/);
   },
 });
 
