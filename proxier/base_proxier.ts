@@ -9,7 +9,6 @@ import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node
 import type { Conntrack } from "../iptables/conntrack.ts";
 import { ConntrackReconciler } from "./conntrack/reconciler.ts";
 import { DriftWatch } from "./drift.ts";
-import type { EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
 import { show } from "./errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
@@ -23,8 +22,7 @@ import { Exclusive } from "./runtime/exclusive.ts";
 import { SyncMemory } from "./runtime/gc.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
-import { PendingChanges } from "./pending_changes.ts";
-import type { ServiceUpdateResult } from "./service_change_tracker.ts";
+import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
 import type { EventHandler } from "./sources/handlers.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints } from "./topology.ts";
@@ -38,18 +36,12 @@ export interface Provider extends EventHandler {
   syncLoop(signal: AbortSignal): Promise<void>;
 }
 
-/** Everything a mode needs to program one sync. */
-export interface SyncContext {
+/** Everything a mode needs to program one sync: the model, and what changed in it (`pending_changes.ts`). */
+export interface SyncContext extends AppliedChanges {
   /** Rewrite everything (first sync, after a failure, every fullSyncPeriodMs). */
   readonly full: boolean;
   readonly services: ServicePortMap;
   readonly endpoints: EndpointsMap;
-  /** `namespace/name` of Services whose ports or endpoints changed since the last sync. */
-  readonly changedServices: ReadonlySet<string>;
-  /** The service port keys a partial sync recomputes (`pending_changes.ts`); absent from `services`: gone. */
-  readonly changedPorts: ReadonlySet<string>;
-  readonly serviceChanges: ServiceUpdateResult;
-  readonly endpointChanges: EndpointsUpdateResult;
   /**
    * Aborted when the program stops: kernel tools still running are killed, so stopping never
    * waits for a long restore. A sync that sees it aborted throws without counting a failure.
@@ -60,7 +52,7 @@ export interface SyncContext {
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
-/** Options shared by every proxier; the Node's are {@linkcode NodeManagerOptions}'. */
+/** Options shared by every proxier; those about the Node are {@linkcode NodeManagerOptions}'s. */
 export interface BaseProxierOptions
   extends Pick<NodeManagerOptions, "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode"> {
   readonly family: IPFamily;
