@@ -262,8 +262,8 @@ if (which.has("soak")) {
 }
 
 if (which.has("memory")) {
-  // Upstream kube-proxy 1.36 on this machine, same objects, driven by a real kube-apiserver 1.36
-  // (issue 22's table: after the first sync / at the end of 40 changes / peak, MiB).
+  // Upstream kube-proxy 1.36 measured on this machine, same objects, driven by a real kube-apiserver
+  // 1.36 (after the first sync / at the end of 40 changes / peak, MiB).
   const upstream: Record<string, readonly [number, number, number]> = {
     "nftables 1000": [80, 107, 110],
     "nftables 5000": [154, 271, 283],
@@ -278,7 +278,7 @@ if (which.has("memory")) {
       `the test API server: N Services x 10 endpoints (one EndpointSlice each), then 60 one-endpoint changes 1 s apart`,
   );
   out(
-    "| mode | services | RSS after first sync / after the changes / peak, MiB | upstream 1.36 (issue 22) |",
+    "| mode | services | RSS after first sync / after the changes / peak, MiB | upstream 1.36 (measured here) |",
   );
   out("| --- | ---: | ---: | ---: |");
   for (const mode of ["nftables", "iptables"] as const) {

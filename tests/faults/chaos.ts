@@ -59,7 +59,7 @@ export interface ChaosFigures {
 
 /** Options of {@linkcode runChaos}. */
 export interface ChaosOptions {
-  /** The API server stall's length (the issue's 60 s in the bench; short in CI). */
+  /** The API server stall's length (60 s in the bench; short in CI). */
   readonly stallMs?: number;
   /** iptables mode's `--iptables-backend` (default nft, as the host's). */
   readonly iptablesBackend?: IptablesBackendName;
@@ -88,7 +88,7 @@ const WRAPPED_TOOLS = [
 ];
 const INJECTED = "chaos: injected failure";
 /**
- * How long the other process holds the xtables lock (the issue's 10 s). Here a tool waiting for it
+ * How long the other process holds the xtables lock (10 s: twice iptables' own `-w 5`). Here a tool waiting for it
  * meets the 2 s deadline before its own `-w 5`, so its failure reads "no exit within" (as a hung
  * tool's); tests/faults/xtables_lock_test.ts sees the lock's own message at the shipped deadline.
  */
