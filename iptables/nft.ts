@@ -125,10 +125,13 @@ export class NftRunner implements NFTables {
     );
   }
 
-  async #list(args: string[]): Promise<unknown[]> {
-    const r = await this.#exec.run("nft", { args: ["-j", "list", ...args] });
+  async #list(args: string[], options: string[] = []): Promise<unknown[]> {
+    const r = await this.#exec.run("nft", { args: ["-j", ...options, "list", ...args] });
     if (r.code !== 0) {
-      throw new ExecError(`nft -j list ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`, r.code);
+      throw new ExecError(
+        `nft -j ${[...options, "list", ...args].join(" ")} exited ${r.code}: ${r.stderr.trim()}`,
+        r.code,
+      );
     }
     // A dry run answers with nothing: an empty ruleset.
     if (r.stdout.trim() === "") return [];
@@ -138,9 +141,16 @@ export class NftRunner implements NFTables {
 
   /** @inheritdoc */
   async listChains(table: string): Promise<string[] | undefined> {
-    // `list chains` costs milliseconds; `list tables` reads every element (seconds at 10,000
-    // services). A table of ours always has chains, so none means no table.
-    const chains = (await this.#list(["chains", this.#family]))
+    // Only our table, tersely (`-t`: sets and maps without their elements): nft reads no other
+    // program's table, whatever nft wrote it, and none of our elements.
+    let objects: unknown[];
+    try {
+      objects = await this.#list(["table", this.#family, table], ["-t"]);
+    } catch (e) {
+      if (e instanceof ExecError && /No such file or directory/.test(e.message)) return undefined;
+      throw e;
+    }
+    const chains = objects
       .map((o) => (o as { chain?: { table?: string; name?: string } }).chain)
       .filter((c) => c?.table === table && typeof c.name === "string")
       .map((c) => c!.name!);

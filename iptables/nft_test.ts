@@ -1,6 +1,7 @@
 import { assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
 import { type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
 import { NftError, NftRunner, parseNftVersion, versionAtLeast } from "./nft.ts";
+import { realKernel, withNamespace } from "../tests/support/namespace.ts";
 
 /** Answers every command with `result`, recording what was asked. */
 class Scripted implements Executor {
@@ -40,13 +41,24 @@ Deno.test("NftRunner: a failed transaction names the exit code and the offending
   });
 });
 
-Deno.test("NftRunner: lists one table's chains (undefined without the table) and a map's elements", async () => {
+Deno.test("NftRunner: lists one table's chains, reading that table alone (undefined without it), and a map's elements", async () => {
   const exec = new Scripted((args) => {
-    const doc = args.includes("chains")
+    if (args.includes("table") && args.at(-1) !== "t") {
+      return {
+        code: 1,
+        stdout: "",
+        stderr: `Error: No such file or directory\nlist table ip6 ${args.at(-1)}\n`,
+      };
+    }
+    const doc = args.includes("table")
       ? {
-        nftables: [{ chain: { family: "ip6", table: "other", name: "x" } }, {
-          chain: { family: "ip6", table: "t", name: "c" },
-        }],
+        nftables: [
+          { table: { family: "ip6", name: "t" } },
+          { set: { family: "ip6", table: "t", name: "s" } },
+          {
+            chain: { family: "ip6", table: "t", name: "c" },
+          },
+        ],
       }
       : {
         nftables: [{
@@ -63,6 +75,11 @@ Deno.test("NftRunner: lists one table's chains (undefined without the table) and
   const nft = new NftRunner({ exec, family: "IPv6" });
   assertEquals(await nft.listChains("t"), ["c"]);
   assertEquals(await nft.listChains("missing"), undefined);
+  // Only our table is read, tersely: nft never parses another program's table, nor our elements.
+  assertEquals(exec.calls.slice(0, 2).map((c) => c.args.join(" ")), [
+    "-j -t list table ip6 t",
+    "-j -t list table ip6 missing",
+  ]);
   assertEquals(await nft.listElements("t", "m"), [{
     key: ["fd00::1", "fd00:30::1", "tcp", "80"],
     value: ["fd00:180::1", "8080"],
@@ -75,4 +92,41 @@ Deno.test("nft versions parse and compare", () => {
   assertEquals(versionAtLeast(v, [1, 0, 1]), true);
   assertEquals(versionAtLeast(parseNftVersion("nftables v0.9.8 (E.D.S.)")!, [1, 0, 1]), false);
   assertEquals(parseNftVersion("garbage"), undefined);
+});
+
+const { ignore: noKernel, note } = await realKernel(["nft"]);
+
+Deno.test({
+  name: `NftRunner on the real nft: another program's table, even a large one, is never listed${note}`,
+  ignore: noKernel,
+  async fn() {
+    await withNamespace(async (netns) => {
+      const asked: string[] = [];
+      const exec: Executor = {
+        run: (cmd, opts) => {
+          asked.push(`${cmd} ${opts.args.join(" ")}`);
+          return netns.run(cmd, opts);
+        },
+      };
+      const nft = new NftRunner({ exec, family: "IPv4" });
+      const foreign = ["add table ip foreign", "add set ip foreign big { type ipv4_addr; }"];
+      for (let i = 0; i < 20_000; i += 5_000) {
+        const elems = Array.from(
+          { length: 5_000 },
+          (_, j) => `10.${(i + j) >> 16 & 255}.${(i + j) >> 8 & 255}.${(i + j) & 255}`,
+        );
+        foreign.push(`add element ip foreign big { ${elems.join(", ")} }`);
+      }
+      await nft.apply(foreign.join("\n") + "\n");
+      assertEquals(await nft.listChains("kube-proxy"), undefined);
+      await nft.apply(
+        "add table ip kube-proxy\nadd chain ip kube-proxy services\nadd set ip kube-proxy s { type ipv4_addr; }\n",
+      );
+      assertEquals(await nft.listChains("kube-proxy"), ["services"]);
+      assertEquals(asked.filter((a) => a.includes(" list ")), [
+        "nft -j -t list table ip kube-proxy",
+        "nft -j -t list table ip kube-proxy",
+      ]);
+    });
+  },
 });

@@ -155,8 +155,9 @@ export const nftablesMode: ProxyModeDefinition = {
 
   async recognizes(source) {
     if ("text" in source) return (await import("./trace.ts")).isNftText(source.text);
-    const r = await source.exec.run("nft", { args: ["list", "chains", nftFamily(source.family)] });
-    return r.code === 0 && new RegExp(`^table ${nftFamily(source.family)} ${TABLE} \\{`, "m").test(r.stdout);
+    const chains = await new NftRunner({ exec: source.exec, family: source.family }).listChains(TABLE)
+      .catch(() => undefined);
+    return chains !== undefined;
   },
 
   cleanup(exec: Executor, family: IPFamily) {
