@@ -110,7 +110,8 @@ export const ipvsMode: ProxyModeDefinition = {
     d.events.record({
       regarding: nodeRef(d.nodeName),
       type: "Warning",
-      reason: "DeprecatedProxyMode",
+      // Upstream's reason and action (cmd/kube-proxy/app/server_linux.go).
+      reason: "IPVSDeprecation",
       action: "StartKubeProxy",
       note: IPVS_DEPRECATION,
     });

@@ -4,6 +4,7 @@ import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { FakeClock, realClock } from "../runtime/clock.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
+import type { EventSpec } from "../runtime/events.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { IPVS_DEPRECATION, ipvsMode, ipvsSysctls } from "./mode.ts";
 
@@ -27,12 +28,22 @@ Deno.test("ipvs sysctls as upstream: conn_reuse_mode only on 4.1 to 5.8 kernels,
   ]);
 });
 
-Deno.test("ipvs mode says at start that upstream deprecated it, recommending nftables", async () => {
+Deno.test("ipvs mode says at start that upstream deprecated it, recommending nftables, in a log line and upstream's Event", async () => {
   const log = new MemoryLogger();
   const exec = { run: () => Promise.resolve({ code: 1, stdout: "", stderr: "no IPVS" }) };
-  const deps = newModeDeps(defaultConfig(), { nodeName: "node-a", log, clock: new FakeClock(), exec });
+  const posted: EventSpec[] = [];
+  const deps = newModeDeps(defaultConfig(), {
+    nodeName: "node-a",
+    log,
+    clock: new FakeClock(),
+    exec,
+    events: { record: (e) => posted.push(e) },
+  });
   await assertRejects(() => ipvsMode.setup!(deps), ModeUnavailableError);
   assertEquals(log.messages("warn"), [IPVS_DEPRECATION]);
+  assertEquals(posted.map((e) => [e.regarding.kind, e.regarding.name, e.type, e.reason, e.action, e.note]), [
+    ["Node", "node-a", "Warning", "IPVSDeprecation", "StartKubeProxy", IPVS_DEPRECATION],
+  ]);
   assertMatch(IPVS_DEPRECATION, /deprecated upstream since Kubernetes 1\.35.*--proxy-mode=nftables/);
 });
 
