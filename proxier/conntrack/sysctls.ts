@@ -99,3 +99,17 @@ export async function tuneConntrack(
   });
   o.warn(`cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`);
 }
+
+/**
+ * Returns whether the kernel is liberal about out-of-window TCP packets (`nf_conntrack_tcp_be_liberal`
+ * non-zero, whoever set it: `--conntrack-tcp-be-liberal` at start, the distribution, an admin). As
+ * upstream, no rule then drops INVALID packets: the kernel marks only out-of-window RSTs INVALID.
+ * Read after our own setting is applied; a value that cannot be read counts as not liberal (the
+ * drop stays), as upstream.
+ */
+export async function kernelTCPLiberal(sysctl: Sysctl, log: Logger): Promise<boolean> {
+  const value = await sysctl.get(TCP_BE_LIBERAL).catch(() => "");
+  const liberal = /^[0-9]+$/.test(value) && Number(value) !== 0;
+  if (liberal) log.info("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets");
+  return liberal;
+}

@@ -25,6 +25,7 @@ import {
 } from "../runtime/kernel_tools.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
+import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import { cleanupIptables } from "./cleanup.ts";
 import type { IptablesProxier, IptablesProxierOptions } from "./proxier.ts";
 
@@ -33,7 +34,10 @@ async function newProxier(
   d: ModeDeps,
   family: IPFamily,
   iptables: IPTables,
-  extra: Pick<IptablesProxierOptions, "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode">,
+  extra: Pick<
+    IptablesProxierOptions,
+    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "conntrackTCPLiberal"
+  >,
 ): Promise<IptablesProxier> {
   const c = d.config;
   const { IptablesProxier } = await import("./proxier.ts");
@@ -76,6 +80,7 @@ export const iptablesMode: ProxyModeDefinition = {
 
   async create(d) {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const conntrackTCPLiberal = await kernelTCPLiberal(new SysctlRunner({ exec: d.exec }), d.log);
     const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
     const families: IptablesProxier[] = [];
     const runners = await Promise.all(
@@ -88,6 +93,7 @@ export const iptablesMode: ProxyModeDefinition = {
           conntrack: new ConntrackRunner({ exec: d.exec, family: ipt.family }),
           healthServer: d.healthServer,
           nodeIPs,
+          conntrackTCPLiberal,
         }),
       );
     }

@@ -41,8 +41,9 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
   readonly nodePortAddresses: readonly string[];
   readonly localhostNodePorts: boolean;
   /**
-   * `--conntrack-tcp-be-liberal`: out-of-window TCP packets are not INVALID, so INVALID packets are
-   * not dropped either (upstream drops them otherwise, against spurious resets).
+   * The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`: the sysctl, whoever set
+   * it; `--conntrack-tcp-be-liberal` in `render`): INVALID packets are then not dropped either
+   * (upstream drops them otherwise, against spurious resets).
    */
   readonly conntrackTCPLiberal?: boolean;
 }

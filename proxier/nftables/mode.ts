@@ -9,6 +9,8 @@ import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptab
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { CONNTRACK_NEED } from "../runtime/kernel_tools.ts";
+import { SysctlRunner } from "../../iptables/sysctl.ts";
+import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -33,7 +35,7 @@ async function newProxier(
   nft: NFTables,
   extra: Pick<
     NftablesProxierOptions,
-    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "affinitySupported"
+    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "affinitySupported" | "conntrackTCPLiberal"
   >,
 ): Promise<NftablesProxier> {
   const c = d.config;
@@ -94,6 +96,7 @@ export const nftablesMode: ProxyModeDefinition = {
     }
     d.log.info("Using nft", { version: version.text });
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const conntrackTCPLiberal = await kernelTCPLiberal(new SysctlRunner({ exec: d.exec }), d.log);
     const families: NftablesProxier[] = [];
     for (const family of ["IPv4", "IPv6"] as const) {
       const nft = new NftRunner({ exec: d.exec, family });
@@ -130,6 +133,7 @@ export const nftablesMode: ProxyModeDefinition = {
           healthServer: d.healthServer,
           nodeIPs,
           affinitySupported,
+          conntrackTCPLiberal,
         }),
       );
     }

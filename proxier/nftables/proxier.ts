@@ -39,7 +39,7 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly nodePortAddresses: readonly string[];
   /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
   readonly affinitySupported: boolean;
-  /** `--conntrack-tcp-be-liberal`: INVALID packets are then not dropped, as upstream. */
+  /** The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`): INVALID packets are then not dropped, as upstream. */
   readonly conntrackTCPLiberal?: boolean;
 }
 

@@ -187,7 +187,7 @@ export const FLAGS: readonly FlagDef[] = [
     type: "bool",
     default: "false",
     help:
-      "nf_conntrack_tcp_be_liberal=1 (out-of-window packets are not INVALID; iptables mode then drops no INVALID packet)",
+      "nf_conntrack_tcp_be_liberal=1 (out-of-window packets are not INVALID; with the kernel so set, by this flag or otherwise, no rule drops INVALID packets)",
     apply: (c, s) => c.v.conntrack.tcpBeLiberal = parseBool("--conntrack-tcp-be-liberal", s),
   },
   {

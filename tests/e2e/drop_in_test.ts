@@ -131,6 +131,46 @@ test(
 );
 
 test(
+  "the INVALID drop follows the kernel's nf_conntrack_tcp_be_liberal, whoever set it (iptables and nftables modes)",
+  async (t, dir) => {
+    /** Whether the forward chain drops INVALID packets, once the proxy has written that chain. */
+    const invalidDrop = async (mode: string) => {
+      const chain = mode === "iptables"
+        ? (await t.exec(t.node, ["iptables-nft-save", "-t", "filter"])).split("\n")
+          .filter((l) => l.startsWith("-A KUBE-FORWARD ")).join("\n")
+        : await t.exec(t.node, ["nft", "list", "chain", "ip", "kube-proxy", "filter-forward"], {
+          allowFail: true,
+        });
+      assert(/ACCEPT|accept|jump|goto/.test(chain), `the forward chain is written: ${chain}`);
+      return /--ctstate INVALID -j DROP|ct state invalid drop/.test(chain);
+    };
+    for (const mode of ["iptables", "nftables"]) {
+      for (const liberal of ["1", "0"]) {
+        // Set by someone else before the start (no --conntrack-tcp-be-liberal): the kernel decides.
+        await t.exec(t.node, ["conntrack", "-L"], { allowFail: true });
+        await t.exec(t.node, ["sysctl", "-q", "-w", `${KEYS.liberal}=${liberal}`]);
+        const p = t.startProxy([
+          `--source=file:${dir}`,
+          "--hostname-override=node-a",
+          `--proxy-mode=${mode}`,
+        ]);
+        try {
+          await eventually(async () => assertEquals(await invalidDrop(mode), liberal === "0"), 15_000);
+          if (liberal === "1") {
+            assertMatch(
+              p.log(),
+              /nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets/,
+            );
+          }
+        } finally {
+          await p.stop();
+        }
+      }
+    }
+  },
+);
+
+test(
   "a bad kubeconfig exits 1 naming it, and the node keeps every rule and sysctl as it was",
   async (t, dir) => {
     await Deno.writeTextFile(
