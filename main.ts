@@ -16,6 +16,7 @@ import { setOwnOomScoreAdj } from "./proxier/runtime/oom_score.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/runtime/events.ts";
 import { writeConfigFile } from "./proxier/options/write_config.ts";
+import { watchConfigFile } from "./proxier/options/config_watch.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/sources/api_access.ts";
 import { newApiClient, startApiSource } from "./proxier/sources/api_source.ts";
 import { FileSource } from "./proxier/sources/file.ts";
@@ -101,6 +102,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   for (const n of cmd.notApplying) log.warn(n);
   return await run(mode, config, exec, log, {
     initOnly: cmd.command === "init-only",
+    configFile: cmd.configFile,
     stop: opts.stop,
     pages: {
       mode: config.mode,
@@ -123,7 +125,12 @@ async function run(
   config: ProxyConfig,
   exec: Executor,
   log: Logger,
-  o: { initOnly: boolean; stop?: AbortSignal; pages: StatusPages },
+  o: {
+    initOnly: boolean;
+    stop?: AbortSignal;
+    pages: StatusPages;
+    configFile?: { readonly path: string; readonly text: string };
+  },
 ): Promise<number> {
   if (!await modeToolsPresent(mode, config, Deno.env.get("PATH"), log)) return 1;
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
@@ -238,6 +245,24 @@ async function run(
     source: config.source.kind,
   });
   tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
+  let code = 0;
+  if (o.configFile !== undefined) {
+    const { path, text } = o.configFile;
+    tasks.push(watchConfigFile({
+      path,
+      text,
+      signal: ac.signal,
+      onChange: () => {
+        // As upstream: an error, so the DaemonSet or systemd (Restart=on-failure) starts it again.
+        log.error("Error running ProxyServer", {
+          err: "content of the proxy server's configuration file was updated",
+          file: path,
+        });
+        code = 1;
+        stop();
+      },
+    }));
+  }
   if (config.source.kind === "file") {
     const src = new FileSource({ path: config.source.path, nodeName, handler: proxier, log });
     try {
@@ -267,7 +292,7 @@ async function run(
   healthServer.close();
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
-  return 0;
+  return code;
 }
 
 if (import.meta.main) {

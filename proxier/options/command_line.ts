@@ -56,8 +56,8 @@ export interface ParsedCommand {
   readonly warnings: string[];
   /** Settings given that do nothing in this program, each with why; named once at start. */
   readonly notApplying: string[];
-  /** Path given to --config, if any (its content is already merged into `config`). */
-  readonly configFile?: string;
+  /** `--config`, if given: its path and the text read (already merged into `config`). */
+  readonly configFile?: { readonly path: string; readonly text: string };
   /** Every flag (but trace's) with its value as given, else its default: what `/flagz` lists. */
   readonly flagValues: ReadonlyArray<readonly [name: string, value: string]>;
 }
@@ -93,9 +93,12 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   const writeConfigTo = given("write-config-to");
   const warnings: string[] = [];
   const fromFile = configFile !== undefined;
+  let configText = "";
   // With --config the file replaces the flags' defaults (defaulted as upstream's decoding does).
   const ctx: FlagContext = {
-    v: fromFile ? readConfigFile(configFile, readFile, warnings) : defaultKubeProxyConfiguration(),
+    v: fromFile
+      ? readConfigFile(configFile, readFile, warnings, (text) => configText = text)
+      : defaultKubeProxyConfiguration(),
     own: defaultOwnFlags(),
     late: new Map(),
     healthzPort: HEALTHZ_PORT,
@@ -143,7 +146,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     flagValues: FLAGS.filter((f) => f.origin !== "trace").map((
       f,
     ) => [`--${f.name}`, given(f.name) ?? f.default]),
-    configFile,
+    configFile: configFile === undefined ? undefined : { path: configFile, text: configText },
     trace: trace === undefined ? undefined : { ...trace, modeChosen },
     usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
     renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
@@ -152,11 +155,12 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   };
 }
 
-/** Reads and decodes the `--config` file, defaulted; its unknown fields go to `warnings`. */
+/** Reads and decodes the `--config` file, defaulted; its unknown fields go to `warnings`, its text to `read`. */
 function readConfigFile(
   path: string,
   readFile: (path: string) => string,
   warnings: string[],
+  read: (text: string) => void,
 ): KubeProxyConfiguration {
   let text: string;
   try {
@@ -166,6 +170,7 @@ function readConfigFile(
       cause: e,
     });
   }
+  read(text);
   const decoded = decodeConfigFile(text, path);
   warnings.push(...decoded.warnings);
   return setDefaults(decoded.config);

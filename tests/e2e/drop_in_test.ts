@@ -9,6 +9,7 @@ import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { startArgs } from "../support/program.ts";
 import { Topology } from "./netns.ts";
+import type { ProxyProcess } from "../support/program.ts";
 import { realKernel, sh, withNamespace } from "../support/namespace.ts";
 
 const KEYS = {
@@ -167,6 +168,67 @@ test(
         }
       }
     }
+  },
+);
+
+/** Waits for `p` to exit at most `ms` after now; returns its exit code and how long it took. */
+async function exitWithin(p: ProxyProcess, ms: number): Promise<{ code: number; ms: number }> {
+  const start = performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const status = await Promise.race([
+    p.exited,
+    new Promise<undefined>((r) => timer = setTimeout(() => r(undefined), ms)),
+  ]);
+  clearTimeout(timer);
+  assert(status !== undefined, `still running ${ms} ms after the change:\n${p.log()}`);
+  return { code: status.code, ms: Math.round(performance.now() - start) };
+}
+
+test(
+  "a changed --config file ends the proxy (exit 1, upstream's line naming the file) so it restarts with it; the same bytes rewritten do not; a ConfigMap's ..data swap does",
+  async (t, dir) => {
+    const config = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+`;
+    // A plain file, edited in place.
+    await Deno.mkdir(`${dir}/plain`);
+    const plain = `${dir}/plain/config.conf`;
+    await Deno.writeTextFile(plain, config);
+    const args = [`--source=file:${dir}`, "--hostname-override=node-a"];
+    let p = t.startProxy([`--config=${plain}`, ...args]);
+    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), 15_000);
+    await Deno.writeTextFile(plain, config);
+    await new Promise((r) => setTimeout(r, 1000));
+    assertEquals(p.log().includes("configuration file was updated"), false, "the same bytes change nothing");
+    await Deno.writeTextFile(plain, config + "# v=2\n");
+    const edited = await exitWithin(p, 2000);
+    assertEquals(edited.code, 1, p.log());
+    assertMatch(
+      p.log(),
+      /E\d{4} [\d:.]+ +\d+ main\.ts:\d+\] "Error running ProxyServer" err="content of the proxy server's configuration file was updated" file=".*\/plain\/config\.conf"/,
+    );
+    // As kubelet projects a ConfigMap: config.conf -> ..data/config.conf, ..data -> a dated directory,
+    // and an update swaps ..data by a rename.
+    const cm = `${dir}/configmap`;
+    await Deno.mkdir(`${cm}/..2026_01`, { recursive: true });
+    await Deno.writeTextFile(`${cm}/..2026_01/config.conf`, config);
+    await Deno.symlink("..2026_01", `${cm}/..data`);
+    await Deno.symlink("..data/config.conf", `${cm}/config.conf`);
+    p = t.startProxy([`--config=${cm}/config.conf`, ...args]);
+    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), 15_000);
+    await Deno.mkdir(`${cm}/..2026_02`);
+    await Deno.writeTextFile(
+      `${cm}/..2026_02/config.conf`,
+      config.replace("mode: nftables", "mode: iptables"),
+    );
+    await Deno.symlink("..2026_02", `${cm}/..data_tmp`);
+    await Deno.rename(`${cm}/..data_tmp`, `${cm}/..data`);
+    const swapped = await exitWithin(p, 2000);
+    assertEquals(swapped.code, 1, p.log());
+    assertMatch(p.log(), /configuration file was updated" file=".*\/configmap\/config\.conf"/);
   },
 );
 
