@@ -53,8 +53,11 @@ export interface SyncContext extends AppliedChanges {
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
 
 /** Options shared by every proxier; those about the Node are {@linkcode NodeManagerOptions}'s. */
-export interface BaseProxierOptions
-  extends Pick<NodeManagerOptions, "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode"> {
+export interface BaseProxierOptions extends
+  Pick<
+    NodeManagerOptions,
+    "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
+  > {
   readonly family: IPFamily;
   /** This node's name: decides which endpoints are local. */
   readonly nodeName: string;
@@ -435,6 +438,11 @@ export abstract class BaseProxier implements Provider {
       endpoints: ctx.endpoints,
       removed: ctx.serviceChanges.removedPorts,
     });
-    this.#healthServer?.sync(serviceHealthStates(ctx.services, ctx.endpoints), this.family);
+    if (this.#healthServer !== undefined) {
+      // Where NodePorts answer, as upstream (its health server reads the same addresses).
+      const npa = this.node.nodePortAddresses(true);
+      const addresses = npa.matchAll ? "all" : npa.nodeIPs(this.node.ips);
+      this.#healthServer.sync(serviceHealthStates(ctx.services, ctx.endpoints), this.family, addresses);
+    }
   }
 }

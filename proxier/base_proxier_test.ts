@@ -310,8 +310,11 @@ class NoopProxier extends BaseProxier {
 
 Deno.test("health check node port: terminating endpoints do not count, even while serving (upstream's LocalReadyEndpoints)", async () => {
   const port = freePort();
-  const healthServer = new ServiceHealthServer({ log: new MemoryLogger(), hostname: "127.0.0.1" });
-  const p = new NoopProxier(baseOptions({ healthServer }));
+  const healthServer = new ServiceHealthServer({ log: new MemoryLogger() });
+  // Health check node ports answer where NodePorts do: here, the node's loopback address only.
+  const p = new NoopProxier(
+    baseOptions({ healthServer, nodePortAddresses: ["127.0.0.1/32"], nodeIPs: ["127.0.0.1"] }),
+  );
   const lb = makeService("ns1", "lb", (s) => {
     s.spec!.type = "LoadBalancer";
     s.spec!.externalTrafficPolicy = "Local";

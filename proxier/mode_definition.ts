@@ -77,6 +77,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     warnings: d.warnings,
     events: d.events,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
+    nodePortAddresses: d.config.nodePortAddresses,
     syncPeriodMs: d.config.syncPeriodMs,
     nodeWaitMs: d.config.source.kind === "kubernetes"
       ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)

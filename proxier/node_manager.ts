@@ -43,6 +43,11 @@ export interface NodeManagerOptions {
    * ExternalIP addresses (from the source), as the node itself would hold them.
    */
   readonly nodeIPsFromNode?: boolean;
+  /**
+   * `--nodeport-addresses` as configured (CIDRs of both families, or `primary`); default none: every
+   * address of the node.
+   */
+  readonly nodePortAddresses?: readonly string[];
   /** Called once when the wait is over (the Node is known, or the wait timed out). */
   readonly onReady: () => void;
   /**
@@ -178,11 +183,17 @@ export class NodeManager {
   }
 
   /**
-   * Returns where NodePorts answer for this family (`proxier/nodeport_addresses.ts`), `primary`
-   * resolved to the Node's primary address as known now.
+   * Returns where NodePorts (and health check node ports) answer for this family
+   * (`proxier/nodeport_addresses.ts`), `primary` resolved to the Node's primary address as known now.
+   * `allowIPv4Localhost`: the mode can serve NodePorts on 127.0.0.0/8.
    */
-  nodePortAddresses(configured: readonly string[], allowIPv4Localhost = false): NodePortAddresses {
-    return new NodePortAddresses(this.#o.family, configured, this.primaryIP, allowIPv4Localhost);
+  nodePortAddresses(allowIPv4Localhost = false): NodePortAddresses {
+    return new NodePortAddresses(
+      this.#o.family,
+      this.#o.nodePortAddresses ?? [],
+      this.primaryIP,
+      allowIPv4Localhost,
+    );
   }
 
   /**

@@ -68,10 +68,10 @@ Deno.test("node manager: in NodeCIDR mode a Node without pod CIDRs is not enough
 });
 
 Deno.test("node manager: render's addresses come from the Node object, and it says so", () => {
-  const { m } = manager({ nodeWaitMs: 0, nodeIPsFromNode: true });
+  const { m } = manager({ nodeWaitMs: 0, nodeIPsFromNode: true, nodePortAddresses: ["primary"] });
   assertEquals(m.describeIPs(), 'none (no Node object "node-a" in the source; --node-ip sets them)');
   m.set(node({ ips: ["192.168.0.2"] }));
   assertEquals(m.ips, ["192.168.0.2"]);
   assertEquals(m.describeIPs(), `192.168.0.2 (the Node object "node-a"'s InternalIP and ExternalIP)`);
-  assertEquals(m.nodePortAddresses(["primary"]).nodeIPs(["192.168.0.2", "10.0.0.1"]), ["192.168.0.2"]);
+  assertEquals(m.nodePortAddresses().nodeIPs(["192.168.0.2", "10.0.0.1"]), ["192.168.0.2"]);
 });

@@ -49,96 +49,92 @@ export function serviceHealthStates(services: ServicePortMap, endpoints: Endpoin
   return [...byPort.values()];
 }
 
-/** Runs one server per health check node port; {@linkcode sync} opens and closes them. */
+/**
+ * Where one family's health check node ports listen: `all` (every address; `--nodeport-addresses`
+ * unset or covering everything), or the node's addresses inside `--nodeport-addresses`.
+ */
+export type HealthCheckAddresses = "all" | readonly string[];
+
+/**
+ * Runs one server per health check node port and address, where NodePorts answer; {@linkcode sync}
+ * opens and closes them.
+ */
 export class ServiceHealthServer {
   readonly #log: Logger;
-  readonly #hostname: string;
   readonly #proxyHealthy: () => boolean;
   readonly #events: EventRecorder;
   readonly #nodeName: string;
   /** What each family's proxier last reported. */
-  readonly #byFamily = new Map<string, readonly ServiceHealth[]>();
-  readonly #servers = new Map<
-    number,
-    { server: Deno.HttpServer; ac: AbortController; state: ServiceHealth }
+  readonly #byFamily = new Map<
+    string,
+    { services: readonly ServiceHealth[]; addresses: HealthCheckAddresses }
   >();
+  /** Per `address port`. */
+  readonly #servers = new Map<string, { ac: AbortController; state: ServiceHealth }>();
 
   /**
-   * Listens on `hostname` (default all addresses); opens nothing until a sync. `proxyHealthy` is
-   * the proxy's own health (upstream's `serviceProxyHealthy`): a stuck proxy answers 503 on every
-   * port, so load balancers stop sending to it. Default: always healthy.
+   * Opens nothing until a sync. `proxyHealthy` is the proxy's own health (upstream's
+   * `serviceProxyHealthy`): a stuck proxy answers 503 on every port, so load balancers stop sending
+   * to it. Default: always healthy.
    */
   constructor(
     opts: {
       log: Logger;
-      hostname?: string;
       proxyHealthy?: () => boolean;
       events?: EventRecorder;
       nodeName?: string;
     },
   ) {
     this.#log = opts.log;
-    this.#hostname = opts.hostname ?? "0.0.0.0";
     this.#proxyHealthy = opts.proxyHealthy ?? (() => true);
     this.#events = opts.events ?? nullRecorder;
     this.#nodeName = opts.nodeName ?? "";
   }
 
   /**
-   * Makes the running servers match `services` as `family`'s proxier sees them, together with what
-   * the other family's proxier last reported (a dual-stack Service's port is served while either
-   * family has it, with the larger local endpoint count); a port that cannot be bound is logged.
+   * Makes the running servers match `services` as `family`'s proxier sees them, on `addresses`,
+   * together with what the other family's proxier last reported (a dual-stack Service's port is
+   * served while either family has it, with the larger local endpoint count); a port that cannot be
+   * bound is logged and posted as an Event. Every address of a family (`all`) is `0.0.0.0` for IPv4,
+   * as upstream's all-address listener; the IPv6 all-address listener would take the port from it.
    */
-  sync(services: readonly ServiceHealth[], family = "IPv4"): void {
-    this.#byFamily.set(family, services);
+  sync(services: readonly ServiceHealth[], family = "IPv4", addresses: HealthCheckAddresses = "all"): void {
+    this.#byFamily.set(family, { services, addresses });
     const want = new Map<number, ServiceHealth>();
-    for (const list of this.#byFamily.values()) {
-      for (const s of list) {
+    const hosts = new Set<string>();
+    for (const [f, report] of this.#byFamily) {
+      for (const s of report.services) {
         const cur = want.get(s.port);
         if (cur === undefined || s.localEndpoints > cur.localEndpoints) want.set(s.port, s);
       }
+      if (report.addresses !== "all") { for (const a of report.addresses) hosts.add(a); }
+      else if (f === "IPv4") hosts.add("0.0.0.0");
     }
-    for (const [port, s] of this.#servers) {
-      if (!want.has(port)) {
+    const wanted = new Map<string, { hostname: string; state: ServiceHealth }>();
+    for (const [port, state] of want) {
+      for (const hostname of hosts) wanted.set(`${hostname} ${port}`, { hostname, state });
+    }
+    for (const [key, s] of this.#servers) {
+      if (!wanted.has(key)) {
         s.ac.abort();
-        this.#servers.delete(port);
+        this.#servers.delete(key);
       }
     }
-    for (const [port, state] of want) {
-      const cur = this.#servers.get(port);
+    for (const [key, { hostname, state }] of wanted) {
+      const cur = this.#servers.get(key);
       if (cur !== undefined) {
         cur.state = state;
         continue;
       }
-      const ac = new AbortController();
-      const entry = { server: undefined as unknown as Deno.HttpServer, ac, state };
+      const entry = { ac: new AbortController(), state };
       try {
-        entry.server = Deno.serve(
-          { hostname: this.#hostname, port, signal: ac.signal, onListen() {} },
-          () => {
-            const s = entry.state;
-            const proxyHealthy = this.#proxyHealthy();
-            return Response.json(
-              {
-                service: { namespace: s.namespace, name: s.name },
-                localEndpoints: s.localEndpoints,
-                serviceProxyHealthy: proxyHealthy,
-              },
-              {
-                status: s.localEndpoints > 0 && proxyHealthy ? 200 : 503,
-                headers: {
-                  "X-Content-Type-Options": "nosniff",
-                  "X-Load-Balancing-Endpoint-Weight": String(s.localEndpoints),
-                },
-              },
-            );
-          },
-        );
-        this.#servers.set(port, entry);
+        this.#serve(entry, hostname, state.port);
+        this.#servers.set(key, entry);
       } catch (e) {
         this.#log.error("Cannot open health check node port", {
           service: `${state.namespace}/${state.name}`,
-          port,
+          address: hostname,
+          port: state.port,
           error: (e as Error).message,
         });
         this.#events.record({
@@ -147,12 +143,34 @@ export class ServiceHealthServer {
           reason: "FailedToStartServiceHealthcheck",
           action: "Listen",
           note:
-            `node ${this.#nodeName} failed to start healthcheck "${state.namespace}/${state.name}" on port ${port}: ${
+            `node ${this.#nodeName} failed to start healthcheck "${state.namespace}/${state.name}" on port ${state.port}: ${
               (e as Error).message
             }`,
         });
       }
     }
+  }
+
+  /** Answers `entry`'s current state on `hostname:port` until its controller aborts. */
+  #serve(entry: { ac: AbortController; state: ServiceHealth }, hostname: string, port: number): void {
+    Deno.serve({ hostname, port, signal: entry.ac.signal, onListen() {} }, () => {
+      const s = entry.state;
+      const proxyHealthy = this.#proxyHealthy();
+      return Response.json(
+        {
+          service: { namespace: s.namespace, name: s.name },
+          localEndpoints: s.localEndpoints,
+          serviceProxyHealthy: proxyHealthy,
+        },
+        {
+          status: s.localEndpoints > 0 && proxyHealthy ? 200 : 503,
+          headers: {
+            "X-Content-Type-Options": "nosniff",
+            "X-Load-Balancing-Endpoint-Weight": String(s.localEndpoints),
+          },
+        },
+      );
+    });
   }
 
   /** Closes every server. */

@@ -47,7 +47,6 @@ async function newProxier(
     iptables,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.masqueradeBit,
-    nodePortAddresses: c.nodePortAddresses,
     localhostNodePorts: c.localhostNodePorts,
     conntrackTCPLiberal: c.conntrack.tcpBeLiberal,
     ...extra,

@@ -37,8 +37,6 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
   readonly iptables: IPTables;
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
-  readonly nodePortAddresses: readonly string[];
   readonly localhostNodePorts: boolean;
   /**
    * The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`: the sysctl, whoever set
@@ -369,7 +367,7 @@ export class IptablesProxier extends BaseProxier {
   #nodePortJumps(): string[] {
     const comment =
       `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`;
-    const npa = this.node.nodePortAddresses(this.#o.nodePortAddresses, this.#o.localhostNodePorts);
+    const npa = this.node.nodePortAddresses(this.#o.localhostNodePorts);
     if (npa.matchAll) {
       const notLoopback = npa.allowLocalhost ? "" : `! -d ${this.#loopback} `;
       return [

@@ -47,7 +47,6 @@ async function newProxier(
     excludeCIDRs: c.ipvs.excludeCIDRs,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.masqueradeBit,
-    nodePortAddresses: c.nodePortAddresses,
     ...extra,
   });
 }

@@ -47,8 +47,6 @@ export interface IpvsProxierOptions extends BaseProxierOptions {
   readonly excludeCIDRs: readonly string[];
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
-  readonly nodePortAddresses: readonly string[];
 }
 
 /** A load-balancer address the node must not reach (its source ranges exclude the node). */
@@ -112,7 +110,7 @@ export class IpvsProxier extends BaseProxier {
   /** The addresses NodePorts are served on: this family's node addresses within --nodeport-addresses. */
   #nodePortIPs(): string[] {
     // Addresses bound to kube-ipvs0 are service addresses, not the node's.
-    return this.node.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.node.ips)
+    return this.node.nodePortAddresses().nodeIPs(this.node.ips)
       .filter((ip) => !this.#kernelBinds.has(ip) && !this.#binds.has(ip));
   }
 

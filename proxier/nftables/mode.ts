@@ -46,7 +46,6 @@ async function newProxier(
     nft,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.nftablesMasqueradeBit,
-    nodePortAddresses: c.nodePortAddresses,
     conntrackTCPLiberal: c.conntrack.tcpBeLiberal,
     ...extra,
   });

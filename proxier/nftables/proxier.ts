@@ -35,8 +35,6 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly nft: NFTables;
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it). */
-  readonly nodePortAddresses: readonly string[];
   /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
   readonly affinitySupported: boolean;
   /** The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`): INVALID packets are then not dropped, as upstream. */
@@ -72,7 +70,7 @@ export class NftablesProxier extends BaseProxier {
 
   /** The node's addresses of this family that answer NodePorts. */
   #nodePortIPs(): string[] {
-    return this.node.nodePortAddresses(this.#o.nodePortAddresses).nodeIPs(this.node.ips);
+    return this.node.nodePortAddresses().nodeIPs(this.node.ips);
   }
 
   /** @inheritdoc */

@@ -28,7 +28,6 @@ export const userspaceMode: ProxyModeDefinition = {
         )
         : undefined,
       listenAddress: c.bindAddress,
-      nodePortAddresses: c.nodePortAddresses,
       nodeIPs: Deno.networkInterfaces().filter((i) => i.family === "IPv4").map((i) => i.address),
       portRange: c.portRange,
       udpIdleTimeoutMs: c.udpIdleTimeoutMs,

@@ -32,7 +32,6 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
    * addresses included, as a socket serves them): NodePorts listen on every address (`0.0.0.0`) or
    * on those of `nodeIPs` inside it.
    */
-  readonly nodePortAddresses: readonly string[];
   readonly portRange: PortRange;
   readonly udpIdleTimeoutMs: number;
   /** TCP idle and stalled-write bounds (`--tcp-idle-timeout`, `--tcp-write-timeout`); default none. */
@@ -199,7 +198,7 @@ export class UserspaceProxier extends BaseProxier {
     for (const key of [...this.#ports.keys()]) {
       if (!ctx.services.has(key)) this.#closePort(key);
     }
-    const npa = this.node.nodePortAddresses(this.#o.nodePortAddresses, true);
+    const npa = this.node.nodePortAddresses(true);
     this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];

@@ -233,6 +233,54 @@ metricsBindAddress: 127.0.0.1:10249
 );
 
 test(
+  "health check node ports listen where NodePorts answer: --nodeport-addresses keeps them off the node's other addresses",
+  async (t, dir) => {
+    await Deno.writeTextFile(
+      `${dir}/lb.yaml`,
+      `apiVersion: v1
+kind: Service
+metadata: { namespace: e2e, name: lb }
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 30007
+  clusterIP: 172.30.0.21
+  clusterIPs: [172.30.0.21]
+  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30021 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: e2e, name: lb-1, labels: { kubernetes.io/service-name: lb } }
+addressType: IPv4
+ports: [{ name: p, protocol: TCP, port: 8080 }]
+endpoints:
+  - { addresses: [10.180.1.2], conditions: { ready: true }, nodeName: node-a }
+`,
+    );
+    const args = [`--source=file:${dir}`, "--hostname-override=node-a"];
+    const hc = (host: string) => t.nodeAgent.http(host, 30007, 1000);
+    for (const mode of ["iptables", "nftables"]) {
+      const p = t.startProxy([...args, `--proxy-mode=${mode}`, "--nodeport-addresses=192.168.0.0/24"]);
+      try {
+        await eventually(async () => assertMatch(await hc(t.nodeIP), /^200 .*"localEndpoints":1/), 15_000);
+        const lo = await hc("127.0.0.1");
+        assertMatch(lo, /^ERR /, `${mode}: not on 127.0.0.1: ${lo}`);
+      } finally {
+        await p.stop();
+      }
+    }
+    // Without --nodeport-addresses (iptables mode's default): every address.
+    const p = t.startProxy([...args, "--proxy-mode=iptables"]);
+    try {
+      await eventually(async () => assertMatch(await hc("127.0.0.1"), /^200 /), 15_000);
+      assertMatch(await hc(t.nodeIP), /^200 /);
+    } finally {
+      await p.stop();
+    }
+  },
+);
+
+test(
   "a bad kubeconfig exits 1 naming it, and the node keeps every rule and sysctl as it was",
   async (t, dir) => {
     await Deno.writeTextFile(
