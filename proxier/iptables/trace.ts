@@ -9,7 +9,7 @@ import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
 import { ipFamily } from "../net.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { type TraceQuery, type TraceResult, traceSource } from "../trace/trace.ts";
+import { queryPacket, type TraceQuery, type TraceResult } from "../trace/trace.ts";
 import type { IPFamily } from "../types.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */
@@ -26,17 +26,7 @@ export async function traceIptables(
     const ipt = new IptablesRunner({ exec, family, backend });
     text = (await ipt.save("nat")) + (await ipt.save("filter"));
   }
-  return tracePacket(
-    parseRules(text),
-    {
-      src: traceSource(q, family, nodeIPs),
-      dst: q.dst,
-      port: q.port,
-      protocol: q.protocol,
-      fromHost: q.from === "node",
-    },
-    nodeIPs,
-  );
+  return tracePacket(parseRules(text), queryPacket(q, family, nodeIPs), nodeIPs);
 }
 
 /** The part of a `render` output (both families, under headings) or a save file for `family`. */

@@ -15,7 +15,7 @@ import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptable
 import { parseRules, type RuleSource, type SetLookup, tracePacket } from "../trace/iptables_walker.ts";
 import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { type Packet, type TraceQuery, type TraceResult, traceSource } from "../trace/trace.ts";
+import { type Packet, queryPacket, type TraceQuery, type TraceResult } from "../trace/trace.ts";
 import { SET, setName } from "./layout.ts";
 
 /** What the ipvs mode's datapath consists of, as read from the kernel (or a rendered file). */
@@ -99,18 +99,7 @@ export async function traceIpvsMode(
   const state = q.rulesFile === undefined
     ? await liveState(exec, family, config.iptablesBackend)
     : renderedState(await Deno.readTextFile(q.rulesFile), family);
-  return traceIpvs(
-    state,
-    {
-      src: traceSource(q, family, nodeIPs),
-      dst: q.dst,
-      port: q.port,
-      protocol: q.protocol,
-      fromHost: q.from === "node",
-      fromPod: q.from === "pod",
-    },
-    nodeIPs,
-  );
+  return traceIpvs(state, queryPacket(q, family, nodeIPs), nodeIPs);
 }
 
 /** The ipvs datapath of this network namespace, read only: virtual servers, sets, rules, binds. */

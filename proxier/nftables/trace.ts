@@ -7,7 +7,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
 import { listingStatements, NftRuleset } from "../../iptables/nft_ruleset.ts";
 import { traceNft } from "../trace/nft_walker.ts";
-import { type TraceQuery, type TraceResult, traceSource } from "../trace/trace.ts";
+import { queryPacket, type TraceQuery, type TraceResult } from "../trace/trace.ts";
 import { TABLE } from "./layout.ts";
 
 /**
@@ -37,13 +37,7 @@ export async function traceNftables(
   if (ruleset.table(family, TABLE) === undefined) {
     throw new Error(`no ${family === "IPv4" ? "ip" : "ip6"} ${TABLE} table in the rules`);
   }
-  const pkt = {
-    src: traceSource(q, family, nodeIPs),
-    dst: q.dst,
-    port: q.port,
-    protocol: q.protocol,
-    fromHost: q.from === "node",
-  };
+  const pkt = queryPacket(q, family, nodeIPs);
   const none = { redirects: [], marked: false, unsupported: [] as string[] };
   try {
     const r = traceNft(ruleset, family, TABLE, pkt, nodeIPs);

@@ -748,7 +748,9 @@ export const FLAGS: readonly FlagDef[] = [
     },
   },
   // trace only.
-  ...(["src", "dst", "dport", "proto", "from", "rules", "output", "node-ip"] as const).map((name) => ({
+  ...(["src", "dst", "dport", "proto", "from", "in-interface", "rules", "output", "node-ip"] as const).map((
+    name,
+  ) => ({
     name,
     origin: "trace" as const,
     type: "string",

@@ -23,7 +23,7 @@ const LOCAL_MODES = ["ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNam
  * A Linux interface name (at most 15 bytes) of the characters that are safe inside an iptables
  * argument and an nft string; a prefix may not hold the wildcards both tools add (`+`, `*`).
  */
-const INTERFACE = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$/;
+export const INTERFACE = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$/;
 
 /** Returns every problem of `c` (empty when it is valid), as upstream's `Validate` and ours. */
 export function validate(c: KubeProxyConfiguration): FieldError[] {

@@ -13,6 +13,8 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
       packet: {
         src: q.src ?? null,
         ...(q.srcAssumed === undefined ? {} : { srcAssumed: q.srcAssumed }),
+        ...(q.inInterface === undefined ? {} : { inInterface: q.inInterface }),
+        ...(q.inInterfaceAssumed === undefined ? {} : { inInterfaceAssumed: q.inInterfaceAssumed }),
         dst: q.dst,
         dport: q.port,
         proto: q.protocol,
@@ -31,6 +33,10 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
   const lines = [
     `packet: ${q.protocol} ${q.src ?? "(this node)"} -> ${q.dst}:${q.port} from ${q.from}${
       q.srcAssumed === undefined ? "" : ` (source: ${q.srcAssumed})`
+    }${
+      q.inInterface === undefined
+        ? ""
+        : `, in on ${q.inInterface}${q.inInterfaceAssumed === undefined ? "" : ` (${q.inInterfaceAssumed})`}`
     }`,
     `rules: ${mode} mode, ${q.rulesFile === undefined ? "live" : q.rulesFile}${
       q.modeChosen ? "" : " (mode told from the rules)"

@@ -280,7 +280,10 @@ function match(
       case "-i": {
         const iif = pkt.fromHost ? "" : pkt.inInterface;
         if (iif === undefined) {
-          return { kind: "unknown", what: `input interface match ${neg ? "! " : ""}-i ${v}` };
+          return {
+            kind: "unknown",
+            what: `input interface match ${neg ? "! " : ""}-i ${v} (say which with --in-interface)`,
+          };
         }
         if (!check(interfaceMatches(iif, v))) return { kind: "no" };
         i++;

@@ -79,7 +79,7 @@ Deno.test("tracer: a match it does not understand stops that path and is reporte
   assertEquals([r.verdict, r.endpoints, r.unsupported], [
     "UNKNOWN",
     [],
-    ["-A PREROUTING -i eth9 -j KUBE-SERVICES (input interface match -i eth9)"],
+    ["-A PREROUTING -i eth9 -j KUBE-SERVICES (input interface match -i eth9 (say which with --in-interface))"],
   ]);
   const on = (inInterface: string) =>
     tracePacket(parseRules(text), {

@@ -327,7 +327,7 @@ class Evaluator {
     if (t === "iifname") {
       const iif = p.fromHost ? "" : p.inInterface;
       if (iif === undefined) {
-        throw new Error(`nft tracer: the packet's input interface is needed for: ${rule}`);
+        throw new Error(`nft tracer: the packet's input interface is needed (--in-interface) for: ${rule}`);
       }
       return [iif, i + 1];
     }

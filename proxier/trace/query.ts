@@ -3,6 +3,7 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
+import { INTERFACE } from "../options/validation.ts";
 import { parseInteger, parseIP, parseIPList } from "../options/values.ts";
 import type { TraceQuery } from "./trace.ts";
 
@@ -21,6 +22,10 @@ Flags:
   --from WHERE          node (default without --src: a process on this node), pod (a pod on this
                         node; the default with --src) or external (another host)
   --src IP              source address (default for --from=node: the node's address of the family)
+  --in-interface NAME   the interface the packet comes in on (--from pod|external), for rules that
+                        tell pod traffic by interface (--detect-local-mode=BridgeInterface or
+                        InterfaceNamePrefix); default: the one the route to --src uses, else for
+                        --from=pod the bridge, or the prefix with "0"
   --node-ip IP[,IP]     this node's addresses (default: this machine's interfaces)
   --rules FILE          trace the rules of a file (a render output, or iptables-save output)
                         instead of the live ones
@@ -56,5 +61,16 @@ export function parseTraceQuery(
   }
   const nodeIP = given("node-ip");
   const nodeIPs = nodeIP === undefined ? [] : parseIPList("--node-ip", nodeIP);
-  return { src, dst, port, protocol: proto, from, rulesFile: given("rules"), output, nodeIPs };
+  const inInterface = given("in-interface");
+  if (inInterface !== undefined && !INTERFACE.test(inInterface)) {
+    throw new UsageError(
+      `--in-interface: invalid interface name ${
+        JSON.stringify(inInterface)
+      } (at most 15 letters, digits, "_", ".", "@" or "-")`,
+    );
+  }
+  if (inInterface !== undefined && from === "node") {
+    throw new UsageError("--in-interface: a packet from this node (--from=node) comes in on no interface");
+  }
+  return { src, dst, port, protocol: proto, from, inInterface, rulesFile: given("rules"), output, nodeIPs };
 }

@@ -8,6 +8,7 @@
  */
 import type { Executor } from "../../iptables/executor.ts";
 import { ipFamily } from "../net.ts";
+import { INTERFACE } from "../options/validation.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import type { IPFamily } from "../types.ts";
 import { formatTrace } from "./format.ts";
@@ -29,6 +30,10 @@ export interface TraceQuery {
   readonly modeChosen: boolean;
   /** Set when `src` was not given but assumed: why that address (printed with the packet). */
   readonly srcAssumed?: string;
+  /** The interface a packet from a pod or another host comes in on (`--in-interface`). */
+  readonly inInterface?: string;
+  /** Set when `inInterface` was not given but assumed: why that interface. */
+  readonly inInterfaceAssumed?: string;
 }
 
 /** A packet opening a connection. */
@@ -121,7 +126,7 @@ export interface ModeTracer {
 /**
  * Returns the source address of the traced packet when the query has none: the loopback address
  * for a loopback destination, else the first node address of the family. (Live traces from the
- * node resolve it first with the kernel's route lookup: {@linkcode routeSource}.)
+ * node resolve it first with the kernel's route lookup: {@linkcode route}.)
  */
 export function traceSource(q: TraceQuery, family: IPFamily, nodeIPs: readonly string[]): string {
   if (q.src !== undefined) return q.src;
@@ -131,14 +136,60 @@ export function traceSource(q: TraceQuery, family: IPFamily, nodeIPs: readonly s
 }
 
 /**
- * Returns the source address the kernel picks for a connection from this node to `dst` (`ip route
- * get`, read only), or undefined when there is no route or no `src` in the answer.
+ * Returns what the kernel's route to `dst` says (`ip route get`, read only): the source address it
+ * picks for a connection from this node, and the interface it leaves by (the one a packet from
+ * `dst` comes in on); each undefined when there is no route or the answer lacks it.
  */
-export async function routeSource(exec: Executor, dst: string): Promise<string | undefined> {
+export async function route(exec: Executor, dst: string): Promise<{ src?: string; dev?: string }> {
   const r = await exec.run("ip", { args: ["-o", "route", "get", dst] }).catch(() => undefined);
-  if (r === undefined || r.code !== 0) return undefined;
+  if (r === undefined || r.code !== 0) return {};
   const src = / src (\S+)/.exec(r.stdout)?.[1];
-  return src !== undefined && ipFamily(src) !== undefined ? src : undefined;
+  const dev = / dev (\S+)/.exec(r.stdout)?.[1];
+  return {
+    src: src !== undefined && ipFamily(src) !== undefined ? src : undefined,
+    dev: dev !== undefined && INTERFACE.test(dev) ? dev : undefined,
+  };
+}
+
+/**
+ * Returns the packet `q` asks about, as the interpreters take it: the source assumed when none is
+ * given ({@linkcode traceSource}), the interface it comes in on, whether it comes from a pod.
+ */
+export function queryPacket(q: TraceQuery, family: IPFamily, nodeIPs: readonly string[]): Packet {
+  return {
+    src: traceSource(q, family, nodeIPs),
+    dst: q.dst,
+    port: q.port,
+    protocol: q.protocol,
+    fromHost: q.from === "node",
+    fromPod: q.from === "pod",
+    inInterface: q.inInterface,
+  };
+}
+
+/**
+ * The interface a packet from `q.src` comes in on when `--in-interface` is not given: the one the
+ * route to it uses (live rules), else for a pod the bridge or a name with the configured prefix.
+ */
+async function assumeInInterface(q: TraceQuery, config: ProxyConfig, exec: Executor): Promise<TraceQuery> {
+  if (q.inInterface !== undefined || q.from === "node" || q.src === undefined) return q;
+  const dev = q.rulesFile === undefined ? (await route(exec, q.src)).dev : undefined;
+  if (dev !== undefined) {
+    return { ...q, inInterface: dev, inInterfaceAssumed: `the route to ${q.src} uses it` };
+  }
+  if (q.from !== "pod") return q;
+  const { bridgeInterface, interfaceNamePrefix } = config.detectLocal;
+  if (config.detectLocalMode === "BridgeInterface" && bridgeInterface) {
+    return { ...q, inInterface: bridgeInterface, inInterfaceAssumed: "--pod-bridge-interface" };
+  }
+  if (config.detectLocalMode === "InterfaceNamePrefix" && interfaceNamePrefix) {
+    return {
+      ...q,
+      inInterface: `${interfaceNamePrefix}0`,
+      inInterfaceAssumed: "--pod-interface-name-prefix",
+    };
+  }
+  return q;
 }
 
 /** What {@linkcode runTrace} is given. */
@@ -168,11 +219,12 @@ export async function runTrace(r: TraceRun): Promise<number> {
   if (q.src === undefined && q.from === "node") {
     // As the kernel would: the source its route to the destination picks (live), else a node address.
     const family = ipFamily(q.dst) ?? "IPv4";
-    const routed = q.rulesFile === undefined ? await routeSource(r.exec, q.dst) : undefined;
+    const routed = q.rulesFile === undefined ? (await route(r.exec, q.dst)).src : undefined;
     q = routed !== undefined
       ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
       : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
   }
+  q = await assumeInInterface(q, r.config, r.exec);
   let result;
   try {
     if (!q.modeChosen) {

@@ -365,6 +365,33 @@ for (const mode of ["iptables", "nftables"]) {
           await eventually(async () => assertEquals(await ask(local), local.ip), 15_000);
           assertEquals(await ask(masqueraded), "10.180.1.1", flags.join(" "));
           assertEquals(await ask(client), "10.180.1.1", flags.join(" "));
+          // trace agrees over the live rules, the input interface told by the route to the source.
+          for (
+            const [who, from, masquerade] of [
+              [local, "pod", false],
+              [masqueraded, "pod", true],
+              [client, "external", true],
+            ] as const
+          ) {
+            const r = await t.runProgram([
+              "trace",
+              `--proxy-mode=${mode}`,
+              ...flags,
+              "--dst=172.30.0.20",
+              "--dport=9000",
+              `--from=${from}`,
+              `--src=${who.ip}`,
+              "--output=json",
+            ]);
+            assertEquals(r.code, 0, r.stderr);
+            const j = JSON.parse(r.stdout);
+            assertEquals(
+              [j.verdict, j.masquerade],
+              ["DNAT", masquerade],
+              `${flags.join(" ")} from ${who.ip}`,
+            );
+            assertEquals(j.packet.inInterfaceAssumed, `the route to ${who.ip} uses it`);
+          }
         } catch (e) {
           await p.stop();
           console.error(p.log());

@@ -390,6 +390,82 @@ Deno.test("main: --iptables-sync-period=1000h runs quietly (timers beyond 2^31 m
   assert(p.log().split("\n").length < 12, p.log());
 });
 
+/** A ClusterIP Service `ns1/web` on `clusterIP` port 80 with ready endpoints `ips` (port 8080), as YAML. */
+function serviceYaml(clusterIP: string, ips: readonly string[]): string {
+  return `apiVersion: v1
+kind: Service
+metadata: { namespace: ns1, name: web }
+spec:
+  clusterIP: ${clusterIP}
+  clusterIPs: [${clusterIP}]
+  ports: [{ name: http, protocol: TCP, port: 80, targetPort: 8080 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: ns1, name: web-1, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ name: http, protocol: TCP, port: 8080 }]
+endpoints:
+${ips.map((ip) => `  - { addresses: [${ip}], conditions: { ready: true }, nodeName: node-b }`).join("\n")}
+`;
+}
+
+Deno.test("main: trace with interface-based local detection: --in-interface says where a packet comes in, for a pod by default the bridge", async () => {
+  const dir = await Deno.makeTempDir();
+  const local = ["--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0"];
+  try {
+    // One ClusterIP Service whose endpoints run on another node (a DNATed packet is forwarded).
+    await Deno.writeTextFile(`${dir}/objects.yaml`, serviceYaml("172.30.0.10", ["10.244.2.7", "10.244.3.7"]));
+    for (const mode of ["iptables", "nftables", "ipvs"]) {
+      const rendered = await run([
+        "render",
+        `--source=file:${dir}/objects.yaml`,
+        `--proxy-mode=${mode}`,
+        ...local,
+      ]);
+      assertEquals(rendered.code, 0, rendered.stderr);
+      await Deno.writeTextFile(`${dir}/${mode}`, rendered.stdout);
+      const trace = async (...args: string[]) => {
+        const r = await run([
+          "trace",
+          `--rules=${dir}/${mode}`,
+          `--proxy-mode=${mode}`,
+          ...local,
+          "--dst=172.30.0.10",
+          "--dport=80",
+          "--output=json",
+          ...args,
+        ]);
+        assertEquals(r.code, 0, r.stderr);
+        return JSON.parse(r.stdout);
+      };
+      const pod = await trace("--from=pod", "--src=10.244.1.5");
+      assertEquals(
+        [pod.packet.inInterface, pod.packet.inInterfaceAssumed, pod.verdict, pod.masquerade],
+        ["cbr0", "--pod-bridge-interface", "DNAT", false],
+        `${mode}: from a pod, on the bridge`,
+      );
+      const unsaid = await trace("--from=external", "--src=192.168.0.10");
+      assertEquals(unsaid.verdict, "UNKNOWN", `${mode}: from elsewhere, the interface unknown`);
+      assertMatch(unsaid.unsupported.join(" "), /--in-interface/);
+      const outside = await trace("--from=external", "--src=192.168.0.10", "--in-interface=eth0");
+      assertEquals(
+        [outside.packet.inInterface, outside.verdict, outside.masquerade],
+        ["eth0", "DNAT", true],
+        `${mode}: from elsewhere on eth0, masqueraded`,
+      );
+    }
+    const bad = await run(["trace", "--dst=172.30.0.10", "--dport=80", "--from=node", "--in-interface=eth0"]);
+    assertEquals(bad.code, 2);
+    assertMatch(
+      bad.stderr,
+      /--in-interface: a packet from this node \(--from=node\) comes in on no interface/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("main: trace over rendered rules names the rules hit, the endpoints with their shares, and the verdict", async () => {
   const dir = await Deno.makeTempDir();
   try {
