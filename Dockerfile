@@ -7,7 +7,7 @@ RUN npm install -g "deno@$(cat .deno-version)" && deno task compile
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      iptables ipset ipvsadm conntrack nftables iproute2 procps util-linux ca-certificates \
+      iptables ipset ipvsadm conntrack nftables nfacct iproute2 procps util-linux ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/kube-proxy-deno /usr/local/bin/kube-proxy-deno
 # kubeadm's DaemonSet runs /usr/local/bin/kube-proxy: swapping the image is the whole migration.

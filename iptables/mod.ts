@@ -15,6 +15,7 @@
  * | `ipset.ts`      | `ipset restore` batches and `ipset save`                                  |
  * | `dummy_link.ts` | `ip`: the `kube-ipvs0` dummy interface and its addresses                  |
  * | `conntrack.ts`  | `conntrack -L` and `-D` (batched with `-R`)                               |
+ * | `nfacct.ts`     | `nfacct`: the named counters `-m nfacct` rules feed                       |
  * | `sysctl.ts`     | `sysctl` reads and writes (the permission set cannot open `/proc`)        |
  * | `ip.ts`         | IP literals and CIDRs, parsed strictly (no `node:net`)                    |
  *
@@ -32,5 +33,6 @@ export * from "./ipvs.ts";
 export * from "./ipset.ts";
 export * from "./dummy_link.ts";
 export * from "./conntrack.ts";
+export * from "./nfacct.ts";
 export * from "./sysctl.ts";
 export * from "./ip.ts";

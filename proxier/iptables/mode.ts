@@ -4,7 +4,9 @@
  * @module
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
-import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
+import { ExecError } from "../../iptables/executor.ts";
+import { type Nfacct, NfacctRunner } from "../../iptables/nfacct.ts";
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
 import { ModeUnavailableError } from "../errors.ts";
@@ -27,6 +29,7 @@ import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
 import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import { cleanupIptables } from "./cleanup.ts";
+import { CT_STATE_INVALID_DROPPED, LOCALHOST_NODEPORTS_ACCEPTED, nfacctMetrics } from "./metrics.ts";
 import type { IptablesProxier, IptablesProxierOptions } from "./proxier.ts";
 
 /** Builds one family's iptables proxier from the program's configuration (loading its code). */
@@ -36,7 +39,7 @@ async function newProxier(
   iptables: IPTables,
   extra: Pick<
     IptablesProxierOptions,
-    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "conntrackTCPLiberal"
+    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "conntrackTCPLiberal" | "nfacctCounters"
   >,
 ): Promise<IptablesProxier> {
   const c = d.config;
@@ -65,6 +68,12 @@ export const iptablesMode: ProxyModeDefinition = {
     { tool: "iptables-save", required: true, without: "reads the rules (Debian/Ubuntu package iptables)" },
     CONNTRACK_NEED,
     {
+      tool: "nfacct",
+      required: false,
+      without: "kubeproxy_iptables_ct_state_invalid_dropped_packets_total and " +
+        "kubeproxy_iptables_localhost_nodeports_accepted_packets_total are absent (Debian/Ubuntu package nfacct)",
+    },
+    {
       tool: "sysctl",
       required: false,
       without: "route_localnet cannot be set: NodePorts on 127.0.0.1 answer only if " +
@@ -85,6 +94,9 @@ export const iptablesMode: ProxyModeDefinition = {
     const runners = await Promise.all(
       (["IPv4", "IPv6"] as const).map((family) => probeIptables(d.exec, d.log, family, backend)),
     );
+    const nfacct = new NfacctRunner({ exec: d.exec });
+    const nfacctCounters = await usableNfacctCounters(nfacct, runners.find((r) => r !== undefined), d.log);
+    nfacctMetrics(d.metrics.registry, nfacct, nfacctCounters);
     for (const ipt of runners) {
       if (ipt === undefined) continue;
       families.push(
@@ -93,6 +105,7 @@ export const iptablesMode: ProxyModeDefinition = {
           healthServer: d.healthServer,
           nodeIPs,
           conntrackTCPLiberal,
+          nfacctCounters,
         }),
       );
     }
@@ -155,4 +168,48 @@ async function enableRouteLocalnet(sysctl: Sysctl, log: Logger): Promise<void> {
       error: (e as Error).message,
     });
   }
+}
+
+/** A chain of ours that lives only inside the restore that checks `-m nfacct`. */
+const NFACCT_PROBE: Chain = "KUBE-PROXY-NFACCT-PROBE";
+
+/**
+ * Returns upstream's nfacct counters the rules may feed: each created (kept when it exists), and
+ * only when this kernel's iptables can match `-m nfacct` (a kernel without xt_nfacct refuses the
+ * whole restore that holds such a rule, so a chain of ours is written and deleted in one restore
+ * first). Without the nfacct tool, or on refusal: none, and the two metrics are absent.
+ */
+export async function usableNfacctCounters(
+  nfacct: Nfacct,
+  ipt: IPTables | undefined,
+  log: Logger,
+): Promise<Set<string>> {
+  const usable = new Set<string>();
+  for (const name of [CT_STATE_INVALID_DROPPED, LOCALHOST_NODEPORTS_ACCEPTED]) {
+    try {
+      await nfacct.ensure(name);
+      usable.add(name);
+    } catch (e) {
+      // Not installed: the tool check at start said so already.
+      if (!(e instanceof ExecError && e.code === -1)) {
+        log.warn("Cannot create an nfacct counter; its metric is absent", {
+          counter: name,
+          error: (e as Error).message,
+        });
+      }
+    }
+  }
+  if (usable.size === 0 || ipt === undefined) return usable;
+  const probe = `*filter\n:${NFACCT_PROBE} - [0:0]\n-A ${NFACCT_PROBE} -m nfacct --nfacct-name ${
+    [...usable][0]
+  } -j RETURN\n-F ${NFACCT_PROBE}\n-X ${NFACCT_PROBE}\nCOMMIT\n`;
+  try {
+    await ipt.restoreAll(probe, { flush: false, counters: false });
+  } catch (e) {
+    log.warn("This kernel's iptables cannot match -m nfacct (no xt_nfacct); the nfacct metrics are absent", {
+      error: (e as Error).message,
+    });
+    return new Set();
+  }
+  return usable;
 }

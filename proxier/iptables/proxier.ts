@@ -30,7 +30,12 @@ import {
   SERVICE_CHAIN,
   servicePortRules,
 } from "./rules.ts";
-import { type IptablesMetrics, iptablesMetrics } from "./metrics.ts";
+import {
+  CT_STATE_INVALID_DROPPED,
+  type IptablesMetrics,
+  iptablesMetrics,
+  LOCALHOST_NODEPORTS_ACCEPTED,
+} from "./metrics.ts";
 
 /** Options of {@linkcode IptablesProxier}. */
 export interface IptablesProxierOptions extends BaseProxierOptions {
@@ -44,6 +49,11 @@ export interface IptablesProxierOptions extends BaseProxierOptions {
    * (upstream drops them otherwise, against spurious resets).
    */
   readonly conntrackTCPLiberal?: boolean;
+  /**
+   * The nfacct counters the rules may feed (`-m nfacct`): those that exist and that this kernel's
+   * iptables can match (`mode.ts` checks both); default none.
+   */
+  readonly nfacctCounters?: ReadonlySet<string>;
 }
 
 /** What a full sync reads from the kernel before building. */
@@ -225,6 +235,8 @@ export class IptablesProxier extends BaseProxier {
       topology: this.node.topology,
       log: this.log,
       largeCluster: this.#largeCluster,
+      localhostNodePortsCounter: this.#firewallChainUsed() &&
+        this.#o.nfacctCounters?.has(LOCALHOST_NODEPORTS_ACCEPTED) === true,
     };
     const portRules = new Map<string, CountedPortRules>();
     const keys = this.#keysSorted(ctx.services);
@@ -301,7 +313,13 @@ export class IptablesProxier extends BaseProxier {
       ...parts.filterServices,
       ...parts.filterExternal,
       joinLines([
-        ...this.#o.conntrackTCPLiberal ? [] : [`-A ${KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP`],
+        ...this.#o.conntrackTCPLiberal ? [] : [
+          `-A ${KUBE_FORWARD} -m conntrack --ctstate INVALID${
+            this.#o.nfacctCounters?.has(CT_STATE_INVALID_DROPPED) === true
+              ? ` -m nfacct --nfacct-name ${CT_STATE_INVALID_DROPPED}`
+              : ""
+          } -j DROP`,
+        ],
         `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding rules" -m mark --mark ${m}/${m} -j ACCEPT`,
         `-A ${KUBE_FORWARD} -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
       ]),

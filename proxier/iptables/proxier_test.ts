@@ -18,6 +18,12 @@ import { jumpRuleArgs, jumpRuleLine } from "../_common/iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { commandWorks, netnsAvailable, withNamespace } from "../../tests/support/namespace.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
+import { MemoryLogger } from "../../tests/support/fixtures.ts";
+import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
+import { FakeNfacct } from "../../iptables/testing/fake_nfacct.ts";
+import { ProxyMetrics } from "../metrics.ts";
+import { CT_STATE_INVALID_DROPPED, LOCALHOST_NODEPORTS_ACCEPTED, nfacctMetrics } from "./metrics.ts";
+import { usableNfacctCounters } from "./mode.ts";
 
 const SVC1 = "KUBE-SVC-XPGD46QRK7WJZT7O";
 const SVC2 = "KUBE-SVC-GNZBNJ2PO5MGZ6GT";
@@ -390,4 +396,64 @@ Deno.test("--conntrack-tcp-be-liberal: no INVALID drop in KUBE-FORWARD, as upstr
   const liberal = iptablesSetup({ conntrackTCPLiberal: true });
   await liberal.proxier.syncNow();
   assert(!liberal.fake.rules("filter", "KUBE-FORWARD")!.some((r) => r.includes("INVALID")));
+});
+
+Deno.test("nfacct counters, as upstream: the INVALID drop and each NodePort on 127.0.0.0/8 feed them, the tracer reads through, /metrics reads them", async () => {
+  const nfacct = new FakeNfacct();
+  const { fake, proxier, log, metrics } = iptablesSetup({
+    nfacctCounters: await usableNfacctCounters(nfacct, undefined, new MemoryLogger()),
+  });
+  nfacctMetrics(metrics.registry, nfacct, new Set([CT_STATE_INVALID_DROPPED, LOCALHOST_NODEPORTS_ACCEPTED]));
+  await proxier.syncNow();
+  const filter = fake.saveSync("filter");
+  assert(
+    filter.includes(
+      "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP",
+    ),
+    filter,
+  );
+  const counted = fake.rules("nat", "KUBE-NODEPORTS")!.filter((r) =>
+    r.includes("--nfacct-name localhost_nps_accepted_pkts")
+  );
+  assert(counted.length > 0 && counted.every((r) => r.startsWith("-d 127.0.0.0/8 ")), counted.join("\n"));
+  // From the node to 127.0.0.1 on a NodePort of the representative objects: counted, then served.
+  const viaLoopback = tracePacket(fake, {
+    src: "127.0.0.1",
+    dst: "127.0.0.1",
+    port: 3001,
+    protocol: "tcp",
+    fromHost: true,
+  }, [NODE_IP]);
+  assertEquals(viaLoopback.verdict, "DNAT");
+  assert(viaLoopback.path.some((s) => s.rule.includes("localhost_nps_accepted_pkts")));
+  nfacct.count(LOCALHOST_NODEPORTS_ACCEPTED, 3);
+  const scraped = await metrics.registry.metrics();
+  assert(scraped.includes("\nkubeproxy_iptables_localhost_nodeports_accepted_packets_total 3\n"), scraped);
+  assert(scraped.includes("\nkubeproxy_iptables_ct_state_invalid_dropped_packets_total 0\n"), scraped);
+  assertEquals(log.messages("warn"), []);
+});
+
+Deno.test("nfacct counters: without the tool, or on a kernel whose iptables cannot match -m nfacct, none are used and the metrics are absent", async () => {
+  const log = new MemoryLogger();
+  const missing = new FakeNfacct();
+  missing.failing = "nfacct: No such file or directory";
+  assertEquals([...await usableNfacctCounters(missing, undefined, log)], []);
+  const nfacct = new FakeNfacct();
+  const noMatch = new FakeIPTables();
+  noMatch.failNextRestore =
+    "iptables-restore: line 3 failed: Extension nfacct revision 0 not supported, missing kernel module?";
+  assertEquals([...await usableNfacctCounters(nfacct, noMatch, log)], []);
+  assertEquals(
+    log.messages("warn").at(-1),
+    "This kernel's iptables cannot match -m nfacct (no xt_nfacct); the nfacct metrics are absent",
+  );
+  const works = new FakeIPTables();
+  assertEquals([...await usableNfacctCounters(nfacct, works, log)].sort(), [
+    CT_STATE_INVALID_DROPPED,
+    LOCALHOST_NODEPORTS_ACCEPTED,
+  ]);
+  assertEquals(works.saveSync("filter").includes("NFACCT-PROBE"), false, "the probe chain does not stay");
+  const registry = new ProxyMetrics().registry;
+  nfacctMetrics(registry, nfacct, new Set());
+  assertEquals((await registry.metrics()).includes("kubeproxy_iptables_"), false);
 });

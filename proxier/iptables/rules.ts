@@ -13,6 +13,7 @@ import { servicePortNameString } from "../types.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { categorizeEndpoints, externallyAccessible, type NodeTopology } from "../topology.ts";
 import { endpointChainName, servicePortChainName } from "./chain_name.ts";
+import { LOCALHOST_NODEPORTS_ACCEPTED } from "./metrics.ts";
 
 /** nat and filter: the entry chain for service traffic. */
 export const KUBE_SERVICES: Chain = "KUBE-SERVICES";
@@ -168,6 +169,11 @@ export interface PortRuleOptions {
   readonly log?: Logger;
   /** More than {@linkcode LARGE_CLUSTER_ENDPOINTS} endpoints: per-endpoint comments are left out. */
   readonly largeCluster: boolean;
+  /**
+   * NodePorts answer on 127.0.0.0/8 and the nfacct counter `localhost_nps_accepted_pkts` exists:
+   * each NodePort's connections there are counted first, as upstream.
+   */
+  readonly localhostNodePortsCounter?: boolean;
 }
 
 /** Upstream's threshold for "large cluster mode". */
@@ -258,6 +264,11 @@ export function servicePortRules(
   }
   // Node ports.
   if (svc.nodePort !== 0) {
+    if (hasAny && o.localhostNodePortsCounter === true) {
+      r.natNodePorts.push(
+        `-A ${KUBE_NODEPORTS} -d 127.0.0.0/8 -p ${proto} -m comment --comment "${name}" -m ${proto} --dport ${svc.nodePort} -m nfacct --nfacct-name ${LOCALHOST_NODEPORTS_ACCEPTED} -j ${extChain}`,
+      );
+    }
     if (hasAny) {
       r.natNodePorts.push(
         `-A ${KUBE_NODEPORTS} -p ${proto} -m comment --comment "${name}" -m ${proto} --dport ${svc.nodePort} -j ${extChain}`,

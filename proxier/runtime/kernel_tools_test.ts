@@ -98,8 +98,13 @@ Deno.test("checkTools: each missing tool once; optional ones logged with what st
     (t) => Promise.resolve(installed.has(t)),
     log,
   );
-  assertEquals(missing.map((m) => m.tool), ["conntrack", "sysctl"]);
-  assertEquals(log.messages("warn").length, 2);
+  assertEquals(missing.map((m) => m.tool), ["conntrack", "nfacct", "sysctl"]);
+  assertEquals(log.messages("warn").length, 3);
+  assert(
+    log.messages("warn")[1].startsWith(
+      "nfacct is not installed: kubeproxy_iptables_ct_state_invalid_dropped",
+    ),
+  );
   assert(
     log.messages("warn")[0].startsWith(
       "conntrack is not installed: stale UDP conntrack entries are not cleared",
@@ -113,7 +118,11 @@ Deno.test("checkTools: each missing tool once; optional ones logged with what st
     (t) => Promise.resolve(installed.has(t)),
     new MemoryLogger(),
   );
-  assertEquals(again.map((m) => [m.tool, m.required]), [["iptables-restore", true], ["conntrack", false]]);
+  assertEquals(again.map((m) => [m.tool, m.required]), [
+    ["iptables-restore", true],
+    ["conntrack", false],
+    ["nfacct", false],
+  ]);
 });
 
 Deno.test("onPath finds executables in PATH's directories only", async () => {

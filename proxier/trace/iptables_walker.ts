@@ -310,6 +310,7 @@ function match(
       case "--name":
       case "--seconds":
       case "--mask":
+      case "--nfacct-name": // counts the packet, matches every one
         i++;
         break;
       case "--reap":

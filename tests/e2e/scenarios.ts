@@ -224,14 +224,26 @@ export const SCENARIOS: readonly Scenario[] = [
       ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on loopback",
     },
     async check(env) {
-      const { node } = env;
+      const { node, mode } = env;
       await eventually(
         async () => assertMatch(await node.tcp("127.0.0.1", 30082), /^pod-[ab]$/),
         CONVERGE_MS,
       );
+      // Upstream's e2e "should update metric for tracking accepted packets destined for localhost
+      // nodeports": iptables mode counts them (nfacct) in a metric operators read before nftables.
+      const counted = async () => {
+        const text = await node.http("127.0.0.1", 10249, SLOW ? 10_000 : 2000, "/metrics");
+        const m = /\nkubeproxy_iptables_localhost_nodeports_accepted_packets_total (\d+)\n/.exec(text);
+        return m === null ? undefined : Number(m[1]);
+      };
+      const before = mode === "iptables" ? await counted() : undefined;
       const got = await answers(12, () => node.tcp("127.0.0.1", 30082));
       assertEquals(got, BOTH);
       await traceAgrees(env, { node: true }, "127.0.0.1", 30082, got);
+      if (mode === "iptables") {
+        assert(before !== undefined, "the metric is exported");
+        await eventually(async () => assert((await counted())! >= before + 12, `counted ${await counted()}`));
+      }
     },
   },
   {
