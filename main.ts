@@ -170,7 +170,7 @@ async function run(
     sysctl: new SysctlRunner({ exec }),
     cpus: navigator.hardwareConcurrency,
     log,
-    warn: warnNode("FailedToSetConntrack"),
+    warn: (reason, note) => warnNode(reason)(note),
   });
   // The proxy's health (deps below) decides the service health ports too, as upstream.
   const healthServer = new ServiceHealthServer({

@@ -82,22 +82,37 @@ export async function setConntrackSysctls(
   return { written, failed };
 }
 
+/** Upstream's Event note when the conntrack limits cannot be written (its reason: `readOnlySysFS`). */
+export const READ_ONLY_SYSFS_NOTE =
+  "CRI error: /sys is read-only: cannot modify conntrack limits, problems may " +
+  "arise later (If running Docker, see docker issue #24000)";
+
 /**
  * Conntrack tuning at start (`conntrack:` / `--conntrack-*`), as upstream's platform set-up. A
  * setting the node refuses (a read-only /proc/sys, nf_conntrack_max outside the host's namespace)
- * is one warning naming each and one call of `warn` (the Node's Event); the proxy goes on, as
- * upstream does when /sys is read-only.
+ * is one warning naming each, and a Warning Event on the Node (`warn(reason, note)`): for the table
+ * limits upstream's (`readOnlySysFS`, its note); for the timeouts, which upstream would stop at,
+ * ours (`FailedToSetConntrack`). The proxy goes on either way.
  */
 export async function tuneConntrack(
   c: ConntrackConfig,
-  o: { sysctl: Sysctl; cpus: number; log: Logger; warn: (note: string) => void },
+  o: { sysctl: Sysctl; cpus: number; log: Logger; warn: (reason: string, note: string) => void },
 ): Promise<void> {
   const { failed } = await setConntrackSysctls(c, o);
   if (failed.length === 0) return;
   o.log.warn("Cannot set these conntrack settings; the kernel's values stay (problems may arise later)", {
     settings: failed,
   });
-  o.warn(`cannot modify conntrack settings, problems may arise later: ${failed.join("; ")}`);
+  const isLimit = (f: string) =>
+    f.startsWith(`${NF_CONNTRACK_MAX}=`) || f.startsWith(`${NF_CONNTRACK_BUCKETS}=`);
+  if (failed.some(isLimit)) o.warn("readOnlySysFS", READ_ONLY_SYSFS_NOTE);
+  const others = failed.filter((f) => !isLimit(f));
+  if (others.length > 0) {
+    o.warn(
+      "FailedToSetConntrack",
+      `cannot modify conntrack settings, problems may arise later: ${others.join("; ")}`,
+    );
+  }
 }
 
 /**

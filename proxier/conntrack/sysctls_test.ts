@@ -6,10 +6,12 @@ import {
   conntrackMax,
   NF_CONNTRACK_BUCKETS,
   NF_CONNTRACK_MAX,
+  READ_ONLY_SYSFS_NOTE,
   setConntrackSysctls,
   TCP_BE_LIBERAL,
   TCP_CLOSE_WAIT,
   TCP_ESTABLISHED,
+  tuneConntrack,
   UDP_STREAM_TIMEOUT,
   UDP_TIMEOUT,
 } from "./sysctls.ts";
@@ -112,4 +114,25 @@ Deno.test("conntrack sysctls: what the kernel refuses is reported, never thrown;
     "net.netfilter.nf_conntrack_tcp_timeout_close_wait=3600",
   ]);
   assertEquals(ro.writes, []);
+});
+
+Deno.test("conntrack tuning's Events: the table limits refused are upstream's readOnlySysFS with its note; timeouts refused are ours", async () => {
+  const posted: Array<[string, string]> = [];
+  const warn = (reason: string, note: string) => posted.push([reason, note]);
+  const refused = kernel();
+  refused.refuse.add(NF_CONNTRACK_MAX);
+  await tuneConntrack(upstreamDefaults(), { sysctl: refused, cpus: 8, log: new MemoryLogger(), warn });
+  assertEquals(posted, [["readOnlySysFS", READ_ONLY_SYSFS_NOTE]]);
+  posted.length = 0;
+  const readOnly = kernel();
+  readOnly.readOnly = true;
+  await tuneConntrack(upstreamDefaults(), { sysctl: readOnly, cpus: 8, log: new MemoryLogger(), warn });
+  assertEquals(posted.map(([reason]) => reason), ["readOnlySysFS", "FailedToSetConntrack"]);
+  assertMatch(
+    posted[1][1],
+    /^cannot modify conntrack settings, problems may arise later: net\.netfilter\.nf_conntrack_tcp_timeout_established=86400: /,
+  );
+  posted.length = 0;
+  await tuneConntrack(upstreamDefaults(), { sysctl: kernel(), cpus: 8, log: new MemoryLogger(), warn });
+  assertEquals(posted, []);
 });
