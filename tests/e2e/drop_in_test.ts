@@ -143,7 +143,7 @@ test(
           allowFail: true,
         });
       assert(/ACCEPT|accept|jump|goto/.test(chain), `the forward chain is written: ${chain}`);
-      return /--ctstate INVALID -j DROP|ct state invalid drop/.test(chain);
+      return /--ctstate INVALID (-m nfacct --nfacct-name +\S+ )?-j DROP|ct state invalid drop/.test(chain);
     };
     for (const mode of ["iptables", "nftables"]) {
       for (const liberal of ["1", "0"]) {
