@@ -162,7 +162,7 @@ async function run(
   });
   const node = nodeRef(nodeName);
   /** A Warning Event on this Node about starting the proxy (upstream's action `StartKubeProxy`). */
-  const warnNode = (reason: string) => (note: string) =>
+  const warnNode = (reason: string, note: string) =>
     events.record({ regarding: node, type: "Warning", reason, action: "StartKubeProxy", note });
 
   // The privileged set-up, as upstream's platformSetup: conntrack, then the mode's own sysctls.
@@ -170,7 +170,7 @@ async function run(
     sysctl: new SysctlRunner({ exec }),
     cpus: navigator.hardwareConcurrency,
     log,
-    warn: (reason, note) => warnNode(reason)(note),
+    warn: warnNode,
   });
   // The proxy's health (deps below) decides the service health ports too, as upstream.
   const healthServer = new ServiceHealthServer({
@@ -228,7 +228,7 @@ async function run(
       log,
       clock,
       hardFail: config.bindAddressHardFail,
-      onFailure: (reason, note) => warnNode(reason)(note),
+      onFailure: warnNode,
     }, tasks);
   } catch (e) {
     if (!(e instanceof ListenError)) throw e;
