@@ -14,8 +14,8 @@
 /// <reference lib="deno.worker" />
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import { sharedRotation } from "../../loadbalancer/shared_rotation.ts";
-import type { SpliceLimits } from "./tcp_copy.ts";
-import { type ServingEvents, TcpServing } from "./tcp_serve.ts";
+import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
+import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";
 import type { FromWorker, ToWorker, WorkerPort } from "./tcp_worker_protocol.ts";
 
 const post = (m: FromWorker) => self.postMessage(m);

@@ -2,7 +2,7 @@
  * Messages between the userspace proxier and its TCP workers (`tcp_worker.ts`).
  * @module
  */
-import type { SpliceLimits } from "./tcp_copy.ts";
+import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
 
 /** One service port as the workers serve it: where to listen, and the endpoints to balance over. */
 export interface WorkerPort {

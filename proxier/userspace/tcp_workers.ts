@@ -4,8 +4,8 @@
  * @module
  */
 import { RotationSlots } from "../../loadbalancer/shared_rotation.ts";
-import type { SpliceLimits } from "./tcp_copy.ts";
-import type { ServingEvents } from "./tcp_serve.ts";
+import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
+import type { ServingEvents } from "../socket_proxy/tcp_serve.ts";
 import type { FromWorker, ToWorker, WorkerPort } from "./tcp_worker_protocol.ts";
 
 /** A fixed number of TCP workers; construction starts none. */

@@ -3,7 +3,7 @@
  * thousands of dials (SYNs dropped by an iptables rule in that namespace), lets them connect late,
  * and prints the process's open fd counts before, during and after.
  */
-import { dialStaggered, DialTimeout } from "../../proxier/userspace/dial.ts";
+import { dialStaggered, DialTimeout } from "../../proxier/socket_proxy/dial.ts";
 
 const n = Number(Deno.args[0] ?? "1000");
 const port = 9999;

@@ -3,7 +3,7 @@
  * limit reached. Bounded in count and time.
  */
 import type { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
-import type { SpliceLimits } from "../../proxier/userspace/tcp_copy.ts";
+import type { SpliceLimits } from "../../proxier/socket_proxy/tcp_copy.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { realKernel, sh } from "../support/namespace.ts";
 import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "../support/fixtures.ts";
