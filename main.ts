@@ -30,6 +30,7 @@ import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./prox
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
 import { parseCommandLine } from "./proxier/options/command_line.ts";
+import { KUBE_PROXY_IPVS } from "./proxier/options/feature_gates.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
 import { runTrace } from "./proxier/trace/trace.ts";
 
@@ -63,7 +64,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   }
   const { config } = cmd;
   const log = await setupLogging(config.logging.format, config.logging.verbosity);
-  for (const w of cmd.warnings) log.warn(w);
+  for (const w of [...cmd.warnings, ...cmd.config.features.warnings]) log.warn(w);
   if (cmd.command === "write-config") {
     return await writeConfigFile(cmd.kubeProxyConfiguration, cmd.writeConfigTo!, log);
   }
@@ -132,6 +133,14 @@ async function run(
     configFile?: { readonly path: string; readonly text: string };
   },
 ): Promise<number> {
+  if (config.mode === "ipvs" && !config.features.enabled(KUBE_PROXY_IPVS)) {
+    // Refused before anything touches the node, as any other mode this run cannot use.
+    log.error("Error running ProxyServer", {
+      err:
+        `the ipvs proxy mode is disabled by the ${KUBE_PROXY_IPVS} feature gate; use --proxy-mode=nftables`,
+    });
+    return 1;
+  }
   if (!await modeToolsPresent(mode, config, Deno.env.get("PATH"), log)) return 1;
   const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
   const clock = realClock;
@@ -152,6 +161,7 @@ async function run(
   }
 
   const metrics = new ProxyMetrics();
+  metrics.recordFeatures(config.features.all());
   const api = access === undefined
     ? undefined
     : newApiClient(access, config.clientConnection, { clock, metrics });

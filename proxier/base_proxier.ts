@@ -23,6 +23,7 @@ import { SyncMemory } from "./runtime/gc.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
 import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
+import type { ServicePortsOptions } from "./service_port.ts";
 import type { EventHandler } from "./sources/handlers.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints } from "./topology.ts";
@@ -57,7 +58,8 @@ export interface BaseProxierOptions extends
   Pick<
     NodeManagerOptions,
     "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
-  > {
+  >,
+  ServicePortsOptions {
   readonly family: IPFamily;
   /** This node's name: decides which endpoints are local. */
   readonly nodeName: string;

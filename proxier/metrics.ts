@@ -212,6 +212,21 @@ export class ProxyMetrics {
     });
   }
 
+  /**
+   * Sets upstream's `kubernetes_feature_enabled{name,stage}`: 1 for each gate that is on, 0 for each
+   * that is off (`stage` as upstream labels it: ALPHA, BETA, DEPRECATED, or empty for GA).
+   */
+  recordFeatures(gates: Iterable<{ name: string; stage: string; enabled: boolean }>): void {
+    const g = registeredOnce(this.registry, "kubernetes_feature_enabled", () =>
+      new Gauge({
+        name: "kubernetes_feature_enabled",
+        help: "This metric records the data about the stage and enablement of a k8s feature.",
+        registers: [this.registry],
+        labelNames: ["name", "stage"] as const,
+      }));
+    for (const { name, stage, enabled } of gates) g.set({ name, stage }, enabled ? 1 : 0);
+  }
+
   /** Returns the metrics bound to `family`'s label: what that family's proxier writes. */
   family(family: IPFamily): FamilyMetrics {
     const l = { [FAMILY]: family };

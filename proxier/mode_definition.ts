@@ -16,6 +16,7 @@ import type { Logger } from "./runtime/logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
+import { ALLOW_SERVICE_EXTERNAL_IPS } from "./options/feature_gates.ts";
 import type { RulesSource, TraceQuery, TraceResult } from "./trace/trace.ts";
 import type { IPFamily } from "./types.ts";
 
@@ -78,6 +79,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     events: d.events,
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     nodePortAddresses: d.config.nodePortAddresses,
+    allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
     syncPeriodMs: d.config.syncPeriodMs,
     nodeWaitMs: d.config.source.kind === "kubernetes"
       ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)

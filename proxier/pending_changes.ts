@@ -9,6 +9,7 @@ import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_
 import type { FamilyMetrics } from "./metrics.ts";
 import type { ObjectWarnings } from "./object_warnings.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
+import type { ServicePortsOptions } from "./service_port.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
 
 /** What one sync checks out; see {@linkcode PendingChanges.apply}. */
@@ -34,14 +35,16 @@ export class PendingChanges {
   readonly #portsByService = new Map<string, Set<string>>();
 
   /** Builds empty trackers. */
-  constructor(o: {
-    family: IPFamily;
-    nodeName: string;
-    warnings: ObjectWarnings;
-    metrics: FamilyMetrics;
-    startMs: number;
-  }) {
-    this.#services = new ServiceChangeTracker({ family: o.family, warnings: o.warnings });
+  constructor(
+    o: {
+      family: IPFamily;
+      nodeName: string;
+      warnings: ObjectWarnings;
+      metrics: FamilyMetrics;
+      startMs: number;
+    } & ServicePortsOptions,
+  ) {
+    this.#services = new ServiceChangeTracker(o);
     this.#endpoints = new EndpointsChangeTracker({
       family: o.family,
       nodeName: o.nodeName,

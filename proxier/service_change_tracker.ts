@@ -5,7 +5,7 @@
 import type { V1Service } from "@kubernetes/client-node";
 import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "./errors.ts";
-import { servicePorts } from "./service_port.ts";
+import { servicePorts, type ServicePortsOptions } from "./service_port.ts";
 import type { IPFamily, ServicePortInfo, ServicePortMap } from "./types.ts";
 import { namespacedName, sameEntries, servicePortKey } from "./types.ts";
 
@@ -28,6 +28,7 @@ type PortsByKey = Map<string, ServicePortInfo>;
 export class ServiceChangeTracker {
   readonly #family: IPFamily;
   readonly #warnings: ObjectWarnings;
+  readonly #read: ServicePortsOptions;
   /** Per `namespace/name`: the ports at the last sync and the ports now. */
   readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey }>();
   /**
@@ -37,9 +38,10 @@ export class ServiceChangeTracker {
   readonly #applied = new Map<string, PortsByKey>();
 
   /** Builds an empty tracker; nothing runs until events arrive. */
-  constructor(opts: { family: IPFamily; warnings: ObjectWarnings }) {
+  constructor(opts: { family: IPFamily; warnings: ObjectWarnings } & ServicePortsOptions) {
     this.#family = opts.family;
     this.#warnings = opts.warnings;
+    this.#read = { allowExternalIPs: opts.allowExternalIPs };
   }
 
   /** Number of Services with changes not yet applied. */
@@ -97,7 +99,7 @@ export class ServiceChangeTracker {
     if (svc === undefined) return out;
     const problems: ObjectProblem[] = [];
     try {
-      const { ports, warnings } = servicePorts(svc, this.#family);
+      const { ports, warnings } = servicePorts(svc, this.#family, this.#read);
       problems.push(...warnings.map((msg) => ({ msg })));
       for (const p of ports) out.set(servicePortKey(p.name), p);
     } catch (e) {

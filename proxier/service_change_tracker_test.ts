@@ -106,6 +106,33 @@ Deno.test("ServiceChangeTracker: one warning per Service version, whichever fami
   assertEquals(log.messages("warn").length, 3);
 });
 
+Deno.test("ServiceChangeTracker: with AllowServiceExternalIPs=false externalIPs are left out, said once per Service", () => {
+  const log = new MemoryLogger();
+  const warnings = new ObjectWarnings(log);
+  const v4 = new ServiceChangeTracker({ family: "IPv4", warnings, allowExternalIPs: false });
+  const v6 = new ServiceChangeTracker({ family: "IPv6", warnings, allowExternalIPs: false });
+  const svc = makeService("ns1", "web", (s) => {
+    s.metadata!.resourceVersion = "7";
+    s.spec!.externalIPs = ["192.168.99.2"];
+    s.spec!.externalTrafficPolicy = "Local";
+  });
+  const plain = makeService("ns1", "plain");
+  for (const t of [v4, v6]) {
+    t.update(undefined, svc);
+    t.update(undefined, plain);
+  }
+  const map = new Map();
+  v4.apply(map);
+  assertEquals([...map.values()].map((p) => [p.name.name, p.externalIPs, p.externalPolicyLocal]), [
+    ["web", [], false],
+    ["plain", [], false],
+  ]);
+  assertEquals(log.messages("warn"), [
+    'Service "ns1/web": spec.externalIPs are not served: feature gate AllowServiceExternalIPs is false ' +
+    "(externalIPs are deprecated, KEP-5707)",
+  ]);
+});
+
 Deno.test("ServiceChangeTracker: removed ports are reported as they were (the conntrack reconciler's input)", () => {
   const { t, map } = tracker();
   const s = makeService("ns1", "dns", (s) => {

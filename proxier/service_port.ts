@@ -45,12 +45,25 @@ export interface ServicePortsResult {
   readonly warnings: string[];
 }
 
+/** How {@linkcode servicePorts} reads a Service. */
+export interface ServicePortsOptions {
+  /**
+   * `spec.externalIPs` are served (feature gate AllowServiceExternalIPs, default true). When false
+   * they are left out, as if absent, and a Service that has some says so in its warnings.
+   */
+  readonly allowExternalIPs?: boolean;
+}
+
 /**
  * Converts a Service into its ports for `family`. Returns no ports for headless and ExternalName
  * Services and for Services without a cluster IP of this family.
  * @throws {ValidationError} when a field the rules depend on is malformed.
  */
-export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResult {
+export function servicePorts(
+  svc: V1Service,
+  family: IPFamily,
+  o: ServicePortsOptions = {},
+): ServicePortsResult {
   const meta = svc?.metadata;
   const namespace = meta?.namespace ?? "default";
   const name = meta?.name;
@@ -84,7 +97,15 @@ export function servicePorts(svc: V1Service, family: IPFamily): ServicePortsResu
   const clusterIP = clusterIPs.find((ip) => ipFamily(ip) === family) as string | undefined;
   if (clusterIP === undefined) return { ports: [], warnings };
 
-  const externalIPs = filterAddresses(obj, "spec.externalIPs", spec.externalIPs, family, warnings);
+  let externalIPs: string[] = [];
+  if (o.allowExternalIPs !== false) {
+    externalIPs = filterAddresses(obj, "spec.externalIPs", spec.externalIPs, family, warnings);
+  } else if (Array.isArray(spec.externalIPs) && spec.externalIPs.length > 0) {
+    warnings.push(
+      `${obj}: spec.externalIPs are not served: feature gate AllowServiceExternalIPs is false ` +
+        "(externalIPs are deprecated, KEP-5707)",
+    );
+  }
   const ingress = type === "LoadBalancer" && Array.isArray(svc.status?.loadBalancer?.ingress)
     ? svc.status.loadBalancer.ingress
     : [];

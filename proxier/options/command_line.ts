@@ -10,6 +10,7 @@ import { parseTraceQuery, TRACE_USAGE } from "../trace/query.ts";
 import type { TraceQuery } from "../trace/trace.ts";
 import type { ProxyConfig } from "./config.ts";
 import { decodeConfigFile } from "./config_file.ts";
+import { ACTING_FEATURES } from "./feature_gates.ts";
 import { FLAG_BY_NAME, type FlagContext, FLAGS } from "./flag_table.ts";
 import {
   appendPortIfNeeded,
@@ -142,7 +143,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     kubeProxyConfiguration: v,
     writeConfigTo,
     warnings,
-    notApplying: notApplying(config, flags),
+    notApplying: notApplying(config, v.featureGates, flags),
     flagValues: FLAGS.filter((f) => f.origin !== "trace").map((
       f,
     ) => [`--${f.name}`, given(f.name) ?? f.default]),
@@ -232,7 +233,11 @@ function describe(e: FieldError, v: KubeProxyConfiguration, configFile?: string)
 }
 
 /** Each setting given that has no effect here, with why (named once at start). */
-function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
+function notApplying(
+  c: ProxyConfig,
+  gates: Readonly<Record<string, boolean>>,
+  flags: readonly FlagUse[],
+): string[] {
   const out: string[] = [];
   for (const name of new Set(flags.map((f) => f.name))) {
     const why = FLAG_BY_NAME.get(name)!.notApplying;
@@ -243,11 +248,11 @@ function notApplying(c: ProxyConfig, flags: readonly FlagUse[]): string[] {
       `profiling (--profiling, enableProfiling) does not apply: upstream serves Go's pprof; this program has no profiler`,
     );
   }
-  const gates = Object.entries(c.featureGates);
-  if (gates.length > 0) {
+  const inert = Object.entries(gates).filter(([k]) => !ACTING_FEATURES.includes(k));
+  if (inert.length > 0) {
     out.push(
-      `featureGates ${gates.map(([k, v]) => `${k}=${v}`).join(",")} do not apply: this program has no ` +
-        "feature gates; what it implements is always on",
+      `featureGates ${inert.map(([k, v]) => `${k}=${v}`).join(",")} do not apply: of upstream's gates ` +
+        `only ${ACTING_FEATURES.join(", ")} change what this program does`,
     );
   }
   if (c.showHiddenMetricsForVersion !== "") {

@@ -197,7 +197,10 @@ const FLAG_CASES: Array<[string, string, string, unknown]> = [
   ["conntrack-udp-timeout", "30s", "conntrack.udpTimeout", "30s"],
   ["conntrack-udp-timeout-stream", "2m", "conntrack.udpStreamTimeout", "2m0s"],
   ["detect-local-mode", "NodeCIDR", "detectLocalMode", "NodeCIDR"],
-  ["feature-gates", "Foo=true,Bar=false", "featureGates", { Foo: true, Bar: false }],
+  ["feature-gates", "KubeProxyNFTablesLocalhostNodePorts=true,AllBeta=false", "featureGates", {
+    KubeProxyNFTablesLocalhostNodePorts: true,
+    AllBeta: false,
+  }],
   ["healthz-bind-address", "127.0.0.1:9999", "healthzBindAddress", "127.0.0.1:9999"],
   ["iptables-localhost-nodeports", "false", "iptables.localhostNodePorts", false],
   ["iptables-masquerade-bit", "13", "iptables.masqueradeBit", 13],
@@ -329,10 +332,11 @@ Deno.test("flags: pflag's spellings: -v=2, -v 2, -v2, underscores, --flag value,
   assertEquals(c.nodePortAddresses, ["10.0.0.0/8", "192.168.0.0/16"]);
   assertEquals(parseCommandLine(["--masquerade-all=t"], noFile).config.masqueradeAll, true);
   assertEquals(
-    parseCommandLine(["--feature-gates=A=true", "--feature-gates=B=false"], noFile).config.featureGates,
+    parseCommandLine(["--feature-gates=AllAlpha=true", "--feature-gates=AllBeta=false"], noFile)
+      .kubeProxyConfiguration.featureGates,
     {
-      A: true,
-      B: false,
+      AllAlpha: true,
+      AllBeta: false,
     },
   );
 });

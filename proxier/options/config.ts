@@ -4,6 +4,8 @@
  * @module
  */
 
+import type { FeatureGates } from "./feature_gates.ts";
+
 /**
  * The proxy modes a flag or config file may name: the one list the registry (`proxier/modes.ts`),
  * the flow table's adapters and the end-to-end list are each typed by, so none can miss a mode.
@@ -85,7 +87,8 @@ export interface ProxyConfig {
   bindAddressHardFail: boolean;
   enableProfiling: boolean;
   showHiddenMetricsForVersion: string;
-  featureGates: Record<string, boolean>;
+  /** The feature gates in effect: upstream's, with its defaults, and those set (`--feature-gates`). */
+  features: FeatureGates;
   clusterCIDRs: string[];
   nodePortAddresses: string[];
   masqueradeAll: boolean;

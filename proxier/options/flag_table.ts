@@ -238,11 +238,13 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "feature-gates",
     origin: "upstream",
-    differs: "accepted (bools); this program has no feature gates: the ones given are named at start",
+    differs: "every gate of upstream 1.37; AllowServiceExternalIPs, KubeProxyIPVS and " +
+      "KubeProxyNFTablesLocalhostNodePorts act, the others change nothing here (named at start)",
     type: "mapStringBool",
     default: "",
     field: "featureGates",
-    help: "key=value pairs of upstream feature gates (accepted; this program has none)",
+    help: "key=value pairs of upstream 1.37's feature gates (AllAlpha, AllBeta, AllowServiceExternalIPs, " +
+      "KubeProxyIPVS, KubeProxyNFTablesLocalhostNodePorts, ... every one upstream knows)",
     apply: (c, s) => {
       for (const kv of list(s)) {
         const m = /^([^=]+)=(.*)$/.exec(kv);

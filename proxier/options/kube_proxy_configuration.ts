@@ -16,6 +16,7 @@ import type {
 } from "./config.ts";
 import { ipFamily, normalizeCIDR } from "../net.ts";
 import { parsePortRange } from "./values.ts";
+import { FeatureGates } from "./feature_gates.ts";
 
 /** The group/version this program reads and writes. */
 export const API_VERSION = "kubeproxy.config.k8s.io/v1alpha1";
@@ -331,7 +332,7 @@ export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = default
     bindAddressHardFail: c.bindAddressHardFail,
     enableProfiling: c.enableProfiling,
     showHiddenMetricsForVersion: c.showHiddenMetricsForVersion,
-    featureGates: { ...c.featureGates },
+    features: new FeatureGates(c.featureGates),
     clusterCIDRs: c.clusterCIDR === "" ? [] : c.clusterCIDR.split(",").map((x) => normalizeCIDR(x.trim())),
     nodePortAddresses: (c.nodePortAddresses ?? []).map((x) => x === "primary" ? x : normalizeCIDR(x)),
     masqueradeAll: (c.mode === "nftables" ? c.nftables : c.iptables).masqueradeAll,

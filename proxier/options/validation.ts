@@ -8,6 +8,7 @@ import { SCHEDULERS } from "../service_port.ts";
 import { cidrFamily, ipFamily } from "../net.ts";
 import { MAX_TCP_WORKERS, PROXY_MODES, UPSTREAM_VERSION } from "./config.ts";
 import { formatDuration } from "./duration.ts";
+import { FeatureGates } from "./feature_gates.ts";
 import { type KubeProxyConfiguration, modeSection, splitHostPort } from "./kube_proxy_configuration.ts";
 import { parsePortRange } from "./values.ts";
 
@@ -37,6 +38,11 @@ export function validate(c: KubeProxyConfiguration): FieldError[] {
     if (b !== null && (b < 0 || b > 31)) invalid(field, b, "must be within the range [0, 31]");
   };
 
+  try {
+    new FeatureGates(c.featureGates);
+  } catch (e) {
+    invalid("featureGates", c.featureGates, (e as Error).message);
+  }
   bit("iptables.masqueradeBit", c.iptables.masqueradeBit);
   if (c.mode === "nftables") bit("nftables.masqueradeBit", c.nftables.masqueradeBit);
   if (c.mode === "ipvs") {

@@ -106,6 +106,37 @@ test(
 );
 
 test(
+  "feature gates: KubeProxyIPVS=false refuses ipvs mode (exit 1) having changed nothing; an unknown gate exits 2 naming it",
+  async (t, dir) => {
+    // The same conntrack settings --init-only applies above: refused, none of them is.
+    await Deno.writeTextFile(
+      `${dir}/kp.yaml`,
+      CONFIG.replace("mode: iptables", "mode: ipvs") + "featureGates:\n  KubeProxyIPVS: false\n",
+    );
+    const before = await sysctls(t);
+    const rulesBefore = await ruleset(t);
+    const r = await t.runProgram([`--config=${dir}/kp.yaml`, `--source=file:${dir}`]);
+    assertEquals(r.code, 1, r.stderr);
+    assertMatch(
+      r.stderr,
+      /"Error running ProxyServer" err="the ipvs proxy mode is disabled by the KubeProxyIPVS feature gate; use --proxy-mode=nftables"/,
+    );
+    assertMatch(
+      r.stderr,
+      /Setting deprecated feature gate KubeProxyIPVS=false\. It will be removed in a future release\./,
+    );
+    assertEquals(await sysctls(t), before);
+    assertEquals(await ruleset(t), rulesBefore);
+    const bogus = await t.runProgram([`--source=file:${dir}`, "--feature-gates=Bogus=true"]);
+    assertEquals(bogus.code, 2, bogus.stderr);
+    assertMatch(
+      bogus.stderr,
+      /--feature-gates: Invalid value: \{"Bogus":true\}: unrecognized feature gate: Bogus/,
+    );
+  },
+);
+
+test(
   "a running proxy takes --oom-score-adj and the conntrack flags; liberal mode drops no INVALID packet",
   async (t, dir) => {
     const p = t.startProxy([

@@ -16,6 +16,8 @@ export interface FlowOptions {
   readonly nodePortAddresses?: readonly string[];
   /** The cluster's ServiceCIDRs (what the ServiceCIDR objects hold); default none. */
   readonly serviceCIDRs?: readonly string[];
+  /** Feature gate AllowServiceExternalIPs; default true. */
+  readonly allowExternalIPs?: boolean;
 }
 
 /** Everything a load depends on; rows with equal setups share one load. */

@@ -33,6 +33,7 @@ export function iptablesSetup(
     localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },
     nodePortAddresses: o.nodePortAddresses ?? [],
     localhostNodePorts: o.localhostNodePorts ?? true,
+    allowExternalIPs: o.allowExternalIPs,
     nodeIPs: node.ips,
     ...over,
   });

@@ -62,6 +62,7 @@ export const ipvsDatapath: Datapath = {
       masqueradeAll: o.masqueradeAll ?? false,
       nodePortAddresses: o.nodePortAddresses ?? [],
       nodeIPs: setup.node.ips,
+      allowExternalIPs: o.allowExternalIPs,
     });
     feed(s.proxier, setup);
     await s.proxier.syncNow();

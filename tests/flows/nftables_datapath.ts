@@ -31,6 +31,7 @@ export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup:
     masqueradeAll: o.masqueradeAll ?? false,
     masqueradeBit: 14,
     nodePortAddresses: o.nodePortAddresses ?? [],
+    allowExternalIPs: o.allowExternalIPs,
     nodeIPs: node.ips,
     localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },
     affinitySupported: true,

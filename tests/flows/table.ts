@@ -182,6 +182,20 @@ export const FLOWS: readonly FlowRow[] = [
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
+    name: "AllowServiceExternalIPs=false: the external IP is not served",
+    objects: REPRESENTATIVE,
+    options: { allowExternalIPs: false },
+    packet: tcp(OUTSIDE, "192.168.99.2", 80),
+    expect: { verdict: "none" },
+  },
+  {
+    name: "AllowServiceExternalIPs=false: the same Service's cluster IP still is",
+    objects: REPRESENTATIVE,
+    options: { allowExternalIPs: false },
+    packet: tcp(POD, "172.30.0.42", 80),
+    expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
+  },
+  {
     name: "ETP Local cluster IP keeps both endpoints",
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.42", 80),

@@ -39,6 +39,7 @@ export const userspaceDatapath: Datapath = {
       iptables: portals,
       listenAddress,
       nodePortAddresses: setup.options.nodePortAddresses ?? [],
+      allowExternalIPs: setup.options.allowExternalIPs,
       nodeIPs: setup.node.ips,
       portRange: { min: 0, max: 0 },
       udpIdleTimeoutMs: 250,

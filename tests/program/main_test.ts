@@ -151,6 +151,7 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
       `--master=${url}`,
       "--healthz-bind-address=",
       `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+      "--feature-gates=AllowServiceExternalIPs=false",
     ]);
     await eventually(
       () => assertMatch(proc.log(), /"Initial list complete" kind="Service" objects=1/),
@@ -173,6 +174,15 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
       m,
       /kubernetes_build_info\{.*compiler="deno".*git_version="v\d+\.\d+\.\d+-kube-proxy-deno".*\} 1/,
     );
+    // Every gate upstream knows, with its stage ("" for GA) and whether it is on, as upstream's.
+    for (
+      const line of [
+        'kubernetes_feature_enabled{name="AllowServiceExternalIPs",stage="DEPRECATED"} 0',
+        'kubernetes_feature_enabled{name="KubeProxyIPVS",stage="DEPRECATED"} 1',
+        'kubernetes_feature_enabled{name="KubeProxyNFTablesLocalhostNodePorts",stage="ALPHA"} 0',
+        'kubernetes_feature_enabled{name="NFTablesProxyMode",stage=""} 1',
+      ]
+    ) assert(m.includes(`\n${line}\n`), line);
     assertEquals((await proc.stop()).code, 0);
     await Deno.writeTextFile(
       `${dir}/kubeconfig`,
