@@ -127,17 +127,19 @@ export interface ModeRenderer {
 
 /**
  * Returns the provider of a kernel mode over its per-family proxiers (one, or both behind a
- * {@linkcode MetaProxier}); `close()` does nothing, as the kernel datapath stays.
+ * {@linkcode MetaProxier}); the kernel datapath stays on close, and `sockets`, when the mode also
+ * listens (nftables' localhost NodePorts), says how to close those and what closing does.
  */
 export function familyProvider(
   families: readonly Provider[],
   removeLeftovers?: () => Promise<void>,
+  sockets?: { close(): void; onStop: string },
 ): ModeProvider {
   const p = families.length === 1 ? families[0] : new MetaProxier(families);
   return Object.assign(p, {
-    close() {},
+    close: sockets?.close ?? (() => {}),
     removeLeftovers,
-    onStop: "the kernel rules stay in place and keep serving",
+    onStop: "the kernel rules stay in place and keep serving" + (sockets ? `; ${sockets.onStop}` : ""),
   });
 }
 

@@ -1,19 +1,34 @@
 /**
  * The one reading of `--nodeport-addresses` for every mode, as upstream's
- * `pkg/proxy/util/nodeport_addresses.go` with `cmd/kube-proxy`'s resolution of `primary`:
+ * `pkg/proxy/util/nodeport_addresses.go` with `cmd/kube-proxy`'s resolution of its keywords (1.37:
+ * combinable with each other and with CIDRs):
  * - CIDRs of this family restrict NodePorts to the node's addresses inside them;
  * - `primary` is the Node's primary address of this family (its first InternalIP, else ExternalIP);
+ *   `localhost` is 127.0.0.0/8 and ::1/128; `all` is 0.0.0.0/0 and ::/0;
  * - no CIDR of this family (nothing configured, only the other family's, or `primary` while the
  *   Node's address is unknown) means every address of the node, as upstream's `0.0.0.0/0`;
  * - loopback addresses answer only in IPv4, and only where the mode allows it
- *   (`--iptables-localhost-nodeports`); IPv6 link-local addresses never do.
+ *   (`--iptables-localhost-nodeports`); IPv6 link-local addresses never do. A mode that serves
+ *   loopback NodePorts through a socket proxy (nftables) asks {@linkcode explicitLoopback}.
  * @module
  */
 import { cidrContains, hostPrefix, ipFamily, isLoopback } from "./net.ts";
 import type { IPFamily } from "./types.ts";
 
-/** The `--nodeport-addresses` value meaning the node's primary IPs (upstream 1.29+). */
+/** The `--nodeport-addresses` keyword meaning the node's primary IPs (upstream 1.29+). */
 export const NODE_PORT_PRIMARY = "primary";
+/** The `--nodeport-addresses` keyword meaning the loopback addresses (upstream 1.37+). */
+export const NODE_PORT_LOCALHOST = "localhost";
+/** The `--nodeport-addresses` keyword meaning every address (upstream 1.37+). */
+export const NODE_PORT_ALL = "all";
+/** The keywords `--nodeport-addresses` takes beside CIDRs. */
+export const NODE_PORT_KEYWORDS: readonly string[] = [NODE_PORT_PRIMARY, NODE_PORT_LOCALHOST, NODE_PORT_ALL];
+
+/** The CIDRs each keyword but `primary` stands for. */
+const KEYWORD_CIDRS: Readonly<Record<string, readonly string[]>> = {
+  [NODE_PORT_LOCALHOST]: ["127.0.0.0/8", "::1/128"],
+  [NODE_PORT_ALL]: ["0.0.0.0/0", "::/0"],
+};
 
 /** Where NodePorts answer for one IP family; see the module doc. */
 export class NodePortAddresses {
@@ -23,11 +38,16 @@ export class NodePortAddresses {
   readonly matchAll: boolean;
   /** IPv4 loopback addresses answer too (only when the mode allows and the CIDRs include them). */
   readonly allowLocalhost: boolean;
+  /**
+   * A configured CIDR other than a whole family (`all`, `0.0.0.0/0`) holds this family's loopback
+   * address (127.0.0.1 or ::1): upstream's explicit request for localhost NodePorts.
+   */
+  readonly explicitLoopback: boolean;
   readonly #family: IPFamily;
   readonly #primary?: string;
 
   /**
-   * Reads `configured` (`--nodeport-addresses`: CIDRs of both families, or `primary`) for `family`;
+   * Reads `configured` (`--nodeport-addresses`: CIDRs of both families and keywords) for `family`;
    * `primaryIP` is the Node's primary address when known. `allowIPv4Localhost`: the mode can serve
    * NodePorts on 127.0.0.0/8 (iptables' `--iptables-localhost-nodeports`).
    */
@@ -39,14 +59,22 @@ export class NodePortAddresses {
   ) {
     this.#family = family;
     if (primaryIP !== undefined && ipFamily(primaryIP) === family) this.#primary = primaryIP;
+    let primaryUnknown = false;
     const cidrs = configured.flatMap((c) => {
-      if (c !== NODE_PORT_PRIMARY) return ipFamily(c.split("/")[0]) === family ? [c] : [];
+      if (c !== NODE_PORT_PRIMARY) {
+        return (KEYWORD_CIDRS[c] ?? [c]).filter((x) => ipFamily(x.split("/")[0]) === family);
+      }
       // A loopback primary address is upstream's stand-in for an unknown one.
-      return primaryIP !== undefined && ipFamily(primaryIP) === family && !isLoopback(primaryIP)
-        ? [primaryIP + hostPrefix(primaryIP)]
-        : [];
+      if (primaryIP !== undefined && ipFamily(primaryIP) === family && !isLoopback(primaryIP)) {
+        return [primaryIP + hostPrefix(primaryIP)];
+      }
+      primaryUnknown = true;
+      return [];
     });
-    this.matchAll = cidrs.length === 0 || cidrs.some((c) => /^(0\.0\.0\.0|::)\/0$/.test(c));
+    const whole = (c: string) => /^(0\.0\.0\.0|::)\/0$/.test(c);
+    this.matchAll = cidrs.length === 0 || primaryUnknown || cidrs.some(whole);
+    const loopback = family === "IPv4" ? "127.0.0.1" : "::1";
+    this.explicitLoopback = cidrs.some((c) => !whole(c) && cidrContains(c, loopback));
     this.cidrs = this.matchAll ? [] : cidrs;
     this.allowLocalhost = family === "IPv4" && allowIPv4Localhost &&
       (this.matchAll || cidrs.some((c) => cidrContains(c, "127.0.0.1") || c.startsWith("127.")));

@@ -155,6 +155,15 @@ export function internalEndpoints(svc: ServicePortInfo, c: CategorizedEndpoints)
 }
 
 /**
+ * Returns the endpoints traffic from outside the cluster (NodePorts, external and load-balancer
+ * IPs) uses: with externalTrafficPolicy Local only this node's, without the short-circuits the
+ * kernel modes give pods and the node itself.
+ */
+export function externalEndpoints(svc: ServicePortInfo, c: CategorizedEndpoints): EndpointInfo[] {
+  return svc.externalPolicyLocal ? c.local : c.cluster;
+}
+
+/**
  * Counts the service ports with a Local traffic policy and no usable local endpoint, per policy
  * (upstream's `kubeproxy_sync_proxy_rules_no_local_endpoints_total`): their traffic is dropped here.
  */

@@ -24,6 +24,8 @@ import { fixedLayout, TABLE } from "./layout.ts";
 import { affinityStatements } from "./affinity.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import type { NftablesProxier, NftablesProxierOptions } from "./proxier.ts";
+import { KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS } from "../options/feature_gates.ts";
+import { NodePortAddresses } from "../nodeport_addresses.ts";
 
 /** The oldest nft the layout is known to need features of (upstream's minimum too). */
 export const MIN_NFT_VERSION: readonly [number, number, number] = [1, 0, 1];
@@ -35,7 +37,13 @@ async function newProxier(
   nft: NFTables,
   extra: Pick<
     NftablesProxierOptions,
-    "conntrack" | "healthServer" | "nodeIPs" | "nodeIPsFromNode" | "affinitySupported" | "conntrackTCPLiberal"
+    | "conntrack"
+    | "healthServer"
+    | "nodeIPs"
+    | "nodeIPsFromNode"
+    | "affinitySupported"
+    | "conntrackTCPLiberal"
+    | "localhostNodePorts"
   >,
 ): Promise<NftablesProxier> {
   const c = d.config;
@@ -60,6 +68,29 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
     ...fixedLayout({ family, masqueradeAll: false, mark: masqueradeMark(14, 8), local: undefined }),
     ...(withAffinity ? affinityStatements(family, 10800) : []),
   ].join("\n") + "\n";
+}
+
+/**
+ * Returns whether `family`'s NodePorts on loopback are served (by a socket proxy): as upstream 1.37,
+ * the feature gate on and `--nodeport-addresses` naming that family's loopback address (`localhost`,
+ * or a CIDR holding 127.0.0.1 / ::1; `all` does not ask for it). Says once why not when only one of
+ * the two is given.
+ */
+function servesLocalhost(d: ModeDeps, family: IPFamily): boolean {
+  const gate = d.config.features.enabled(KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS);
+  const asked = new NodePortAddresses(family, d.config.nodePortAddresses, undefined).explicitLoopback;
+  if (asked && !gate) {
+    d.log.warn(
+      `--nodeport-addresses names ${family} loopback, but nftables mode serves NodePorts there only with ` +
+        `--feature-gates=${KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS}=true (upstream 1.37, alpha)`,
+    );
+  } else if (gate && !asked && family === "IPv4") {
+    d.log.info(
+      `${KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS} is on, but --nodeport-addresses names no loopback address ` +
+        "(add localhost): NodePorts are not served on 127.0.0.1 or ::1",
+    );
+  }
+  return gate && asked;
 }
 
 /** The nftables mode. */
@@ -133,10 +164,22 @@ export const nftablesMode: ProxyModeDefinition = {
           nodeIPs,
           affinitySupported,
           conntrackTCPLiberal,
+          localhostNodePorts: servesLocalhost(d, family)
+            ? {
+              udpIdleTimeoutMs: d.config.udpIdleTimeoutMs,
+              tcpLimits: {
+                idleTimeoutMs: d.config.tcpIdleTimeoutMs,
+                writeTimeoutMs: d.config.tcpWriteTimeoutMs,
+              },
+            }
+            : undefined,
         }),
       );
     }
-    return familyProvider(families);
+    return familyProvider(families, undefined, {
+      close: () => families.forEach((p) => p.close()),
+      onStop: "localhost NodePort listeners close (connections in flight finish)",
+    });
   },
 
   async render(d, dryRun) {

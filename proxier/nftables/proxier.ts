@@ -2,13 +2,15 @@
  * The nftables mode: the map-centric layout of `layout.ts`, written as one `nft -f -` transaction
  * per family per sync. A full sync (at start, after a failure, when the table vanished, and once an
  * hour) recreates the fixed layout and refills every set and map; a partial sync deletes and adds
- * only the elements of the service ports that changed.
+ * only the elements of the service ports that changed. NodePorts on 127.0.0.1 / ::1, which no
+ * nftables rule can serve, are served by a socket proxy when asked for
+ * (`socket_proxy/localhost_node_ports.ts`).
  * @module
  */
 import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import { nftablesMetrics } from "./metrics.ts";
+import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
   affinityRecordChain,
@@ -29,6 +31,13 @@ import { affinityStatements, dropStalePins } from "./affinity.ts";
 import { backendsSize, backendsStatements } from "./backends.ts";
 import { DynamicChains, type PortUses, portUses } from "./dynamic_chains.ts";
 import { elementStatements, type PortElements, portElements } from "./port_elements.ts";
+import {
+  type LocalhostNodePort,
+  LocalhostNodePorts,
+  type LocalhostNodePortsOptions,
+} from "../socket_proxy/localhost_node_ports.ts";
+import { categorizeEndpoints, externalEndpoints } from "../topology.ts";
+import { servicePortNameString } from "../types.ts";
 
 /** Options of {@linkcode NftablesProxier}. */
 export interface NftablesProxierOptions extends BaseProxierOptions {
@@ -39,6 +48,12 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly affinitySupported: boolean;
   /** The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`): INVALID packets are then not dropped, as upstream. */
   readonly conntrackTCPLiberal?: boolean;
+  /**
+   * Serve NodePorts on this family's loopback address through a socket proxy (feature gate
+   * KubeProxyNFTablesLocalhostNodePorts, with `--nodeport-addresses` naming loopback); undefined:
+   * not served, as upstream without them.
+   */
+  readonly localhostNodePorts?: Pick<LocalhostNodePortsOptions, "udpIdleTimeoutMs" | "tcpLimits" | "listen">;
 }
 
 /** The nftables proxier; see the module doc. */
@@ -57,6 +72,10 @@ export class NftablesProxier extends BaseProxier {
   readonly #warnedAffinity = new Set<string>();
   /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
   #generation = 0;
+  /** The loopback NodePort listeners, when served. */
+  readonly localhost?: LocalhostNodePorts;
+  /** A retry of the loopback ports that could not be opened (backoff doubling from 1 s to the sync period). */
+  #retry?: { cancel: () => void; ms: number };
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: NftablesProxierOptions) {
@@ -66,6 +85,21 @@ export class NftablesProxier extends BaseProxier {
     this.#fam = nftFamily(o.family);
     this.#metrics = nftablesMetrics(this.registry, o.family);
     this.#dynamic = new DynamicChains({ ...o, cleanupFailures: this.#metrics.cleanupFailures });
+    if (o.localhostNodePorts !== undefined) {
+      this.localhost = new LocalhostNodePorts({
+        ...o.localhostNodePorts,
+        family: o.family,
+        log: o.log,
+        clock: o.clock,
+        metrics: localhostNodePortMetrics(this.registry, o.family),
+      });
+    }
+  }
+
+  /** Closes the loopback NodePort listeners (connections in flight finish); the kernel rules stay. */
+  close(): void {
+    this.#retry?.cancel();
+    this.localhost?.close();
   }
 
   /** The node's addresses of this family that answer NodePorts. */
@@ -102,6 +136,7 @@ export class NftablesProxier extends BaseProxier {
       this.#generation++;
     }
     this.#dynamic.markStale();
+    if (this.localhost !== undefined) this.#syncLocalhost(ctx);
     await dropStalePins({
       ...this.#o,
       book: this.#book,
@@ -282,6 +317,39 @@ export class NftablesProxier extends BaseProxier {
       if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "add", c, add));
     }
     return lines;
+  }
+
+  /**
+   * Hands the loopback listeners what changed (everything on a full sync): each NodePort's
+   * endpoints as external traffic has them. Ports that could not be opened are retried with backoff.
+   */
+  #syncLocalhost(ctx: SyncContext): void {
+    const lo = this.localhost!;
+    const keys = ctx.full ? ctx.services.keys() : ctx.changedPorts;
+    const changes: Array<[string, LocalhostNodePort | undefined]> = [];
+    for (const key of keys) {
+      const svc = ctx.services.get(key);
+      if (svc === undefined || svc.nodePort === 0) {
+        if (!ctx.full) changes.push([key, undefined]);
+        continue;
+      }
+      const cat = categorizeEndpoints(svc, ctx.endpoints.get(key) ?? [], this.node.topology);
+      changes.push([key, {
+        name: servicePortNameString(svc.name),
+        protocol: svc.protocol,
+        nodePort: svc.nodePort,
+        endpoints: externalEndpoints(svc, cat).map((e) => e.key),
+        stickyMaxAgeSeconds: svc.stickyMaxAgeSeconds,
+      }]);
+    }
+    lo.sync(changes, ctx.full);
+    this.#retry?.cancel();
+    if (lo.unserved === 0) {
+      this.#retry = undefined;
+      return;
+    }
+    const ms = Math.min(this.#retry === undefined ? 1000 : 2 * this.#retry.ms, this.syncPeriodMs);
+    this.#retry = { ms, cancel: this.clock.setTimer(() => this.sync(), ms) };
   }
 
   #warnConflicts(conflicts: string[]): void {

@@ -300,6 +300,12 @@ Deno.test("flags: the rest parse with upstream's meaning", () => {
   // --iptables-masquerade-bit is the iptables (and ipvs) mark; nftables keeps its own, as upstream.
   assertEquals([nft.config.masqueradeBit, nft.config.nftablesMasqueradeBit], [3, 14]);
   assertEquals(nft.config.nodePortAddresses, ["primary"]);
+  // Upstream 1.37: the keywords combine with each other and with CIDRs (a CIDR used as its network).
+  assertEquals(
+    p("--proxy-mode=nftables", "--nodeport-addresses=primary,localhost,10.1.2.3/8,all").config
+      .nodePortAddresses,
+    ["primary", "localhost", "10.0.0.0/8", "all"],
+  );
   // The deprecated ports join an address given as an IP alone; 0 disables.
   assertEquals(p("--healthz-bind-address=127.0.0.1", "--healthz-port=9000").config.healthzBindAddress, {
     hostname: "127.0.0.1",
@@ -398,10 +404,13 @@ Deno.test("flags: each bad value names the flag and the value; exit-2 errors kee
       /^--cluster-cidr: Invalid value: "10.0.0.0\/40": must be a valid CIDR block/,
     ],
     [["--cluster-cidr=10.0.0.0/8,10.1.0.0/16"], /^--cluster-cidr: Invalid value: .*dual-stack pair/],
-    [["--nodeport-addresses=foo"], /^--nodeport-addresses: Invalid value: "foo": must be a valid CIDR/],
     [
-      ["--nodeport-addresses=primary,10.0.0.0/8"],
-      /^--nodeport-addresses: Invalid value: "primary": can't use both 'primary' and CIDRs/,
+      ["--nodeport-addresses=foo"],
+      /^--nodeport-addresses: Invalid value: "foo": must be a valid CIDR or one of 'primary', 'localhost', 'all'/,
+    ],
+    [
+      ["--nodeport-addresses=primary,loopback"],
+      /^--nodeport-addresses: Invalid value: "loopback": must be a valid CIDR or one of/,
     ],
     [
       ["--iptables-masquerade-bit=32"],

@@ -559,8 +559,8 @@ export const FLAGS: readonly FlagDef[] = [
     type: "strings",
     default: "",
     field: "nodePortAddresses",
-    help:
-      "CIDRs whose local addresses answer NodePorts, or primary (the Node's IPs); default all (nftables: primary)",
+    help: "CIDRs whose local addresses answer NodePorts, and the keywords primary (the Node's IPs), " +
+      "localhost (127.0.0.0/8, ::1) and all; default all (nftables: primary)",
     apply: (c, s) => c.v.nodePortAddresses = [...c.v.nodePortAddresses ?? [], ...list(s)],
   },
   {

@@ -17,6 +17,7 @@ import type {
 import { ipFamily, normalizeCIDR } from "../net.ts";
 import { parsePortRange } from "./values.ts";
 import { FeatureGates } from "./feature_gates.ts";
+import { NODE_PORT_KEYWORDS } from "../nodeport_addresses.ts";
 
 /** The group/version this program reads and writes. */
 export const API_VERSION = "kubeproxy.config.k8s.io/v1alpha1";
@@ -334,7 +335,9 @@ export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = default
     showHiddenMetricsForVersion: c.showHiddenMetricsForVersion,
     features: new FeatureGates(c.featureGates),
     clusterCIDRs: c.clusterCIDR === "" ? [] : c.clusterCIDR.split(",").map((x) => normalizeCIDR(x.trim())),
-    nodePortAddresses: (c.nodePortAddresses ?? []).map((x) => x === "primary" ? x : normalizeCIDR(x)),
+    nodePortAddresses: (c.nodePortAddresses ?? []).map((x) =>
+      NODE_PORT_KEYWORDS.includes(x) ? x : normalizeCIDR(x)
+    ),
     masqueradeAll: (c.mode === "nftables" ? c.nftables : c.iptables).masqueradeAll,
     masqueradeBit: c.iptables.masqueradeBit ?? 14,
     nftablesMasqueradeBit: c.nftables.masqueradeBit ?? 14,

@@ -6,6 +6,7 @@
  */
 import { SCHEDULERS } from "../service_port.ts";
 import { cidrFamily, ipFamily } from "../net.ts";
+import { NODE_PORT_KEYWORDS } from "../nodeport_addresses.ts";
 import { MAX_TCP_WORKERS, PROXY_MODES, UPSTREAM_VERSION } from "./config.ts";
 import { formatDuration } from "./duration.ts";
 import { FeatureGates } from "./feature_gates.ts";
@@ -106,15 +107,15 @@ export function validate(c: KubeProxyConfiguration): FieldError[] {
   if (parsePortRange(c.portRange) === undefined) {
     invalid("portRange", c.portRange, "must be a valid port range (e.g. 300-2000)");
   }
-  const npa = c.nodePortAddresses ?? [];
-  for (const [i, x] of npa.entries()) {
-    if (x === "primary") {
-      if (i !== 0 || npa.length !== 1) {
-        invalid(`nodePortAddresses[${i}]`, x, "can't use both 'primary' and CIDRs");
-      }
-      break;
+  // Upstream 1.37: CIDRs and the keywords, combinable (1.36 took `primary` alone or CIDRs).
+  for (const [i, x] of (c.nodePortAddresses ?? []).entries()) {
+    if (!NODE_PORT_KEYWORDS.includes(x) && cidrFamily(x) === undefined) {
+      invalid(
+        `nodePortAddresses[${i}]`,
+        x,
+        `must be a valid CIDR or one of ${NODE_PORT_KEYWORDS.map((k) => `'${k}'`).join(", ")}`,
+      );
     }
-    if (cidrFamily(x) === undefined) invalid(`nodePortAddresses[${i}]`, x, "must be a valid CIDR");
   }
   const hidden = `${UPSTREAM_VERSION.major}.${UPSTREAM_VERSION.minor - 1}`;
   if (c.showHiddenMetricsForVersion !== "" && c.showHiddenMetricsForVersion !== hidden) {

@@ -14,13 +14,13 @@ import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";
 import { TcpWorkerPool } from "./tcp_workers.ts";
 import type { WorkerPort } from "./tcp_worker_protocol.ts";
 import { UdpServing } from "../socket_proxy/udp_serve.ts";
+import { DialWarnings } from "../socket_proxy/dial_warnings.ts";
+import { denoListen, type Listener, type ListenFn } from "../socket_proxy/listen.ts";
 import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
 import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
-/** A failed dial to one endpoint is logged at most this often. */
-const DIAL_WARN_EVERY_MS = 10_000;
 /** Options of {@linkcode UserspaceProxier}. */
 export interface UserspaceProxierOptions extends BaseProxierOptions {
   /** iptables for portal rules; undefined serves NodePorts only. */
@@ -45,20 +45,6 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
    * TCP ports without ClientIP affinity from N workers sharing each port (see `tcp_worker.ts`).
    */
   readonly tcpWorkers?: number;
-}
-
-/** A listening socket of one service port. */
-export type Listener = Deno.TcpListener | Deno.DatagramConn;
-
-/** Opens a listener for `protocol` on `hostname:port` (port 0: any free port). */
-export type ListenFn = (o: { protocol: "TCP" | "UDP"; hostname: string; port: number }) => Listener;
-
-/** The real sockets. */
-function denoListen(o: { protocol: "TCP" | "UDP"; hostname: string; port: number }): Listener {
-  const { hostname, port } = o;
-  return o.protocol === "TCP"
-    ? Deno.listen({ hostname, port, transport: "tcp" })
-    : Deno.listenDatagram({ hostname, port, transport: "udp" });
 }
 
 /** Where a connection to one of our listening addresses goes. */
@@ -104,8 +90,7 @@ export class UserspaceProxier extends BaseProxier {
   readonly #unserved = new Map<string, string>();
   /** A retry of the unserved ports is scheduled (backoff doubling from 1 s to the sync period). */
   #retry?: { cancel: () => void; ms: number };
-  /** Per endpoint: when a failed dial to it was last logged. */
-  readonly #dialWarned = new Map<string, number>();
+  readonly #dialWarnings: DialWarnings;
 
   /** Builds the proxier; opens nothing until the first sync. */
   constructor(o: UserspaceProxierOptions) {
@@ -118,10 +103,11 @@ export class UserspaceProxier extends BaseProxier {
     this.#limits = o.tcpLimits;
     this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
     this.#listenFn = o.listen ?? denoListen;
+    this.#dialWarnings = new DialWarnings(o);
     this.#events = {
       dialFailed: (key, endpoint, error) => {
         this.#metrics.dialFailure(key);
-        this.#warnDial(key, endpoint, error);
+        this.#dialWarnings.failed(key, endpoint, error);
       },
       acceptFailed: (key, error, first) => {
         this.#metrics.acceptError();
@@ -402,19 +388,6 @@ export class UserspaceProxier extends BaseProxier {
 
   #serveTCP(listener: Deno.TcpListener, key: string): void {
     this.#tcp.serve(listener, key, () => this.#listening(key, listener));
-  }
-
-  /** Logs a failed dial at normal verbosity, once per endpoint per {@linkcode DIAL_WARN_EVERY_MS}. */
-  #warnDial(key: string, endpoint: string, error: string): void {
-    const now = this.clock.now();
-    if ((this.#dialWarned.get(endpoint) ?? -Infinity) + DIAL_WARN_EVERY_MS > now) return;
-    this.#dialWarned.set(endpoint, now);
-    if (this.#dialWarned.size > 4096) this.#dialWarned.clear();
-    this.log.warn("Dial to endpoint failed; trying another, and passing it over for a while", {
-      service: key,
-      endpoint,
-      error,
-    });
   }
 
   async #syncPortals(full: boolean): Promise<void> {

@@ -18,6 +18,8 @@ export interface FlowOptions {
   readonly serviceCIDRs?: readonly string[];
   /** Feature gate AllowServiceExternalIPs; default true. */
   readonly allowExternalIPs?: boolean;
+  /** Feature gate KubeProxyNFTablesLocalhostNodePorts (nftables mode only); default false. */
+  readonly localhostNodePortProxy?: boolean;
 }
 
 /** Everything a load depends on; rows with equal setups share one load. */

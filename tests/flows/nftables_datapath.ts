@@ -1,6 +1,7 @@
 /**
  * The nftables mode in the flow table: the real proxier on the fake nft, packets walked by the
- * nftables tracer.
+ * nftables tracer; with KubeProxyNFTablesLocalhostNodePorts, the node's packets to its loopback
+ * address go to the proxier's socket proxy (on fake listeners, nothing bound) instead.
  * @module
  */
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
@@ -9,7 +10,18 @@ import { traceNft } from "../../proxier/trace/nft_walker.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { NftablesProxier, type NftablesProxierOptions } from "../../proxier/nftables/proxier.ts";
 import { baseOptions } from "../support/fixtures.ts";
-import { type Datapath, feed, type FlowSetup, tracerPacket } from "./datapath.ts";
+import {
+  type Datapath,
+  feed,
+  type FlowPacket,
+  type FlowResult,
+  type FlowSetup,
+  tracerPacket,
+} from "./datapath.ts";
+import { fakeListen } from "../support/fake_listener.ts";
+import { NodePortAddresses } from "../../proxier/nodeport_addresses.ts";
+import { isLoopback } from "../../proxier/net.ts";
+import type { LocalhostNodePorts } from "../../proxier/socket_proxy/localhost_node_ports.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 
 /**
@@ -32,6 +44,11 @@ export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup:
     masqueradeBit: 14,
     nodePortAddresses: o.nodePortAddresses ?? [],
     allowExternalIPs: o.allowExternalIPs,
+    // As the mode decides (nftables/mode.ts): the gate on and loopback asked for.
+    localhostNodePorts: o.localhostNodePortProxy === true &&
+        new NodePortAddresses(family, o.nodePortAddresses ?? [], undefined).explicitLoopback
+      ? { udpIdleTimeoutMs: 1000, listen: fakeListen }
+      : undefined,
     nodeIPs: node.ips,
     localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },
     affinitySupported: true,
@@ -54,6 +71,9 @@ export const nftablesDatapath: Datapath = {
     const { fake, proxier } = nftablesSetup({}, setup);
     await proxier.syncNow();
     return (p) => {
+      if (proxier.localhost !== undefined && p.fromNode === true && isLoopback(p.dst)) {
+        return viaSocketProxy(proxier.localhost, p);
+      }
       // A first connection records its endpoint in the affinity map, as the kernel does: its row
       // has a load of its own (flows_test.ts), so the record stays with it.
       if (p.again === true) traceNft(fake, "IPv4", TABLE, tracerPacket(p), setup.node.ips, { record: true });
@@ -63,3 +83,17 @@ export const nftablesDatapath: Datapath = {
     };
   },
 };
+
+/**
+ * Where the socket proxy sends a connection to a loopback NodePort: the endpoints it balances over
+ * (the endpoint sees the node's address), or refused when nothing listens there.
+ */
+function viaSocketProxy(lo: LocalhostNodePorts, p: FlowPacket): FlowResult {
+  const route = lo.route(p.proto.toUpperCase() as "TCP" | "UDP" | "SCTP", p.port);
+  if (route === undefined) return { endpoints: [], masquerade: false, verdict: "REJECT" };
+  if (p.again !== true) return { endpoints: [...route.endpoints].sort(), masquerade: true, verdict: "DNAT" };
+  // Real picks: one first connection, then every endpoint the next connections get.
+  lo.pick(route.service, p.src);
+  const next = new Set(route.endpoints.map(() => lo.pick(route.service, p.src)!));
+  return { endpoints: [...next].sort(), masquerade: true, verdict: "DNAT" };
+}

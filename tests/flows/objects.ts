@@ -212,3 +212,48 @@ export const ETP_LOCAL_ELSEWHERE: ObjectSet = {
     return out;
   },
 };
+
+/** NodePorts reached on 127.0.0.1 from the node itself, one situation per Service (node in zone-a). */
+export const LOCALHOST_NODE_PORTS: ObjectSet = {
+  id: "localhost-node-ports",
+  build() {
+    const out = { services: [] as V1Service[], slices: [] as V1EndpointSlice[] };
+    const svc = (name: string, ip: string, nodePort: number, mutate: (s: V1Service) => void = () => {}) =>
+      makeService("lo", name, (s) => {
+        s.spec!.type = "NodePort";
+        s.spec!.clusterIPs = [ip];
+        s.spec!.ports![0].nodePort = nodePort;
+        mutate(s);
+      });
+    add(out, svc("tcp", "172.30.2.1", 3101), [ep("10.180.2.1", { node: "node-b" }), ep("10.180.2.2")]);
+    const dns = [{ name: "dns", port: 53, protocol: "UDP" as const }];
+    add(
+      out,
+      svc("udp", "172.30.2.2", 3102, (s) => s.spec!.ports = [{ ...dns[0], nodePort: 3102 }]),
+      [ep("10.180.2.3")],
+      dns,
+    );
+    add(out, svc("local", "172.30.2.3", 3103, (s) => s.spec!.externalTrafficPolicy = "Local"), [
+      ep("10.180.2.4", { node: NODE }),
+      ep("10.180.2.5", { node: "node-b" }),
+    ]);
+    add(
+      out,
+      svc("elsewhere", "172.30.2.4", 3104, (s) => s.spec!.externalTrafficPolicy = "Local"),
+      [ep("10.180.2.6", { node: "node-b" })],
+    );
+    add(
+      out,
+      svc("sticky", "172.30.2.5", 3105, (s) => {
+        s.spec!.sessionAffinity = "ClientIP";
+        s.spec!.sessionAffinityConfig = { clientIP: { timeoutSeconds: 600 } };
+      }),
+      [ep("10.180.2.7"), ep("10.180.2.8")],
+    );
+    add(out, svc("zonal", "172.30.2.6", 3106, (s) => s.spec!.trafficDistribution = "PreferClose"), [
+      ep("10.180.2.9", { node: "node-b", forZones: ["zone-a"] }),
+      ep("10.180.2.10", { node: "node-c", forZones: ["zone-b"] }),
+    ]);
+    return out;
+  },
+};

@@ -9,6 +9,7 @@ import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
 import {
   ETP_LOCAL_ELSEWHERE,
+  LOCALHOST_NODE_PORTS,
   NODE_A,
   NODE_A_TWO_IPS,
   NODE_A_TWO_IPS_PRIMARY,
@@ -65,12 +66,17 @@ const ETP_LOCAL_USERSPACE =
 const NO_SOURCE_RANGES_USERSPACE = "loadBalancerSourceRanges are not enforced in userspace mode";
 const NFT_REJECTS_UNSERVED_PORTS =
   "upstream's nftables mode rejects traffic to ports a cluster IP does not serve";
-const NFT_NO_LOCALHOST_NODEPORTS =
-  "upstream's nftables mode serves NodePorts on the node's addresses, never on 127.0.0.1";
+const NFT_NO_LOCALHOST_NODEPORTS = "upstream's nftables mode serves NodePorts on 127.0.0.1 only when asked " +
+  "(--nodeport-addresses=localhost, feature gate KubeProxyNFTablesLocalhostNodePorts; the rows below)";
 const IPVS_NO_SHORT_CIRCUIT = "upstream's ipvs mode has one virtual server per node port or LB IP: with " +
   "externalTrafficPolicy Local every client, pods and the node included, gets the local endpoints only";
 const IPVS_REJECTS_UNSERVED_PORTS =
   "upstream's ipvs mode rejects new connections to ports a service address does not serve (KUBE-IPVS-FILTER)";
+const IPVS_NO_LOCALHOST = "upstream's ipvs mode serves NodePorts on the node's addresses, never on loopback";
+const IPTABLES_LOCALHOST_SHORT_CIRCUIT = "iptables serves loopback NodePorts in the kernel: the node's own " +
+  "traffic short-circuits to every endpoint, as upstream's";
+/** Loopback NodePorts asked for, and (nftables) the gate that serves them. */
+const LOCALHOST = { nodePortAddresses: ["primary", "localhost"], localhostNodePortProxy: true } as const;
 const NO_SERVICE_CIDRS = "upstream drops traffic to unallocated cluster IPs in nftables mode only; " +
   "the other modes leave it to the node's routes";
 const NO_DROP_USERSPACE = "a userspace proxy accepts the connection and then closes it; it cannot drop or " +
@@ -172,6 +178,86 @@ export const FLOWS: readonly FlowRow[] = [
     notFor: {
       iptables: "--iptables-localhost-nodeports (default true) serves NodePorts on 127.0.0.1",
       userspace: "userspace NodePorts listen on every address by default",
+    },
+  },
+  // Loopback NodePorts asked for by name (upstream 1.37's keyword): iptables and userspace serve
+  // them as any NodePort; nftables through its socket proxy with KubeProxyNFTablesLocalhostNodePorts.
+  {
+    name: "localhost NodePort (--nodeport-addresses=primary,localhost): TCP reaches every endpoint",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: LOCALHOST,
+    packet: tcp("127.0.0.1", "127.0.0.1", 3101, true),
+    expect: dnat(["10.180.2.1:80", "10.180.2.2:80"], true),
+    notFor: { ipvs: IPVS_NO_LOCALHOST },
+  },
+  {
+    name: "localhost NodePort: UDP too (upstream's nftables proxy: TCP only)",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: LOCALHOST,
+    packet: { ...tcp("127.0.0.1", "127.0.0.1", 3102, true), proto: "udp" },
+    expect: dnat(["10.180.2.3:53"], true),
+    notFor: { ipvs: IPVS_NO_LOCALHOST },
+  },
+  {
+    name: "localhost NodePort: ClientIP affinity keeps the client on one endpoint",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: LOCALHOST,
+    packet: { ...tcp("127.0.0.1", "127.0.0.1", 3105, true), again: true },
+    expect: { ...dnat(["10.180.2.7:80", "10.180.2.8:80"], true), sticky: true },
+    notFor: { ipvs: IPVS_NO_LOCALHOST },
+  },
+  {
+    name: "localhost NodePort: trafficDistribution picks the zone's endpoint",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: LOCALHOST,
+    packet: tcp("127.0.0.1", "127.0.0.1", 3106, true),
+    expect: dnat(["10.180.2.9:80"], true),
+    notFor: { ipvs: IPVS_NO_LOCALHOST },
+  },
+  {
+    name:
+      "localhost NodePort through nftables' socket proxy, externalTrafficPolicy Local: this node's endpoints only",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: LOCALHOST,
+    packet: tcp("127.0.0.1", "127.0.0.1", 3103, true),
+    expect: dnat(["10.180.2.4:80"], true),
+    notFor: {
+      iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
+      userspace: ETP_LOCAL_USERSPACE,
+      ipvs: IPVS_NO_LOCALHOST,
+    },
+  },
+  {
+    name:
+      "localhost NodePort through nftables' socket proxy, externalTrafficPolicy Local without a local endpoint: refused",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: LOCALHOST,
+    packet: tcp("127.0.0.1", "127.0.0.1", 3104, true),
+    expect: { verdict: "REJECT" },
+    notFor: {
+      iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
+      userspace: ETP_LOCAL_USERSPACE,
+      ipvs: IPVS_NO_LOCALHOST,
+    },
+  },
+  {
+    name:
+      "nftables without KubeProxyNFTablesLocalhostNodePorts: localhost named, nothing served there (as upstream)",
+    objects: LOCALHOST_NODE_PORTS,
+    node: NODE_A_ZONE_A,
+    options: { nodePortAddresses: ["primary", "localhost"] },
+    packet: tcp("127.0.0.1", "127.0.0.1", 3101, true),
+    expect: { verdict: "none" },
+    notFor: {
+      iptables: "iptables serves loopback NodePorts in the kernel (route_localnet); the gate is nftables'",
+      userspace: "userspace NodePorts listen on every address --nodeport-addresses names",
+      ipvs: IPVS_NO_LOCALHOST,
     },
   },
   {

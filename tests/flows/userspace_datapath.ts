@@ -6,26 +6,10 @@
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
-import { type Listener, UserspaceProxier } from "../../proxier/userspace/proxier.ts";
+import { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 import { baseOptions } from "../support/fixtures.ts";
+import { fakeListen } from "../support/fake_listener.ts";
 import { type Datapath, feed, type FlowResult, tracerPacket } from "./datapath.ts";
-
-/** A listener that never accepts or receives, and ends its loop once closed. */
-function fakeListener(protocol: "TCP" | "UDP", hostname: string, port: number): Listener {
-  let closed!: () => void;
-  const done = new Promise<never>((_, reject) => closed = () => reject(new Error("closed")));
-  done.catch(() => {});
-  const addr = { transport: protocol === "TCP" ? "tcp" : "udp", hostname, port: port || 40000 + next++ };
-  const l = {
-    addr,
-    close: () => closed(),
-    receive: () => done,
-    accept: () => done,
-    [Symbol.asyncIterator]: () => ({ next: () => done }),
-  };
-  return l as unknown as Listener;
-}
-let next = 0;
 
 /** The userspace adapter. */
 export const userspaceDatapath: Datapath = {
@@ -43,7 +27,7 @@ export const userspaceDatapath: Datapath = {
       nodeIPs: setup.node.ips,
       portRange: { min: 0, max: 0 },
       udpIdleTimeoutMs: 250,
-      listen: ({ protocol, hostname, port }) => fakeListener(protocol, hostname, port),
+      listen: fakeListen,
     });
     feed(proxier, setup);
     await proxier.syncNow();

@@ -56,9 +56,9 @@ export function tcpNameServer(name: string, hostname = "127.0.0.1"): { port: num
   return { port: (l.addr as Deno.NetAddr).port, close: () => l.close() };
 }
 
-/** A UDP server on 127.0.0.1 that answers every datagram with `name`. */
-export function udpNameServer(name: string): { port: number; close(): void } {
-  const s = Deno.listenDatagram({ hostname: "127.0.0.1", port: 0, transport: "udp" });
+/** A UDP server on 127.0.0.1 (or `hostname`) that answers every datagram with `name`. */
+export function udpNameServer(name: string, hostname = "127.0.0.1"): { port: number; close(): void } {
+  const s = Deno.listenDatagram({ hostname, port: 0, transport: "udp" });
   (async () => {
     try {
       for (;;) {
@@ -80,9 +80,10 @@ export async function tcpAsk(port: number, hostname = "127.0.0.1"): Promise<stri
   }
 }
 
-/** Sends one datagram from a fresh socket and returns the reply text (rejects after `ms`). */
+/** Sends one datagram from a fresh loopback socket and returns the reply text (rejects after `ms`). */
 export async function udpAsk(port: number, ms = 2000, hostname = "127.0.0.1"): Promise<string> {
-  const s = Deno.listenDatagram({ hostname: "127.0.0.1", port: 0, transport: "udp" });
+  const local = hostname.includes(":") ? "::1" : "127.0.0.1";
+  const s = Deno.listenDatagram({ hostname: local, port: 0, transport: "udp" });
   try {
     await s.send(new TextEncoder().encode("ping"), { transport: "udp", hostname, port });
     const timer = new Promise<never>((_, rej) => setTimeout(() => rej(new Error("udp timeout")), ms));
