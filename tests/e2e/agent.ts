@@ -151,7 +151,8 @@ async function handle(cmd: Cmd): Promise<unknown> {
     return { ok: true };
   }
   if (cmd.op === "udp") {
-    const s = Deno.listenDatagram({ hostname: "0.0.0.0", port: cmd.srcPort ?? 0, transport: "udp" });
+    const local = cmd.host!.includes(":") ? "::" : "0.0.0.0";
+    const s = Deno.listenDatagram({ hostname: local, port: cmd.srcPort ?? 0, transport: "udp" });
     try {
       await s.send(enc.encode("ping"), { transport: "udp", hostname: cmd.host!, port: cmd.port });
       let timer: ReturnType<typeof setTimeout> | undefined;

@@ -219,8 +219,8 @@ export const SCENARIOS: readonly Scenario[] = [
     objects: ({ pods }) =>
       service("loopback", "172.30.0.21", { type: "NodePort", nodePort: 30082 }) + slice("loopback", pods),
     notFor: {
-      nftables:
-        "upstream's nftables mode does not serve NodePorts on 127.0.0.1 (it never sets route_localnet)",
+      nftables: "nftables mode never sets route_localnet: it serves 127.0.0.1 NodePorts only when asked, " +
+        "through its socket proxy (localhost_node_ports_test.ts)",
       ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on loopback",
     },
     async check(env) {
