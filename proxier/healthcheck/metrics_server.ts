@@ -15,7 +15,7 @@ export interface StatusPages {
   /** Every flag with its value (given, else its default), in `--help` order. */
   readonly flags: ReadonlyArray<readonly [name: string, value: string]>;
   readonly version: string;
-  /** The upstream release whose behaviour this program follows (`1.36`). */
+  /** The upstream release whose behaviour this program follows (`1.37`). */
   readonly emulates: string;
   /** Process start, ms since the epoch. */
   readonly startedMs: number;

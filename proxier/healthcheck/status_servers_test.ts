@@ -12,7 +12,7 @@ const PAGES = {
   configuration: {} as never,
   flags: [],
   version: "0",
-  emulates: "1.36",
+  emulates: "1.37",
   startedMs: 0,
 };
 

@@ -64,6 +64,13 @@ export interface ParsedCommand {
 }
 
 /**
+ * Said when the mode was left to its default, as upstream 1.37 (KEP-5343: the default moves to
+ * nftables in 1.40). The wording is ours.
+ */
+export const DEFAULT_MODE_WARNING = "No proxy mode set (--proxy-mode, mode:): using iptables. Upstream's " +
+  "default becomes nftables in Kubernetes 1.40; set the mode to keep iptables";
+
+/**
  * Parses the command line (without the program name) into the configuration to run with.
  * @throws {UsageError} for any unknown flag or bad value; the message names both.
  */
@@ -137,6 +144,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
   const config = toProxyConfig(v, ctx.own);
   const command = chooseCommand(given, positionals[0], help);
+  if (!modeChosen && (command === "run" || command === "init-only")) warnings.push(DEFAULT_MODE_WARNING);
   return {
     command,
     config,

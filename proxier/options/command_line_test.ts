@@ -3,7 +3,7 @@ import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/sup
 import { UsageError } from "../errors.ts";
 import type { ProxyConfig } from "./config.ts";
 import { defaultConfig } from "./kube_proxy_configuration.ts";
-import { parseCommandLine } from "./command_line.ts";
+import { DEFAULT_MODE_WARNING, parseCommandLine } from "./command_line.ts";
 import { FLAGS } from "./flag_table.ts";
 import { encodeConfig } from "./write_config.ts";
 
@@ -13,7 +13,7 @@ const noFile = (): string => {
 const file = (text: string) => () => text;
 
 /**
- * Every flag `kube-proxy --help` of upstream 1.36 lists on Linux (cmd/kube-proxy/app/options.go,
+ * Every flag `kube-proxy --help` of upstream 1.37 lists on Linux (cmd/kube-proxy/app/options.go,
  * component-base's logging flags, cadvisor's two from Go's flag set), written out here rather than
  * read from the table under test.
  */
@@ -166,7 +166,7 @@ function at(o: unknown, path: string): unknown {
   return path.split(".").reduce((x, k) => (x as Record<string, unknown>)?.[k], o);
 }
 
-Deno.test("flags: every upstream 1.36 flag exists here as upstream's, and no other claims to be upstream's", () => {
+Deno.test("flags: every upstream 1.37 flag exists here as upstream's, and no other claims to be upstream's", () => {
   const ours = FLAGS.filter((f) => f.origin === "upstream").map((f) => f.name).sort();
   assertEquals(ours, [...UPSTREAM_FLAGS].sort());
 });
@@ -230,7 +230,7 @@ const FLAG_CASES: Array<[string, string, string, unknown]> = [
   ["pod-interface-name-prefix", "veth", "detectLocal.interfaceNamePrefix", "veth"],
   ["profiling", "true", "enableProfiling", true],
   ["proxy-mode", "nftables", "mode", "nftables"],
-  ["show-hidden-metrics-for-version", "1.35", "showHiddenMetricsForVersion", "1.35"],
+  ["show-hidden-metrics-for-version", "1.36", "showHiddenMetricsForVersion", "1.36"],
   ["v", "3", "logging.verbosity", 3],
   ["vmodule", "proxier*=5", "logging.vmodule", [{ filePattern: "proxier*", verbosity: 5 }]],
 ];
@@ -473,7 +473,7 @@ Deno.test("flags: each bad value names the flag and the value; exit-2 errors kee
     [["--feature-gates=Foo=maybe"], /^--feature-gates: Foo: invalid boolean "maybe"/],
     [
       ["--show-hidden-metrics-for-version=1.30"],
-      /^--show-hidden-metrics-for-version: Invalid value: "1.30": --show-hidden-metrics-for-version must be omitted or have the value '1.35'/,
+      /^--show-hidden-metrics-for-version: Invalid value: "1.30": --show-hidden-metrics-for-version must be omitted or have the value '1.36'/,
     ],
     [
       ["--logging-format=xml"],
@@ -622,6 +622,8 @@ Deno.test("config: kubeadm's file (zeros, nulls, empty strings, a field this ver
   });
   assertEquals(cmd.warnings, [
     '--config: /var/lib/kube-proxy/config.conf: unknown field "futureField" (not a field of KubeProxyConfiguration kubeproxy.config.k8s.io/v1alpha1); ignored, as upstream\'s lenient decoding does',
+    // `mode: ""` is the default, which upstream 1.37 warns will change.
+    DEFAULT_MODE_WARNING,
   ]);
   assertEquals(cmd.notApplying, []);
   // The same file in nftables mode: its section's zero periods default too, NodePorts on primary.
@@ -693,7 +695,14 @@ Deno.test("config: with --config, other proxy flags are ignored (named once); lo
     "json",
     "http://10.0.0.1:8080",
   ]);
-  assertEquals(cmd.warnings, ["--config is set: ignoring flags --proxy-mode, --udp-timeout"]);
+  assertEquals(cmd.warnings, [
+    "--config is set: ignoring flags --proxy-mode, --udp-timeout",
+    DEFAULT_MODE_WARNING,
+  ]);
+  // A mode given, by flag or file, is not warned about; nor is one for render or trace.
+  for (const args of [["--proxy-mode=iptables"], ["render"], ["trace", "--dst=10.0.0.1", "--dport=80"]]) {
+    assertEquals(parseCommandLine(args, noFile).warnings, [], args.join(" "));
+  }
 });
 
 Deno.test("config: every field takes effect, or is named at start as not applying", () => {
@@ -703,7 +712,7 @@ Deno.test("config: every field takes effect, or is named at start as not applyin
 kind: KubeProxyConfiguration
 featureGates: {NFTablesProxyMode: true}
 enableProfiling: true
-showHiddenMetricsForVersion: "1.35"
+showHiddenMetricsForVersion: "1.36"
 winkernel: {networkName: flannel}
 logging:
   vmodule: [{filePattern: "proxier*", verbosity: 4}]

@@ -150,4 +150,4 @@ export interface PortRange {
 export const MAX_TCP_WORKERS = 64;
 
 /** The upstream release whose flags, file format and defaults this program follows. */
-export const UPSTREAM_VERSION = { major: 1, minor: 36 } as const;
+export const UPSTREAM_VERSION = { major: 1, minor: 37 } as const;

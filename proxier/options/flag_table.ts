@@ -1,5 +1,5 @@
 /**
- * The flag table: every flag of upstream kube-proxy 1.36 (Linux) with its name, type, default, help
+ * The flag table: every flag of upstream kube-proxy 1.37 (Linux) with its name, type, default, help
  * and what it sets, then this program's own flags, then `trace`'s. `--help`, the generated flag
  * reference (`deno task docs`) and the command line (`command_line.ts`) all read it.
  * @module
@@ -96,7 +96,7 @@ function vmodule(s: string): Array<{ filePattern: string; verbosity: number }> {
 
 /** Every flag, upstream's first (in `kube-proxy --help` order), then ours, then trace's. */
 export const FLAGS: readonly FlagDef[] = [
-  // Upstream kube-proxy 1.36.
+  // Upstream kube-proxy 1.37.
   {
     name: "bind-address",
     origin: "upstream",
@@ -614,7 +614,7 @@ export const FLAGS: readonly FlagDef[] = [
   {
     name: "show-hidden-metrics-for-version",
     origin: "upstream",
-    differs: "validated (only `1.35`); named at start (no metric is hidden here)",
+    differs: "validated (only `1.36`); named at start (no metric is hidden here)",
     type: "string",
     default: "",
     field: "showHiddenMetricsForVersion",

@@ -49,7 +49,7 @@ export interface Schema {
   readonly [field: string]: FieldType;
 }
 
-/** What upstream's v1alpha1 KubeProxyConfiguration holds (1.36), in its own field names. */
+/** What upstream's v1alpha1 KubeProxyConfiguration holds (1.37), in its own field names. */
 const UPSTREAM_FIELDS = {
   featureGates: "boolMap",
   clientConnection: {

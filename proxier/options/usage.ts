@@ -24,7 +24,7 @@ Commands:
   trace     where one new connection goes: --dst IP --dport N [--proto tcp|udp|sctp] [--src IP]
             [--from pod|node|external] [--rules FILE] [--node-ip IP] [--output text|json]
 
-Flags of upstream kube-proxy 1.36 (same names, defaults and meanings; "_" and "-" alike):
+Flags of upstream kube-proxy 1.37 (same names, defaults and meanings; "_" and "-" alike):
 ${FLAGS.filter((f) => f.origin === "upstream").map(line).join("\n")}
 
 This program's own flags:
@@ -65,7 +65,7 @@ Flags parse as upstream's (spf13/pflag): \`--flag=value\` or \`--flag value\`, b
 A bad value exits 2 naming the flag. With \`--config\`, the file replaces the proxy flags, as upstream: see
 \`deploy/README.md\` for which flags still apply beside it.
 
-## Flags of upstream kube-proxy 1.36
+## Flags of upstream kube-proxy 1.37
 
 ${table(FLAGS.filter((f) => f.origin === "upstream"))}
 
