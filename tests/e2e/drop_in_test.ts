@@ -1,8 +1,9 @@
 /**
  * Drop-in behaviour on a real kernel, each in namespaces this test creates: the conntrack settings
  * of a KubeProxyConfiguration become the namespace's (0 leaves one alone), `--init-only` sets them
- * and writes no rule, `--oom-score-adj` is the process's, a bad kubeconfig changes nothing, and
- * `--detect-local-mode` by interface masquerades by interface in every kernel mode here.
+ * and writes no rule, `--oom-score-adj` is the process's, a bad kubeconfig changes nothing,
+ * `--detect-local-mode` by interface masquerades by interface in every kernel mode here, and the
+ * feature gates that act do (AllowServiceExternalIPs, KubeProxyIPVS; an unknown one exits 2).
  * @module
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
@@ -513,3 +514,65 @@ Deno.test({
     });
   },
 });
+
+for (const mode of ["iptables", "nftables"]) {
+  test(
+    `${mode}: AllowServiceExternalIPs=false leaves a Service's external IP unserved, its cluster IP served`,
+    async (t, dir) => {
+      const pod = await t.addPod("pod-a", 8080);
+      const client = await t.addClient(); // 192.168.0.10, routes service and external IPs via the node
+      await Deno.writeTextFile(
+        `${dir}/ext.yaml`,
+        `apiVersion: v1
+kind: Service
+metadata: { namespace: e2e, name: ext }
+spec:
+  clusterIP: 172.30.0.30
+  clusterIPs: [172.30.0.30]
+  externalIPs: [192.168.99.30]
+  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: e2e, name: ext-1, labels: { kubernetes.io/service-name: ext } }
+addressType: IPv4
+ports: [{ name: p, protocol: TCP, port: 8080 }]
+endpoints:
+  - { addresses: [${pod.ip}], conditions: { ready: true }, nodeName: node-a }
+`,
+      );
+      for (const allowed of [true, false]) {
+        const p = t.startProxy([
+          `--proxy-mode=${mode}`,
+          `--source=file:${dir}`,
+          "--hostname-override=node-a",
+          "--healthz-bind-address=127.0.0.1:10256",
+          "--metrics-bind-address=127.0.0.1:10249",
+          `--feature-gates=AllowServiceExternalIPs=${allowed}`,
+        ]);
+        try {
+          await eventually(
+            async () => assertEquals(await client.agent.tcp("172.30.0.30", 80), "pod-a"),
+            15_000,
+          );
+          // The rules of the run before stay until this one's first sync replaces them.
+          const viaExternal = () => client.agent.tcp("192.168.99.30", 80, 1000);
+          if (allowed) assertEquals(await viaExternal(), "pod-a");
+          else {
+            await eventually(async () => {
+              const r = await viaExternal();
+              assert(r.startsWith("ERR"), `the external IP answered: ${r}`);
+            }, 15_000);
+            assertEquals(await client.agent.tcp("172.30.0.30", 80), "pod-a");
+            assertMatch(
+              p.log(),
+              /"Service \\"e2e\/ext\\": spec.externalIPs are not served: feature gate AllowServiceExternalIPs is false/,
+            );
+          }
+        } finally {
+          await p.stop();
+        }
+      }
+    },
+  );
+}
