@@ -71,26 +71,30 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
 }
 
 /**
- * Returns whether `family`'s NodePorts on loopback are served (by a socket proxy): as upstream 1.37,
+ * Returns the families whose loopback NodePorts are served (by a socket proxy): as upstream 1.37,
  * the feature gate on and `--nodeport-addresses` naming that family's loopback address (`localhost`,
  * or a CIDR holding 127.0.0.1 / ::1; `all` does not ask for it). Says once why not when only one of
  * the two is given.
  */
-function servesLocalhost(d: ModeDeps, family: IPFamily): boolean {
+function localhostFamilies(d: ModeDeps): ReadonlySet<IPFamily> {
   const gate = d.config.features.enabled(KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS);
-  const asked = new NodePortAddresses(family, d.config.nodePortAddresses, undefined).explicitLoopback;
-  if (asked && !gate) {
+  const asked = (["IPv4", "IPv6"] as const).filter((f) =>
+    new NodePortAddresses(f, d.config.nodePortAddresses, undefined).explicitLoopback
+  );
+  if (asked.length > 0 && !gate) {
     d.log.warn(
-      `--nodeport-addresses names ${family} loopback, but nftables mode serves NodePorts there only with ` +
-        `--feature-gates=${KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS}=true (upstream 1.37, alpha)`,
+      `--nodeport-addresses names ${
+        asked.join(" and ")
+      } loopback, but nftables mode serves NodePorts there ` +
+        `only with --feature-gates=${KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS}=true (upstream 1.37, alpha)`,
     );
-  } else if (gate && !asked && family === "IPv4") {
+  } else if (gate && asked.length === 0) {
     d.log.info(
       `${KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS} is on, but --nodeport-addresses names no loopback address ` +
         "(add localhost): NodePorts are not served on 127.0.0.1 or ::1",
     );
   }
-  return gate && asked;
+  return new Set(gate ? asked : []);
 }
 
 /** The nftables mode. */
@@ -128,6 +132,7 @@ export const nftablesMode: ProxyModeDefinition = {
     const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
     const conntrackTCPLiberal = await kernelTCPLiberal(new SysctlRunner({ exec: d.exec }), d.log);
     const families: NftablesProxier[] = [];
+    const localhost = localhostFamilies(d);
     for (const family of ["IPv4", "IPv6"] as const) {
       const nft = new NftRunner({ exec: d.exec, family });
       let affinitySupported = true;
@@ -164,7 +169,7 @@ export const nftablesMode: ProxyModeDefinition = {
           nodeIPs,
           affinitySupported,
           conntrackTCPLiberal,
-          localhostNodePorts: servesLocalhost(d, family)
+          localhostNodePorts: localhost.has(family)
             ? {
               udpIdleTimeoutMs: d.config.udpIdleTimeoutMs,
               tcpLimits: {

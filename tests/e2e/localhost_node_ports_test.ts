@@ -225,8 +225,9 @@ Deno.test({
           refused(await node.tcp("127.0.0.1", 30090));
           assertMatch(
             proxy.log(),
-            /--nodeport-addresses names IPv4 loopback, but nftables mode serves NodePorts there only with --feature-gates=KubeProxyNFTablesLocalhostNodePorts=true/,
+            /--nodeport-addresses names IPv4 and IPv6 loopback, but nftables mode serves NodePorts there only with --feature-gates=KubeProxyNFTablesLocalhostNodePorts=true/,
           );
+          assertEquals(proxy.log().match(/--nodeport-addresses names/g)?.length, 1, "said once");
           await proxy.stop();
         },
       );
