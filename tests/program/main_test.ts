@@ -637,7 +637,7 @@ Deno.test("main: the metrics port serves /healthz, /proxyMode, /configz, /flagz 
     }
     const [, statusz] = await get("/statusz");
     assertMatch(statusz, /\nStarted: .*\nUp: \d+ hr \d+ min \d+ sec\n/);
-    assertMatch(statusz, /\nBinary version: kube-proxy-deno \S+\nEmulation version: 1\.36\n/);
+    assertMatch(statusz, /\nBinary version: kube-proxy-deno \S+\nEmulation version: 1\.37\n/);
     assertEquals((await get("/nope"))[0], 404);
   } finally {
     await proc.stop();
