@@ -109,9 +109,9 @@ export const ipvsMode: ProxyModeDefinition = {
     d.events.record({
       regarding: nodeRef(d.nodeName),
       type: "Warning",
-      // Upstream's reason and action (cmd/kube-proxy/app/server_linux.go).
+      // Upstream's reason and action (cmd/kube-proxy/app/server_linux.go, kubernetes#134539).
       reason: "IPVSDeprecation",
-      action: "StartKubeProxy",
+      action: "ProxyModeCheck",
       note: IPVS_DEPRECATION,
     });
     if (Deno.uid() !== 0) throw new ModeUnavailableError("ipvs mode needs root; try --proxy-mode=iptables");

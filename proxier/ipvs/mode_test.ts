@@ -42,7 +42,7 @@ Deno.test("ipvs mode says at start that upstream deprecated it, recommending nft
   await assertRejects(() => ipvsMode.setup!(deps), ModeUnavailableError);
   assertEquals(log.messages("warn"), [IPVS_DEPRECATION]);
   assertEquals(posted.map((e) => [e.regarding.kind, e.regarding.name, e.type, e.reason, e.action, e.note]), [
-    ["Node", "node-a", "Warning", "IPVSDeprecation", "StartKubeProxy", IPVS_DEPRECATION],
+    ["Node", "node-a", "Warning", "IPVSDeprecation", "ProxyModeCheck", IPVS_DEPRECATION],
   ]);
   assertMatch(IPVS_DEPRECATION, /deprecated upstream since Kubernetes 1\.35.*--proxy-mode=nftables/);
 });
