@@ -13,7 +13,7 @@ import { show } from "./errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
-import { cidrFamily, normalizeCIDR } from "./net.ts";
+import { cidrFamily, ipFamily, isLoopback, normalizeCIDR } from "./net.ts";
 import { NodeManager, type NodeManagerOptions } from "./node_manager.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { Clock } from "./runtime/clock.ts";
@@ -24,6 +24,7 @@ import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
 import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
 import type { ServicePortsOptions } from "./service_port.ts";
+import type { FamilyView, ServiceTiming } from "./explain/view.ts";
 import type { EventHandler } from "./sources/handlers.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints } from "./topology.ts";
@@ -119,6 +120,10 @@ export abstract class BaseProxier implements Provider {
   readonly #reconciler?: ConntrackReconciler;
   readonly #healthServer?: ServiceHealthServer;
   readonly #memory: SyncMemory;
+  /** Per Service with ports: when its last change arrived and when a sync applied it (`explain`). */
+  readonly #timings = new Map<string, ServiceTiming>();
+  /** Services whose last change no sync has applied yet (a failed sync leaves them here). */
+  readonly #unapplied = new Set<string>();
   #servicesSynced = false;
   #slicesSynced = false;
   #needFull = true;
@@ -149,7 +154,13 @@ export abstract class BaseProxier implements Provider {
       dependentState: () => this.nodeDependentState(),
     });
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
-    this.#changes = new PendingChanges({ ...o, warnings, metrics: this.metrics, startMs: o.clock.now() });
+    this.#changes = new PendingChanges({
+      ...o,
+      warnings,
+      metrics: this.metrics,
+      startMs: o.clock.now(),
+      now: () => o.clock.now(),
+    });
     this.#drift = new DriftWatch({
       ...o,
       periodMs: o.syncPeriodMs,
@@ -369,6 +380,7 @@ export abstract class BaseProxier implements Provider {
   async #syncOnce(): Promise<void> {
     const start = performance.now();
     const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
+    this.#noteChanges(changes);
     let full = this.#needFull || this.clock.now() - this.#lastFull >= this.#fullSyncPeriodMs;
     if (!full) {
       // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the syncs.
@@ -409,6 +421,12 @@ export abstract class BaseProxier implements Provider {
       // Measured from the end: a full sync longer than the period must not make the next one full.
       this.#lastFull = this.clock.now();
     }
+    const applied = this.clock.now();
+    for (const service of this.#unapplied) {
+      const t = this.#timings.get(service);
+      if (t !== undefined) this.#timings.set(service, { ...t, appliedMs: applied });
+    }
+    this.#unapplied.clear();
     await this.#afterSync(ctx);
     this.#memory.afterSync(didFull);
     const elapsed = (performance.now() - start) / 1000;
@@ -428,6 +446,53 @@ export abstract class BaseProxier implements Provider {
       services: this.serviceMap.size,
       changed: changes.changedServices.size,
     });
+  }
+
+  /** Records when each changed Service's change arrived; forgets Services that have no port left. */
+  #noteChanges(changes: AppliedChanges): void {
+    const { serviceChanges: s, endpointChanges: e } = changes;
+    for (const service of changes.changedServices) {
+      if (!this.#changes.hasService(service)) {
+        this.#timings.delete(service);
+        this.#unapplied.delete(service);
+        continue;
+      }
+      const since = [s.changedSince.get(service), e.changedSince.get(service)].filter((x) => x !== undefined);
+      this.#timings.set(service, {
+        changedMs: Math.min(...since as number[]),
+        triggerMs: e.triggerTimes.get(service),
+      });
+      this.#unapplied.add(service);
+    }
+  }
+
+  /**
+   * Returns what `explain` reads: this family's model as of the last sync and the node facts the
+   * rules were written from. Modes add what only they know ({@linkcode explainExtras}).
+   */
+  explainView(): FamilyView {
+    const npa = this.node.nodePortAddresses();
+    const own = this.node.ips.filter((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
+    return {
+      family: this.family,
+      services: this.serviceMap,
+      endpoints: this.endpointsMap,
+      topology: this.node.topology,
+      nodeIPs: own,
+      nodePortIPs: npa.nodeIPs(this.node.ips).filter((ip) => !isLoopback(ip)),
+      nodePortsOnEveryAddress: npa.matchAll,
+      loopbackNodePorts: "none",
+      localDetector: this.node.localDetector,
+      masqueradeAll: false,
+      serviceCIDRs: this.serviceCIDRs,
+      timing: (service) => this.#timings.get(service),
+      ...this.explainExtras(),
+    };
+  }
+
+  /** What only this mode knows of its datapath for {@linkcode explainView}; default nothing. */
+  protected explainExtras(): Partial<FamilyView> {
+    return {};
   }
 
   /**

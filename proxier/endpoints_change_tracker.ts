@@ -15,6 +15,10 @@ export interface EndpointsUpdateResult {
   readonly updatedServices: Set<string>;
   /** Trigger times (ms since epoch) of the applied changes, for the programming latency metric. */
   readonly lastChangeTriggerTimes: number[];
+  /** Per updated Service: the latest trigger time of its applied change, when a slice gave one. */
+  readonly triggerTimes: ReadonlyMap<string, number>;
+  /** Per updated Service: when its change began to wait (the first event since it was last applied). */
+  readonly changedSince: ReadonlyMap<string, number>;
 }
 
 type PortEndpoints = Map<string, EndpointInfo[]>;
@@ -29,15 +33,27 @@ export class EndpointsChangeTracker {
   /** Per service with a pending change: its endpoints at the last sync. */
   readonly #previous = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
+  /** Per service with a pending change: when it began to wait. */
+  readonly #since = new Map<string, number>();
   readonly #startMs: number;
+  readonly #now: () => number;
 
   /**
    * Builds an empty tracker; `nodeName` decides which endpoints are local. Trigger times before
    * `startMs` (the proxy's start; default: none skipped) are not reported, as upstream: a change
    * made before the proxy ran was not waiting for it.
    */
-  constructor(opts: { family: IPFamily; nodeName: string; warnings: ObjectWarnings; startMs?: number }) {
+  constructor(
+    opts: {
+      family: IPFamily;
+      nodeName: string;
+      warnings: ObjectWarnings;
+      startMs?: number;
+      now?: () => number;
+    },
+  ) {
     this.#family = opts.family;
+    this.#now = opts.now ?? Date.now;
     this.#nodeName = opts.nodeName;
     this.#warnings = opts.warnings;
     this.#startMs = opts.startMs ?? -Infinity;
@@ -72,7 +88,10 @@ export class EndpointsChangeTracker {
     const service = parsed?.service ?? this.#findService(sliceName, slice);
     if (service === undefined) return false;
     const before = this.#slices.get(service);
-    if (!this.#previous.has(service)) this.#previous.set(service, this.#endpointsOf(service));
+    if (!this.#previous.has(service)) {
+      this.#previous.set(service, this.#endpointsOf(service));
+      this.#since.set(service, this.#now());
+    }
     const slices = before ?? new Map<string, SliceEndpoints>();
     if (removed || parsed === undefined) slices.delete(sliceName);
     else slices.set(sliceName, parsed);
@@ -85,6 +104,7 @@ export class EndpointsChangeTracker {
     }
     if (sameEntries(this.#previous.get(service)!, this.#endpointsOf(service))) {
       this.#previous.delete(service);
+      this.#since.delete(service);
       this.#triggerTimes.delete(service);
     }
     return this.#previous.has(service);
@@ -94,16 +114,21 @@ export class EndpointsChangeTracker {
   apply(map: EndpointsMap): EndpointsUpdateResult {
     const updatedServices = new Set<string>();
     const lastChangeTriggerTimes: number[] = [];
+    const triggerTimes = new Map<string, number>();
     for (const [service, previous] of this.#previous) {
       updatedServices.add(service);
       const current = this.#endpointsOf(service);
       for (const key of previous.keys()) map.delete(key);
       for (const [key, eps] of current) map.set(key, eps);
-      lastChangeTriggerTimes.push(...(this.#triggerTimes.get(service) ?? []));
+      const times = this.#triggerTimes.get(service) ?? [];
+      lastChangeTriggerTimes.push(...times);
+      if (times.length > 0) triggerTimes.set(service, Math.max(...times));
     }
+    const changedSince = new Map(this.#since);
     this.#previous.clear();
+    this.#since.clear();
     this.#triggerTimes.clear();
-    return { updatedServices, lastChangeTriggerTimes };
+    return { updatedServices, lastChangeTriggerTimes, triggerTimes, changedSince };
   }
 
   #endpointsOf(service: string): PortEndpoints {

@@ -42,6 +42,8 @@ export class PendingChanges {
       warnings: ObjectWarnings;
       metrics: FamilyMetrics;
       startMs: number;
+      /** When an event arrives (ms since the epoch); default the wall clock. */
+      now?: () => number;
     } & ServicePortsOptions,
   ) {
     this.#services = new ServiceChangeTracker(o);
@@ -50,6 +52,7 @@ export class PendingChanges {
       nodeName: o.nodeName,
       warnings: o.warnings,
       startMs: o.startMs,
+      now: o.now,
     });
     this.#metrics = o.metrics;
   }
@@ -66,6 +69,11 @@ export class PendingChanges {
     const changed = this.#endpoints.update(s, removed);
     this.#metrics.endpointChangesPending.set(this.#endpoints.pending);
     return changed;
+  }
+
+  /** True when the Service (`namespace/name`) has ports in the service map as of the last apply. */
+  hasService(service: string): boolean {
+    return this.#portsByService.has(service);
   }
 
   /** Applies every pending change to `services` and `endpoints`; returns what changed. */

@@ -20,6 +20,8 @@ export interface ServiceUpdateResult {
   readonly removedPorts: ServicePortInfo[];
   /** Service port keys of the updated Services, before or after the change. */
   readonly portKeys: Set<string>;
+  /** Per updated Service: when its change began to wait (the first event since it was last applied). */
+  readonly changedSince: ReadonlyMap<string, number>;
 }
 
 type PortsByKey = Map<string, ServicePortInfo>;
@@ -29,8 +31,9 @@ export class ServiceChangeTracker {
   readonly #family: IPFamily;
   readonly #warnings: ObjectWarnings;
   readonly #read: ServicePortsOptions;
+  readonly #now: () => number;
   /** Per `namespace/name`: the ports at the last sync and the ports now. */
-  readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey }>();
+  readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey; since: number }>();
   /**
    * Per `namespace/name`: the ports the last {@linkcode apply} gave it. A change's "before" comes
    * from here, not from the old object, so a source need not keep whole Services between events.
@@ -38,9 +41,12 @@ export class ServiceChangeTracker {
   readonly #applied = new Map<string, PortsByKey>();
 
   /** Builds an empty tracker; nothing runs until events arrive. */
-  constructor(opts: { family: IPFamily; warnings: ObjectWarnings } & ServicePortsOptions) {
+  constructor(
+    opts: { family: IPFamily; warnings: ObjectWarnings; now?: () => number } & ServicePortsOptions,
+  ) {
     this.#family = opts.family;
     this.#warnings = opts.warnings;
+    this.#now = opts.now ?? Date.now;
     this.#read = { allowExternalIPs: opts.allowExternalIPs };
   }
 
@@ -61,7 +67,7 @@ export class ServiceChangeTracker {
     const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
     let item = this.#items.get(key);
     if (item === undefined) {
-      item = { previous: this.#applied.get(key) ?? new Map(), current: new Map() };
+      item = { previous: this.#applied.get(key) ?? new Map(), current: new Map(), since: this.#now() };
       this.#items.set(key, item);
     }
     item.current = this.#toPorts(key, current);
@@ -75,8 +81,10 @@ export class ServiceChangeTracker {
     const updatedServices = new Set<string>();
     const removedPorts: ServicePortInfo[] = [];
     const portKeys = new Set<string>();
-    for (const [svc, { previous, current }] of this.#items) {
+    const changedSince = new Map<string, number>();
+    for (const [svc, { previous, current, since }] of this.#items) {
       updatedServices.add(svc);
+      changedSince.set(svc, since);
       for (const [key, info] of previous) {
         portKeys.add(key);
         map.delete(key);
@@ -90,7 +98,7 @@ export class ServiceChangeTracker {
       else this.#applied.set(svc, current);
     }
     this.#items.clear();
-    return { updatedServices, removedPorts, portKeys };
+    return { updatedServices, removedPorts, portKeys, changedSince };
   }
 
   /** Parses `svc` (named `key`), reporting its problems once per version. */

@@ -61,11 +61,11 @@ export function usableEndpoints(
   return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating && keep(e));
 }
 
-/** Which hints restrict Cluster-policy endpoints on this node. */
-type TopologyMode = "" | "PreferSameNode" | "PreferSameZone";
+/** Which hints restrict Cluster-policy endpoints on this node ("" none). */
+export type TopologyMode = "" | "PreferSameNode" | "PreferSameZone";
 
-/** Decides the topology mode from the ready endpoints' hints, logging (debug) why hints are ignored. */
-function topologyMode(
+/** Returns the topology mode the ready endpoints' hints give, logging (debug) why hints are ignored. */
+export function topologyMode(
   svc: ServicePortInfo,
   eps: readonly EndpointInfo[],
   topo: NodeTopology,

@@ -10,6 +10,7 @@ import { linesStartingWith } from "../../iptables/rule_args.ts";
 import { type BuiltinJump, jumpRuleLine, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import type { FamilyView } from "../explain/view.ts";
 import {
   joinLines,
   JUMP_CHAINS,
@@ -92,6 +93,12 @@ export class IptablesProxier extends BaseProxier {
     this.#mark = masqueradeMark(o.masqueradeBit);
     this.#loopback = o.family === "IPv4" ? "127.0.0.0/8" : "::1/128";
     this.#metrics = iptablesMetrics(this.registry, o.family);
+  }
+
+  /** @inheritdoc */
+  protected override explainExtras(): Partial<FamilyView> {
+    const npa = this.node.nodePortAddresses(this.#o.localhostNodePorts);
+    return { masqueradeAll: this.#o.masqueradeAll, loopbackNodePorts: npa.allowLocalhost ? "rules" : "none" };
   }
 
   /** @inheritdoc */

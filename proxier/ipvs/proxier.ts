@@ -27,6 +27,7 @@ import { type BuiltinJump, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { RefCounts } from "../_common/ref_counts.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import type { FamilyView } from "../explain/view.ts";
 import { restoreFailureCounters } from "../metrics.ts";
 import { ipFamily, isLoopback } from "../net.ts";
 import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
@@ -117,6 +118,15 @@ export class IpvsProxier extends BaseProxier {
   /** @inheritdoc */
   protected override nodeDependentState(): string {
     return JSON.stringify([super.nodeDependentState(), this.node.primaryIP ?? ""]);
+  }
+
+  /** @inheritdoc */
+  protected override explainExtras(): Partial<FamilyView> {
+    return {
+      masqueradeAll: this.#o.masqueradeAll,
+      ipvsScheduler: this.#o.scheduler,
+      nodePortIPs: this.#nodePortIPs(),
+    };
   }
 
   /** @inheritdoc */

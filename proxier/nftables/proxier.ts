@@ -10,6 +10,7 @@
 import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import type { FamilyView } from "../explain/view.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
@@ -105,6 +106,15 @@ export class NftablesProxier extends BaseProxier {
   /** The node's addresses of this family that answer NodePorts. */
   #nodePortIPs(): string[] {
     return this.node.nodePortAddresses().nodeIPs(this.node.ips);
+  }
+
+  /** @inheritdoc */
+  protected override explainExtras(): Partial<FamilyView> {
+    return {
+      masqueradeAll: this.#o.masqueradeAll,
+      loopbackNodePorts: this.localhost !== undefined ? "socket" : "none",
+      nodePortIPs: this.#nodePortIPs(),
+    };
   }
 
   /** @inheritdoc */

@@ -8,6 +8,7 @@ import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import type { PortRange } from "../options/config.ts";
 import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import type { FamilyView } from "../explain/view.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
 import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
 import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";
@@ -160,6 +161,11 @@ export class UserspaceProxier extends BaseProxier {
   /** Returns the portal port of a service port key (for tests and `render`); 0 when none. */
   proxyPort(key: string): number {
     return this.#ports.get(key)?.proxyPort ?? 0;
+  }
+
+  /** @inheritdoc */
+  protected override explainExtras(): Partial<FamilyView> {
+    return { loopbackNodePorts: this.node.nodePortAddresses(true).allowLocalhost ? "listener" : "none" };
   }
 
   /** @inheritdoc */

@@ -4,7 +4,8 @@
  * @module
  */
 import type { Packet } from "../../proxier/trace/trace.ts";
-import type { Provider } from "../../proxier/base_proxier.ts";
+import type { BaseProxier, Provider } from "../../proxier/base_proxier.ts";
+import type { FamilyView } from "../../proxier/explain/view.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import { makeNode } from "../support/fixtures.ts";
 import type { NodeSpec, ObjectSet } from "./objects.ts";
@@ -57,6 +58,14 @@ export interface FlowResult {
   readonly verdict: "DNAT" | "REJECT" | "DROP" | "none";
 }
 
+/** A loaded setup: where each packet goes, and the model the mode's proxier synced (`explain`'s). */
+export type Loaded = ((packet: FlowPacket) => FlowResult) & { readonly view: FamilyView };
+
+/** Returns `trace` with the IPv4 view of `proxier` (read at each call: the maps are the live ones). */
+export function withView(proxier: BaseProxier, trace: (packet: FlowPacket) => FlowResult): Loaded {
+  return Object.assign(trace, { view: proxier.explainView() });
+}
+
 /** One mode's adapter. */
 export interface Datapath {
   /** The `--proxy-mode` name. */
@@ -67,7 +76,7 @@ export interface Datapath {
    */
   readonly reportsMasquerade: boolean;
   /** Loads the setup into the mode's real proxier on fakes and syncs once. */
-  load(setup: FlowSetup): Promise<(packet: FlowPacket) => FlowResult>;
+  load(setup: FlowSetup): Promise<Loaded>;
 }
 
 /** Feeds the setup's Node and objects to `p`, then both "synced" calls. */

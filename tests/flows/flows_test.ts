@@ -4,12 +4,13 @@
  */
 import { assertEquals } from "../support/assert.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
-import type { Datapath, FlowPacket, FlowResult, FlowSetup } from "./datapath.ts";
+import type { Datapath, FlowSetup, Loaded } from "./datapath.ts";
 import { iptablesDatapath } from "./iptables_datapath.ts";
 import { ipvsDatapath } from "./ipvs_datapath.ts";
 import { nftablesDatapath } from "./nftables_datapath.ts";
 import { NODE_A } from "./objects.ts";
 import { FLOWS } from "./table.ts";
+import { expectConnection } from "../../proxier/explain/model.ts";
 import { userspaceDatapath } from "./userspace_datapath.ts";
 
 /** Every mode's adapter, typed by the one mode list: a mode without one does not compile. */
@@ -22,7 +23,7 @@ const DATAPATHS: Readonly<Record<ProxyMode, Datapath>> = {
 
 for (const dp of Object.values(DATAPATHS)) {
   Deno.test(`flows: ${dp.mode} mode sends every packet where the table says`, async (t) => {
-    const loaded = new Map<string, (p: FlowPacket) => FlowResult>();
+    const loaded = new Map<string, Loaded>();
     for (const row of FLOWS) {
       const reason = row.notFor?.[dp.mode];
       await t.step({
@@ -45,6 +46,33 @@ for (const dp of Object.values(DATAPATHS)) {
           if (trace === undefined) loaded.set(key, trace = await dp.load(setup));
           const r = trace(row.packet);
           const e = row.expect;
+          // The model (explain's) says the same as the row, without reading a rule.
+          const m = expectConnection(dp.mode, trace.view, {
+            src: row.packet.src,
+            dst: row.packet.dst,
+            port: row.packet.port,
+            protocol: row.packet.proto,
+            fromNode: row.packet.fromNode,
+          });
+          assertEquals(
+            {
+              verdict: m.verdict,
+              endpoints: m.endpoints,
+              masquerade: dp.reportsMasquerade && e.verdict === "DNAT" ? m.masquerade : undefined,
+            },
+            {
+              verdict: e.verdict,
+              endpoints: e.verdict === "DNAT" ? [...e.endpoints].sort() : [],
+              masquerade: dp.reportsMasquerade && e.verdict === "DNAT" ? e.masquerade : undefined,
+            },
+            `the model, for ${row.name}: ${m.why}`,
+          );
+          // ...and says why each other endpoint of the port is not reached.
+          assertEquals(
+            Object.fromEntries(m.excluded.map((x) => [x.endpoint, x.reason])),
+            { ...row.excluded, ...row.excludedIn?.[dp.mode] },
+            `why the model leaves endpoints out, for ${row.name}`,
+          );
           if (e.verdict === "DNAT" && e.sticky === true) {
             const masquerade = dp.reportsMasquerade ? r.masquerade : e.masquerade;
             assertEquals(

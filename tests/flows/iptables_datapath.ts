@@ -8,7 +8,7 @@ import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { IptablesProxier, type IptablesProxierOptions } from "../../proxier/iptables/proxier.ts";
 import { baseOptions } from "../support/fixtures.ts";
-import { type Datapath, feed, type FlowSetup, traceAgain, tracerPacket } from "./datapath.ts";
+import { type Datapath, feed, type FlowSetup, traceAgain, tracerPacket, withView } from "./datapath.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 
 /**
@@ -48,7 +48,7 @@ export const iptablesDatapath: Datapath = {
   async load(setup) {
     const { fake, proxier } = iptablesSetup({}, setup);
     await proxier.syncNow();
-    return (p) => {
+    return withView(proxier, (p) => {
       const r = traceAgain(p, (to) => tracePacket(fake, tracerPacket(p, to), setup.node.ips));
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       if (r.verdict === "REDIRECT") throw new Error(`iptables mode never redirects: ${JSON.stringify(r)}`);
@@ -56,6 +56,6 @@ export const iptablesDatapath: Datapath = {
         throw new Error(`the tracer does not understand: ${r.unsupported.join("; ")}`);
       }
       return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
-    };
+    });
   },
 };

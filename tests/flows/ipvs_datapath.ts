@@ -13,7 +13,7 @@ import { baseOptions } from "../support/fixtures.ts";
 import { NODE_IP } from "./objects.ts";
 import { parseSave } from "../../iptables/ipvs.ts";
 import { traceIpvs } from "../../proxier/ipvs/trace.ts";
-import { type Datapath, feed, traceAgain, tracerPacket } from "./datapath.ts";
+import { type Datapath, feed, traceAgain, tracerPacket, withView } from "./datapath.ts";
 
 /** A proxier on the four fakes (nothing synced yet), its options overridden by `over`. */
 export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
@@ -72,7 +72,7 @@ export const ipvsDatapath: Datapath = {
       services: parseSave(s.ipvs.save()),
       bound: new Set(s.link.bound),
     };
-    return (p) => {
+    return withView(s.proxier, (p) => {
       const r = traceAgain(p, (to) =>
         traceIpvs(state, {
           ...tracerPacket(p, to),
@@ -84,6 +84,6 @@ export const ipvsDatapath: Datapath = {
       }
       if (r.verdict === "REDIRECT") throw new Error(`ipvs mode never redirects: ${JSON.stringify(r)}`);
       return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
-    };
+    });
   },
 };

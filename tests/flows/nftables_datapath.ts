@@ -17,6 +17,7 @@ import {
   type FlowResult,
   type FlowSetup,
   tracerPacket,
+  withView,
 } from "./datapath.ts";
 import { fakeListen } from "../support/fake_listener.ts";
 import { NodePortAddresses } from "../../proxier/nodeport_addresses.ts";
@@ -70,7 +71,7 @@ export const nftablesDatapath: Datapath = {
   async load(setup) {
     const { fake, proxier } = nftablesSetup({}, setup);
     await proxier.syncNow();
-    return (p) => {
+    return withView(proxier, (p) => {
       if (proxier.localhost !== undefined && p.fromNode === true && isLoopback(p.dst)) {
         return viaSocketProxy(proxier.localhost, p);
       }
@@ -80,7 +81,7 @@ export const nftablesDatapath: Datapath = {
       const r = traceNft(fake, "IPv4", TABLE, tracerPacket(p), setup.node.ips);
       if (r.masqMixed) throw new Error(`some paths masquerade and some do not: ${JSON.stringify(r)}`);
       return { endpoints: r.endpoints, masquerade: r.masq, verdict: r.verdict };
-    };
+    });
   },
 };
 

@@ -7,6 +7,7 @@
  */
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
+import type { ExclusionReason } from "../../proxier/explain/model.ts";
 import {
   ETP_LOCAL_ELSEWHERE,
   LOCALHOST_NODE_PORTS,
@@ -41,6 +42,13 @@ export interface FlowRow {
       readonly sticky?: boolean;
     }
     | { readonly verdict: Exclude<FlowResult["verdict"], "DNAT"> };
+  /**
+   * The service port's endpoints the connection does not reach, each with `explain`'s reason
+   * (`proxier/explain/model.ts`); none when it reaches them all or the address is no Service's.
+   */
+  readonly excluded?: Readonly<Record<string, ExclusionReason>>;
+  /** The same where a mode differs (merged over {@linkcode excluded}). */
+  readonly excludedIn?: Readonly<Partial<Record<ProxyMode, Readonly<Record<string, ExclusionReason>>>>>;
   /** Modes the row does not apply to, each with the reason (a misspelt mode does not compile). */
   readonly notFor?: Readonly<Partial<Record<ProxyMode, string>>>;
 }
@@ -121,6 +129,7 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp("10.180.1.7", "172.30.1.4", 80),
     expect: dnat(["10.180.1.7:80"], true),
+    excluded: { "10.180.1.8:80": "topology-node" },
   },
   {
     name: "ClusterIP wrong port",
@@ -144,6 +153,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(OUTSIDE, NODE_IP, 3001),
     expect: dnat(["10.180.0.2:80"], false),
+    excluded: { "10.180.0.3:80": "remote-external-local" },
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
@@ -216,6 +226,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: LOCALHOST,
     packet: tcp("127.0.0.1", "127.0.0.1", 3106, true),
     expect: dnat(["10.180.2.9:80"], true),
+    excluded: { "10.180.2.10:80": "topology-zone" },
     notFor: { ipvs: IPVS_NO_LOCALHOST },
   },
   {
@@ -226,6 +237,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: LOCALHOST,
     packet: tcp("127.0.0.1", "127.0.0.1", 3103, true),
     expect: dnat(["10.180.2.4:80"], true),
+    excluded: { "10.180.2.5:80": "remote-external-local" },
     notFor: {
       iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
       userspace: ETP_LOCAL_USERSPACE,
@@ -240,6 +252,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: LOCALHOST,
     packet: tcp("127.0.0.1", "127.0.0.1", 3104, true),
     expect: { verdict: "REJECT" },
+    excluded: { "10.180.2.6:80": "remote-external-local" },
     notFor: {
       iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
       userspace: ETP_LOCAL_USERSPACE,
@@ -265,6 +278,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(OUTSIDE, "192.168.99.2", 80),
     expect: dnat(["10.180.0.2:80"], false),
+    excluded: { "10.180.0.3:80": "remote-external-local" },
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
@@ -298,6 +312,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp("192.168.99.100", "192.168.99.33", 80),
     expect: { verdict: "DROP" },
+    excluded: { "10.180.0.4:80": "source-range", "10.180.0.5:80": "source-range" },
     notFor: { userspace: NO_SOURCE_RANGES_USERSPACE },
   },
   {
@@ -362,6 +377,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.45", 80),
     expect: { verdict: "DROP" },
+    excluded: { "10.180.0.6:80": "remote-internal-local" },
     notFor: { userspace: NO_DROP_USERSPACE },
   },
   {
@@ -369,6 +385,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: { src: POD, dst: "172.30.0.46", port: 7777, proto: "sctp" },
     expect: dnat(["10.180.0.7:7777"], false),
+    excluded: { "10.180.0.8:7777": "not-ready" },
     notFor: { userspace: "userspace mode proxies TCP and UDP only" },
   },
   {
@@ -376,6 +393,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(OUTSIDE, "192.168.99.77", 80),
     expect: { verdict: "DROP" },
+    excluded: { "10.180.0.9:80": "remote-external-local" },
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
@@ -383,6 +401,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(OUTSIDE, NODE_IP, 3007),
     expect: { verdict: "DROP" },
+    excluded: { "10.180.0.9:80": "remote-external-local" },
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
@@ -412,6 +431,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: ETP_LOCAL_ELSEWHERE,
     packet: tcp(OUTSIDE, "192.168.99.22", 80),
     expect: { verdict: "DROP" },
+    excluded: { "10.180.0.2:80": "remote-external-local" },
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
@@ -486,6 +506,7 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp(POD, "172.30.1.1", 80),
     expect: dnat(["10.180.1.1:80"], false),
+    excluded: { "10.180.1.2:80": "topology-zone" },
   },
   {
     name: "zone hints ignored when the node has no zone label",
@@ -514,6 +535,7 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp(POD, "172.30.1.4", 80),
     expect: dnat(["10.180.1.7:80"], false),
+    excluded: { "10.180.1.8:80": "topology-node" },
   },
   {
     name: "serving+terminating fallback ignores hints",
@@ -528,6 +550,7 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp(POD, "172.30.1.6", 80),
     expect: dnat(["10.180.1.12:80"], false),
+    excluded: { "10.180.1.11:80": "topology-zone" },
   },
   {
     name: "ETP Local with hints: external traffic uses the local endpoint whatever its hint",
@@ -535,6 +558,7 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp(OUTSIDE, NODE_IP, 3016),
     expect: dnat(["10.180.1.11:80"], false),
+    excluded: { "10.180.1.12:80": "remote-external-local" },
     notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
@@ -543,6 +567,7 @@ export const FLOWS: readonly FlowRow[] = [
     node: NODE_A_ZONE_A,
     packet: tcp(POD, NODE_IP, 3016),
     expect: dnat(["10.180.1.12:80"], false),
+    excluded: { "10.180.1.11:80": "topology-zone" },
     notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
   },
 ];

@@ -9,7 +9,7 @@ import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 import { baseOptions } from "../support/fixtures.ts";
 import { fakeListen } from "../support/fake_listener.ts";
-import { type Datapath, feed, type FlowResult, tracerPacket } from "./datapath.ts";
+import { type Datapath, feed, type FlowResult, tracerPacket, withView } from "./datapath.ts";
 
 /** The userspace adapter. */
 export const userspaceDatapath: Datapath = {
@@ -31,7 +31,7 @@ export const userspaceDatapath: Datapath = {
     });
     feed(proxier, setup);
     await proxier.syncNow();
-    return (p): FlowResult => {
+    return withView(proxier, (p): FlowResult => {
       const protocol = p.proto.toUpperCase() as "TCP" | "UDP" | "SCTP";
       const t = tracePacket(portals, tracerPacket(p), setup.node.ips);
       // A portal redirects to the proxy port on the address the packet arrived at; anything else
@@ -52,6 +52,6 @@ export const userspaceDatapath: Datapath = {
       proxier.pick(route.service, p.src);
       const next = new Set(route.endpoints.map(() => proxier.pick(route.service, p.src)!));
       return { endpoints: [...next].sort(), masquerade: true, verdict: "DNAT" };
-    };
+    });
   },
 };
