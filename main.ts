@@ -31,6 +31,10 @@ import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
 import { parseCommandLine } from "./proxier/options/command_line.ts";
 import { KUBE_PROXY_IPVS } from "./proxier/options/feature_gates.ts";
+import { runExplain } from "./proxier/explain/explain.ts";
+import { datapathCheck } from "./proxier/explain/check.ts";
+import { explainService, SERVICES_SCHEMA, summarizeServices } from "./proxier/explain/report.ts";
+import type { DebugServices } from "./proxier/healthcheck/metrics_server.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
 import { runTrace } from "./proxier/trace/trace.ts";
 
@@ -99,6 +103,9 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
       stdout,
       stderr,
     });
+  }
+  if (cmd.command === "explain") {
+    return await runExplain({ mode, config, query: cmd.explain!, exec, log, stdout, stderr });
   }
   for (const n of cmd.notApplying) log.warn(n);
   return await run(mode, config, exec, log, {
@@ -234,6 +241,7 @@ async function run(
       health: deps.health,
       metrics,
       pages: o.pages,
+      debug: debugServices(config, nodeName, mode, proxier, exec),
       signal: ac.signal,
       log,
       clock,
@@ -303,6 +311,26 @@ async function run(
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return code;
+}
+
+/** `/debug/services` of the running proxy: `explain`'s answers from its own view and this node's live rules. */
+function debugServices(
+  config: ProxyConfig,
+  nodeName: string,
+  mode: ProxyModeDefinition,
+  proxier: ModeProvider,
+  exec: Executor,
+): DebugServices {
+  const check = datapathCheck({ tracer: mode, exec, config, answer: proxier.explain.answer });
+  return {
+    list: () => ({ schema: SERVICES_SCHEMA, services: summarizeServices(proxier.explain.views()) }),
+    service: (name, port) =>
+      explainService(
+        { mode: config.mode, node: nodeName, rules: "live", views: proxier.explain.views(), check },
+        name,
+        port,
+      ),
+  };
 }
 
 if (import.meta.main) {

@@ -19,6 +19,9 @@ import type { ProxyConfig, ProxyMode } from "./options/config.ts";
 import { ALLOW_SERVICE_EXTERNAL_IPS } from "./options/feature_gates.ts";
 import type { RulesSource, TraceQuery, TraceResult } from "./trace/trace.ts";
 import type { IPFamily } from "./types.ts";
+import type { FamilyView } from "./explain/view.ts";
+import type { Connection } from "./explain/model.ts";
+import type { DatapathAnswer } from "./explain/report.ts";
 
 /** Everything the program hands a mode. */
 export interface ModeDeps {
@@ -108,6 +111,8 @@ export interface ModeProvider extends Provider {
   close(): void;
   /** What stopping the program does to traffic, for the shutdown line. */
   readonly onStop: string;
+  /** What `explain` and `/debug/services` read. */
+  readonly explain: ExplainSource;
   /**
    * Removes what an earlier run of this same mode left that this run does not own (our rules in
    * the other iptables backend); run at start beside the other modes' cleanup, before the first
@@ -123,6 +128,18 @@ export interface ModeRenderer {
   render(): Promise<string>;
   /** Which node addresses the render used, and where they came from (after {@linkcode render}). */
   nodeAddresses(): string;
+  /** What `explain` reads (after {@linkcode render}): each family's view and its rendered rules. */
+  readonly explain: ExplainSource & { rendered(family: IPFamily): string | undefined };
+}
+
+/** What `explain` reads of a mode's proxiers: one view per family, and its sockets' own answers. */
+export interface ExplainSource {
+  views(): FamilyView[];
+  /**
+   * Where the mode's own sockets send `c` (a socket proxy: the userspace mode, nftables' loopback
+   * NodePorts); undefined where the kernel's rules decide (`trace` answers).
+   */
+  answer?(c: Connection, family: IPFamily): DatapathAnswer | undefined;
 }
 
 /**
@@ -131,15 +148,20 @@ export interface ModeRenderer {
  * listens (nftables' localhost NodePorts), says how to close those and what closing does.
  */
 export function familyProvider(
-  families: readonly Provider[],
+  families: readonly BaseProxier[],
   removeLeftovers?: () => Promise<void>,
-  sockets?: { close(): void; onStop: string },
+  sockets?: {
+    close(): void;
+    onStop: string;
+    answer(c: Connection, family: IPFamily): DatapathAnswer | undefined;
+  },
 ): ModeProvider {
   const p = families.length === 1 ? families[0] : new MetaProxier(families);
   return Object.assign(p, {
     close: sockets?.close ?? (() => {}),
     removeLeftovers,
     onStop: "the kernel rules stay in place and keep serving" + (sockets ? `; ${sockets.onStop}` : ""),
+    explain: { views: () => families.map((f) => f.explainView()), answer: sockets?.answer },
   });
 }
 
@@ -151,18 +173,24 @@ export function familyRenderer<P extends BaseProxier>(
   families: readonly P[],
   section: (p: P) => string,
 ): ModeRenderer {
+  const rendered = new Map<IPFamily, string>();
   return {
     handler: new MetaProxier(families),
     async render() {
       let out = "";
       for (const p of families) {
         await p.syncNow();
+        rendered.set(p.family, section(p));
         if (p.family === "IPv6" && p.serviceCount === 0) continue;
-        out += section(p);
+        out += rendered.get(p.family);
       }
       return out;
     },
     nodeAddresses: () => families[0].describeNodeIPs(),
+    explain: {
+      views: () => families.map((f) => f.explainView()),
+      rendered: (family) => rendered.get(family),
+    },
   };
 }
 

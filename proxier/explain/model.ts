@@ -137,6 +137,15 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
   const { key, svc, via } = found;
   const eps = view.endpoints.get(key) ?? [];
   const at = { ...base, servicePort: key, via };
+  if (via !== "NodePort" && view.servesServiceIPs === false) {
+    return {
+      ...at,
+      verdict: "none",
+      reason: "not-a-service-address",
+      why: "only NodePorts are served here: the userspace proxy has no portal rules " +
+        "(not root, iptables missing, or --userspace-portals=false)",
+    };
+  }
   if (mode === "userspace" && svc.protocol === "SCTP") {
     return {
       ...at,

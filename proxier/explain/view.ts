@@ -50,6 +50,11 @@ export interface FamilyView {
   readonly masqueradeAll: boolean;
   /** The cluster's ServiceCIDRs of this family. */
   readonly serviceCIDRs: readonly string[];
+  /**
+   * False when cluster, external and load-balancer IPs are not served on this node, only NodePorts
+   * (the userspace mode without its portal rules). Default true.
+   */
+  readonly servesServiceIPs?: boolean;
   /** The default IPVS scheduler (`--ipvs-scheduler`), in ipvs mode. */
   readonly ipvsScheduler?: string;
   /** Per Service (`namespace/name`): when it last changed and was applied. */

@@ -2,7 +2,8 @@
  * The metrics port (`--metrics-bind-address`), as upstream's: `/metrics` (Prometheus text),
  * `/healthz` ("ok" while the server runs), `/proxyMode` (the running mode, the documented way to see
  * it), `/configz` (the effective configuration as JSON), and the z-pages `/flagz` (every flag and
- * its value) and `/statusz` (start time, uptime, versions).
+ * its value) and `/statusz` (start time, uptime, versions). Ours beside them: `/debug/services`
+ * and `/debug/services/NAMESPACE/NAME` (`explain`'s JSON), only here, never on the healthz port.
  * @module
  */
 import type { ProxyMetrics } from "../metrics.ts";
@@ -21,6 +22,14 @@ export interface StatusPages {
   readonly startedMs: number;
 }
 
+/** What `/debug/services` answers (`explain`): kept abstract so this server knows no model. */
+export interface DebugServices {
+  /** Every Service, one summary each. */
+  list(): unknown;
+  /** The report on `namespace/name` (one port when given); undefined when the proxy holds no such Service. */
+  service(name: string, port?: string): Promise<unknown | undefined>;
+}
+
 const TEXT = { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff" };
 const ZPAGE_WARNING = "Warning: This endpoint is not meant to be machine parseable, has no formatting " +
   "compatibility guarantees and is for debugging purposes only.";
@@ -31,9 +40,17 @@ export function serveMetrics(
   addr: { hostname: string; port: number },
   signal: AbortSignal,
   pages?: StatusPages,
+  debug?: DebugServices,
 ): Deno.HttpServer<Deno.NetAddr> {
   return Deno.serve({ ...addr, signal, onListen() {} }, async (req) => {
-    switch (new URL(req.url).pathname) {
+    const url = new URL(req.url);
+    if (
+      debug !== undefined &&
+      (url.pathname === "/debug/services" || url.pathname.startsWith("/debug/services/"))
+    ) {
+      return await serveDebug(debug, url);
+    }
+    switch (url.pathname) {
       case "/metrics":
         return new Response(await metrics.registry.metrics(), {
           headers: { "content-type": metrics.registry.contentType },
@@ -67,4 +84,22 @@ export function serveMetrics(
     }
     return new Response("not found\n", { status: 404 });
   });
+}
+
+/** Answers `/debug/services` (the list) and `/debug/services/NAMESPACE/NAME[?port=P]` (one report). */
+async function serveDebug(debug: DebugServices, url: URL): Promise<Response> {
+  const rest = url.pathname.slice("/debug/services".length).replace(/^\//, "");
+  if (rest === "") return Response.json(debug.list());
+  const name = decodeURIComponent(rest);
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    return Response.json({ error: `not NAMESPACE/NAME: ${JSON.stringify(name)}` }, { status: 400 });
+  }
+  try {
+    const report = await debug.service(name, url.searchParams.get("port") ?? undefined);
+    return report === undefined
+      ? Response.json({ error: `no Service ${name} with a proxied port` }, { status: 404 })
+      : Response.json(report);
+  } catch (e) {
+    return Response.json({ error: (e as Error).message }, { status: 500 });
+  }
 }

@@ -7,7 +7,7 @@ import type { ProxyMetrics } from "../metrics.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { keepListening } from "./listener.ts";
-import { serveMetrics, type StatusPages } from "./metrics_server.ts";
+import { type DebugServices, serveMetrics, type StatusPages } from "./metrics_server.ts";
 import { type ProxyHealth, serveHealthz } from "./proxier_health.ts";
 
 /** What {@linkcode serveStatus} is given. */
@@ -19,6 +19,8 @@ export interface StatusServers {
   readonly health: ProxyHealth;
   readonly metrics: ProxyMetrics;
   readonly pages: StatusPages;
+  /** `/debug/services` on the metrics port; undefined: not served. */
+  readonly debug?: DebugServices;
   readonly signal: AbortSignal;
   readonly log: Logger;
   readonly clock: Clock;
@@ -56,7 +58,7 @@ export function serveStatus(o: StatusServers, tasks: Promise<unknown>[]): void {
       server: "Metrics",
       address: m,
       onFailure: (note) => o.onFailure("FailedToStartMetricServer", note),
-      start: () => serveMetrics(o.metrics, m, o.signal, o.pages),
+      start: () => serveMetrics(o.metrics, m, o.signal, o.pages, o.debug),
     }));
   }
 }

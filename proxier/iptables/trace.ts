@@ -9,7 +9,7 @@ import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
 import { ipFamily } from "../net.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { queryPacket, type TraceQuery, type TraceResult } from "../trace/trace.ts";
+import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/trace.ts";
 import type { IPFamily } from "../types.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */
@@ -18,9 +18,9 @@ export async function traceIptables(
   { exec, config, nodeIPs }: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
 ): Promise<TraceResult> {
   const family = ipFamily(q.dst) ?? "IPv4";
-  let text: string;
-  if (q.rulesFile !== undefined) {
-    text = rulesOfFamily(await Deno.readTextFile(q.rulesFile), family);
+  let text = await queryRules(q);
+  if (text !== undefined) {
+    text = rulesOfFamily(text, family);
   } else {
     const { backend } = await chooseIptablesBackend(exec, config.iptablesBackend);
     const ipt = new IptablesRunner({ exec, family, backend });

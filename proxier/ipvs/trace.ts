@@ -15,7 +15,7 @@ import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptable
 import { parseRules, type RuleSource, type SetLookup, tracePacket } from "../trace/iptables_walker.ts";
 import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { type Packet, queryPacket, type TraceQuery, type TraceResult } from "../trace/trace.ts";
+import { type Packet, queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/trace.ts";
 import { SET, setName } from "./layout.ts";
 
 /** What the ipvs mode's datapath consists of, as read from the kernel (or a rendered file). */
@@ -96,9 +96,10 @@ export async function traceIpvsMode(
   { exec, config, nodeIPs }: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
 ): Promise<TraceResult> {
   const family = addressFamily(q.dst) ?? "IPv4";
-  const state = q.rulesFile === undefined
+  const text = await queryRules(q);
+  const state = text === undefined
     ? await liveState(exec, family, config.iptablesBackend)
-    : renderedState(await Deno.readTextFile(q.rulesFile), family);
+    : renderedState(text, family);
   return traceIpvs(state, queryPacket(q, family, nodeIPs), nodeIPs);
 }
 

@@ -184,6 +184,7 @@ export const nftablesMode: ProxyModeDefinition = {
     return familyProvider(families, undefined, {
       close: () => families.forEach((p) => p.close()),
       onStop: "localhost NodePort listeners close (connections in flight finish)",
+      answer: (c, family) => families.find((p) => p.family === family)?.localhostAnswer(c),
     });
   },
 

@@ -11,6 +11,9 @@ import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import type { FamilyView } from "../explain/view.ts";
+import type { Connection } from "../explain/model.ts";
+import type { DatapathAnswer } from "../explain/report.ts";
+import { isLoopback } from "../net.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
@@ -95,6 +98,25 @@ export class NftablesProxier extends BaseProxier {
         metrics: localhostNodePortMetrics(this.registry, o.family),
       });
     }
+  }
+
+  /**
+   * Where the loopback socket proxy sends `c` (`explain`): a NodePort on 127.0.0.1 / ::1 served
+   * here; undefined for any other connection (the rules decide those).
+   */
+  localhostAnswer(c: Connection): DatapathAnswer | undefined {
+    const lo = this.localhost;
+    if (lo === undefined || c.fromNode !== true || !isLoopback(c.dst)) return undefined;
+    const route = lo.route(c.protocol.toUpperCase() as "TCP" | "UDP" | "SCTP", c.port);
+    return {
+      verdict: route === undefined ? "REJECT" : "DNAT",
+      endpoints: route === undefined ? [] : [...route.endpoints].sort(),
+      masquerade: route === undefined ? undefined : true,
+      rules: route === undefined
+        ? []
+        : [`listener ${lo.address}:${c.port}/${c.protocol} of ${route.service}`],
+      by: "the loopback socket proxy",
+    };
   }
 
   /** Closes the loopback NodePort listeners (connections in flight finish); the kernel rules stay. */

@@ -7,7 +7,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
 import { listingStatements, NftRuleset } from "../../iptables/nft_ruleset.ts";
 import { traceNft } from "../trace/nft_walker.ts";
-import { queryPacket, type TraceQuery, type TraceResult } from "../trace/trace.ts";
+import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/trace.ts";
 import { TABLE } from "./layout.ts";
 
 /**
@@ -23,8 +23,8 @@ export async function traceNftables(
 ): Promise<TraceResult> {
   const family = addressFamily(q.dst) ?? "IPv4";
   const ruleset = new NftRuleset();
-  if (q.rulesFile !== undefined) {
-    const text = await Deno.readTextFile(q.rulesFile);
+  const text = await queryRules(q);
+  if (text !== undefined) {
     ruleset.apply(isListing(text) ? listingStatements(text).join("\n") : text);
   } else {
     const fam = family === "IPv4" ? "ip" : "ip6";

@@ -7,11 +7,12 @@
  */
 import { UsageError } from "../errors.ts";
 import { parseTraceQuery, TRACE_USAGE } from "../trace/query.ts";
+import { EXPLAIN_USAGE, type ExplainQuery, parseExplainQuery } from "../explain/query.ts";
 import type { TraceQuery } from "../trace/trace.ts";
 import type { ProxyConfig } from "./config.ts";
 import { decodeConfigFile } from "./config_file.ts";
 import { ACTING_FEATURES } from "./feature_gates.ts";
-import { FLAG_BY_NAME, type FlagContext, FLAGS } from "./flag_table.ts";
+import { FLAG_BY_NAME, type FlagCommand, type FlagContext, FLAGS } from "./flag_table.ts";
 import {
   appendPortIfNeeded,
   defaultKubeProxyConfiguration,
@@ -36,6 +37,7 @@ export interface ParsedCommand {
     | "run"
     | "render"
     | "trace"
+    | "explain"
     | "cleanup"
     | "init-only"
     | "write-config"
@@ -43,6 +45,8 @@ export interface ParsedCommand {
     | "help";
   /** Set for `trace`. */
   readonly trace?: TraceQuery;
+  /** Set for `explain`. */
+  readonly explain?: ExplainQuery;
   /** For `help`: the program's usage, or `trace --help`'s. */
   readonly usage: string;
   /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
@@ -63,6 +67,9 @@ export interface ParsedCommand {
   readonly flagValues: ReadonlyArray<readonly [name: string, value: string]>;
 }
 
+/** The commands the first argument may name. */
+const COMMANDS: readonly string[] = ["render", "trace", "explain"];
+
 /**
  * Said when the mode was left to its default, as upstream 1.37 (KEP-5343: the default moves to
  * nftables in 1.40). The wording is ours.
@@ -77,26 +84,35 @@ export const DEFAULT_MODE_WARNING = "No proxy mode set (--proxy-mode, mode:): us
 export function parseCommandLine(argv: readonly string[], readFile = Deno.readTextFileSync): ParsedCommand {
   const { flags, positionals } = scanArgs(argv, FLAGS);
   const given = (name: string) => flags.findLast((f) => f.name === name)?.value;
-  if (positionals.length > 0 && positionals[0] !== "render" && positionals[0] !== "trace") {
-    throw new UsageError(`unknown command ${JSON.stringify(positionals[0])} ("render" or "trace")`);
+  const command0 = positionals[0];
+  if (command0 !== undefined && !COMMANDS.includes(command0)) {
+    throw new UsageError(`unknown command ${JSON.stringify(command0)} ("render", "trace" or "explain")`);
   }
-  if (positionals.length > 1) {
+  // explain takes the Service's name.
+  const maxPositionals = command0 === "explain" ? 2 : 1;
+  if (positionals.length > maxPositionals) {
     throw new UsageError(
-      `${positionals[0]}: unexpected argument ${JSON.stringify(positionals[1])} (${
-        positionals[0]
-      } takes flags only)`,
+      `${command0}: unexpected argument ${JSON.stringify(positionals[maxPositionals])} (${
+        command0 === "explain" ? "explain takes one NAMESPACE/NAME" : `${command0} takes flags only`
+      })`,
     );
   }
   const help = bool(given, "help");
   // `trace --help` explains trace; its flags need not be complete for that.
   const trace = positionals[0] === "trace" && !help ? parseTraceQuery(given) : undefined;
-  if (positionals[0] !== "trace") {
-    // render takes --node-ip too: the addresses the rendered node would have.
-    const misplaced = flags.find((f) =>
-      FLAG_BY_NAME.get(f.name)!.origin === "trace" && !(positionals[0] === "render" && f.name === "node-ip")
+  const misplaced = flags.find((f) => {
+    const cmds = FLAG_BY_NAME.get(f.name)!.commands;
+    return cmds !== undefined && !cmds.includes(command0 as FlagCommand);
+  });
+  if (misplaced !== undefined) {
+    const cmds = FLAG_BY_NAME.get(misplaced.name)!.commands!;
+    throw new UsageError(
+      `--${misplaced.name}: only the ${cmds.join(", ").replace(/, ([^,]*)$/, " and $1")} command${
+        cmds.length > 1 ? "s take" : " takes"
+      } it`,
     );
-    if (misplaced !== undefined) throw new UsageError(`--${misplaced.name}: only the trace command takes it`);
   }
+  const explain = command0 === "explain" && !help ? parseExplainQuery(positionals[1], given) : undefined;
   const configFile = given("config");
   const writeConfigTo = given("write-config-to");
   const warnings: string[] = [];
@@ -152,12 +168,13 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     writeConfigTo,
     warnings,
     notApplying: notApplying(config, v.featureGates, flags),
-    flagValues: FLAGS.filter((f) => f.origin !== "trace").map((
+    flagValues: FLAGS.filter((f) => f.origin !== "command").map((
       f,
     ) => [`--${f.name}`, given(f.name) ?? f.default]),
     configFile: configFile === undefined ? undefined : { path: configFile, text: configText },
     trace: trace === undefined ? undefined : { ...trace, modeChosen },
-    usage: positionals[0] === "trace" ? TRACE_USAGE : USAGE,
+    explain,
+    usage: command0 === "trace" ? TRACE_USAGE : command0 === "explain" ? EXPLAIN_USAGE : USAGE,
     renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
       ? parseIPList("--node-ip", given("node-ip")!)
       : undefined,
@@ -197,7 +214,7 @@ function chooseCommand(
   if (given("write-config-to") !== undefined) return "write-config";
   if (bool(given, "cleanup")) return "cleanup";
   if (bool(given, "init-only")) return "init-only";
-  return positional === "render" || positional === "trace" ? positional : "run";
+  return positional === "render" || positional === "trace" || positional === "explain" ? positional : "run";
 }
 
 function bool(given: (name: string) => string | undefined, name: string): boolean {

@@ -28,12 +28,17 @@ export interface FlagContext {
   readonly notes: string[];
 }
 
-/** Who defines a flag. */
-export type FlagOrigin = "upstream" | "ours" | "trace";
+/** Who defines a flag: upstream, this program, or one of this program's commands (`trace`, `explain`). */
+export type FlagOrigin = "upstream" | "ours" | "command";
+
+/** The commands that take flags of their own. */
+export type FlagCommand = "trace" | "render" | "explain";
 
 /** One flag: its shape, help, and what it does. */
 export interface FlagDef extends FlagShape {
   readonly origin: FlagOrigin;
+  /** For a command's flag: the commands that take it. */
+  readonly commands?: readonly FlagCommand[];
   /** The value type and default as `--help` shows them (`duration`, `30s`). */
   readonly type: string;
   readonly default: string;
@@ -749,16 +754,26 @@ export const FLAGS: readonly FlagDef[] = [
       c.v.portRange = s;
     },
   },
-  // trace only.
-  ...(["src", "dst", "dport", "proto", "from", "in-interface", "rules", "output", "node-ip"] as const).map((
+  // The commands' own flags (their usage texts describe them).
+  ...([
+    ["src", ["trace"]],
+    ["dst", ["trace"]],
+    ["dport", ["trace"]],
+    ["proto", ["trace"]],
+    ["from", ["trace"]],
+    ["in-interface", ["trace"]],
+    ["rules", ["trace"]],
+    ["output", ["trace", "explain"]],
+    ["node-ip", ["trace", "render", "explain"]],
+    ["port", ["explain"]],
+  ] as const).map(([name, commands]) => ({
     name,
-  ) => ({
-    name,
-    origin: "trace" as const,
+    origin: "command" as const,
+    commands,
     type: "string",
     default: "",
     withConfig: true,
-    help: "trace",
+    help: commands.join(", "),
   })),
 ];
 

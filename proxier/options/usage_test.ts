@@ -9,10 +9,10 @@ Deno.test("docs/flags.md is what the flag table generates (run `deno task docs` 
 
 Deno.test("the flag reference and --help name every flag, upstream's and ours, and say what is not as upstream", () => {
   const ref = flagReference();
-  const missing = FLAGS.filter((f) => f.origin !== "trace" && !ref.includes(`\n| \`--${f.name}\``));
+  const missing = FLAGS.filter((f) => f.origin !== "command" && !ref.includes(`\n| \`--${f.name}\``));
   assertEquals(missing.map((f) => f.name), []);
   assertEquals(
-    FLAGS.filter((f) => f.origin !== "trace" && !USAGE.includes(`--${f.name} `)).map((f) => f.name),
+    FLAGS.filter((f) => f.origin !== "command" && !USAGE.includes(`--${f.name} `)).map((f) => f.name),
     [],
   );
   assert(

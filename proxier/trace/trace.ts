@@ -23,6 +23,8 @@ export interface TraceQuery {
   readonly from: "pod" | "node" | "external";
   /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */
   readonly rulesFile?: string;
+  /** The rules themselves, as such a file holds them (`explain` over what `render` writes); wins over `rulesFile`. */
+  readonly rulesText?: string;
   readonly output: "text" | "json";
   /** This node's addresses, besides those of its interfaces (for a file from another node). */
   readonly nodeIPs: readonly string[];
@@ -121,6 +123,14 @@ export interface ModeTracer {
   ): Promise<TraceResult>;
   /** Returns true when `source` holds this mode's rules. */
   recognizes?(source: RulesSource): Promise<boolean>;
+}
+
+/**
+ * Returns the rules `q` names, as text: `rulesText`, else the `rulesFile` read; undefined for the
+ * live rules of this namespace.
+ */
+export async function queryRules(q: TraceQuery): Promise<string | undefined> {
+  return q.rulesText ?? (q.rulesFile === undefined ? undefined : await Deno.readTextFile(q.rulesFile));
 }
 
 /**

@@ -9,6 +9,8 @@ import type { PortRange } from "../options/config.ts";
 import { PortAllocator } from "./port_range.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
 import type { FamilyView } from "../explain/view.ts";
+import type { Connection } from "../explain/model.ts";
+import type { DatapathAnswer } from "../explain/report.ts";
 import { ensurePortalJumps, portalRules } from "./portals.ts";
 import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
 import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";
@@ -165,7 +167,40 @@ export class UserspaceProxier extends BaseProxier {
 
   /** @inheritdoc */
   protected override explainExtras(): Partial<FamilyView> {
-    return { loopbackNodePorts: this.node.nodePortAddresses(true).allowLocalhost ? "listener" : "none" };
+    return {
+      loopbackNodePorts: this.node.nodePortAddresses(true).allowLocalhost ? "listener" : "none",
+      servesServiceIPs: this.#iptables !== undefined,
+    };
+  }
+
+  /** What `explain` reads: this family's view, and where the listeners send a connection. */
+  readonly explain = {
+    views: () => [this.explainView()],
+    answer: (c: Connection) => this.#answer(c),
+  };
+
+  /** Where a connection goes: a NodePort listener, or a portal rule's proxy port. */
+  #answer(c: Connection): DatapathAnswer {
+    const by = "the userspace proxy's listeners";
+    const protocol = c.protocol.toUpperCase() as "TCP" | "UDP" | "SCTP";
+    let route = this.route(protocol, c.dst, c.port);
+    let rule = `listener ${c.dst}:${c.port}/${protocol}`;
+    if (route === undefined && this.#iptables !== undefined) {
+      for (const [service, p] of this.#ports) {
+        const i = p.info;
+        const addressed = i.clusterIP === c.dst || i.externalIPs.includes(c.dst) ||
+          i.loadBalancerIPs.includes(c.dst);
+        if (p.proxyPort === 0 || i.protocol !== protocol || i.port !== c.port || !addressed) continue;
+        route = { service, endpoints: this.#balancer.endpoints(service) };
+        rule = `portal ${c.dst}:${c.port}/${protocol} -> ${this.#listenAddress}:${p.proxyPort}`;
+        break;
+      }
+    }
+    if (route === undefined) return { verdict: "none", endpoints: [], rules: [], by };
+    if (route.endpoints.length === 0) {
+      return { verdict: protocol === "UDP" ? "DROP" : "REJECT", endpoints: [], rules: [rule], by };
+    }
+    return { verdict: "DNAT", endpoints: [...route.endpoints].sort(), rules: [rule], by };
   }
 
   /** @inheritdoc */

@@ -779,3 +779,172 @@ endpoints: [{ addresses: [10.180.0.60], conditions: { ready: true }, nodeName: n
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("main: explain over rendered rules: text and JSON, every kind of client with the kernel's answer; bad arguments exit 2", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-explain-" });
+  try {
+    await Deno.writeTextFile(
+      `${dir}/objects.yaml`,
+      `apiVersion: v1
+kind: Service
+metadata: { namespace: shop, name: web }
+spec:
+  type: LoadBalancer
+  clusterIP: 172.30.0.80
+  clusterIPs: [172.30.0.80]
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 30900
+  loadBalancerSourceRanges: [198.51.100.0/24]
+  ports: [{ name: http, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30800 }]
+status: { loadBalancer: { ingress: [{ ip: 192.0.2.80 }] } }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: shop, name: web-1, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ name: http, protocol: TCP, port: 8080 }]
+endpoints:
+  - { addresses: [10.244.1.5], conditions: { ready: true }, nodeName: node-a }
+  - { addresses: [10.244.2.5], conditions: { ready: true }, nodeName: node-b }
+  - { addresses: [10.244.2.6], conditions: { ready: false }, nodeName: node-b }
+`,
+    );
+    const common = [
+      `--source=file:${dir}/objects.yaml`,
+      "--hostname-override=node-a",
+      "--cluster-cidr=10.244.0.0/16",
+      "--node-ip=192.168.1.5",
+    ];
+    for (const mode of ["iptables", "nftables", "ipvs"]) {
+      const r = await run(["explain", "shop/web", `--proxy-mode=${mode}`, "--output=json", ...common]);
+      assertEquals(r.code, 0, r.stderr + r.stdout);
+      const report = JSON.parse(r.stdout);
+      assertEquals([report.schema, report.service, report.mode, report.rules, report.disagreements], [
+        "kube-proxy-deno.explain/v1",
+        "shop/web",
+        mode,
+        "rendered",
+        0,
+      ]);
+      const [port] = report.ports;
+      assertEquals(port.healthCheck, { nodePort: 30900, status: 200, localEndpoints: 1 });
+      const byLabel = Object.fromEntries(
+        port.clients.map((c: { label: string; via: string }) => [`${c.label} / ${c.via}`, c]),
+      );
+      assertEquals(Object.keys(byLabel).sort(), [
+        "a pod on this node / cluster IP",
+        "an external client / NodePort",
+        "an external client inside loadBalancerSourceRanges / load balancer IP",
+        "an external client outside loadBalancerSourceRanges / load balancer IP",
+        "this node / cluster IP",
+        ...(mode === "iptables" ? ["this node on 127.0.0.1 / NodePort"] : []),
+      ]);
+      // The external client reaches the local endpoint only, says why not the others, and the rendered rules agree.
+      const ext = byLabel["an external client / NodePort"];
+      assertEquals([ext.expected.endpoints, ext.agrees, ext.datapath.verdict], [
+        ["10.244.1.5:8080"],
+        true,
+        "DNAT",
+      ]);
+      assertEquals(
+        ext.expected.excluded.map((x: { endpoint: string; reason: string }) => [x.endpoint, x.reason]),
+        [
+          ["10.244.2.5:8080", "remote-external-local"],
+          ["10.244.2.6:8080", "remote-external-local"],
+        ],
+      );
+      const outside = byLabel["an external client outside loadBalancerSourceRanges / load balancer IP"];
+      assertEquals([outside.expected.verdict, outside.expected.reason, outside.datapath.verdict], [
+        "DROP",
+        "source-range",
+        "DROP",
+      ]);
+      const pod = byLabel["a pod on this node / cluster IP"];
+      assertEquals([pod.expected.endpoints, pod.expected.masquerade], [
+        ["10.244.1.5:8080", "10.244.2.5:8080"],
+        false,
+      ]);
+      assertEquals(pod.expected.excluded, [{
+        endpoint: "10.244.2.6:8080",
+        reason: "not-ready",
+        detail: "not ready",
+      }]);
+    }
+    const text = await run(["explain", "shop/web", ...common]);
+    assertEquals(text.code, 0, text.stderr);
+    assertMatch(text.stdout, /^Service shop\/web: iptables mode, node node-a, rendered rules\n/);
+    assertMatch(
+      text.stdout,
+      /\n {2}an external client \(203\.0\.113\.10\) -> 192\.168\.1\.5:30800 \(NodePort\):\n {4}reaches 10\.244\.1\.5:8080\n/,
+    );
+    assertMatch(
+      text.stdout,
+      /\n {4}not 10\.244\.2\.5:8080: on another node, and externalTrafficPolicy is Local\n/,
+    );
+    assert(text.stdout.split("\n").every((l) => l.length <= 80), "80 columns");
+    assertMatch(text.stdout, /\nThe datapath agrees with the model for every client checked\.\n$/);
+    const missing = await run(["explain", "shop/nope", ...common]);
+    assertEquals(missing.code, 1);
+    assertMatch(missing.stderr, /explain: no Service shop\/nope with a proxied port/);
+    for (
+      const [args, re] of [
+        [["explain"], /explain: needs the Service as NAMESPACE\/NAME/],
+        [["explain", "web"], /explain: "web" is not NAMESPACE\/NAME/],
+        [["explain", "shop/web", "extra"], /explain: unexpected argument "extra"/],
+        [["explain", "shop/web", "--dst=10.0.0.1"], /--dst: only the trace command takes it/],
+        [["--port=80"], /--port: only the explain command takes it/],
+      ] as const
+    ) {
+      const r = await run([...args]);
+      assertEquals(r.code, 2, r.stderr);
+      assertMatch(r.stderr, re);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("main: /debug/services on the metrics port answers explain's JSON, the list of Services, and nothing on the healthz port", async () => {
+  const metricsPort = freePort();
+  const healthzPort = freePort();
+  const proc = startUserspace([
+    `--source=file:${ROOT}demo/objects.yaml`,
+    "--hostname-override=node-a",
+    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+  ]);
+  try {
+    const base = `http://127.0.0.1:${metricsPort}/debug/services`;
+    const list = await eventually(async () => {
+      const r = await (await fetch(base)).json();
+      assertEquals(r.services.length, 1);
+      assert(r.services[0].applied !== null, "applied by a sync");
+      return r;
+    }, 10_000);
+    assertEquals(list.schema, "kube-proxy-deno.services/v1");
+    const [svc] = list.services;
+    assertEquals([svc.service, svc.ports, svc.endpoints], ["default/hello", ["http 80/TCP (IPv4)"], {
+      usable: 2,
+      total: 2,
+    }]);
+    assert(Date.parse(svc.applied) >= Date.parse(svc.changed), JSON.stringify(svc));
+    const direct = await (await fetch(`${base}/default/hello`)).json();
+    const cli = await run([
+      "explain",
+      "default/hello",
+      "--output=json",
+      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    ]);
+    assertEquals(cli.code, 0, cli.stderr);
+    assertEquals(JSON.parse(cli.stdout), direct, "the command prints what the endpoint answers");
+    assertEquals([direct.rules, direct.mode, direct.disagreements], ["live", "userspace", 0]);
+    assertEquals((await fetch(`${base}/default/nope`)).status, 404);
+    const bad = await fetch(`${base}/Not_A/name`);
+    assertEquals([bad.status, (await bad.json()).error], [400, 'not NAMESPACE/NAME: "Not_A/name"']);
+    const onHealthz = await fetch(`http://127.0.0.1:${healthzPort}/debug/services`);
+    await onHealthz.body?.cancel();
+    assertEquals(onHealthz.status, 404, "not served on the healthz port");
+  } finally {
+    await proc.stop();
+  }
+});

@@ -1,0 +1,119 @@
+/**
+ * `explain`'s text report: the JSON report (`report.ts`) in lines of at most 80 columns, most
+ * important first (what each client reaches, then why not the others, then the datapath's answer).
+ * @module
+ */
+import type { ClientReport, ExplainReport, PortReport } from "./report.ts";
+
+/** Wraps `text` at 80 columns, continuation lines indented by `indent` plus two. */
+function wrap(indent: string, text: string): string[] {
+  const out: string[] = [];
+  let line = indent;
+  for (const word of text.split(" ")) {
+    if (line.trim() !== "" && line.length + 1 + word.length > 80) {
+      out.push(line);
+      line = `${indent}  ${word}`;
+    } else line = line.trim() === "" ? `${indent}${word}` : `${line} ${word}`;
+  }
+  out.push(line);
+  return out;
+}
+
+const list = (eps: readonly string[]) => eps.join(", ");
+
+function portLines(p: PortReport): string[] {
+  const addr = [
+    `cluster IP ${p.clusterIP}`,
+    ...(p.nodePort === null ? [] : [`NodePort ${p.nodePort}`]),
+    ...p.externalIPs.map((ip) => `external IP ${ip}`),
+    ...p.loadBalancerIPs.map((ip) => `load balancer IP ${ip}`),
+  ];
+  const out = wrap(
+    "",
+    `port ${p.name === "" ? "" : `${p.name} `}${p.port}/${p.protocol} (${p.family}): ${addr.join(", ")}`,
+  );
+  const facts = [
+    `externalTrafficPolicy ${p.externalTrafficPolicy}`,
+    `internalTrafficPolicy ${p.internalTrafficPolicy}`,
+    p.affinitySeconds === null ? "no session affinity" : `ClientIP affinity ${p.affinitySeconds} s`,
+    ...(p.scheduler === null ? [] : [`scheduler ${p.scheduler}`]),
+    ...(p.loadBalancerSourceRanges.length === 0
+      ? []
+      : [`source ranges ${p.loadBalancerSourceRanges.join(", ")}`]),
+    ...(p.healthCheck === null ? [] : [
+      `health check node port ${p.healthCheck.nodePort} answers ${p.healthCheck.status} ` +
+      `(${p.healthCheck.localEndpoints} local endpoint${p.healthCheck.localEndpoints === 1 ? "" : "s"})`,
+    ]),
+  ];
+  out.push(...wrap("  ", facts.join("; ")));
+  if (p.endpoints.length === 0) out.push("  endpoints: none");
+  else out.push("  endpoints:");
+  for (const e of p.endpoints) {
+    const state = e.ready
+      ? "ready"
+      : e.serving && e.terminating
+      ? "terminating, serving"
+      : e.terminating
+      ? "terminating"
+      : "not ready";
+    const hints = [
+      ...(e.zoneHints.length > 0 ? [`for zone ${e.zoneHints.join(", ")}`] : []),
+      ...(e.nodeHints.length > 0 ? [`for node ${e.nodeHints.join(", ")}`] : []),
+    ];
+    out.push(
+      `    ${e.endpoint}  ${[state, e.local ? "on this node" : "on another node", ...hints].join(", ")}`,
+    );
+  }
+  for (const c of p.clients) out.push(...clientLines(c));
+  return out;
+}
+
+function clientLines(c: ClientReport): string[] {
+  const k = c.connection;
+  const dst = k.dst.includes(":") ? `[${k.dst}]:${k.port}` : `${k.dst}:${k.port}`;
+  const out = wrap("  ", `${c.label} (${k.src}) -> ${dst} (${c.via}):`);
+  const e = c.expected;
+  if (e.verdict === "DNAT") {
+    out.push(...wrap("    ", `reaches ${list(e.endpoints)}`));
+    if (e.masqueradeWhy !== undefined) out.push(...wrap("    ", e.masqueradeWhy));
+  } else out.push(...wrap("    ", `${e.verdict === "none" ? "not proxied" : e.verdict}: ${e.why}`));
+  for (const x of e.excluded) out.push(...wrap("    ", `not ${x.endpoint}: ${x.detail}`));
+  if (c.datapath === null) {
+    out.push("    datapath: not checked here (nothing to read it from)");
+  } else if (c.agrees === true) {
+    out.push(...wrap("    ", `datapath: agrees (${c.datapath.by})`));
+  } else if (c.agrees === false) {
+    out.push(...wrap("    ", `DISAGREEMENT: ${c.disagreement}`));
+  } else {
+    out.push(...wrap("    ", `datapath: no answer (${c.datapath.note ?? c.datapath.verdict})`));
+  }
+  return out;
+}
+
+/** Returns the text report; see the module doc. */
+export function formatExplain(r: ExplainReport): string {
+  const out = [`Service ${r.service}: ${r.mode} mode, node ${r.node}, ${r.rules} rules`];
+  if (r.changed !== null) {
+    const lag = r.applied === null
+      ? "not applied yet"
+      : `applied ${r.applied} (${
+        ((Date.parse(r.applied) - Date.parse(r.triggered ?? r.changed)) / 1000).toFixed(3)
+      } s after ${r.triggered === null ? "the change" : "its trigger"})`;
+    out.push(
+      ...wrap(
+        "  ",
+        `last change seen ${r.changed}${r.triggered === null ? "" : ` (triggered ${r.triggered})`}, ${lag}`,
+      ),
+    );
+  }
+  for (const p of r.ports) out.push("", ...portLines(p));
+  out.push(
+    "",
+    r.disagreements === 0
+      ? "The datapath agrees with the model for every client checked."
+      : `${r.disagreements} DISAGREEMENT${
+        r.disagreements === 1 ? "" : "S"
+      }: the datapath does not do what the proxy's view says (drift, a stale sync, or a bug).`,
+  );
+  return out.join("\n") + "\n";
+}

@@ -1,0 +1,292 @@
+/**
+ * `explain`'s report on one Service: for each port and each kind of client, the model's answer
+ * (`model.ts`) and the datapath's own (a `trace` through the kernel's rules, or a socket proxy's
+ * listener), and whether they agree. Its JSON is the schema `kube-proxy-deno.explain/v1`
+ * (`proxier/explain/README.md`); the command and `/debug/services` print the same object.
+ * @module
+ */
+import type { ProxyMode } from "../options/config.ts";
+import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
+import { type Client, clientsOf } from "./clients.ts";
+import { type Connection, type Exclusion, type Expectation, expectConnection } from "./model.ts";
+import type { FamilyView } from "./view.ts";
+
+/** The schema name every report carries. */
+export const EXPLAIN_SCHEMA = "kube-proxy-deno.explain/v1";
+/** The schema name of `/debug/services`' list. */
+export const SERVICES_SCHEMA = "kube-proxy-deno.services/v1";
+
+/** What the datapath itself does with one connection. */
+export interface DatapathAnswer {
+  readonly verdict: "DNAT" | "REJECT" | "DROP" | "none" | "UNKNOWN";
+  /** `ip:port` of every endpoint it can reach, sorted. */
+  readonly endpoints: string[];
+  /** Undefined where the datapath does not say (a socket proxy, or paths that differ). */
+  readonly masquerade?: boolean;
+  /** The rules the connection went through, as the tools print them. */
+  readonly rules: string[];
+  /** What checked it: `iptables rules`, `the loopback socket proxy`... */
+  readonly by: string;
+  /** Why the answer is incomplete (a rule the tracer does not understand). */
+  readonly note?: string;
+}
+
+/** Where `explain` reads the model and asks the datapath. */
+export interface ExplainContext {
+  readonly mode: ProxyMode;
+  readonly node: string;
+  /** Whose rules are checked: this node's (`live`) or those `render` writes (`rendered`). */
+  readonly rules: "live" | "rendered";
+  /** One view per family the mode serves. */
+  readonly views: readonly FamilyView[];
+  /** The datapath's answer for `client`'s connection in `view`; undefined when it cannot be asked. */
+  check(client: Client, view: FamilyView): Promise<DatapathAnswer | undefined>;
+}
+
+/** One client's line of the report. */
+export interface ClientReport {
+  readonly client: Client["kind"];
+  readonly via: Client["via"];
+  readonly label: string;
+  readonly connection: Connection;
+  readonly expected: Expectation;
+  /** The datapath's answer; null when none can be read here (then `agrees` is null too). */
+  readonly datapath: DatapathAnswer | null;
+  /** The datapath does what the model says; null when it could not be asked or answered UNKNOWN. */
+  readonly agrees: boolean | null;
+  /** What differs, when `agrees` is false. */
+  readonly disagreement?: string;
+}
+
+/** One endpoint of a port as the proxy holds it. */
+export interface EndpointReport {
+  readonly endpoint: string;
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+  readonly local: boolean;
+  readonly zoneHints: readonly string[];
+  readonly nodeHints: readonly string[];
+}
+
+/** One port of the Service in one family. */
+export interface PortReport {
+  readonly name: string;
+  readonly protocol: ServicePortInfo["protocol"];
+  readonly family: IPFamily;
+  readonly clusterIP: string;
+  readonly port: number;
+  readonly nodePort: number | null;
+  readonly externalIPs: readonly string[];
+  readonly loadBalancerIPs: readonly string[];
+  readonly loadBalancerSourceRanges: readonly string[];
+  readonly externalTrafficPolicy: "Cluster" | "Local";
+  readonly internalTrafficPolicy: "Cluster" | "Local";
+  /** ClientIP affinity's timeout; null without affinity. */
+  readonly affinitySeconds: number | null;
+  /** The IPVS scheduler (ipvs mode: kube-router's annotation, else `--ipvs-scheduler`); else null. */
+  readonly scheduler: string | null;
+  /** What the health check node port answers (externalTrafficPolicy Local); null without one. */
+  readonly healthCheck: {
+    readonly nodePort: number;
+    readonly status: 200 | 503;
+    readonly localEndpoints: number;
+  } | null;
+  readonly endpoints: readonly EndpointReport[];
+  readonly clients: readonly ClientReport[];
+}
+
+/** The whole report. */
+export interface ExplainReport {
+  readonly schema: typeof EXPLAIN_SCHEMA;
+  readonly service: string;
+  readonly mode: ProxyMode;
+  readonly node: string;
+  readonly rules: "live" | "rendered";
+  /** When the proxy saw the Service's last change (RFC 3339), its slice's trigger time, and when a sync applied it. */
+  readonly changed: string | null;
+  readonly triggered: string | null;
+  readonly applied: string | null;
+  readonly ports: readonly PortReport[];
+  /** Clients whose datapath answer differs from the model's. */
+  readonly disagreements: number;
+}
+
+const iso = (ms: number | undefined) => ms === undefined ? null : new Date(ms).toISOString();
+
+/**
+ * Returns the report on Service `service` (`namespace/name`), its ports restricted to `port` (a
+ * name or number) when given; undefined when no family holds a port of it (none, headless, or
+ * ExternalName). Every datapath answer is asked for, one connection after another.
+ */
+export async function explainService(
+  ctx: ExplainContext,
+  service: string,
+  port?: string,
+): Promise<ExplainReport | undefined> {
+  const ports: PortReport[] = [];
+  let disagreements = 0;
+  let timing;
+  for (const view of ctx.views) {
+    timing ??= view.timing(service);
+    const mine = [...view.services.entries()]
+      .filter(([, s]) =>
+        s.service === service && (port === undefined || s.name.port === port || String(s.port) === port)
+      )
+      .sort(([, a], [, b]) => a.port - b.port || a.name.port.localeCompare(b.name.port));
+    for (const [key, svc] of mine) {
+      const eps = view.endpoints.get(key) ?? [];
+      const clients: ClientReport[] = [];
+      for (const client of clientsOf(svc, view)) {
+        const expected = expectConnection(ctx.mode, view, client.connection);
+        const datapath = (await ctx.check(client, view)) ?? null;
+        const verdict = compare(expected, datapath);
+        if (verdict.agrees === false) disagreements++;
+        clients.push({
+          ...client,
+          connection: client.connection,
+          client: client.kind,
+          expected,
+          datapath,
+          ...verdict,
+        });
+      }
+      ports.push(portReport(ctx.mode, view, svc, eps, clients));
+    }
+  }
+  if (ports.length === 0) return undefined;
+  return {
+    schema: EXPLAIN_SCHEMA,
+    service,
+    mode: ctx.mode,
+    node: ctx.node,
+    rules: ctx.rules,
+    changed: iso(timing?.changedMs),
+    triggered: iso(timing?.triggerMs),
+    applied: iso(timing?.appliedMs),
+    ports,
+    disagreements,
+  };
+}
+
+function portReport(
+  mode: ProxyMode,
+  view: FamilyView,
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+  clients: ClientReport[],
+): PortReport {
+  const usableLocal = eps.filter((e) => e.isLocal && e.ready).length ||
+    eps.filter((e) => e.isLocal && e.serving && e.terminating).length;
+  return {
+    name: svc.name.port,
+    protocol: svc.protocol,
+    family: view.family,
+    clusterIP: svc.clusterIP,
+    port: svc.port,
+    nodePort: svc.nodePort === 0 ? null : svc.nodePort,
+    externalIPs: svc.externalIPs,
+    loadBalancerIPs: svc.loadBalancerIPs,
+    loadBalancerSourceRanges: svc.loadBalancerSourceRanges,
+    externalTrafficPolicy: svc.externalPolicyLocal ? "Local" : "Cluster",
+    internalTrafficPolicy: svc.internalPolicyLocal ? "Local" : "Cluster",
+    affinitySeconds: svc.stickyMaxAgeSeconds === 0 ? null : svc.stickyMaxAgeSeconds,
+    scheduler: mode === "ipvs" ? svc.ipvsScheduler ?? view.ipvsScheduler ?? "rr" : null,
+    healthCheck: svc.healthCheckNodePort === 0 ? null : {
+      nodePort: svc.healthCheckNodePort,
+      status: usableLocal > 0 ? 200 : 503,
+      localEndpoints: usableLocal,
+    },
+    endpoints: [...eps].sort((a, b) => (a.key < b.key ? -1 : 1)).map((e) => ({
+      endpoint: e.key,
+      ready: e.ready,
+      serving: e.serving,
+      terminating: e.terminating,
+      local: e.isLocal,
+      zoneHints: e.zoneHints,
+      nodeHints: e.nodeHints,
+    })),
+    clients,
+  };
+}
+
+/** Whether the datapath does what the model says, and what differs. */
+function compare(
+  e: Expectation,
+  d: DatapathAnswer | null,
+): { agrees: boolean | null; disagreement?: string } {
+  if (d === null || d.verdict === "UNKNOWN") return { agrees: null };
+  const list = (eps: readonly string[]) => eps.length === 0 ? "no endpoint" : eps.join(", ");
+  if (d.verdict !== e.verdict) {
+    return {
+      agrees: false,
+      disagreement: `${d.by}: ${d.verdict}${d.verdict === "DNAT" ? ` to ${list(d.endpoints)}` : ""}; ` +
+        `the model: ${e.verdict}${e.verdict === "DNAT" ? ` to ${list(e.endpoints)}` : ""}`,
+    };
+  }
+  if (e.verdict !== "DNAT") return { agrees: true };
+  if (d.endpoints.join() !== e.endpoints.join()) {
+    return {
+      agrees: false,
+      disagreement: `${d.by} reach ${list(d.endpoints)}; the model: ${list(e.endpoints)}`,
+    };
+  }
+  if (d.masquerade !== undefined && e.masquerade !== undefined && d.masquerade !== e.masquerade) {
+    return {
+      agrees: false,
+      disagreement: `${d.by} ${d.masquerade ? "masquerade" : "keep"} the source; the model ${
+        e.masquerade ? "masquerades" : "keeps"
+      } it`,
+    };
+  }
+  return { agrees: true };
+}
+
+/** One line per Service for `/debug/services`: its ports, endpoints usable of total, times. */
+export interface ServiceSummary {
+  readonly service: string;
+  readonly ports: string[];
+  readonly endpoints: { readonly usable: number; readonly total: number };
+  readonly changed: string | null;
+  readonly applied: string | null;
+}
+
+/** Returns every Service the views hold, sorted, one summary each. */
+export function summarizeServices(views: readonly FamilyView[]): ServiceSummary[] {
+  const by = new Map<
+    string,
+    { ports: Set<string>; usable: Set<string>; total: Set<string>; view: FamilyView }
+  >();
+  for (const view of views) {
+    for (const [key, svc] of view.services) {
+      let s = by.get(svc.service);
+      if (s === undefined) {
+        by.set(svc.service, s = { ports: new Set(), usable: new Set(), total: new Set(), view });
+      }
+      s.ports.add(
+        `${svc.name.port === "" ? "" : `${svc.name.port} `}${svc.port}/${svc.protocol} (${view.family})`,
+      );
+      const eps = view.endpoints.get(key) ?? [];
+      const ready = eps.filter((e) => e.ready);
+      for (const e of eps) s.total.add(e.key);
+      for (const e of ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating)) {
+        s.usable.add(e.key);
+      }
+    }
+  }
+  return [...by.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([service, s]) => {
+    const t = views.map((v) => v.timing(service)).find((x) => x !== undefined);
+    return {
+      service,
+      ports: [...s.ports],
+      endpoints: { usable: s.usable.size, total: s.total.size },
+      changed: iso(t?.changedMs),
+      applied: iso(t?.appliedMs),
+    };
+  });
+}
+
+/** The exclusions of a client as text lines (for the text report). */
+export function exclusionLines(excluded: readonly Exclusion[]): string[] {
+  return excluded.map((x) => `not ${x.endpoint}: ${x.detail}`);
+}
