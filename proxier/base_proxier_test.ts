@@ -374,3 +374,47 @@ Deno.test("a partial sync recomputes every port, before and after, of each chang
   await p.syncNow();
   assertEquals(changed(), []);
 });
+
+Deno.test("each Service's last change, its slice's trigger time, and the sync that applied it (explain's timing)", async () => {
+  const { clock, p, stop } = started(100);
+  await clock.advance(100);
+  const t0 = p.syncs[0].at;
+  assertEquals(p.explainView().timing("ns1/svc1"), {
+    changedMs: t0,
+    triggerMs: undefined,
+    appliedMs: t0 + 100,
+  });
+  // A change whose EndpointSlice carries the controller's trigger time.
+  await clock.advance(5_000);
+  const t1 = clock.now();
+  p.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]),
+    makeEndpointSlice("ns1", "svc1", (s) => {
+      s.endpoints = [ep("10.180.0.2")];
+      s.metadata!.annotations = {
+        "endpoints.kubernetes.io/last-change-trigger-time": new Date(t1 - 2_000).toISOString(),
+      };
+    }),
+  );
+  await clock.advance(2_000);
+  const applied = p.syncs.at(-1)!.at + 100;
+  assertEquals(p.explainView().timing("ns1/svc1"), {
+    changedMs: t1,
+    triggerMs: t1 - 2_000,
+    appliedMs: applied,
+  });
+  // A failed sync applies nothing: no time until the retry (full) puts it in the kernel.
+  p.failNext = true;
+  const t2 = clock.now();
+  moveEndpoint(p, "10.180.0.2", "10.180.0.3");
+  await clock.advance(150);
+  assertEquals(p.explainView().timing("ns1/svc1")?.appliedMs, undefined);
+  assertEquals(p.explainView().timing("ns1/svc1")?.changedMs, t2);
+  await clock.advance(10_000);
+  assert(p.explainView().timing("ns1/svc1")!.appliedMs! > t2, "applied by the retry");
+  // A Service gone has no timing left.
+  p.onServiceDelete(makeService("ns1", "svc1"));
+  await clock.advance(2_000);
+  assertEquals(p.explainView().timing("ns1/svc1"), undefined);
+  await stop();
+});

@@ -172,6 +172,7 @@ export function familyProvider(
 export function familyRenderer<P extends BaseProxier>(
   families: readonly P[],
   section: (p: P) => string,
+  own?: Pick<ExplainSource, "answer">,
 ): ModeRenderer {
   const rendered = new Map<IPFamily, string>();
   return {
@@ -190,6 +191,7 @@ export function familyRenderer<P extends BaseProxier>(
     explain: {
       views: () => families.map((f) => f.explainView()),
       rendered: (family) => rendered.get(family),
+      answer: own?.answer,
     },
   };
 }

@@ -4,7 +4,14 @@
  * @module
  */
 import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
-import { proxierOptions, type ProxyModeDefinition } from "../mode_definition.ts";
+import {
+  familyRenderer,
+  proxierOptions,
+  type ProxyModeDefinition,
+  renderNodeAddresses,
+} from "../mode_definition.ts";
+import { IptablesRunner } from "../../iptables/iptables.ts";
+import { unboundListen } from "../socket_proxy/listen.ts";
 import { cleanupUserspace } from "./portals.ts";
 
 /** The userspace mode: the fallback when the kernel tools are missing. */
@@ -36,6 +43,28 @@ export const userspaceMode: ProxyModeDefinition = {
       // loops per core.
       tcpWorkers: c.userspaceTcpWorkers ?? Math.min(2 * navigator.hardwareConcurrency, 8),
     });
+  },
+
+  async render(d, dryRun) {
+    const { UserspaceProxier } = await import("./proxier.ts");
+    const p = new UserspaceProxier({
+      ...proxierOptions(d, "IPv4"),
+      ...renderNodeAddresses(d),
+      iptables: new IptablesRunner({ exec: dryRun, family: "IPv4" }),
+      listenAddress: d.config.bindAddress,
+      portRange: d.config.portRange,
+      udpIdleTimeoutMs: d.config.udpIdleTimeoutMs,
+      // Nothing is bound: the portal rules and the listeners' routes are what a sync would make.
+      listen: unboundListen,
+      tcpWorkers: 0,
+    });
+    return familyRenderer(
+      [p],
+      () => `# iptables-restore --noflush input\n${dryRun.lastInput("iptables-restore") ?? ""}`,
+      {
+        answer: (c) => p.explain.answer(c),
+      },
+    );
   },
 
   cleanup(exec, family) {

@@ -870,6 +870,15 @@ endpoints:
         detail: "not ready",
       }]);
     }
+    // The userspace mode: its portal rules rendered and its listeners' routes checked, nothing bound.
+    const us = await run(["explain", "shop/web", "--proxy-mode=userspace", "--output=json", ...common]);
+    assertEquals(us.code, 0, us.stderr + us.stdout);
+    const usClients = JSON.parse(us.stdout).ports[0].clients;
+    assert(usClients.length > 0 && usClients.every((c: { agrees: boolean }) => c.agrees === true), us.stdout);
+    assertEquals(
+      usClients.map((c: { datapath: { by: string } }) => c.datapath.by),
+      usClients.map(() => "the userspace proxy's listeners"),
+    );
     const text = await run(["explain", "shop/web", ...common]);
     assertEquals(text.code, 0, text.stderr);
     assertMatch(text.stdout, /^Service shop\/web: iptables mode, node node-a, rendered rules\n/);
