@@ -63,7 +63,8 @@ export type ExclusionReason =
   | "topology-zone"
   | "topology-node"
   | "source-range"
-  | "unusable";
+  | "unusable"
+  | "wrong-family";
 
 /** One endpoint the connection does not reach, and why. */
 export interface Exclusion {

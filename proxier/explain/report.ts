@@ -136,9 +136,14 @@ export async function explainService(
       .sort(([, a], [, b]) => a.port - b.port || a.name.port.localeCompare(b.name.port));
     for (const [key, svc] of mine) {
       const eps = view.endpoints.get(key) ?? [];
+      const foreign = otherFamilies(ctx.views, view, key);
       const clients: ClientReport[] = [];
       for (const client of clientsOf(svc, view)) {
-        const expected = expectConnection(ctx.mode, view, client.connection);
+        const own = expectConnection(ctx.mode, view, client.connection);
+        const expected = foreign.length === 0 || own.servicePort === undefined ? own : {
+          ...own,
+          excluded: [...own.excluded, ...foreign].sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1)),
+        };
         const datapath = (await ctx.check(client, view)) ?? null;
         const verdict = compare(expected, datapath);
         if (verdict.agrees === false) disagreements++;
@@ -167,6 +172,18 @@ export async function explainService(
     ports,
     disagreements,
   };
+}
+
+/** The other families' endpoints of service port `key`: never reached through `view`'s addresses. */
+function otherFamilies(views: readonly FamilyView[], view: FamilyView, key: string): Exclusion[] {
+  return views.filter((v) => v !== view).flatMap((v) =>
+    (v.endpoints.get(key) ?? []).map((e) => ({
+      endpoint: e.key,
+      reason: "wrong-family" as const,
+      detail: `an ${v.family} address: reached only through the Service's ${v.family} addresses` +
+        (v.services.has(key) ? "" : `, and it has none`),
+    }))
+  );
 }
 
 function portReport(

@@ -1,5 +1,6 @@
 import { assert, assertEquals, assertMatch } from "../../tests/support/assert.ts";
 import { nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
+import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
 import { DryRunExecutor } from "../../iptables/dry_run.ts";
 import { nftablesMode } from "../nftables/mode.ts";
 import { parseCommandLine } from "../options/command_line.ts";
@@ -76,4 +77,47 @@ Deno.test("explain: synthetic clients take an address inside the CIDR they stand
   assertEquals(addressIn("10.244.0.0/16"), "10.244.0.10");
   assertEquals(addressIn("192.168.0.10/32", 1), "192.168.0.10");
   assertEquals(addressIn("fd00:10:244::/64"), "fd00:10:244::a");
+});
+
+Deno.test("explain: another family's endpoints are named as never reached through this family's addresses", async () => {
+  const objects = {
+    id: "families",
+    build() {
+      const svc = makeService("ns1", "web", (s) => {
+        s.spec!.clusterIPs = ["172.30.9.1"];
+        s.spec!.clusterIP = "172.30.9.1";
+      });
+      return {
+        services: [svc],
+        slices: [
+          makeEndpointSlice("ns1", "web", (x) => x.endpoints = [ep("10.180.9.1")]),
+          makeEndpointSlice("ns1", "web", (x) => {
+            x.metadata!.name = "web-v6";
+            x.addressType = "IPv6";
+            x.endpoints = [ep("fd00:180::9")];
+          }),
+        ],
+      };
+    },
+  };
+  const v4 = nftablesSetup({}, { objects });
+  const v6 = nftablesSetup({ family: "IPv6" }, { objects });
+  await v4.proxier.syncNow();
+  await v6.proxier.syncNow();
+  const ctx: ExplainContext = {
+    mode: "nftables",
+    node: "node-a",
+    rules: "live",
+    views: [v4.proxier.explainView(), v6.proxier.explainView()],
+    check: () => Promise.resolve(undefined),
+  };
+  const r = (await explainService(ctx, "ns1/web"))!;
+  assertEquals(r.ports.map((p) => p.family), ["IPv4"], "the Service has no IPv6 cluster IP");
+  const pod = r.ports[0].clients.find((c) => c.client === "pod")!;
+  assertEquals(pod.expected.endpoints, ["10.180.9.1:80"]);
+  assertEquals(pod.expected.excluded, [{
+    endpoint: "[fd00:180::9]:80",
+    reason: "wrong-family",
+    detail: "an IPv6 address: reached only through the Service's IPv6 addresses, and it has none",
+  }]);
 });
