@@ -19,7 +19,7 @@ import {
   tracerPacket,
   withView,
 } from "./datapath.ts";
-import { fakeListen } from "../support/fake_listener.ts";
+import { unboundListen } from "../../proxier/socket_proxy/listen.ts";
 import { NodePortAddresses } from "../../proxier/nodeport_addresses.ts";
 import { isLoopback } from "../../proxier/net.ts";
 import type { LocalhostNodePorts } from "../../proxier/socket_proxy/localhost_node_ports.ts";
@@ -48,7 +48,7 @@ export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup:
     // As the mode decides (nftables/mode.ts): the gate on and loopback asked for.
     localhostNodePorts: o.localhostNodePortProxy === true &&
         new NodePortAddresses(family, o.nodePortAddresses ?? [], undefined).explicitLoopback
-      ? { udpIdleTimeoutMs: 1000, listen: fakeListen }
+      ? { udpIdleTimeoutMs: 1000, listen: unboundListen }
       : undefined,
     nodeIPs: node.ips,
     localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },

@@ -8,7 +8,7 @@ import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { tracePacket } from "../../proxier/trace/iptables_walker.ts";
 import { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 import { baseOptions } from "../support/fixtures.ts";
-import { fakeListen } from "../support/fake_listener.ts";
+import { unboundListen } from "../../proxier/socket_proxy/listen.ts";
 import { type Datapath, feed, type FlowResult, tracerPacket, withView } from "./datapath.ts";
 
 /** The userspace adapter. */
@@ -27,7 +27,7 @@ export const userspaceDatapath: Datapath = {
       nodeIPs: setup.node.ips,
       portRange: { min: 0, max: 0 },
       udpIdleTimeoutMs: 250,
-      listen: fakeListen,
+      listen: unboundListen,
     });
     feed(proxier, setup);
     await proxier.syncNow();
