@@ -4,7 +4,7 @@
  * @module
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { newModeDeps, type ProxyModeDefinition } from "./mode_definition.ts";
+import { type ModeRenderer, newModeDeps, type ProxyModeDefinition } from "./mode_definition.ts";
 import type { ProxyConfig } from "./options/config.ts";
 import { realClock } from "./runtime/clock.ts";
 import { type Logger, warningsOnly } from "./runtime/logger.ts";
@@ -21,41 +21,61 @@ export interface RenderRun {
   readonly stderr: (text: string) => void;
 }
 
+/** A mode's proxiers rendered over the file source's objects. */
+export interface Rendered {
+  readonly renderer: ModeRenderer;
+  /** The node the render stands for (`--hostname-override`, else "render"). */
+  readonly nodeName: string;
+  /** The batches a full sync would apply, each under a heading. */
+  readonly output: string;
+}
+
+/**
+ * Builds `mode`'s proxiers on a dry run, feeds them the file source's objects and syncs once (as
+ * `render` and offline `explain` do); returns them, or the error and the exit code: 2 without a
+ * file source or for a mode without render, 1 when the source cannot be read.
+ */
+export async function renderFileSource(
+  o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs">,
+): Promise<Rendered | { readonly error: string; readonly code: 1 | 2 }> {
+  const { mode, config } = o;
+  if (config.source.kind !== "file") return { error: "needs --source=file:PATH", code: 2 };
+  if (mode.render === undefined) {
+    return { error: `--proxy-mode: not supported in mode "${mode.name}"`, code: 2 };
+  }
+  const dryRun = new DryRunExecutor();
+  const nodeName = config.hostnameOverride || "render";
+  const log = warningsOnly(o.log);
+  const deps = newModeDeps(config, {
+    nodeName,
+    log,
+    clock: realClock,
+    exec: dryRun,
+    renderNodeIPs: o.nodeIPs,
+  });
+  const renderer = await mode.render(deps, dryRun);
+  try {
+    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log }).load();
+  } catch (e) {
+    return { error: `--source: ${(e as Error).message}`, code: 1 };
+  }
+  return { renderer, nodeName, output: await renderer.render() };
+}
+
 /**
  * Prints the batches a full sync would apply on stdout (exactly them), the live proxy's warnings
  * about skipped objects and the node addresses used on stderr. Returns the exit code: 2 without a
  * file source or for a mode without render, 1 when the source cannot be read.
  */
 export async function runRender(r: RenderRun): Promise<number> {
-  const { mode, config } = r;
-  if (config.source.kind !== "file") {
-    r.stderr("kube-proxy-deno: render needs --source=file:PATH\n");
-    return 2;
+  const rendered = await renderFileSource(r);
+  if ("error" in rendered) {
+    r.stderr(`kube-proxy-deno: render: ${rendered.error}\n`);
+    return rendered.code;
   }
-  if (mode.render === undefined) {
-    r.stderr(`kube-proxy-deno: --proxy-mode: render does not support mode "${mode.name}"\n`);
-    return 2;
-  }
-  const dryRun = new DryRunExecutor();
-  const nodeName = config.hostnameOverride || "render";
-  const log = warningsOnly(r.log);
-  const deps = newModeDeps(config, {
-    nodeName,
-    log,
-    clock: realClock,
-    exec: dryRun,
-    renderNodeIPs: r.nodeIPs,
-  });
-  const renderer = await mode.render(deps, dryRun);
-  try {
-    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log }).load();
-  } catch (e) {
-    r.stderr(`kube-proxy-deno: --source: ${(e as Error).message}\n`);
-    return 1;
-  }
-  r.stdout(await renderer.render());
+  r.stdout(rendered.output);
   // Rules that depend on the node's addresses (NodePorts, a load balancer reaching itself) are only
   // as right as these: say which were used.
-  r.stderr(`kube-proxy-deno: render: node addresses: ${renderer.nodeAddresses()}\n`);
+  r.stderr(`kube-proxy-deno: render: node addresses: ${rendered.renderer.nodeAddresses()}\n`);
   return 0;
 }

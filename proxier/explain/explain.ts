@@ -4,13 +4,11 @@
  * (its `/debug/services` on the metrics port, answered from its own view and the live rules).
  * @module
  */
-import { DryRunExecutor } from "../../iptables/dry_run.ts";
 import type { Executor } from "../../iptables/executor.ts";
-import { newModeDeps, type ProxyModeDefinition } from "../mode_definition.ts";
+import type { ProxyModeDefinition } from "../mode_definition.ts";
 import type { ProxyConfig } from "../options/config.ts";
-import { realClock } from "../runtime/clock.ts";
-import { type Logger, warningsOnly } from "../runtime/logger.ts";
-import { FileSource } from "../sources/file.ts";
+import { renderFileSource } from "../render.ts";
+import type { Logger } from "../runtime/logger.ts";
 import { datapathCheck } from "./check.ts";
 import { formatExplain } from "./format.ts";
 import type { ExplainQuery } from "./query.ts";
@@ -57,42 +55,24 @@ export async function runExplain(r: ExplainRun): Promise<number> {
 
 /** The report over what `render` writes for the file source's objects. */
 async function offline(r: ExplainRun): Promise<ExplainReport | undefined | number> {
-  const { mode, config } = r;
-  if (mode.render === undefined) {
-    r.stderr(`kube-proxy-deno: --proxy-mode: explain --source=file does not support mode "${mode.name}"\n`);
-    return 2;
+  const rendered = await renderFileSource({ ...r, nodeIPs: r.query.nodeIPs });
+  if ("error" in rendered) {
+    r.stderr(`kube-proxy-deno: explain: ${rendered.error}\n`);
+    return rendered.code;
   }
-  const dryRun = new DryRunExecutor();
-  const nodeName = config.hostnameOverride || "render";
-  const log = warningsOnly(r.log);
-  const deps = newModeDeps(config, {
-    nodeName,
-    log,
-    clock: realClock,
-    exec: dryRun,
-    renderNodeIPs: r.query.nodeIPs,
-  });
-  const renderer = await mode.render(deps, dryRun);
-  const path = (config.source as { path: string }).path;
-  try {
-    await new FileSource({ path, nodeName, handler: renderer.handler, log }).load();
-  } catch (e) {
-    r.stderr(`kube-proxy-deno: --source: ${(e as Error).message}\n`);
-    return 1;
-  }
-  await renderer.render();
+  const { explain } = rendered.renderer;
   return await explainService(
     {
-      mode: config.mode,
-      node: nodeName,
+      mode: r.config.mode,
+      node: rendered.nodeName,
       rules: "rendered",
-      views: renderer.explain.views(),
+      views: explain.views(),
       check: datapathCheck({
-        tracer: mode,
+        tracer: r.mode,
         exec: r.exec,
-        config,
-        rendered: renderer.explain.rendered,
-        answer: renderer.explain.answer,
+        config: r.config,
+        rendered: explain.rendered,
+        answer: explain.answer,
       }),
     },
     r.query.service,
