@@ -32,6 +32,7 @@ import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts"
 import { parseCommandLine } from "./proxier/options/command_line.ts";
 import { KUBE_PROXY_IPVS } from "./proxier/options/feature_gates.ts";
 import { runExplain } from "./proxier/explain/explain.ts";
+import { onAbort } from "./proxier/runtime/abort.ts";
 import { datapathCheck } from "./proxier/explain/check.ts";
 import { explainService, SERVICES_SCHEMA, summarizeServices } from "./proxier/explain/report.ts";
 import type { DebugServices } from "./proxier/healthcheck/metrics_server.ts";
@@ -232,7 +233,7 @@ async function run(
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
-  o.stop?.addEventListener("abort", stop, { once: true });
+  if (o.stop !== undefined) onAbort(o.stop, stop);
   const tasks: Promise<unknown>[] = [];
   try {
     serveStatus({

@@ -10,6 +10,7 @@ import type { Clock } from "./runtime/clock.ts";
 import type { Exclusive } from "./runtime/exclusive.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { IPFamily } from "./types.ts";
+import { onAbort } from "./runtime/abort.ts";
 
 /** Options of {@linkcode DriftWatch}. */
 export interface DriftWatchOptions {
@@ -82,6 +83,6 @@ export class DriftWatch {
       }, this.#o.periodMs);
     };
     tick();
-    signal.addEventListener("abort", () => cancel(), { once: true });
+    onAbort(signal, () => cancel());
   }
 }

@@ -5,6 +5,7 @@
  * @module
  */
 import type { Clock } from "./runtime/clock.ts";
+import { onAbort } from "./runtime/abort.ts";
 
 /** Options of {@linkcode SyncRunner}. */
 export interface SyncRunnerOptions {
@@ -59,7 +60,7 @@ export class SyncRunner {
     this.#active = true;
     this.#lastRun = this.#o.clock.now();
     this.run();
-    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await new Promise<void>((resolve) => onAbort(signal, resolve));
     this.#active = false;
     this.#cancelTimer?.();
     await this.whenIdle();

@@ -6,6 +6,7 @@
  */
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
+import { onAbort } from "../runtime/abort.ts";
 
 /** Upstream retries a failed health or metrics server every 5 s (`wait.Until`). */
 export const LISTEN_RETRY_MS = 5000;
@@ -71,14 +72,13 @@ export function keepListening(o: ListenOptions): Promise<void> {
         return;
       }
       o.log.info(`${o.server} server listening`, { address });
-      o.signal.removeEventListener("abort", stop);
+      unregister();
       s.finished.then(() => resolve());
     };
-    const stop = () => {
+    cancel = o.clock.setTimer(again, retryMs);
+    const unregister = onAbort(o.signal, () => {
       cancel();
       resolve();
-    };
-    o.signal.addEventListener("abort", stop, { once: true });
-    cancel = o.clock.setTimer(again, retryMs);
+    });
   });
 }

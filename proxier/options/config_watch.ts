@@ -8,6 +8,7 @@
  * @module
  */
 import { type Clock, realClock } from "../runtime/clock.ts";
+import { onAbort } from "../runtime/abort.ts";
 
 /** What {@linkcode watchConfigFile} is given. */
 export interface ConfigWatch {
@@ -36,7 +37,7 @@ export async function watchConfigFile(o: ConfigWatch): Promise<void> {
   const dir = slash < 0 ? "." : slash === 0 ? "/" : o.path.slice(0, slash);
   const watcher = Deno.watchFs(dir, { recursive: false });
   const stop = () => watcher.close();
-  o.signal.addEventListener("abort", stop, { once: true });
+  onAbort(o.signal, stop);
   let cancel = () => {};
   let changed = false;
   const check = async () => {

@@ -11,6 +11,7 @@ import { objectName } from "../errors.ts";
 import { type ObjectProblem, ObjectWarnings } from "../object_warnings.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
 import { KIND_SHAPES, unknownFields } from "./known_fields.ts";
+import { onAbort } from "../runtime/abort.ts";
 
 /** Options of {@linkcode FileSource}. */
 export interface FileSourceOptions {
@@ -129,7 +130,8 @@ export class FileSource {
     const dirMode = info.isDirectory;
     const dir = dirMode ? this.#o.path : dirname(this.#o.path);
     const watcher = Deno.watchFs(dir, { recursive: false });
-    signal.addEventListener("abort", () => watcher.close(), { once: true });
+    // Aborted already (a SIGTERM during the start): closed at once, the loop below ends at once.
+    onAbort(signal, () => watcher.close());
     // Edits between load() and the watcher's start would otherwise be missed.
     await this.#readAll(true);
     const pending = new Set<string>();

@@ -459,3 +459,28 @@ Deno.test("FileSource: a file written in place with a pause mid-write is applied
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("file source: a watch whose signal aborted before it began (SIGTERM during the start) ends at once", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-file-aborted-" });
+  try {
+    await Deno.writeTextFile(`${dir}/a.yaml`, "");
+    const src = new FileSource({
+      path: dir,
+      nodeName: "node-a",
+      handler: new Recorder(),
+      log: new MemoryLogger(),
+    });
+    await src.load();
+    const ac = new AbortController();
+    ac.abort();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const ended = await Promise.race([
+      src.watch(ac.signal).then(() => "ended"),
+      new Promise((r) => timer = setTimeout(() => r("still watching"), 2000)),
+    ]);
+    clearTimeout(timer);
+    assertEquals(ended, "ended");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -10,6 +10,7 @@ import { describeError } from "../errors.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers } from "./handlers.ts";
 import { Reflector } from "./reflector.ts";
+import { onAbort } from "../runtime/abort.ts";
 
 const BACKOFF_START_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
@@ -132,10 +133,7 @@ export class KubernetesSource {
     reflector.start().catch(() => {});
     await Promise.race([
       given,
-      new Promise<void>((resolve) => {
-        if (signal.aborted) resolve();
-        signal.addEventListener("abort", () => resolve(), { once: true });
-      }),
+      new Promise<void>((resolve) => onAbort(signal, resolve)),
     ]);
     cancelRetry();
     reflector.stop();

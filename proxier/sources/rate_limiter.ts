@@ -4,6 +4,7 @@
  * @module
  */
 import type { Clock } from "../runtime/clock.ts";
+import { onAbort } from "../runtime/abort.ts";
 
 /** A token bucket: `burst` requests at once, then `qps` a second. */
 export class RateLimiter {
@@ -42,15 +43,17 @@ export class RateLimiter {
     const ms = this.reserve();
     if (ms === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
+      let unregister = () => {};
       const cancel = this.#clock.setTimer(() => {
-        signal?.removeEventListener("abort", onAbort);
+        unregister();
         resolve();
       }, ms);
-      const onAbort = () => {
-        cancel();
-        reject(signal!.reason);
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
+      if (signal !== undefined) {
+        unregister = onAbort(signal, () => {
+          cancel();
+          reject(signal.reason);
+        });
+      }
     });
   }
 }

@@ -957,3 +957,31 @@ Deno.test("main: /debug/services on the metrics port answers explain's JSON, the
     await proc.stop();
   }
 });
+
+Deno.test("main: SIGTERM at any moment of the start stops the program within 2 s (nothing waits on a signal that already fired)", async () => {
+  for (let delayMs = 0; delayMs <= 700; delayMs += 50) {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: hostStartArgs([
+        "--proxy-mode=userspace",
+        "--userspace-portals=false",
+        `--source=file:${ROOT}demo/objects.yaml`,
+        "--hostname-override=node-a",
+        "--healthz-bind-address=",
+        `--metrics-bind-address=127.0.0.1:${freePort()}`,
+      ]),
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    await new Promise((r) => setTimeout(r, delayMs));
+    child.kill("SIGTERM");
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const exited = await Promise.race([
+      child.status.then(() => true),
+      new Promise<false>((r) => timer = setTimeout(() => r(false), 2000)),
+    ]);
+    clearTimeout(timer);
+    if (!exited) child.kill("SIGKILL");
+    await child.status;
+    assert(exited, `still running 2 s after a SIGTERM ${delayMs} ms into the start`);
+  }
+});
