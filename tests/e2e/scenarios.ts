@@ -737,12 +737,12 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
       return service("ex-cluster", "172.30.0.40") + slice("ex-cluster", pods) +
         service("ex-local", "172.30.0.41", {
           type: "NodePort",
-          nodePort: 30087,
+          nodePort: 30091,
           spec: "  externalTrafficPolicy: Local",
         }) + slice("ex-local", [{ ip: a }, { ip: b, node: "node-b" }]) +
         service("ex-lb", "172.30.0.42", {
           type: "LoadBalancer",
-          nodePort: 30088,
+          nodePort: 30092,
           spec: "  loadBalancerSourceRanges: [192.168.0.10/32]",
           status: "status: { loadBalancer: { ingress: [{ ip: 192.168.99.42 }] } }\n",
         }) + slice("ex-lb", pods) +
