@@ -57,7 +57,7 @@ export function newModeDeps(
   return {
     config,
     ...o,
-    warnings: new ObjectWarnings(o.log),
+    warnings: new ObjectWarnings(o.log, o.events),
     metrics: o.metrics ?? new ProxyMetrics(),
     events: o.events ?? nullRecorder,
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
@@ -83,6 +83,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     nodePortAddresses: d.config.nodePortAddresses,
     allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
+    mode: d.config.mode,
     syncPeriodMs: d.config.syncPeriodMs,
     nodeWaitMs: d.config.source.kind === "kubernetes"
       ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)

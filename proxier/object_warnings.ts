@@ -4,11 +4,20 @@
  * @module
  */
 import type { Fields, Logger } from "./runtime/logger.ts";
+import { type EventRecorder, nullRecorder, type ObjectRef } from "./runtime/events.ts";
 
 /** One problem found in an object. */
 export interface ObjectProblem {
   readonly msg: string;
   readonly fields?: Fields;
+  /** Also posted as a Warning Event on a Service, with this reason (the message is its note). */
+  readonly event?: string;
+}
+
+/** The Service a `Service/namespace/name` key names; undefined for other kinds. */
+function serviceRef(key: string): ObjectRef | undefined {
+  const [kind, namespace, name] = key.split("/");
+  return kind === "Service" && name !== undefined ? { kind, namespace, name } : undefined;
 }
 
 /** The identity of an object version: `resourceVersion` when the API gave one, else its content. */
@@ -23,12 +32,14 @@ function versionOf(o: object): string {
  */
 export class ObjectWarnings {
   readonly #log: Logger;
+  readonly #events: EventRecorder;
   /** Per `Kind/namespace/name`: the version last reported on and the problems logged for it. */
   readonly #seen = new Map<string, { version: string; logged: Set<string> }>();
 
-  /** Logs through `log`. */
-  constructor(log: Logger) {
+  /** Logs through `log`; posts the problems that ask for one as Events through `events` (default none). */
+  constructor(log: Logger, events: EventRecorder = nullRecorder) {
     this.#log = log;
+    this.#events = events;
   }
 
   /**
@@ -56,6 +67,16 @@ export class ObjectWarnings {
       if (entry.logged.has(p.msg)) continue;
       entry.logged.add(p.msg);
       this.#log.warn(p.msg, p.fields);
+      const regarding = p.event === undefined ? undefined : serviceRef(key);
+      if (regarding !== undefined) {
+        this.#events.record({
+          regarding,
+          type: "Warning",
+          reason: p.event!,
+          action: "ProgramService",
+          note: p.msg,
+        });
+      }
     }
   }
 

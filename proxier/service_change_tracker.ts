@@ -47,7 +47,7 @@ export class ServiceChangeTracker {
     this.#family = opts.family;
     this.#warnings = opts.warnings;
     this.#now = opts.now ?? Date.now;
-    this.#read = { allowExternalIPs: opts.allowExternalIPs };
+    this.#read = { allowExternalIPs: opts.allowExternalIPs, mode: opts.mode };
   }
 
   /** Number of Services with changes not yet applied. */
@@ -107,8 +107,11 @@ export class ServiceChangeTracker {
     if (svc === undefined) return out;
     const problems: ObjectProblem[] = [];
     try {
-      const { ports, warnings } = servicePorts(svc, this.#family, this.#read);
-      problems.push(...warnings.map((msg) => ({ msg })));
+      const { ports, warnings, notices = [] } = servicePorts(svc, this.#family, this.#read);
+      problems.push(
+        ...warnings.map((msg) => ({ msg })),
+        ...notices.map(({ msg, reason }) => ({ msg, event: reason })),
+      );
       for (const p of ports) out.set(servicePortKey(p.name), p);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;

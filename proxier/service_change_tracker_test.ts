@@ -1,4 +1,5 @@
 import { ObjectWarnings } from "./object_warnings.ts";
+import type { EventSpec } from "./runtime/events.ts";
 import { assertEquals } from "../tests/support/assert.ts";
 import { makeService, MemoryLogger } from "../tests/support/fixtures.ts";
 import { ServiceChangeTracker } from "./service_change_tracker.ts";
@@ -146,4 +147,51 @@ Deno.test("ServiceChangeTracker: removed ports are reported as they were (the co
     t.apply(map).removedPorts.map((p) => [p.clusterIP, p.externalIPs, p.port, p.protocol]),
     [["172.30.0.41", ["192.168.99.53"], 53, "UDP"]],
   );
+});
+
+Deno.test("ServiceChangeTracker: a scheduler annotation the mode does not honour is one warning and one Event per Service", () => {
+  const withScheduler = (name: string, scheduler: string) =>
+    makeService("ns1", name, (s) => {
+      s.metadata!.resourceVersion = "3";
+      s.metadata!.annotations = { "kube-router.io/service.scheduler": scheduler };
+    });
+  const said = (mode: string, scheduler: string) => {
+    const log = new MemoryLogger();
+    const events: EventSpec[] = [];
+    const warnings = new ObjectWarnings(log, { record: (e) => events.push(e) });
+    const svc = withScheduler("web", scheduler);
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const t = new ServiceChangeTracker({ family, warnings, mode });
+      t.update(undefined, svc);
+      t.update(svc, svc);
+    }
+    return { warnings: log.messages("warn"), events };
+  };
+  const iptables = said("iptables", "sh");
+  assertEquals(iptables.warnings, [
+    'Service "ns1/web": kube-router.io/service.scheduler "sh" is not honoured in iptables mode, which balances ' +
+    "at random; nftables mode honours rr, sh, dh and mh",
+  ]);
+  assertEquals(iptables.events.map((e) => [e.regarding, e.type, e.reason, e.note]), [[
+    { kind: "Service", namespace: "ns1", name: "web" },
+    "Warning",
+    "UnsupportedScheduler",
+    iptables.warnings[0],
+  ]]);
+  const lc = said("nftables", "lc");
+  assertEquals(lc.warnings, [
+    'Service "ns1/web": kube-router.io/service.scheduler "lc" needs the connection counts only IPVS keeps; ' +
+    "nftables mode balances this Service at random (the default)",
+  ]);
+  assertEquals(lc.events.length, 1);
+  assertEquals(said("userspace", "mh").events.length, 1);
+  // Honoured: nothing said.
+  for (
+    const [mode, scheduler] of [["nftables", "mh"], ["nftables", "sh"], ["nftables", "wrr"], ["ipvs", "lc"], [
+      "userspace",
+      "rr",
+    ]]
+  ) {
+    assertEquals(said(mode, scheduler), { warnings: [], events: [] }, `${mode} ${scheduler}`);
+  }
 });

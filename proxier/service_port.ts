@@ -8,6 +8,7 @@ import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.t
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
 import { objectName, show, ValidationError } from "./errors.ts";
+import { schedulerNotice } from "../loadbalancer/schedulers.ts";
 
 /**
  * The schedulers a Service can ask for (kube-router's annotation, `--ipvs-scheduler`): the IPVS
@@ -43,7 +44,15 @@ export interface ServicePortsResult {
   readonly ports: ServicePortInfo[];
   /** Entries skipped (bad external IP, bad source range): one message each. */
   readonly warnings: string[];
+  /**
+   * What the Service asks that the mode does not do (a scheduler it cannot honour): each is a
+   * warning and an Event on the Service, with this reason.
+   */
+  readonly notices?: ReadonlyArray<{ readonly reason: string; readonly msg: string }>;
 }
+
+/** The Event reason of a scheduler annotation the mode does not honour. */
+export const UNSUPPORTED_SCHEDULER = "UnsupportedScheduler";
 
 /** How {@linkcode servicePorts} reads a Service. */
 export interface ServicePortsOptions {
@@ -52,6 +61,8 @@ export interface ServicePortsOptions {
    * they are left out, as if absent, and a Service that has some says so in its warnings.
    */
   readonly allowExternalIPs?: boolean;
+  /** The proxy mode: says when it does not honour a scheduler annotation. Default: says nothing. */
+  readonly mode?: string;
 }
 
 /**
@@ -150,24 +161,24 @@ export function servicePorts(
     healthCheckNodePort = spec.healthCheckNodePort;
   }
 
-  // kube-router's per-Service IPVS options: an unknown value is a warning, and the default applies.
+  // kube-router's per-Service scheduler options: an unknown value is a warning, and the default applies.
   const annotations = meta?.annotations ?? {};
-  let ipvsScheduler: string | undefined = annotations[SCHEDULER_ANNOTATION];
-  if (ipvsScheduler !== undefined && !SCHEDULERS.has(ipvsScheduler)) {
-    warnings.push(`${obj}: ignored ${SCHEDULER_ANNOTATION} ${show(ipvsScheduler)} (not an IPVS scheduler)`);
-    ipvsScheduler = undefined;
+  let scheduler: string | undefined = annotations[SCHEDULER_ANNOTATION];
+  if (scheduler !== undefined && !SCHEDULERS.has(scheduler)) {
+    warnings.push(`${obj}: ignored ${SCHEDULER_ANNOTATION} ${show(scheduler)} (not an IPVS scheduler)`);
+    scheduler = undefined;
   }
-  let ipvsSchedFlags: string[] | undefined = annotations[SCHEDFLAGS_ANNOTATION]?.split(",").map((f) =>
-    f.trim()
-  );
-  if (ipvsSchedFlags !== undefined && !ipvsSchedFlags.every((f) => SCHED_FLAGS.has(f))) {
+  let schedFlags: string[] | undefined = annotations[SCHEDFLAGS_ANNOTATION]?.split(",").map((f) => f.trim());
+  if (schedFlags !== undefined && !schedFlags.every((f) => SCHED_FLAGS.has(f))) {
     warnings.push(
       `${obj}: ignored ${SCHEDFLAGS_ANNOTATION} ${
         show(annotations[SCHEDFLAGS_ANNOTATION])
       } (flag-1, flag-2, flag-3)`,
     );
-    ipvsSchedFlags = undefined;
+    schedFlags = undefined;
   }
+  const notice = o.mode === undefined ? undefined : schedulerNotice(o.mode, scheduler);
+  const notices = notice === undefined ? [] : [{ reason: UNSUPPORTED_SCHEDULER, msg: `${obj}: ${notice}` }];
 
   if (!Array.isArray(spec.ports)) throw new ValidationError(obj, "spec.ports", "missing");
   const seen = new Set<string>();
@@ -202,11 +213,11 @@ export function servicePorts(
       externalPolicyLocal,
       internalPolicyLocal,
       healthCheckNodePort,
-      ...(ipvsScheduler !== undefined ? { ipvsScheduler } : {}),
-      ...(ipvsSchedFlags !== undefined ? { ipvsSchedFlags: [...new Set(ipvsSchedFlags)].sort() } : {}),
+      ...(scheduler !== undefined ? { scheduler } : {}),
+      ...(schedFlags !== undefined ? { schedFlags: [...new Set(schedFlags)].sort() } : {}),
     };
   });
-  return { ports, warnings };
+  return { ports, warnings, notices };
 }
 
 function filterAddresses(

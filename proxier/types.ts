@@ -67,10 +67,10 @@ export interface ServicePortInfo {
   readonly internalPolicyLocal: boolean;
   /** 0 when none. */
   readonly healthCheckNodePort: number;
-  /** kube-router's `kube-router.io/service.scheduler` (ipvs mode), when set and valid. */
-  readonly ipvsScheduler?: string;
+  /** kube-router's `kube-router.io/service.scheduler` (ipvs and nftables modes), when set and valid. */
+  readonly scheduler?: string;
   /** kube-router's `kube-router.io/service.schedflags` (`flag-1`..`flag-3`), when set and valid. */
-  readonly ipvsSchedFlags?: readonly string[];
+  readonly schedFlags?: readonly string[];
 }
 
 /** One endpoint (address and port) of one Service port. */

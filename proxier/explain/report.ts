@@ -208,7 +208,7 @@ function portReport(
     externalTrafficPolicy: svc.externalPolicyLocal ? "Local" : "Cluster",
     internalTrafficPolicy: svc.internalPolicyLocal ? "Local" : "Cluster",
     affinitySeconds: svc.stickyMaxAgeSeconds === 0 ? null : svc.stickyMaxAgeSeconds,
-    scheduler: mode === "ipvs" ? svc.ipvsScheduler ?? view.ipvsScheduler ?? "rr" : null,
+    scheduler: mode === "ipvs" ? svc.scheduler ?? view.ipvsScheduler ?? "rr" : null,
     healthCheck: svc.healthCheckNodePort === 0 ? null : {
       nodePort: svc.healthCheckNodePort,
       status: usableLocal > 0 ? 200 : 503,

@@ -58,10 +58,10 @@ export function portState(
   // the node still reach external entries (traffic from elsewhere is dropped by NO_LOCAL_ENDPOINTS).
   const noLocal = svc.externalPolicyLocal && cat.local.length === 0 && cat.cluster.length > 0;
   const external = reals(svc.externalPolicyLocal && !noLocal ? cat.local : cat.cluster);
-  const scheduler = svc.ipvsScheduler ?? o.scheduler;
-  const flags = new Set(svc.ipvsSchedFlags ?? []);
+  const scheduler = svc.scheduler ?? o.scheduler;
+  const flags = new Set(svc.schedFlags ?? []);
   // Upstream sets the source-port hash flag for mh.
-  if (scheduler === "mh" && svc.ipvsSchedFlags === undefined) flags.add("flag-2");
+  if (scheduler === "mh" && svc.schedFlags === undefined) flags.add("flag-2");
   const vs = (address: string, port: number): VirtualServer => ({
     address,
     protocol,

@@ -1,0 +1,81 @@
+/**
+ * What each mode makes of kube-router's per-Service scheduler annotations
+ * (`kube-router.io/service.scheduler`, `kube-router.io/service.schedflags`). The ipvs mode hands
+ * them to the kernel. The nftables mode honours those it can compute from the packet alone; the
+ * others need the connection counts only IPVS keeps and fall back to the default, said once per
+ * Service. The iptables and userspace modes say what they do instead, never ignoring them silently.
+ * @module
+ */
+
+/** How the nftables mode picks an endpoint for a new connection. */
+export type NftPick =
+  /** `numgen random mod N`: upstream's choice, and the default. */
+  | "random"
+  /** `numgen inc mod N`: round robin, per node. */
+  | "rr"
+  /** `jhash` of the source address (and port): the same client, the same endpoint, on every node. */
+  | "sh"
+  /** `jhash` of the destination address: every connection to one service address, one endpoint. */
+  | "dh"
+  /** Maglev consistent hashing of the source address (and port) (`maglev.ts`). */
+  | "mh";
+
+/** The nftables mode's choice for one Service. */
+export interface NftScheduler {
+  readonly pick: NftPick;
+  /** sh and mh: the source port is hashed too (the 5-tuple; the 3-tuple without it). */
+  readonly sourcePort: boolean;
+}
+
+/** The default: upstream's random choice. */
+export const RANDOM: NftScheduler = { pick: "random", sourcePort: false };
+
+/** IPVS schedulers that need per-connection state the kernel's IPVS alone keeps. */
+const STATEFUL = new Set(["lc", "wlc", "sed", "nq", "lblc", "lblcr"]);
+
+/**
+ * Returns the nftables mode's choice for a Service's annotations: `rr` and `wrr` (every endpoint
+ * weighs 1) round robin; `sh` hashes the source address, and its port with `flag-2` (ipvs'
+ * sh-port); `dh` the destination address; `mh` is Maglev over the source address and port, as the
+ * ipvs mode sets mh-port when no flags are given, and over the source address alone when flags
+ * without `flag-2` are. Anything else (the stateful schedulers) is the default.
+ */
+export function nftablesScheduler(
+  scheduler: string | undefined,
+  flags: readonly string[] | undefined,
+): NftScheduler {
+  const port = flags?.includes("flag-2") === true;
+  switch (scheduler) {
+    case "rr":
+    case "wrr":
+      return { pick: "rr", sourcePort: false };
+    case "sh":
+      return { pick: "sh", sourcePort: port };
+    case "dh":
+      return { pick: "dh", sourcePort: false };
+    case "mh":
+      return { pick: "mh", sourcePort: flags === undefined || port };
+    default:
+      return RANDOM;
+  }
+}
+
+/**
+ * Returns what `mode` says about a Service's scheduler annotation when it does not do what the
+ * annotation asks (logged once per Service and posted as an Event), or undefined when it does.
+ */
+export function schedulerNotice(mode: string, scheduler: string | undefined): string | undefined {
+  if (scheduler === undefined || mode === "ipvs") return undefined;
+  const asked = `kube-router.io/service.scheduler "${scheduler}"`;
+  if (mode === "nftables") {
+    return STATEFUL.has(scheduler)
+      ? `${asked} needs the connection counts only IPVS keeps; nftables mode balances this Service at random (the default)`
+      : undefined;
+  }
+  if (mode === "userspace") {
+    return scheduler === "rr" || scheduler === "wrr"
+      ? undefined
+      : `${asked} is not honoured in userspace mode, which balances round robin; nftables mode honours rr, sh, dh and mh`;
+  }
+  return `${asked} is not honoured in ${mode} mode, which balances at random; nftables mode honours rr, sh, dh and mh`;
+}
