@@ -24,6 +24,12 @@ export interface NftSet {
   /** The declaration between the braces, split on `;` and trimmed. */
   readonly decl: readonly string[];
   readonly elements: Map<string, { value: string; comment?: string }>;
+  /**
+   * It existed before the transaction being applied. nft 1.0.6 cannot add a rule reading such a
+   * map when it is declared with `typeof` (it rebuilds the key's expressions from the kernel
+   * without their protocol context: "conflicting protocols specified"); the fake refuses it too.
+   */
+  readonly fromKernel?: boolean;
 }
 
 /** One table's state. */
@@ -40,7 +46,9 @@ function clone(s: State): State {
     out.set(k, {
       chains: new Map([...t.chains].map(([n, c]) => [n, { base: c.base, rules: [...c.rules] }])),
       sets: new Map(
-        [...t.sets].map(([n, x]) => [n, { kind: x.kind, decl: x.decl, elements: new Map(x.elements) }]),
+        [...t.sets].map((
+          [n, x],
+        ) => [n, { kind: x.kind, decl: x.decl, elements: new Map(x.elements), fromKernel: true }]),
       ),
     });
   }
@@ -156,7 +164,15 @@ export class NftRuleset {
           }
         }
         for (const ref of setRefs(rest)) {
-          if (!t.sets.has(ref)) throw new Error(`Could not process rule: No such file or directory: @${ref}`);
+          const set = t.sets.get(ref);
+          if (set === undefined) {
+            throw new Error(`Could not process rule: No such file or directory: @${ref}`);
+          }
+          if (set.fromKernel === true && set.decl.some((d) => d.startsWith("typeof "))) {
+            throw new Error(
+              `conflicting protocols specified (rule reads typeof map @${ref} from the kernel)`,
+            );
+          }
         }
         c.rules.push(rest.trim());
         return;

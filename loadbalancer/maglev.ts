@@ -34,13 +34,20 @@ export function isPrime(n: number): boolean {
 
 const utf8 = new TextEncoder();
 
+/** A lookup table: the backends by name, sorted, and for each slot the index of its backend. */
+export interface MaglevLookup {
+  readonly names: readonly string[];
+  /** `slots[i]`: the index in `names` of slot i's backend; empty when there is no backend. */
+  readonly slots: Int32Array;
+}
+
 /**
- * Returns the lookup table: for each slot `0..m-1` the backend (one of `backends`) a connection
- * hashing there goes to; empty when there is no backend. `m` must be prime.
+ * Returns the lookup table of `m` slots (`m` prime) for `backends` (their names; duplicates count
+ * once), seeded with `seed`.
  */
-export function maglevTable(backends: Iterable<string>, m: number, seed: number): string[] {
+export function maglevLookup(backends: Iterable<string>, m: number, seed: number): MaglevLookup {
   const names = [...new Set(backends)].sort();
-  if (names.length === 0) return [];
+  if (names.length === 0) return { names, slots: new Int32Array(0) };
   const offset = new Uint32Array(names.length);
   const skip = new Uint32Array(names.length);
   names.forEach((name, i) => {
@@ -49,18 +56,27 @@ export function maglevTable(backends: Iterable<string>, m: number, seed: number)
     skip[i] = (jhash(bytes, (seed ^ 0x9e3779b9) >>> 0) % (m - 1)) + 1;
   });
   const next = new Uint32Array(names.length);
-  const entry = new Int32Array(m).fill(-1);
+  const slots = new Int32Array(m).fill(-1);
   let filled = 0;
   for (;;) {
     for (let i = 0; i < names.length; i++) {
       let c = (offset[i] + next[i] * skip[i]) % m;
-      while (entry[c] >= 0) {
+      while (slots[c] >= 0) {
         next[i]++;
         c = (offset[i] + next[i] * skip[i]) % m;
       }
-      entry[c] = i;
+      slots[c] = i;
       next[i]++;
-      if (++filled === m) return Array.from(entry, (b) => names[b]);
+      if (++filled === m) return { names, slots };
     }
   }
+}
+
+/**
+ * Returns the lookup table as names: for each slot `0..m-1` the backend a connection hashing there
+ * goes to; empty when there is no backend. `m` must be prime.
+ */
+export function maglevTable(backends: Iterable<string>, m: number, seed: number): string[] {
+  const { names, slots } = maglevLookup(backends, m, seed);
+  return Array.from(slots, (i) => names[i]);
 }

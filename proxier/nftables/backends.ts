@@ -1,10 +1,61 @@
 /**
  * The nftables layout's per-count part: the `backends` maps (endpoint by entry and index) and the
- * `lb-N` / `lbc-N` chains that DNAT with `numgen random mod N`, one per distinct endpoint count.
+ * lb chains that DNAT to one of an entry's N endpoints, one chain per distinct endpoint count and
+ * way of picking: `lb-N` (`numgen random mod N`, the default), `lb-rr-N` (`numgen inc mod N`),
+ * `lb-sh-N` / `lb-shp-N` (`jhash` of the source address / and port), `lb-dh-N` (`jhash` of the
+ * destination address); `lbc-...` the same over `backends-cluster`.
  * @module
  */
+import type { NftPick } from "../../loadbalancer/schedulers.ts";
 import type { IPFamily } from "../types.ts";
-import { BACKENDS, BACKENDS_CLUSTER, lbChain, lbClusterChain, type NftName, TABLE, words } from "./layout.ts";
+import { BACKENDS, BACKENDS_CLUSTER, type NftName, TABLE, words } from "./layout.ts";
+
+/** How an lb chain picks the index: the schedulers other than Maglev, sh with or without the port. */
+export type LbPick = Exclude<NftPick, "mh"> | "shp";
+
+/** One lb chain. */
+export interface LbChain {
+  readonly pick: LbPick;
+  /** The number of endpoints it picks from. */
+  readonly n: number;
+  /** Over {@linkcode BACKENDS_CLUSTER} (externalTrafficPolicy Local's cluster-wide endpoints). */
+  readonly cluster: boolean;
+}
+
+/** Returns the chain's name: `lb-N`, `lbc-N`, `lb-rr-N`, `lbc-shp-N`... */
+export function lbChainName(c: LbChain): NftName {
+  return `${c.cluster ? "lbc" : "lb"}${c.pick === "random" ? "" : `-${c.pick}`}-${c.n}`;
+}
+
+const LB_CHAIN = /^(lbc?)(?:-(rr|sh|shp|dh))?-([1-9]\d{0,5})$/;
+
+/** Returns the lb chain `name` stands for; undefined for any other name. */
+export function parseLbChain(name: NftName): LbChain | undefined {
+  const m = LB_CHAIN.exec(name);
+  if (m === null) return undefined;
+  return { cluster: m[1] === "lbc", pick: (m[2] ?? "random") as LbPick, n: Number(m[3]) };
+}
+
+/**
+ * Returns the expression giving the index for `c`. The hashes take the cluster-wide `seed`, so every
+ * node picks the same index for the same packet (over endpoints listed in the same order).
+ */
+export function lbIndexExpr(family: IPFamily, c: LbChain, seed: number): string {
+  const { fam } = words(family);
+  const s = `seed 0x${seed.toString(16).padStart(8, "0")}`;
+  switch (c.pick) {
+    case "random":
+      return `numgen random mod ${c.n}`;
+    case "rr":
+      return `numgen inc mod ${c.n}`;
+    case "sh":
+      return `jhash ${fam} saddr mod ${c.n} ${s}`;
+    case "shp":
+      return `jhash ${fam} saddr . th sport mod ${c.n} ${s}`;
+    case "dh":
+      return `jhash ${fam} daddr mod ${c.n} ${s}`;
+  }
+}
 
 /** Returns the size a backends map is created with for `elements`: room to double, at least 65,536. */
 export function backendsSize(elements: number): number {
@@ -16,20 +67,27 @@ export function backendsSize(elements: number): number {
 /** Endpoint counts whose `lb-N` / `lbc-N` chains always exist, so most partial syncs need none. */
 export const PRECREATED_LB_COUNTS: readonly number[] = Array.from({ length: 32 }, (_, i) => i + 1);
 
+/** Returns true for a precreated chain (`lb-N` / `lbc-N`, N in {@linkcode PRECREATED_LB_COUNTS}). */
+export function isPrecreated(name: NftName): boolean {
+  const c = parseLbChain(name);
+  return c !== undefined && c.pick === "random" && PRECREATED_LB_COUNTS.includes(c.n);
+}
+
 /**
  * Returns the statements that recreate {@linkcode BACKENDS} (or {@linkcode BACKENDS_CLUSTER}) empty,
- * with an `lb-N` (`lbc-N`) chain for each of `counts`. The map's key holds a `numgen` value, so it
- * is declared with `typeof`; nft 1.0.6 cannot add a rule that reads such a map once it exists in the
- * kernel ("conflicting protocols specified"), so the map and every rule reading it are written
- * together, after `inKernel` (every chain that may still read it) has been flushed. `size` bounds
- * the map and sizes its hash up front, so the kernel need not grow it while loading.
+ * with each of `chains`. The map's key holds a `numgen` value, so it is declared with `typeof`; nft
+ * 1.0.6 cannot add a rule that reads such a map once it exists in the kernel ("conflicting protocols
+ * specified"), so the map and every rule reading it are written together, after `inKernel` (every
+ * chain that may still read it) has been flushed. `size` bounds the map and sizes its hash up
+ * front, so the kernel need not grow it while loading.
  */
 export function backendsStatements(
   family: IPFamily,
   cluster: boolean,
   inKernel: Iterable<NftName>,
-  counts: Iterable<number>,
+  chains: Iterable<LbChain>,
   size: number,
+  seed: number,
 ): string[] {
   const { fam } = words(family);
   const t = `${fam} ${TABLE}`;
@@ -39,12 +97,14 @@ export function backendsStatements(
   const out = [...inKernel].map((c) => `flush chain ${t} ${c}`);
   // "add" first, so the delete succeeds when the map does not exist yet.
   out.push(`add map ${t} ${map} ${decl}`, `delete map ${t} ${map}`, `add map ${t} ${map} ${decl}`);
-  for (const n of counts) {
-    const chain = cluster ? lbClusterChain(n) : lbChain(n);
+  for (const c of chains) {
+    const chain = lbChainName(c);
     out.push(
       `add chain ${t} ${chain}`,
       `flush chain ${t} ${chain}`,
-      `add rule ${t} ${chain} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . numgen random mod ${n} map @${map}`,
+      `add rule ${t} ${chain} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . ${
+        lbIndexExpr(family, c, seed)
+      } map @${map}`,
     );
   }
   return out;

@@ -1,8 +1,9 @@
 /**
- * The lifecycle of the layout's dynamic names: an `lb-N` / `lbc-N` chain per distinct endpoint count
- * and an `affinity-T` map (with its chains) per distinct ClientIP timeout. Each exists while some
- * service port uses it (the precreated lb chains always); one no port uses is deleted once it has
- * been unused for {@linkcode STALE_DELAY_MS}, in a transaction of its own.
+ * The lifecycle of the layout's dynamic names: an lb chain per distinct endpoint count and pick
+ * (`backends.ts`), an `affinity-T` map (with its chains) per distinct ClientIP timeout, and a
+ * Maglev chain and map per table (`maglev_maps.ts`). Each exists while some service port uses it
+ * (the precreated lb chains always); one no port uses is deleted once it has been unused for
+ * {@linkcode STALE_DELAY_MS}, in a transaction of its own.
  * @module
  */
 import { type NFTables, nftFamily } from "../../iptables/nft.ts";
@@ -10,16 +11,9 @@ import { RefCounts } from "../_common/ref_counts.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
-import { PRECREATED_LB_COUNTS } from "./backends.ts";
-import {
-  affinityName,
-  affinityRecordChain,
-  DYNAMIC_CHAIN,
-  lbChain,
-  lbClusterChain,
-  type NftName,
-  TABLE,
-} from "./layout.ts";
+import { isPrecreated, type LbChain, lbChainName, parseLbChain, PRECREATED_LB_COUNTS } from "./backends.ts";
+import { affinityName, affinityRecordChain, DYNAMIC_CHAIN, type NftName, TABLE } from "./layout.ts";
+import { MAGLEV_PREFIX } from "./maglev_maps.ts";
 import type { PortElements } from "./port_elements.ts";
 
 /**
@@ -38,8 +32,8 @@ export interface PortUses {
 export function portUses(pe: PortElements): PortUses {
   return {
     chains: [
-      ...[...pe.lbCounts].map(lbChain),
-      ...[...pe.lbClusterCounts].map(lbClusterChain),
+      ...pe.lbChains.map(lbChainName),
+      ...pe.maglev.map((w) => w.name),
       ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
     ],
     affinityTimeout: pe.affinityTimeout,
@@ -78,7 +72,9 @@ export class DynamicChains {
    */
   resetFromKernel(existing: readonly string[]): void {
     this.#uses.clear();
-    this.#inKernel = new Set(existing.filter((n) => DYNAMIC_CHAIN.test(n) && !n.includes("-record-")));
+    this.#inKernel = new Set(
+      existing.filter((n) => DYNAMIC_CHAIN.test(n) && !n.startsWith("affinity-record-")),
+    );
   }
 
   /** Adds (+1) or removes (-1) a port's uses; notes in `began` the names whose use began. */
@@ -94,19 +90,24 @@ export class DynamicChains {
     return [...this.#uses.keys()].filter((n) => n.startsWith("affinity-")).sort();
   }
 
-  /** The endpoint counts whose `lb-N` (`lbc-N`) chains a rebuild of that backends map writes. */
-  lbCounts(cluster: boolean, extra: Iterable<NftName> = []): number[] {
-    const prefix = cluster ? "lbc-" : "lb-";
-    const counts = new Set(PRECREATED_LB_COUNTS);
+  /**
+   * The lb chains a rebuild of that backends map writes: the precreated ones, those some port uses,
+   * and `extra`; the default's first, each pick's by endpoint count.
+   */
+  lbChains(cluster: boolean, extra: Iterable<NftName> = []): LbChain[] {
+    const names = new Set(PRECREATED_LB_COUNTS.map((n) => lbChainName({ pick: "random", n, cluster })));
     for (const name of [...this.#uses.keys(), ...extra]) {
-      if (name.startsWith(prefix)) counts.add(Number(name.slice(prefix.length)));
+      if (parseLbChain(name)?.cluster === cluster) names.add(name);
     }
-    return [...counts].sort((a, b) => a - b);
+    const order = (c: LbChain) => c.pick === "random" ? "" : c.pick;
+    return [...names].map((n) => parseLbChain(n)!).sort((a, b) =>
+      order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : a.n - b.n
+    );
   }
 
   /** Dynamic names in the kernel that read `@backends` (`@backends-cluster` with `cluster`). */
   lbInKernel(cluster: boolean): NftName[] {
-    return [...this.#inKernel].filter((n) => n.startsWith(cluster ? "lbc-" : "lb-"));
+    return [...this.#inKernel].filter((n) => parseLbChain(n)?.cluster === cluster);
   }
 
   /** Whether the kernel holds `name` (as far as the last successful sync knows). */
@@ -126,9 +127,7 @@ export class DynamicChains {
 
   /** Whether `name` must stay: used by a port, or a precreated lb chain. */
   #needed(name: NftName): boolean {
-    if (this.#uses.has(name)) return true;
-    const m = DYNAMIC_CHAIN.exec(name);
-    return m !== null && (m[1] === "lb" || m[1] === "lbc") && PRECREATED_LB_COUNTS.includes(Number(m[2]));
+    return this.#uses.has(name) || isPrecreated(name);
   }
 
   /** After a sync: notes the names no port needs now; names needed again are no longer stale. */
@@ -141,23 +140,25 @@ export class DynamicChains {
   }
 
   /**
-   * Before a sync: deletes the names unused for {@linkcode STALE_DELAY_MS} in their own transaction.
-   * A failure is counted and logged; they are tried again before the next sync.
+   * Before a sync: deletes the names unused for {@linkcode STALE_DELAY_MS} in their own transaction;
+   * returns those deleted. A failure is counted and logged; they are tried again before the next sync.
    */
-  async deleteStale(): Promise<void> {
+  async deleteStale(): Promise<NftName[]> {
     const { family, nft, clock, log } = this.#o;
     const due = [...this.#stale].filter(([n, at]) => !this.#uses.has(n) && clock.now() - at >= STALE_DELAY_MS)
       .map(([n]) => n);
-    if (due.length === 0) return;
+    if (due.length === 0) return [];
     const t = `${nftFamily(family)} ${TABLE}`;
     const lines: string[] = [];
     for (const name of due) {
-      const m = DYNAMIC_CHAIN.exec(name)!;
-      if (m[1] === "affinity") {
-        const rec = affinityRecordChain(Number(m[2]));
-        lines.push(`add chain ${t} ${rec}`, `delete chain ${t} ${rec}`, `add chain ${t} ${name}`);
-        lines.push(`delete chain ${t} ${name}`, `delete map ${t} ${name}`);
-      } else lines.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
+      // A chain is deleted with its rules; the map of the same name once nothing reads it.
+      const withMap = name.startsWith("affinity-") || name.startsWith(MAGLEV_PREFIX);
+      if (name.startsWith("affinity-")) {
+        const rec = affinityRecordChain(Number(name.slice("affinity-".length)));
+        lines.push(`add chain ${t} ${rec}`, `delete chain ${t} ${rec}`);
+      }
+      lines.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
+      if (withMap) lines.push(`delete map ${t} ${name}`);
     }
     try {
       await nft.apply(lines.join("\n") + "\n");
@@ -166,9 +167,11 @@ export class DynamicChains {
         this.#inKernel.delete(n);
       }
       log.debug("Deleted unused nftables chains", { family, chains: due.length });
+      return due;
     } catch (e) {
       this.#o.cleanupFailures.inc();
       log.warn("Cannot delete unused nftables chains; will retry", { family, error: (e as Error).message });
+      return [];
     }
   }
 }

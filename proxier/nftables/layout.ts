@@ -3,9 +3,10 @@
  * FIXED set of chains, sets and maps. Services and endpoints exist only as map and set elements,
  * so the kernel's cost grows with the number of elements, not of chains (it grows superlinearly
  * with chains). The only chains that depend on the objects are `lb-N` / `lbc-N` (one per distinct
- * endpoint count N: `numgen random mod N` needs a constant) and `affinity-T` /
- * `affinity-record-T` (one per distinct ClientIP timeout T); neither grows with the number of
- * services or endpoints.
+ * endpoint count N: `numgen random mod N` needs a constant, and one per scheduler a Service asks
+ * for: `lb-rr-N`, `lb-sh-N`...) and `affinity-T` / `affinity-record-T` (one per distinct ClientIP
+ * timeout T); neither grows with the number of services or endpoints. Maglev Services alone have a
+ * chain and map of their own (`mh-...`, `maglev_maps.ts`): their lookup table.
  *
  * Packet path (every lookup keyed by destination address . protocol . port, "the entry"):
  * - filter, before DNAT: `firewall-check` (loadBalancerSourceRanges), `service-endpoints-check`
@@ -112,14 +113,6 @@ export const AFFINITY_RECORDS: NftName = "affinity-records";
  */
 export const SYNC_GENERATION: NftName = "sync-generation";
 
-/** `lb-N`: DNAT over N endpoints of {@linkcode BACKENDS}. */
-export function lbChain(n: number): NftName {
-  return `lb-${n}`;
-}
-/** `lbc-N`: DNAT over N endpoints of {@linkcode BACKENDS_CLUSTER}. */
-export function lbClusterChain(n: number): NftName {
-  return `lbc-${n}`;
-}
 /** `affinity-T`: the dynamic map (and the chain DNATing from it) for ClientIP timeout T seconds. */
 export function affinityName(t: number): NftName {
   return `affinity-${t}`;
@@ -129,8 +122,11 @@ export function affinityRecordChain(t: number): NftName {
   return `affinity-record-${t}`;
 }
 
-/** Object-dependent chains (and affinity maps), recognised by name for stale cleanup. */
-export const DYNAMIC_CHAIN = /^(lb|lbc|affinity|affinity-record)-([1-9]\d{0,5})$/;
+/**
+ * Object-dependent chains (and affinity maps), recognised by name for stale cleanup: the lb chains
+ * (`backends.ts`), `affinity-T` / `affinity-record-T`, and the Maglev chains and maps (`maglev_maps.ts`).
+ */
+export const DYNAMIC_CHAIN = /^(lbc?(-(rr|sh|shp|dh))?|affinity|affinity-record)-[1-9]\d{0,5}$|^mh-/;
 
 /** The words that differ between families (`ip`/`ip6`, `ipv4_addr`/`ipv6_addr`...). */
 interface Words {

@@ -55,6 +55,8 @@ async function newProxier(
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.nftablesMasqueradeBit,
     conntrackTCPLiberal: c.conntrack.tcpBeLiberal,
+    maglevTableSize: c.maglevTableSize,
+    maglevSeed: c.maglevSeed,
     ...extra,
   });
 }

@@ -14,6 +14,9 @@ import {
 } from "../topology.ts";
 import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
+import { nftablesScheduler } from "../../loadbalancer/schedulers.ts";
+import { type LbChain, lbChainName } from "./backends.ts";
+import { type MaglevClass, maglevName, type MaglevWant } from "./maglev_maps.ts";
 import {
   AFFINITY_CHECK,
   AFFINITY_RECORDS,
@@ -31,8 +34,6 @@ import {
   INTERNAL,
   LB,
   LB_CLUSTER,
-  lbChain,
-  lbClusterChain,
   type NftName,
   NO_ENDPOINT_SERVICES,
   REJECT_CHAIN,
@@ -66,9 +67,10 @@ export interface PortElementOptions {
 /** Everything one service port contributes. */
 export interface PortElements {
   readonly elements: Element[];
-  /** Endpoint counts N whose `lb-N` / `lbc-N` chains its elements jump to. */
-  readonly lbCounts: ReadonlySet<number>;
-  readonly lbClusterCounts: ReadonlySet<number>;
+  /** The lb chains its elements jump to (`backends.ts`). */
+  readonly lbChains: readonly LbChain[];
+  /** The Maglev tables they jump to (`maglev_maps.ts`), for a Service with scheduler mh. */
+  readonly maglev: readonly MaglevWant[];
   /** Its ClientIP timeout, 0 when none (or unsupported). */
   readonly affinityTimeout: number;
   /** Whether it has internal / external endpoints missing on this node (for the metric). */
@@ -80,6 +82,9 @@ export interface PortElements {
 export function entryKey(ip: string, proto: string, port: number): string {
   return `${ip} . ${proto} . ${port}`;
 }
+
+/** Orders endpoints by `ip:port`, the same on every node. */
+const byKey = (a: { key: string }, b: { key: string }) => a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 
 /** Comments are at most 128 bytes in nft; names are DNS labels, so no quoting is needed. */
 function comment(svc: ServicePortInfo): string {
@@ -98,24 +103,41 @@ export function portElements(
   const internal = internalEndpoints(svc, cat);
   const proto = svc.protocol.toLowerCase();
   const elements: Element[] = [];
-  const lbCounts = new Set<number>();
-  const lbClusterCounts = new Set<number>();
+  const lbChains = new Map<NftName, LbChain>();
+  const maglev = new Map<NftName, MaglevWant>();
   const note = comment(svc);
   const affinityTimeout = svc.stickyMaxAgeSeconds > 0 && o.affinitySupported ? svc.stickyMaxAgeSeconds : 0;
   const served: string[] = [];
-  const lb = (entry: string, list: readonly EndpointInfo[], cluster: boolean) => {
-    if (list.length === 0) return;
-    (cluster ? lbClusterCounts : lbCounts).add(list.length);
-    elements.push({
-      container: cluster ? LB_CLUSTER : LB,
-      key: entry,
-      value: `goto ${cluster ? lbClusterChain(list.length) : lbChain(list.length)}`,
-    });
+  const scheduler = nftablesScheduler(svc.scheduler, svc.schedFlags);
+  const value = (e: EndpointInfo) => `${e.ip} . ${e.port}`;
+  // Maglev: one table per class, shared by the classes with the same endpoints.
+  const maglevFor = (cls: MaglevClass, list: readonly EndpointInfo[]): NftName => {
+    const endpoints = list.map((e) => ({ key: e.key, value: value(e) })).sort(byKey);
+    const same = JSON.stringify(endpoints);
+    for (const w of maglev.values()) if (JSON.stringify(w.endpoints) === same) return w.name;
+    const name = maglevName(cls, svc.name);
+    maglev.set(name, { name, endpoints, sourcePort: scheduler.sourcePort });
+    return name;
+  };
+  const lb = (entry: string, all: readonly EndpointInfo[], cluster: boolean, cls: MaglevClass) => {
+    if (all.length === 0) return;
+    const container = cluster ? LB_CLUSTER : LB;
+    if (scheduler.pick === "mh") {
+      elements.push({ container, key: entry, value: `goto ${maglevFor(cls, all)}` });
+      return;
+    }
+    const pick = scheduler.pick === "sh" && scheduler.sourcePort ? "shp" : scheduler.pick;
+    const chain: LbChain = { pick, n: all.length, cluster };
+    const name = lbChainName(chain);
+    lbChains.set(name, chain);
+    elements.push({ container, key: entry, value: `goto ${name}` });
+    // A hash picks an index: in the same order on every node, it picks the same endpoint.
+    const list = pick === "sh" || pick === "shp" || pick === "dh" ? [...all].sort(byKey) : all;
     list.forEach((e, i) =>
       elements.push({
         container: cluster ? BACKENDS_CLUSTER : BACKENDS,
         key: `${entry} . ${i}`,
-        value: `${e.ip} . ${e.port}`,
+        value: value(e),
       })
     );
   };
@@ -133,7 +155,7 @@ export function portElements(
   const clusterEntry = entryKey(svc.clusterIP, proto, svc.port);
   if (hasInternal) {
     elements.push({ container: SERVICE_IPS, key: clusterEntry, value: `goto ${INTERNAL}` });
-    lb(clusterEntry, internal, false);
+    lb(clusterEntry, internal, false, "internal");
     served.push(clusterEntry);
   }
   noEndpoints(clusterEntry, hasInternal);
@@ -148,9 +170,9 @@ export function portElements(
       const chain = svc.externalPolicyLocal ? EXTERNAL_LOCAL : EXTERNAL;
       elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}` });
       if (svc.externalPolicyLocal) {
-        lb(entry, cat.local, false);
-        lb(entry, cat.cluster, true);
-      } else lb(entry, cat.cluster, false);
+        lb(entry, cat.local, false, "external");
+        lb(entry, cat.cluster, true, "external-cluster");
+      } else lb(entry, cat.cluster, false, "external");
       served.push(entry);
     }
     noEndpoints(entry, hasExternal);
@@ -191,8 +213,8 @@ export function portElements(
   for (const e of cat.all) if (e.isLocal) elements.push({ container: HAIRPIN, key: `${e.ip} . ${e.ip}` });
   return {
     elements,
-    lbCounts,
-    lbClusterCounts,
+    lbChains: [...lbChains.values()],
+    maglev: [...maglev.values()],
     affinityTimeout,
     noLocalInternal: hasAny && !hasInternal,
     noLocalExternal: hasAny && !hasExternal && external.length > 0,

@@ -23,8 +23,6 @@ import {
   ELEMENT_CONTAINERS,
   fixedLayout,
   LAYOUT_MARKER,
-  lbChain,
-  lbClusterChain,
   type NftName,
   SERVICE_IPS,
   SERVICES,
@@ -32,7 +30,9 @@ import {
   TABLE,
 } from "./layout.ts";
 import { affinityStatements, dropStalePins } from "./affinity.ts";
-import { backendsSize, backendsStatements } from "./backends.ts";
+import { backendsSize, backendsStatements, lbChainName, parseLbChain } from "./backends.ts";
+import { MaglevMaps, type MaglevWant } from "./maglev_maps.ts";
+import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 import { DynamicChains, type PortUses, portUses } from "./dynamic_chains.ts";
 import { elementStatements, type PortElements, portElements } from "./port_elements.ts";
 import {
@@ -58,6 +58,13 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
    * not served, as upstream without them.
    */
   readonly localhostNodePorts?: Pick<LocalhostNodePortsOptions, "udpIdleTimeoutMs" | "tcpLimits" | "listen">;
+  /** Maglev's table size M, a prime (`--maglev-table-size`); default {@linkcode DEFAULT_MAGLEV_TABLE_SIZE}. */
+  readonly maglevTableSize?: number;
+  /**
+   * The cluster-wide seed of the Maglev tables and of every hash a scheduler takes (sh, dh, mh)
+   * (`--maglev-seed`); default {@linkcode DEFAULT_MAGLEV_SEED}. Nodes agree only with the same seed.
+   */
+  readonly maglevSeed?: number;
 }
 
 /** The nftables proxier; see the module doc. */
@@ -73,6 +80,9 @@ export class NftablesProxier extends BaseProxier {
   readonly #dynamic: DynamicChains;
   /** The size each backends map was created with. */
   readonly #backendsSize = new Map<NftName, number>();
+  /** The Maglev tables the kernel holds. */
+  readonly #maglev: MaglevMaps;
+  readonly #seed: number;
   readonly #warnedAffinity = new Set<string>();
   /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
   #generation = 0;
@@ -89,6 +99,12 @@ export class NftablesProxier extends BaseProxier {
     this.#fam = nftFamily(o.family);
     this.#metrics = nftablesMetrics(this.registry, o.family);
     this.#dynamic = new DynamicChains({ ...o, cleanupFailures: this.#metrics.cleanupFailures });
+    this.#seed = o.maglevSeed ?? DEFAULT_MAGLEV_SEED;
+    this.#maglev = new MaglevMaps({
+      family: o.family,
+      tableSize: o.maglevTableSize ?? DEFAULT_MAGLEV_TABLE_SIZE,
+      seed: this.#seed,
+    });
     if (o.localhostNodePorts !== undefined) {
       this.localhost = new LocalhostNodePorts({
         ...o.localhostNodePorts,
@@ -151,7 +167,7 @@ export class NftablesProxier extends BaseProxier {
 
   /** @inheritdoc */
   protected override async syncRules(ctx: SyncContext): Promise<boolean> {
-    await this.#dynamic.deleteStale();
+    for (const name of await this.#dynamic.deleteStale()) this.#maglev.forget(name);
     const full = ctx.full;
     const affinityDirty = new Set<number>();
     const lines = full ? await this.#buildFull(ctx, affinityDirty) : this.#buildPartial(ctx, affinityDirty);
@@ -207,6 +223,7 @@ export class NftablesProxier extends BaseProxier {
     // The book describes elements that never reached the kernel: the next sync is full.
     this.#book.clear();
     this.#ports.clear();
+    this.#maglev.clear();
   }
 
   /** @inheritdoc */
@@ -238,11 +255,22 @@ export class NftablesProxier extends BaseProxier {
   /** Statements recreating a backends map sized for the book, with its lb chains (plus `fresh`). */
   #rebuildBackends(cluster: boolean, fresh: readonly NftName[]): string[] {
     const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
-    const counts = this.#dynamic.lbCounts(cluster, fresh);
+    const chains = this.#dynamic.lbChains(cluster, fresh);
     const size = backendsSize(this.#book.size(map));
     this.#backendsSize.set(map, size);
-    const lines = backendsStatements(this.family, cluster, this.#dynamic.lbInKernel(cluster), counts, size);
-    for (const n of counts) this.#dynamic.created(cluster ? lbClusterChain(n) : lbChain(n));
+    const inKernel = this.#dynamic.lbInKernel(cluster);
+    const lines = backendsStatements(this.family, cluster, inKernel, chains, size, this.#seed);
+    for (const c of chains) this.#dynamic.created(lbChainName(c));
+    return lines;
+  }
+
+  /** Statements bringing the kernel's Maglev tables to `wants` (whole when new, else the slots that move). */
+  #maglevStatements(wants: readonly MaglevWant[]): string[] {
+    const lines: string[] = [];
+    for (const w of wants) {
+      lines.push(...this.#maglev.statements(w));
+      this.#dynamic.created(w.name);
+    }
     return lines;
   }
 
@@ -268,10 +296,13 @@ export class NftablesProxier extends BaseProxier {
     }));
     this.#book.clear();
     this.#ports.clear();
+    this.#maglev.clear();
     const nodePortIPs = this.#nodePortIPs();
     const began = new Set<NftName>();
+    const maglev: MaglevWant[] = [];
     for (const key of [...ctx.services.keys()].sort()) {
       const pe = this.#elements(ctx, key, nodePortIPs);
+      maglev.push(...pe.maglev);
       const uses = portUses(pe);
       this.#ports.set(key, uses);
       this.#dynamic.count(uses, 1, began);
@@ -283,6 +314,7 @@ export class NftablesProxier extends BaseProxier {
       lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
       this.#dynamic.created(name);
     }
+    lines.push(...this.#maglevStatements(maglev));
     // Affinity chains no service uses any more: emptied now, deleted with their map once
     // unreferenced (unused lb chains were emptied by the backends rebuild).
     for (const name of this.#dynamic.unusedAffinity()) {
@@ -301,6 +333,7 @@ export class NftablesProxier extends BaseProxier {
     const touched: Touched = new Map();
     const began = new Set<NftName>();
     const nodePortIPs = this.#nodePortIPs();
+    const maglev: MaglevWant[] = [];
     for (const key of ctx.changedPorts) {
       const old = this.#ports.get(key);
       if (old !== undefined) {
@@ -314,6 +347,7 @@ export class NftablesProxier extends BaseProxier {
         continue;
       }
       const pe = this.#elements(ctx, key, nodePortIPs);
+      maglev.push(...pe.maglev);
       const uses = portUses(pe);
       this.#ports.set(key, uses);
       this.#dynamic.count(uses, 1, began);
@@ -326,7 +360,7 @@ export class NftablesProxier extends BaseProxier {
     for (const cluster of [false, true]) {
       const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
       const fresh = [...began].filter((n) =>
-        n.startsWith(cluster ? "lbc-" : "lb-") && !this.#dynamic.inKernel(n)
+        parseLbChain(n)?.cluster === cluster && !this.#dynamic.inKernel(n)
       );
       const outgrown = this.#book.size(map) > (this.#backendsSize.get(map) ?? 0);
       if (fresh.length === 0 && !outgrown) continue;
@@ -342,6 +376,8 @@ export class NftablesProxier extends BaseProxier {
       lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
       this.#dynamic.created(name);
     }
+    // Before the elements: a new table's chain must exist when an @lb element names it.
+    lines.push(...this.#maglevStatements(maglev));
     for (const [c, { del }] of diff) {
       if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "delete", c, del));
     }

@@ -492,6 +492,12 @@ Deno.test("flags: each bad value names the flag and the value; exit-2 errors kee
     [["serve"], /^unknown command "serve"/],
     [["--dst=1.2.3.4"], /^--dst: only the trace command takes it/],
     [["--config=/nope"], /^--config: cannot read "\/nope"/],
+    [
+      ["--maglev-table-size=1000"],
+      /^--maglev-table-size: Invalid value: 1000: must be a prime within the range \[251, 131071\]/,
+    ],
+    [["--maglev-table-size=131101"], /^--maglev-table-size: Invalid value: 131101: must be a prime/],
+    [["--maglev-seed=-1"], /^--maglev-seed: invalid value "-1" \(an integer from 0 to 2147483647\)/],
   ];
   for (const [argv, re] of cases) {
     const e = assertThrows(() => parseCommandLine(argv, noFile), UsageError);
@@ -662,6 +668,7 @@ Deno.test("config: what --write-config-to writes reads back to the same configur
         "--pod-interface-name-prefix=veth",
       ],
       ["--proxy-mode=userspace", "--udp-timeout=1s", "--tcp-idle-timeout=0", "--userspace-tcp-workers=3"],
+      ["--proxy-mode=nftables", "--maglev-table-size=1021", "--maglev-seed=7"],
     ]
   ) {
     const first = parseCommandLine(argv, noFile);

@@ -120,6 +120,10 @@ export interface ProxyConfig {
   tcpWriteTimeoutMs: number;
   /** Userspace TCP workers; undefined: two per core, at most 8 (ours; the flag allows up to {@linkcode MAX_TCP_WORKERS}). */
   userspaceTcpWorkers?: number;
+  /** nftables: Maglev's table size M, a prime (ours). */
+  maglevTableSize: number;
+  /** nftables: the cluster-wide seed of the sh, dh and mh hashes and of the Maglev tables (ours). */
+  maglevSeed: number;
   portRange: PortRange;
   logging: LoggingConfig;
   source: SourceSpec;

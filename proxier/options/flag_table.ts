@@ -7,6 +7,12 @@
 import { UsageError } from "../errors.ts";
 import { ipFamily } from "../net.ts";
 import { MAX_TCP_WORKERS } from "./config.ts";
+import {
+  DEFAULT_MAGLEV_SEED,
+  DEFAULT_MAGLEV_TABLE_SIZE,
+  MAX_MAGLEV_TABLE_SIZE,
+  MIN_MAGLEV_TABLE_SIZE,
+} from "../../loadbalancer/maglev.ts";
 import { parseDuration } from "./duration.ts";
 import {
   type KubeProxyConfiguration,
@@ -739,6 +745,25 @@ export const FLAGS: readonly FlagDef[] = [
     help:
       `userspace: threads serving TCP through SO_REUSEPORT (0: the main thread; at most ${MAX_TCP_WORKERS})`,
     apply: (c, s) => c.v.userspaceTcpWorkers = int("userspace-tcp-workers", s),
+  },
+  {
+    name: "maglev-table-size",
+    origin: "ours",
+    type: "int",
+    default: String(DEFAULT_MAGLEV_TABLE_SIZE),
+    field: "maglevTableSize",
+    help:
+      `nftables: slots of each Maglev (scheduler mh) lookup table, a prime in [${MIN_MAGLEV_TABLE_SIZE}, ${MAX_MAGLEV_TABLE_SIZE}]; the same on every node`,
+    apply: (c, s) => c.v.maglevTableSize = int("maglev-table-size", s),
+  },
+  {
+    name: "maglev-seed",
+    origin: "ours",
+    type: "int",
+    default: String(DEFAULT_MAGLEV_SEED),
+    field: "maglevSeed",
+    help: "nftables: the seed of the sh, dh and mh hashes and Maglev tables; the same on every node",
+    apply: (c, s) => c.v.maglevSeed = int("maglev-seed", s, 0, 2 ** 31 - 1),
   },
   {
     name: "proxy-port-range",

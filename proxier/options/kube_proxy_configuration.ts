@@ -18,6 +18,7 @@ import { ipFamily, normalizeCIDR } from "../net.ts";
 import { parsePortRange } from "./values.ts";
 import { FeatureGates } from "./feature_gates.ts";
 import { NODE_PORT_KEYWORDS } from "../nodeport_addresses.ts";
+import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 
 /** The group/version this program reads and writes. */
 export const API_VERSION = "kubeproxy.config.k8s.io/v1alpha1";
@@ -135,6 +136,8 @@ export const OWN_FIELDS = {
   tcpIdleTimeout: "duration?",
   tcpWriteTimeout: "duration?",
   userspaceTcpWorkers: "int32?",
+  maglevTableSize: "int32?",
+  maglevSeed: "int32?",
 } as const satisfies Schema;
 
 /** Every field a file may hold without a warning: upstream's and ours. */
@@ -366,6 +369,8 @@ export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = default
     tcpIdleTimeoutMs: c.tcpIdleTimeout ?? HOUR,
     tcpWriteTimeoutMs: c.tcpWriteTimeout ?? MINUTE,
     userspaceTcpWorkers: c.userspaceTcpWorkers ?? undefined,
+    maglevTableSize: c.maglevTableSize ?? DEFAULT_MAGLEV_TABLE_SIZE,
+    maglevSeed: c.maglevSeed ?? DEFAULT_MAGLEV_SEED,
     portRange: parsePortRange(c.portRange) ?? { min: 0, max: 0 },
     logging: {
       format: lg.format === "json" ? "json" : "text",

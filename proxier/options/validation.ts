@@ -12,6 +12,7 @@ import { formatDuration } from "./duration.ts";
 import { FeatureGates } from "./feature_gates.ts";
 import { type KubeProxyConfiguration, modeSection, splitHostPort } from "./kube_proxy_configuration.ts";
 import { parsePortRange } from "./values.ts";
+import { isPrime, MAX_MAGLEV_TABLE_SIZE, MIN_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 
 /** One problem: the field (as the file names it) and upstream's message. */
 export interface FieldError {
@@ -193,6 +194,17 @@ export function validate(c: KubeProxyConfiguration): FieldError[] {
   const w = c.userspaceTcpWorkers;
   if (w !== null && (w < 0 || w > MAX_TCP_WORKERS)) {
     invalid("userspaceTcpWorkers", w, `must be within the range [0, ${MAX_TCP_WORKERS}]`);
+  }
+  const m = c.maglevTableSize;
+  if (m !== null && (m < MIN_MAGLEV_TABLE_SIZE || m > MAX_MAGLEV_TABLE_SIZE || !isPrime(m))) {
+    invalid(
+      "maglevTableSize",
+      m,
+      `must be a prime within the range [${MIN_MAGLEV_TABLE_SIZE}, ${MAX_MAGLEV_TABLE_SIZE}] (e.g. 1021, 4093, 16381, 65521)`,
+    );
+  }
+  if (c.maglevSeed !== null && c.maglevSeed < 0) {
+    invalid("maglevSeed", c.maglevSeed, "must be greater than or equal to 0");
   }
   return errs;
 }

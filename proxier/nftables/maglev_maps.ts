@@ -1,0 +1,139 @@
+/**
+ * The nftables mode's Maglev Services (`kube-router.io/service.scheduler: mh`): per service port and
+ * traffic class, a chain and a map of the same name, `mh-<class>/<namespace>/<name>[/<port>]`. The
+ * map holds the lookup table (`loadbalancer/maglev.ts`): slot -> endpoint, M elements. The chain
+ * DNATs through it with slot = `jhash` of the source address and port (the source address alone
+ * for the 3-tuple) `mod M`, seeded with the cluster-wide seed, so every node given the same
+ * endpoints sends a connection to the same one. The map is written whole when it is created and
+ * then kept up to date slot by slot: a change of endpoints rewrites only the slots that move.
+ * @module
+ */
+import { maglevLookup } from "../../loadbalancer/maglev.ts";
+import type { IPFamily, ServicePortName } from "../types.ts";
+import { type NftName, TABLE, words } from "./layout.ts";
+import { elementStatements } from "./port_elements.ts";
+
+/** The traffic classes a Service port may have a table for (the layout's chains of those names). */
+export type MaglevClass = "internal" | "external" | "external-cluster";
+
+/** The prefix of every Maglev chain and map. */
+export const MAGLEV_PREFIX = "mh-";
+
+/** Returns the chain and map name of `port`'s table for `cls`. */
+export function maglevName(cls: MaglevClass, port: ServicePortName): NftName {
+  const p = port.port === "" ? "" : `/${port.port}`;
+  return `${MAGLEV_PREFIX}${cls}/${port.namespace}/${port.name}${p}`;
+}
+
+/** A table a service port needs. */
+export interface MaglevWant {
+  readonly name: NftName;
+  /** Its endpoints: `key` (`ip:port`, the name hashed) and `ip . port` as the map holds it. */
+  readonly endpoints: ReadonlyArray<{ readonly key: string; readonly value: string }>;
+  /** The source port is hashed too (the 5-tuple); else the source address alone (the 3-tuple). */
+  readonly sourcePort: boolean;
+}
+
+/** What the kernel holds for one table, as this process wrote it. */
+interface Held {
+  readonly sourcePort: boolean;
+  /** Map values by backend index. */
+  readonly values: readonly string[];
+  readonly slots: Int32Array;
+}
+
+/** Options of {@linkcode MaglevMaps}. */
+export interface MaglevMapsOptions {
+  readonly family: IPFamily;
+  /** M: the number of slots, a prime. */
+  readonly tableSize: number;
+  /** The cluster-wide seed of the tables and of the slot hash. */
+  readonly seed: number;
+}
+
+/** One family's Maglev tables: what the kernel holds of each, and the statements that change it. */
+export class MaglevMaps {
+  readonly #o: MaglevMapsOptions;
+  readonly #held = new Map<NftName, Held>();
+
+  /** Knows of no table yet. */
+  constructor(o: MaglevMapsOptions) {
+    this.#o = o;
+  }
+
+  /** The table size M. */
+  get tableSize(): number {
+    return this.#o.tableSize;
+  }
+
+  /** The expression giving a connection's slot (the chain's lookup key). */
+  slotExpr(sourcePort: boolean): string {
+    const { fam } = words(this.#o.family);
+    const port = sourcePort ? " . th sport" : "";
+    return `jhash ${fam} saddr${port} mod ${this.#o.tableSize} seed 0x${
+      this.#o.seed.toString(16).padStart(8, "0")
+    }`;
+  }
+
+  /**
+   * Returns the statements that make the kernel hold `want`: the chain and the whole map when the
+   * kernel has no such table from this process (or its hash changed: nft 1.0.6 cannot add a rule
+   * reading a `typeof` map that exists, so both are written anew), else the deletes and adds of the
+   * slots whose endpoint changed (none when nothing did).
+   */
+  statements(want: MaglevWant): string[] {
+    const { fam } = words(this.#o.family);
+    const t = `${fam} ${TABLE}`;
+    const m = this.#o.tableSize;
+    const byKey = new Map(want.endpoints.map((e) => [e.key, e.value]));
+    const lookup = maglevLookup(byKey.keys(), m, this.#o.seed);
+    const next: Held = {
+      sourcePort: want.sourcePort,
+      values: lookup.names.map((k) => byKey.get(k)!),
+      slots: lookup.slots,
+    };
+    const old = this.#held.get(want.name);
+    this.#held.set(want.name, next);
+    const slot = (h: Held, i: number) => `${i} : ${h.values[h.slots[i]]}`;
+    if (old === undefined || old.sourcePort !== want.sourcePort) {
+      const decl = `{ typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
+      const name = want.name;
+      return [
+        `add chain ${t} ${name}`,
+        `flush chain ${t} ${name}`,
+        // "add" first, so the delete succeeds when the map does not exist yet.
+        `add map ${t} ${name} ${decl}`,
+        `delete map ${t} ${name}`,
+        `add map ${t} ${name} ${decl}`,
+        `add rule ${t} ${name} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${
+          this.slotExpr(want.sourcePort)
+        } map @${name}`,
+        ...elementStatements(this.#o.family, "add", name, Array.from({ length: m }, (_, i) => slot(next, i))),
+      ];
+    }
+    const moved: number[] = [];
+    for (let i = 0; i < m; i++) {
+      if (old.values[old.slots[i]] !== next.values[next.slots[i]]) moved.push(i);
+    }
+    return [
+      ...elementStatements(this.#o.family, "delete", want.name, moved.map(String)),
+      ...elementStatements(this.#o.family, "add", want.name, moved.map((i) => slot(next, i))),
+    ];
+  }
+
+  /** The endpoint (`ip . port`) of every slot of table `name`, as written; undefined when none. */
+  table(name: NftName): string[] | undefined {
+    const h = this.#held.get(name);
+    return h === undefined ? undefined : Array.from(h.slots, (i) => h.values[i]);
+  }
+
+  /** Forgets table `name` (deleted from the kernel). */
+  forget(name: NftName): void {
+    this.#held.delete(name);
+  }
+
+  /** Forgets every table: a full sync writes each anew. */
+  clear(): void {
+    this.#held.clear();
+  }
+}
