@@ -40,6 +40,14 @@ Deno.test("FakeNft: references hold chains and sets; elements behave as the kern
   ) {
     assertMatch((await assertRejects(() => f.apply(bad + "\n"), NftError)).message, why, bad);
   }
+  // As nft 1.0.6: no rule may read a typeof map the kernel holds; written with the map, it may.
+  await f.apply("add map ip t n { typeof numgen random mod 1 : ip daddr . th dport; }\n");
+  const readN =
+    "add rule ip t a meta l4proto { tcp, udp, sctp } th dport != 0 dnat ip to numgen random mod 2 map @n\n";
+  assertMatch((await assertRejects(() => f.apply(readN), NftError)).message, /conflicting protocols/);
+  await f.apply(
+    "delete map ip t n\nadd map ip t n { typeof numgen random mod 1 : ip daddr . th dport; }\n" + readN,
+  );
   // Re-adding what exists is fine; an unreferenced chain may go with its rules.
   await f.apply("add element ip t m { 10.0.0.1 : goto a }\nadd chain ip t a\nadd rule ip t a drop\n");
   await f.apply("delete element ip t m { 10.0.0.1 }\ndelete chain ip t a\n");
@@ -49,8 +57,9 @@ Deno.test("FakeNft: references hold chains and sets; elements behave as the kern
 /** Full and partial transactions of the real proxier, for comparing the fake with the kernel. */
 async function transactions(family: "IPv4" | "IPv6"): Promise<string[]> {
   const { fake, proxier, clock } = family === "IPv4"
-    ? nftablesSetup({}, { objects: TOPOLOGY })
+    ? nftablesSetup({ maglevTableSize: 251 }, { objects: TOPOLOGY })
     : nftablesSetup({
+      maglevTableSize: 251,
       family: "IPv6",
       nodeIPs: ["fd00:0:2::2"],
       localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["fd00:180::/64"] },
@@ -75,8 +84,30 @@ async function transactions(family: "IPv4" | "IPv6"): Promise<string[]> {
     }));
     proxier.onEndpointSliceAdd(makeEndpointSlice("ns9", "sticky", (s) => s.endpoints = [ep("10.180.9.1")]));
   }
+  // The schedulers: lb chains of their own, and a Maglev table.
+  const v6 = family === "IPv6";
+  const schedEps = (n: number) =>
+    Array.from({ length: n }, (_, i) => ep(v6 ? `fd00:180::7:${i + 1}` : `10.180.7.${i + 1}`));
+  for (const [i, scheduler] of ["sh", "rr", "dh", "mh"].entries()) {
+    proxier.onServiceAdd(makeService("sched", scheduler, (s) => {
+      s.spec!.clusterIPs = [v6 ? `fd00:30::7${i}` : `172.30.7.${i + 1}`];
+      s.metadata!.annotations = { "kube-router.io/service.scheduler": scheduler };
+    }));
+    proxier.onEndpointSliceAdd(makeEndpointSlice("sched", scheduler, (s) => {
+      s.addressType = family;
+      s.endpoints = schedEps(3);
+    }));
+  }
   await proxier.syncNow();
-  // A partial sync: an endpoint added, a service removed.
+  // A partial sync: a Maglev Service's fourth endpoint (the slots that move), and for IPv4 an
+  // endpoint added and a service removed.
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("sched", "mh"),
+    makeEndpointSlice("sched", "mh", (s) => {
+      s.addressType = family;
+      s.endpoints = schedEps(4);
+    }),
+  );
   if (family === "IPv4") {
     proxier.onEndpointSliceUpdate(
       makeEndpointSlice("ns9", "sticky"),

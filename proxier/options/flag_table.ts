@@ -782,6 +782,7 @@ export const FLAGS: readonly FlagDef[] = [
   // The commands' own flags (their usage texts describe them).
   ...([
     ["src", ["trace"]],
+    ["sport", ["trace"]],
     ["dst", ["trace"]],
     ["dport", ["trace"]],
     ["proto", ["trace"]],

@@ -4,6 +4,7 @@
  * @module
  */
 import type { TraceQuery, TraceResult } from "./trace.ts";
+import { DEFAULT_SOURCE_PORT } from "./nft_walker.ts";
 
 /** Returns the report of `r` for query `q` in `q.output`'s format, ending in a newline. */
 export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string {
@@ -15,6 +16,7 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
         ...(q.srcAssumed === undefined ? {} : { srcAssumed: q.srcAssumed }),
         ...(q.inInterface === undefined ? {} : { inInterface: q.inInterface }),
         ...(q.inInterfaceAssumed === undefined ? {} : { inInterfaceAssumed: q.inInterfaceAssumed }),
+        sport: q.sport ?? DEFAULT_SOURCE_PORT,
         dst: q.dst,
         dport: q.port,
         proto: q.protocol,
@@ -26,14 +28,15 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
       masquerade,
       affinity: r.affinity,
       redirects: r.redirects,
+      picks: r.picks ?? [],
       path: r.path,
       unsupported: r.unsupported,
     }) + "\n";
   }
   const lines = [
-    `packet: ${q.protocol} ${q.src ?? "(this node)"} -> ${q.dst}:${q.port} from ${q.from}${
-      q.srcAssumed === undefined ? "" : ` (source: ${q.srcAssumed})`
-    }${
+    `packet: ${q.protocol} ${q.src ?? "(this node)"}${
+      q.sport === undefined ? "" : `:${q.sport}`
+    } -> ${q.dst}:${q.port} from ${q.from}${q.srcAssumed === undefined ? "" : ` (source: ${q.srcAssumed})`}${
       q.inInterface === undefined
         ? ""
         : `, in on ${q.inInterface}${q.inInterfaceAssumed === undefined ? "" : ` (${q.inInterfaceAssumed})`}`
@@ -44,6 +47,20 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
     "path:",
     ...r.path.map((s) => `  ${"  ".repeat(s.depth)}${s.table} ${s.rule}`),
   ];
+  for (const p of r.picks ?? []) {
+    const how = p.slot !== undefined
+      ? `${p.chain.startsWith("mh-") ? "Maglev slot" : "index"} ${p.slot} of ${p.of} -> ${
+        p.endpoint ?? "(none there)"
+      }${
+        q.sport === undefined && p.expr.includes(" sport ")
+          ? ` (source port ${DEFAULT_SOURCE_PORT}; --sport sets it)`
+          : ""
+      }`
+      : p.expr.startsWith("numgen inc")
+      ? `each of ${p.of} in turn (round robin)`
+      : `one of ${p.of} at random`;
+    lines.push(`pick: ${p.chain}: ${p.expr}`, `  ${how}`);
+  }
   if (r.reach.length > 0) {
     lines.push("endpoints:");
     for (const e of r.reach) lines.push(`  ${e.endpoint}  ${(e.probability * 100).toFixed(1)}%`);

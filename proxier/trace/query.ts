@@ -6,6 +6,7 @@ import { UsageError } from "../errors.ts";
 import { INTERFACE } from "../options/validation.ts";
 import { parseInteger, parseIP, parseIPList } from "../options/values.ts";
 import type { TraceQuery } from "./trace.ts";
+import { DEFAULT_SOURCE_PORT } from "./nft_walker.ts";
 
 /** Usage text for `trace --help`. */
 export const TRACE_USAGE = `Usage: kube-proxy-deno trace --dst IP --dport N [flags]
@@ -22,6 +23,7 @@ Flags:
   --from WHERE          node (default without --src: a process on this node), pod (a pod on this
                         node; the default with --src) or external (another host)
   --src IP              source address (default for --from=node: the node's address of the family)
+  --sport N             source port, which the sh and mh schedulers hash (default ${DEFAULT_SOURCE_PORT})
   --in-interface NAME   the interface the packet comes in on (--from pod|external), for rules that
                         tell pod traffic by interface (--detect-local-mode=BridgeInterface or
                         InterfaceNamePrefix); default: the one the route to --src uses, else for
@@ -49,6 +51,8 @@ export function parseTraceQuery(
     throw new UsageError(`--proto: invalid value ${JSON.stringify(proto)} (tcp, udp or sctp)`);
   }
   const src = given("src");
+  const sportText = given("sport");
+  const sport = sportText === undefined ? undefined : parseInteger("--sport", sportText, 1, 65535);
   const from = given("from") ?? (src === undefined ? "node" : "pod");
   if (from !== "pod" && from !== "node" && from !== "external") {
     throw new UsageError(`--from: invalid value ${JSON.stringify(from)} (pod, node or external)`);
@@ -72,5 +76,16 @@ export function parseTraceQuery(
   if (inInterface !== undefined && from === "node") {
     throw new UsageError("--in-interface: a packet from this node (--from=node) comes in on no interface");
   }
-  return { src, dst, port, protocol: proto, from, inInterface, rulesFile: given("rules"), output, nodeIPs };
+  return {
+    src,
+    dst,
+    port,
+    protocol: proto,
+    ...(sport === undefined ? {} : { sport }),
+    from,
+    inInterface,
+    rulesFile: given("rules"),
+    output,
+    nodeIPs,
+  };
 }

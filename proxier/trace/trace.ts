@@ -12,6 +12,7 @@ import { INTERFACE } from "../options/validation.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import type { IPFamily } from "../types.ts";
 import { formatTrace } from "./format.ts";
+import type { NftPick } from "./nft_walker.ts";
 
 /** What `trace` is asked: one new connection, and where the rules come from. */
 export interface TraceQuery {
@@ -19,6 +20,8 @@ export interface TraceQuery {
   readonly dst: string;
   readonly port: number;
   readonly protocol: "tcp" | "udp" | "sctp";
+  /** The source port (`--sport`): rules that hash it (the sh and mh schedulers) depend on it. */
+  readonly sport?: number;
   /** pod: from a pod on this node; external: from another host; node: from this node itself. */
   readonly from: "pod" | "node" | "external";
   /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */
@@ -44,6 +47,8 @@ export interface Packet {
   readonly dst: string;
   readonly port: number;
   readonly protocol: "tcp" | "udp" | "sctp";
+  /** The source port, for rules that hash it; unset: a fixed ephemeral port (`trace --sport`'s default). */
+  readonly sport?: number;
   /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
   readonly fromHost?: boolean;
   /**
@@ -98,6 +103,11 @@ export interface TraceResult {
   readonly unsupported: readonly string[];
   /** Every path the filter let through was marked for masquerading in nat (no DNAT needed). */
   readonly marked: boolean;
+  /**
+   * How each DNAT chose its endpoint, where the rules say (nftables): the scheduler's expression
+   * and, for a hash (sh, dh, Maglev), the index or slot this packet gets and its endpoint.
+   */
+  readonly picks?: readonly NftPick[];
 }
 
 /** Whether interface `name` matches iptables' `-i` pattern (`veth+` is a prefix; nft writes `veth*`). */
@@ -171,6 +181,7 @@ export function queryPacket(q: TraceQuery, family: IPFamily, nodeIPs: readonly s
     dst: q.dst,
     port: q.port,
     protocol: q.protocol,
+    ...(q.sport === undefined ? {} : { sport: q.sport }),
     fromHost: q.from === "node",
     fromPod: q.from === "pod",
     inInterface: q.inInterface,

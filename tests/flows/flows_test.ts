@@ -45,7 +45,7 @@ for (const dp of Object.values(DATAPATHS)) {
           let trace = loaded.get(key);
           if (trace === undefined) loaded.set(key, trace = await dp.load(setup));
           const r = trace(row.packet);
-          const e = row.expect;
+          const e = row.expectIn?.[dp.mode] ?? row.expect;
           // The model (explain's) says the same as the row, without reading a rule.
           const m = expectConnection(dp.mode, trace.view, {
             src: row.packet.src,

@@ -257,3 +257,38 @@ export const LOCALHOST_NODE_PORTS: ObjectSet = {
     return out;
   },
 };
+
+/**
+ * One Service per kube-router scheduler annotation (`kube-router.io/service.scheduler`), three
+ * endpoints each; the Maglev ones are NodePorts too.
+ */
+export const SCHEDULERS: ObjectSet = {
+  id: "schedulers",
+  build() {
+    const out = { services: [] as V1Service[], slices: [] as V1EndpointSlice[] };
+    const svc = (name: string, n: number, scheduler: string, flags?: string) =>
+      add(
+        out,
+        makeService("sched", name, (s) => {
+          s.spec!.clusterIPs = [`172.30.3.${n}`];
+          s.metadata!.annotations = {
+            "kube-router.io/service.scheduler": scheduler,
+            ...(flags === undefined ? {} : { "kube-router.io/service.schedflags": flags }),
+          };
+          if (scheduler === "mh") {
+            s.spec!.type = "NodePort";
+            s.spec!.ports![0].nodePort = 3200 + n;
+          }
+        }),
+        [1, 2, 3].map((i) => ep(`10.180.3.${n * 10 + i}`)),
+      );
+    svc("rr", 1, "rr");
+    svc("sh", 2, "sh");
+    svc("sh-port", 3, "sh", "flag-2");
+    svc("dh", 4, "dh");
+    svc("mh", 5, "mh");
+    svc("mh-3-tuple", 6, "mh", "flag-1");
+    svc("lc", 7, "lc");
+    return out;
+  },
+};

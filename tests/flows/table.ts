@@ -19,6 +19,7 @@ import {
   type NodeSpec,
   type ObjectSet,
   REPRESENTATIVE,
+  SCHEDULERS,
   TOPOLOGY,
 } from "./objects.ts";
 
@@ -49,6 +50,13 @@ export interface FlowRow {
   readonly excluded?: Readonly<Record<string, ExclusionReason>>;
   /** The same where a mode differs (merged over {@linkcode excluded}). */
   readonly excludedIn?: Readonly<Partial<Record<ProxyMode, Readonly<Record<string, ExclusionReason>>>>>;
+  /**
+   * The expectation where a mode does otherwise, with the reason in {@linkcode differs} (a
+   * scheduler annotation one mode honours and another does not).
+   */
+  readonly expectIn?: Readonly<Partial<Record<ProxyMode, FlowRow["expect"]>>>;
+  /** Why the modes in {@linkcode expectIn} differ. */
+  readonly differs?: string;
   /** Modes the row does not apply to, each with the reason (a misspelt mode does not compile). */
   readonly notFor?: Readonly<Partial<Record<ProxyMode, string>>>;
 }
@@ -570,4 +578,72 @@ export const FLOWS: readonly FlowRow[] = [
     excluded: { "10.180.1.11:80": "topology-zone" },
     notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
   },
+  ...schedulerRows(),
 ];
+
+/**
+ * The scheduler annotations: nftables hashes sh, dh and mh to one endpoint per client (the row's
+ * `sticky`: exactly one of them); the ipvs mode hands them to IPVS (its adapter reports the virtual
+ * server's real servers, not the kernel's pick); iptables and userspace do not honour them.
+ */
+function schedulerRows(): FlowRow[] {
+  const three = (n: number) => [1, 2, 3].map((i) => `10.180.3.${n * 10 + i}:80`);
+  const all = (n: number) => dnat(three(n), false);
+  const hashed = (n: number, masquerade = false) => ({ ...dnat(three(n), masquerade), sticky: true });
+  const notHashed = "only the nftables mode's tracer tells the one endpoint a hash picks; " +
+    "the others reach (or report) every endpoint: iptables and userspace do not honour the annotation, " +
+    "and the ipvs adapter reports the virtual server's real servers";
+  const hashedRow = (name: string, n: number, packet: FlowPacket, masquerade = false): FlowRow => ({
+    name,
+    objects: SCHEDULERS,
+    packet,
+    expect: hashed(n, masquerade),
+    expectIn: {
+      iptables: dnat(three(n), masquerade),
+      userspace: dnat(three(n), masquerade),
+      ipvs: dnat(three(n), masquerade),
+    },
+    differs: notHashed,
+  });
+  return [
+    {
+      name: "scheduler rr: connections go to each endpoint in turn",
+      objects: SCHEDULERS,
+      packet: tcp(POD, "172.30.3.1", 80),
+      expect: all(1),
+    },
+    hashedRow("scheduler sh: a client's connections all go to one endpoint", 2, tcp(POD, "172.30.3.2", 80)),
+    hashedRow(
+      "scheduler sh with flag-2: one endpoint per source address and port",
+      3,
+      tcp(POD, "172.30.3.3", 80),
+    ),
+    hashedRow(
+      "scheduler dh: every connection to the address goes to one endpoint",
+      4,
+      tcp(POD, "172.30.3.4", 80),
+    ),
+    hashedRow(
+      "scheduler mh (Maglev): a connection's 5-tuple picks one endpoint",
+      5,
+      tcp(POD, "172.30.3.5", 80),
+    ),
+    hashedRow(
+      "scheduler mh: the NodePort, from outside, picks one endpoint by the same table",
+      5,
+      tcp(OUTSIDE, NODE_IP, 3205),
+      true,
+    ),
+    hashedRow(
+      "scheduler mh with flags but not flag-2: the source address picks (3-tuple)",
+      6,
+      tcp(POD, "172.30.3.6", 80),
+    ),
+    {
+      name: "scheduler lc: needs IPVS's connection counts; elsewhere connections go to any endpoint",
+      objects: SCHEDULERS,
+      packet: tcp(POD, "172.30.3.7", 80),
+      expect: all(7),
+    },
+  ];
+}
