@@ -79,3 +79,23 @@ export function schedulerNotice(mode: string, scheduler: string | undefined): st
   }
   return `${asked} is not honoured in ${mode} mode, which balances at random; nftables mode honours rr, sh, dh and mh`;
 }
+
+/**
+ * Returns how the nftables mode balances a Service with `s`, in a few words for `explain`
+ * (`tableSize`: Maglev's M).
+ */
+export function describeNftScheduler(s: NftScheduler, tableSize: number): string {
+  const source = s.sourcePort ? "source address and port" : "source address";
+  switch (s.pick) {
+    case "random":
+      return "random (the default)";
+    case "rr":
+      return "rr: round robin on this node";
+    case "sh":
+      return `sh: hash of the ${source}, the same endpoint on every node`;
+    case "dh":
+      return "dh: hash of the destination address";
+    case "mh":
+      return `mh: Maglev, ${tableSize} slots, hash of the ${source}, the same endpoint on every node`;
+  }
+}

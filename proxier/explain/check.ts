@@ -44,6 +44,9 @@ export function datapathCheck(
       output: "json",
       nodeIPs: view.nodeIPs,
       modeChosen: true,
+      // Every endpoint a hash may give (any client's), as the model lists them; this client's pick
+      // is told beside.
+      exploreHashes: true,
     };
     const r = await s.tracer.trace(q, { exec: s.exec, config: s.config, nodeIPs: view.nodeIPs });
     return {
@@ -51,6 +54,15 @@ export function datapathCheck(
       endpoints: r.endpoints,
       masquerade: r.verdict === "DNAT" && !r.masqMixed ? r.masq : undefined,
       rules: r.path.map((p) => p.rule),
+      ...(r.picks?.some((p) => p.slot !== undefined)
+        ? {
+          picks: r.picks.filter((p) => p.slot !== undefined).map((p) =>
+            `${p.chain.startsWith("mh-") ? "Maglev slot" : "index"} ${p.slot} of ${p.of} (${p.expr}) -> ${
+              p.endpoint ?? "none"
+            }`
+          ),
+        }
+        : {}),
       by: `the ${s.rendered === undefined ? "" : "rendered "}${s.tracer.name} rules`,
       ...(r.unsupported.length > 0 ? { note: `the tracer stopped at: ${r.unsupported.join("; ")}` } : {}),
     };

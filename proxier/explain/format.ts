@@ -82,6 +82,7 @@ function clientLines(c: ClientReport): string[] {
     out.push("    datapath: not checked here (nothing to read it from)");
   } else if (c.agrees === true) {
     out.push(...wrap("    ", `datapath: agrees (${c.datapath.by})`));
+    for (const p of c.datapath.picks ?? []) out.push(...wrap("      ", `this connection: ${p}`));
   } else if (c.agrees === false) {
     out.push(...wrap("    ", `DISAGREEMENT: ${c.disagreement}`));
   } else {

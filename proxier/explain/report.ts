@@ -10,6 +10,8 @@ import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
 import { type Client, clientsOf } from "./clients.ts";
 import { type Connection, type Exclusion, type Expectation, expectConnection } from "./model.ts";
 import type { FamilyView } from "./view.ts";
+import { describeNftScheduler, nftablesScheduler, schedulerNotice } from "../../loadbalancer/schedulers.ts";
+import { DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 
 /** The schema name every report carries. */
 export const EXPLAIN_SCHEMA = "kube-proxy-deno.explain/v1";
@@ -29,6 +31,11 @@ export interface DatapathAnswer {
   readonly by: string;
   /** Why the answer is incomplete (a rule the tracer does not understand). */
   readonly note?: string;
+  /**
+   * Where a hash picks the endpoint (the sh, dh and mh schedulers): the index or Maglev slot this
+   * connection gets and its endpoint, one line per pick.
+   */
+  readonly picks?: string[];
 }
 
 /** Where `explain` reads the model and asks the datapath. */
@@ -84,7 +91,11 @@ export interface PortReport {
   readonly internalTrafficPolicy: "Cluster" | "Local";
   /** ClientIP affinity's timeout; null without affinity. */
   readonly affinitySeconds: number | null;
-  /** The IPVS scheduler (ipvs mode: kube-router's annotation, else `--ipvs-scheduler`); else null. */
+  /**
+   * How new connections are balanced: the IPVS scheduler (ipvs mode: kube-router's annotation,
+   * else `--ipvs-scheduler`), the nftables mode's (the annotation's, else random); in the other
+   * modes null, or what they do instead of an annotation they do not honour.
+   */
   readonly scheduler: string | null;
   /** What the health check node port answers (externalTrafficPolicy Local); null without one. */
   readonly healthCheck: {
@@ -208,7 +219,7 @@ function portReport(
     externalTrafficPolicy: svc.externalPolicyLocal ? "Local" : "Cluster",
     internalTrafficPolicy: svc.internalPolicyLocal ? "Local" : "Cluster",
     affinitySeconds: svc.stickyMaxAgeSeconds === 0 ? null : svc.stickyMaxAgeSeconds,
-    scheduler: mode === "ipvs" ? svc.scheduler ?? view.ipvsScheduler ?? "rr" : null,
+    scheduler: schedulerOf(mode, svc, view),
     healthCheck: svc.healthCheckNodePort === 0 ? null : {
       nodePort: svc.healthCheckNodePort,
       status: usableLocal > 0 ? 200 : 503,
@@ -306,4 +317,20 @@ export function summarizeServices(views: readonly FamilyView[]): ServiceSummary[
 /** The exclusions of a client as text lines (for the text report). */
 export function exclusionLines(excluded: readonly Exclusion[]): string[] {
   return excluded.map((x) => `not ${x.endpoint}: ${x.detail}`);
+}
+
+/** What {@linkcode PortReport.scheduler} says for `svc` in `mode`. */
+function schedulerOf(mode: string, svc: ServicePortInfo, view: FamilyView): string | null {
+  if (mode === "ipvs") return svc.scheduler ?? view.ipvsScheduler ?? "rr";
+  if (mode === "nftables") {
+    const described = describeNftScheduler(
+      nftablesScheduler(svc.scheduler, svc.schedFlags),
+      view.maglevTableSize ?? DEFAULT_MAGLEV_TABLE_SIZE,
+    );
+    return schedulerNotice(mode, svc.scheduler) === undefined
+      ? described
+      : `${described}; ${svc.scheduler} is not honoured here`;
+  }
+  if (schedulerNotice(mode, svc.scheduler) === undefined) return null;
+  return `${mode === "userspace" ? "round robin" : "random"}; ${svc.scheduler} is not honoured here`;
 }

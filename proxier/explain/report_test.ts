@@ -9,10 +9,13 @@ import { datapathCheck } from "./check.ts";
 import { addressIn } from "./clients.ts";
 import { formatExplain } from "./format.ts";
 import { type ExplainContext, explainService, summarizeServices } from "./report.ts";
+import { type ObjectSet, SCHEDULERS } from "../../tests/flows/objects.ts";
 
 /** nftables on the fake nft with the flow table's representative objects; the datapath read as `nft list` shows it. */
-async function nftables(): Promise<{ ctx: ExplainContext; apply: (s: string) => Promise<void> }> {
-  const { fake, proxier } = nftablesSetup();
+async function nftables(
+  objects?: ObjectSet,
+): Promise<{ ctx: ExplainContext; apply: (s: string) => Promise<void> }> {
+  const { fake, proxier } = nftablesSetup({ maglevTableSize: 1021 }, { objects });
   await proxier.syncNow();
   const config = parseCommandLine([], () => "").config;
   return {
@@ -120,4 +123,35 @@ Deno.test("explain: another family's endpoints are named as never reached throug
     reason: "wrong-family",
     detail: "an IPv6 address: reached only through the Service's IPv6 addresses, and it has none",
   }]);
+});
+
+Deno.test("explain: a hashing scheduler agrees with the kernel: every endpoint any client may get, and this client's slot", async () => {
+  const { ctx, apply } = await nftables(SCHEDULERS);
+  for (const svc of ["sched/sh", "sched/dh", "sched/mh", "sched/mh-3-tuple", "sched/rr", "sched/lc"]) {
+    const r = (await explainService(ctx, svc))!;
+    assertEquals(r.disagreements, 0, formatExplain(r));
+  }
+  const mh = (await explainService(ctx, "sched/mh"))!;
+  assertEquals(
+    mh.ports[0].scheduler,
+    "mh: Maglev, 1021 slots, hash of the source address and port, the same endpoint on every node",
+  );
+  const pod = mh.ports[0].clients.find((c) => c.client === "pod")!;
+  assertEquals(pod.datapath!.endpoints, ["10.180.3.51:80", "10.180.3.52:80", "10.180.3.53:80"]);
+  assertMatch(
+    pod.datapath!.picks![0],
+    /^Maglev slot \d+ of 1021 \(jhash ip saddr \. th sport mod 1021 seed 0x6b707264\) -> 10\.180\.3\.5[123]:80$/,
+  );
+  assertMatch(formatExplain(mh), /\n {6}this connection: Maglev slot \d+ of 1021 /);
+  assertEquals(
+    (await explainService(ctx, "sched/lc"))!.ports[0].scheduler,
+    "random (the default); lc is not honoured here",
+  );
+  // A Maglev slot rewritten behind the proxy's back: that endpoint is not the model's.
+  await apply(
+    `delete element ip ${TABLE} mh-internal/sched/mh/p80 { 7 }\nadd element ip ${TABLE} mh-internal/sched/mh/p80 { 7 : 10.9.9.9 . 80 }\n`,
+  );
+  const broken = (await explainService(ctx, "sched/mh"))!;
+  assert(broken.disagreements > 0, formatExplain(broken));
+  assertMatch(broken.ports[0].clients[0].disagreement!, /10\.9\.9\.9:80; the model: 10\.180\.3\.51:80/);
 });

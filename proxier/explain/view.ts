@@ -57,6 +57,8 @@ export interface FamilyView {
   readonly servesServiceIPs?: boolean;
   /** The default IPVS scheduler (`--ipvs-scheduler`), in ipvs mode. */
   readonly ipvsScheduler?: string;
+  /** Maglev's table size (`--maglev-table-size`), in nftables mode. */
+  readonly maglevTableSize?: number;
   /** Per Service (`namespace/name`): when it last changed and was applied. */
   timing(service: string): ServiceTiming | undefined;
 }

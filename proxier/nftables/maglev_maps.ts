@@ -95,10 +95,15 @@ export class MaglevMaps {
     const old = this.#held.get(want.name);
     this.#held.set(want.name, next);
     const slot = (h: Held, i: number) => `${i} : ${h.values[h.slots[i]]}`;
+    // Said in the transaction, so `render` shows it (nft skips comment lines).
+    const about = `# ${want.name}: Maglev, ${m} slots over ${next.values.length} endpoint${
+      next.values.length === 1 ? "" : "s"
+    }, slot = hash of the source address${want.sourcePort ? " and port" : ""}`;
     if (old === undefined || old.sourcePort !== want.sourcePort) {
       const decl = `{ typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
       const name = want.name;
       return [
+        about,
         `add chain ${t} ${name}`,
         `flush chain ${t} ${name}`,
         // "add" first, so the delete succeeds when the map does not exist yet.
@@ -115,7 +120,9 @@ export class MaglevMaps {
     for (let i = 0; i < m; i++) {
       if (old.values[old.slots[i]] !== next.values[next.slots[i]]) moved.push(i);
     }
+    if (moved.length === 0) return [];
     return [
+      `${about}: ${moved.length} slots move`,
       ...elementStatements(this.#o.family, "delete", want.name, moved.map(String)),
       ...elementStatements(this.#o.family, "add", want.name, moved.map((i) => slot(next, i))),
     ];

@@ -152,6 +152,7 @@ export class NftablesProxier extends BaseProxier {
       masqueradeAll: this.#o.masqueradeAll,
       loopbackNodePorts: this.localhost !== undefined ? "socket" : "none",
       nodePortIPs: this.#nodePortIPs(),
+      maglevTableSize: this.#maglev.tableSize,
     };
   }
 

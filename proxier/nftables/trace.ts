@@ -40,7 +40,7 @@ export async function traceNftables(
   const pkt = queryPacket(q, family, nodeIPs);
   const none = { redirects: [], marked: false, unsupported: [] as string[] };
   try {
-    const r = traceNft(ruleset, family, TABLE, pkt, nodeIPs);
+    const r = traceNft(ruleset, family, TABLE, pkt, nodeIPs, { exploreHashes: q.exploreHashes });
     return { ...none, ...r, path: r.steps };
   } catch (e) {
     return {

@@ -85,13 +85,13 @@ export function traceNft(
   table: string,
   pkt: NftPacket,
   nodeIPs: readonly string[],
-  opts: { record?: boolean } = {},
+  opts: { record?: boolean; exploreHashes?: boolean } = {},
 ): NftTraceResult {
   const t = nft.table(family, table);
   if (t === undefined) throw new Error(`nft tracer: no table ${table}`);
   const isLocal = (ip: string) =>
     nodeIPs.includes(ip) || (addressFamily(ip) === "IPv4" ? inCIDR(ip, "127.0.0.0/8") : ip === "::1");
-  const ev = new Evaluator(t, table, family, pkt, isLocal, opts.record ?? false);
+  const ev = new Evaluator(t, table, family, pkt, isLocal, opts.record ?? false, opts.exploreHashes ?? false);
   let states: State[] = [{ dst: pkt.dst, port: pkt.port, mark: 0, masq: false, trail: [], p: 1, steps: [] }];
   const finished: Array<{ st: State; verdict: "REJECT" | "DROP" }> = [];
   const runHook = (hook: string, list: State[]): State[] => {
@@ -162,6 +162,7 @@ class Evaluator {
   readonly #pkt: NftPacket;
   readonly #isLocal: (ip: string) => boolean;
   readonly #record: boolean;
+  readonly #exploreHashes: boolean;
 
   constructor(
     t: NftTable,
@@ -170,6 +171,7 @@ class Evaluator {
     pkt: NftPacket,
     isLocal: (ip: string) => boolean,
     record: boolean,
+    exploreHashes: boolean,
   ) {
     this.#t = t;
     this.#fam = family === "IPv4" ? "ip" : "ip6";
@@ -177,6 +179,7 @@ class Evaluator {
     this.#pkt = pkt;
     this.#isLocal = isLocal;
     this.#record = record;
+    this.#exploreHashes = exploreHashes;
   }
 
   /** Base chains on `hook`, in priority order. */
@@ -419,13 +422,12 @@ class Evaluator {
       const mod = expr.indexOf("mod");
       const n = Number(expr[mod + 1]);
       if (!(n > 0)) throw new Error(`nft tracer: unsupported modulus in: ${rule}`);
-      if (numgen >= 0) {
-        for (let k = 0; k < n; k++) keys.push([...head, String(k)]);
-      } else {
-        const slot = this.#jhash(expr.slice(1, mod), n, expr, st, rule);
-        keys.push([...head, String(slot)]);
-        pick = { expr: expr.join(" "), slot, of: n };
+      if (numgen < 0) {
+        pick = { expr: expr.join(" "), slot: this.#jhash(expr.slice(1, mod), n, expr, st, rule), of: n };
       }
+      if (numgen >= 0 || this.#exploreHashes) {
+        for (let k = 0; k < n; k++) keys.push([...head, String(k)]);
+      } else keys.push([...head, String(pick!.slot)]);
       pick ??= { expr: expr.join(" "), of: n };
     } else keys.push(this.#expr(keyTokens, 0, st, rule).values);
     // Each numgen branch takes an equal share of this path's connections.
@@ -440,11 +442,13 @@ class Evaluator {
         continue;
       }
       const [ip, port] = hit.split(" . ");
-      const endpoint = ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
-      out.push({ st: { ...st, p, dst: ip, port: Number(port), dnat: endpoint }, end: "accept" });
+      out.push({ st: { ...st, p, dst: ip, port: Number(port), dnat: endpointOf(hit) }, end: "accept" });
     }
     if (pick !== undefined && !this.picks.some((p) => p.chain === chain && p.expr === pick!.expr)) {
-      const endpoint = pick.slot === undefined ? undefined : out.find((o) => o.end !== undefined)?.st.dnat;
+      const at = pick.slot === undefined
+        ? undefined
+        : this.#lookup(map, [...keys[0].slice(0, -1), String(pick.slot)]);
+      const endpoint = at === undefined ? undefined : endpointOf(at);
       this.picks.push({ chain, ...pick, ...(endpoint === undefined ? {} : { endpoint }) });
     }
     // Branches that all missed are one fall-through, with their shares together.
@@ -490,6 +494,12 @@ class Evaluator {
     const value = this.#expr(tokenize(v), 0, st, rule).values.join(" . ");
     map.elements.set(key, { value });
   }
+}
+
+/** `ip:port` (`[ip]:port` for IPv6) of a DNAT map value `ip . port`. */
+function endpointOf(value: string): string {
+  const [ip, port] = value.split(" . ");
+  return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
 }
 
 /** Splits a rule into tokens; `{ ... }` groups stay one token. */

@@ -22,6 +22,11 @@ export interface TraceQuery {
   readonly protocol: "tcp" | "udp" | "sctp";
   /** The source port (`--sport`): rules that hash it (the sh and mh schedulers) depend on it. */
   readonly sport?: number;
+  /**
+   * Take every index a hash can give, as for `numgen` (`explain`: the endpoints any client can
+   * reach), besides the one this packet gets (in the result's picks). Default: that one only.
+   */
+  readonly exploreHashes?: boolean;
   /** pod: from a pod on this node; external: from another host; node: from this node itself. */
   readonly from: "pod" | "node" | "external";
   /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */

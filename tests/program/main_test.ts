@@ -11,6 +11,8 @@ import { TestApiServer } from "../support/api_server.ts";
 import { makeService } from "../support/fixtures.ts";
 import { eventually, freePort } from "../support/net_helpers.ts";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { maglevTable } from "../../loadbalancer/maglev.ts";
+import { nftJhash, portBytes } from "../../loadbalancer/jhash.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -518,6 +520,87 @@ Deno.test("main: trace over rendered rules names the rules hit, the endpoints wi
     const misplaced = await run(["--dst=1.2.3.4"]);
     assertEquals(misplaced.code, 2);
     assertMatch(misplaced.stderr, /--dst: only the trace command takes it/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A Maglev NodePort Service (`kube-router.io/service.scheduler: mh`) with three endpoints. */
+const MAGLEV_OBJECTS = `apiVersion: v1
+kind: Service
+metadata:
+  namespace: default
+  name: web
+  annotations: { kube-router.io/service.scheduler: mh }
+spec:
+  type: NodePort
+  clusterIP: 172.30.0.20
+  clusterIPs: [172.30.0.20]
+  ports: [{ name: http, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30090 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  namespace: default
+  name: web-1
+  labels: { kubernetes.io/service-name: web }
+addressType: IPv4
+ports: [{ name: http, protocol: TCP, port: 8080 }]
+endpoints:
+  - { addresses: [10.180.1.1], conditions: { ready: true } }
+  - { addresses: [10.180.1.2], conditions: { ready: true } }
+  - { addresses: [10.180.1.3], conditions: { ready: true } }
+`;
+
+Deno.test("main: render and trace show a Maglev Service's table, and the slot and endpoint each source port gets", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/objects.yaml`, MAGLEV_OBJECTS);
+    const rendered = await run([
+      "render",
+      "--proxy-mode=nftables",
+      `--source=file:${dir}/objects.yaml`,
+      "--cluster-cidr=10.180.0.0/16",
+      "--maglev-table-size=251",
+      "--maglev-seed=7",
+    ]);
+    assertEquals(rendered.code, 0, rendered.stderr);
+    assertMatch(
+      rendered.stdout,
+      /\n# mh-internal\/default\/web\/http: Maglev, 251 slots over 3 endpoints, slot = hash of the source address and port\n/,
+    );
+    assertMatch(
+      rendered.stdout,
+      /\nadd rule ip kube-proxy mh-internal\/default\/web\/http meta l4proto \{ tcp, udp, sctp \} th dport != 0 dnat ip to jhash ip saddr \. th sport mod 251 seed 0x00000007 map @mh-internal\/default\/web\/http\n/,
+    );
+    await Deno.writeTextFile(`${dir}/rules`, rendered.stdout);
+    const table = maglevTable(["10.180.1.1:8080", "10.180.1.2:8080", "10.180.1.3:8080"], 251, 7);
+    for (const sport of [40000, 40001, 51000]) {
+      const t = await run([
+        "trace",
+        `--rules=${dir}/rules`,
+        "--from=external",
+        "--src=203.0.113.7",
+        `--sport=${sport}`,
+        "--node-ip=192.168.0.2",
+        "--dst=172.30.0.20",
+        "--dport=80",
+      ]);
+      assertEquals(t.code, 0, t.stderr);
+      const slot = nftJhash([Uint8Array.of(203, 0, 113, 7), portBytes(sport)], 251, 7);
+      assertMatch(
+        t.stdout,
+        new RegExp(`^packet: tcp 203\\.0\\.113\\.7:${sport} -> 172\\.30\\.0\\.20:80 from external`),
+      );
+      assert(
+        t.stdout.includes(
+          `pick: mh-internal/default/web/http: jhash ip saddr . th sport mod 251 seed 0x00000007\n  Maglev slot ${slot} of 251 -> ${
+            table[slot]
+          }\nendpoints:\n  ${table[slot]}  100.0%\n`,
+        ),
+        t.stdout,
+      );
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
