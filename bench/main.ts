@@ -1,6 +1,6 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [ipvs] [conntrack] [npl] [chaos] [soak]
+ * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [conntrack] [npl] [chaos] [soak]
  * (default: all but chaos and soak). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
  * VM (CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODES=iptables,iptables-legacy,nftables,ipvs change it). `soak` runs the
@@ -18,7 +18,9 @@ import { benchSoak } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 
 const which = new Set(
-  Deno.args.length > 0 ? Deno.args : ["userspace", "iptables", "nftables", "ipvs", "conntrack", "npl"],
+  Deno.args.length > 0
+    ? Deno.args
+    : ["userspace", "iptables", "nftables", "maglev", "ipvs", "conntrack", "npl"],
 );
 
 /** Runs a bench program in its own process (so peak memory is its own); returns its JSON lines merged. */
@@ -190,6 +192,58 @@ if (which.has("ipvs")) {
       );
     } finally {
       await Deno.remove(dir, { recursive: true });
+    }
+  }
+}
+
+if (which.has("maglev")) {
+  out(
+    "\n## Maglev (nftables, `kube-router.io/service.scheduler: mh`), 10,000 random flows (source address and " +
+      "port) to a Service of N endpoints, each walked through each node's rules by the nftables tracer " +
+      "(jhash as the kernel computes it). Agree: two nodes with the same objects (endpoints listed in " +
+      "opposite orders) send a flow to the same endpoint. Moved: flows whose endpoint changes when one " +
+      "endpoint is removed (a partial sync). The paper's reference: only the removed endpoint's 1/N must " +
+      "move; the bound asked is 1/N + 2%. sh hashes onto the sorted endpoint list; random draws anew.",
+  );
+  out("| N | M | agree: mh / sh / random | moved: mh / sh / random | 1/N + 2% | mh within |");
+  out("| ---: | ---: | ---: | ---: | ---: | :---: |");
+  for (const m of [1021, 16381]) {
+    for (const n of [3, 10, 100]) {
+      const r = await child("./maglev.ts", ["flows", String(n), String(m)]);
+      out(
+        `| ${n} | ${m} | ${r.mhAgreePct}% / ${r.shAgreePct}% / ${r.randomAgreePct}% | ${r.mhMovedPct}% / ${r.shMovedPct}% / ${r.randomMovedPct}% | ${r.boundPct}% | ${
+          Number(r.mhMovedPct) <= Number(r.boundPct) ? "yes" : "no"
+        } |`,
+      );
+    }
+  }
+  out("\nTable build (our work, once per endpoint change) and the kernel's elements per table:");
+  out("| M | N | build ms | elements per table |");
+  out("| ---: | ---: | ---: | ---: |");
+  for (const m of [1021, 16381]) {
+    const r = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", new URL("./maglev.ts", import.meta.url).pathname, "build", String(m)],
+    }).output();
+    for (const line of new TextDecoder().decode(r.stdout).split("\n").filter((l) => l.startsWith("{"))) {
+      const b = JSON.parse(line);
+      out(`| ${m} | ${b.endpoints} | ${b.buildMs} | ${m} |`);
+    }
+  }
+  if (Deno.uid() === 0) {
+    out(
+      "\nFull sync of 10,000 Services x 10 endpoints with 1% of them Maglev (100 tables), the real proxier on " +
+        "the real nft in a fresh namespace; change: one endpoint of a Maglev Service replaced, event to kernel; " +
+        "nft peak: the nft process loading that first transaction:",
+    );
+    out("| M | Maglev elements | full sync | change to kernel | nft peak MiB |");
+    out("| ---: | ---: | ---: | ---: | ---: |");
+    for (const m of [0, 1021, 16381]) {
+      const k = await child("./maglev.ts", ["kernel", "10000", String(m)]);
+      out(
+        `| ${
+          m === 0 ? "none (no Maglev)" : m
+        } | ${k.maglevElements} | ${k.fullSyncS} s | ${k.changeMs} ms | ${k.nftPeakMiB ?? "-"} |`,
+      );
     }
   }
 }

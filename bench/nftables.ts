@@ -27,7 +27,7 @@ import { benchConfig, feedGenerated, generate, peakRssMiB, slice } from "./objec
  */
 class TableKeepingDryRun extends DryRunExecutor {
   override run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
-    if (cmd === "nft" && opts.args.join(" ") === `-j -t list table ip ${TABLE}` && this.commands.length > 0) {
+    if (cmd === "nft" && opts.args.join(" ") === "-j list chains ip" && this.commands.length > 0) {
       const chain = { family: "ip", table: TABLE, name: LAYOUT_MARKER };
       return Promise.resolve({ code: 0, stdout: JSON.stringify({ nftables: [{ chain }] }), stderr: "" });
     }

@@ -141,15 +141,10 @@ export class NftRunner implements NFTables {
 
   /** @inheritdoc */
   async listChains(table: string): Promise<string[] | undefined> {
-    // Only our table, tersely (`-t`: sets and maps without their elements): nft reads no other
-    // program's table, whatever nft wrote it, and none of our elements.
-    let objects: unknown[];
-    try {
-      objects = await this.#list(["table", this.#family, table], ["-t"]);
-    } catch (e) {
-      if (e instanceof ExecError && /No such file or directory/.test(e.message)) return undefined;
-      throw e;
-    }
+    // The family's chains, names only: nft reads no rule, set or element of any table (even
+    // `list table -t` fetches every element: 1.5 s at a million), so this stays cheap at any scale
+    // and whatever another program holds.
+    const objects = await this.#list(["chains", this.#family]);
     const chains = objects
       .map((o) => (o as { chain?: { table?: string; name?: string } }).chain)
       .filter((c) => c?.table === table && typeof c.name === "string")

@@ -149,7 +149,7 @@ Deno.test("explain: a hashing scheduler agrees with the kernel: every endpoint a
   );
   // A Maglev slot rewritten behind the proxy's back: that endpoint is not the model's.
   await apply(
-    `delete element ip ${TABLE} mh-internal/sched/mh/p80 { 7 }\nadd element ip ${TABLE} mh-internal/sched/mh/p80 { 7 : 10.9.9.9 . 80 }\n`,
+    `delete element ip ${TABLE} mh-internal/sched/mh/p80/m1021-s6b707264-5t { 7 }\nadd element ip ${TABLE} mh-internal/sched/mh/p80/m1021-s6b707264-5t { 7 : 10.9.9.9 . 80 }\n`,
   );
   const broken = (await explainService(ctx, "sched/mh"))!;
   assert(broken.disagreements > 0, formatExplain(broken));

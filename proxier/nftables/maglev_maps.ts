@@ -1,7 +1,9 @@
 /**
  * The nftables mode's Maglev Services (`kube-router.io/service.scheduler: mh`): per service port and
- * traffic class, a chain and a map of the same name, `mh-<class>/<namespace>/<name>[/<port>]`. The
- * map holds the lookup table (`loadbalancer/maglev.ts`): slot -> endpoint, M elements. The chain
+ * traffic class, a chain and a map of the same name,
+ * `mh-<class>/<namespace>/<name>[/<port>]/m<M>-s<seed>-<5t|3t>` (the hash's parameters in the
+ * name: a table of other parameters is another table, never one rewritten in place). The map holds
+ * the lookup table (`loadbalancer/maglev.ts`): slot -> endpoint, M elements. The chain
  * DNATs through it with slot = `jhash` of the source address and port (the source address alone
  * for the 3-tuple) `mod M`, seeded with the cluster-wide seed, so every node given the same
  * endpoints sends a connection to the same one. The map is written whole when it is created and
@@ -19,11 +21,29 @@ export type MaglevClass = "internal" | "external" | "external-cluster";
 /** The prefix of every Maglev chain and map. */
 export const MAGLEV_PREFIX = "mh-";
 
-/** Returns the chain and map name of `port`'s table for `cls`. */
-export function maglevName(cls: MaglevClass, port: ServicePortName): NftName {
-  const p = port.port === "" ? "" : `/${port.port}`;
-  return `${MAGLEV_PREFIX}${cls}/${port.namespace}/${port.name}${p}`;
+/** The parameters every node must share for its tables to agree. */
+export interface MaglevParams {
+  /** M: the number of slots, a prime. */
+  readonly tableSize: number;
+  /** The cluster-wide seed of the tables and of the slot hash. */
+  readonly seed: number;
 }
+
+/** Returns the chain and map name of `port`'s table for `cls` (`sourcePort`: the 5-tuple). */
+export function maglevName(
+  cls: MaglevClass,
+  port: ServicePortName,
+  o: MaglevParams,
+  sourcePort: boolean,
+): NftName {
+  const p = port.port === "" ? "" : `/${port.port}`;
+  return `${MAGLEV_PREFIX}${cls}/${port.namespace}/${port.name}${p}/m${o.tableSize}-s${hex(o.seed)}-${
+    sourcePort ? "5t" : "3t"
+  }`;
+}
+
+/** A seed as nft prints it, without the `0x`. */
+const hex = (seed: number) => seed.toString(16).padStart(8, "0");
 
 /** A table a service port needs. */
 export interface MaglevWant {
@@ -34,21 +54,16 @@ export interface MaglevWant {
   readonly sourcePort: boolean;
 }
 
-/** What the kernel holds for one table, as this process wrote it. */
+/** What the kernel holds for one table, as this process wrote (or read) it. */
 interface Held {
-  readonly sourcePort: boolean;
   /** Map values by backend index. */
   readonly values: readonly string[];
   readonly slots: Int32Array;
 }
 
 /** Options of {@linkcode MaglevMaps}. */
-export interface MaglevMapsOptions {
+export interface MaglevMapsOptions extends MaglevParams {
   readonly family: IPFamily;
-  /** M: the number of slots, a prime. */
-  readonly tableSize: number;
-  /** The cluster-wide seed of the tables and of the slot hash. */
-  readonly seed: number;
 }
 
 /** One family's Maglev tables: what the kernel holds of each, and the statements that change it. */
@@ -75,11 +90,44 @@ export class MaglevMaps {
     }`;
   }
 
+  /** Whether the kernel's content of table `name` is known (written or adopted by this process). */
+  holds(name: NftName): boolean {
+    return this.#held.has(name);
+  }
+
+  /**
+   * Takes the kernel's listing of table `name` (left by an earlier run) as what it holds, so that
+   * only the slots that differ are written; returns false, taking nothing, unless every slot is
+   * there.
+   */
+  adopt(
+    name: NftName,
+    elements: ReadonlyArray<{ key: readonly string[]; value: readonly string[] }>,
+  ): boolean {
+    const m = this.#o.tableSize;
+    if (elements.length !== m) return false;
+    const values: string[] = [];
+    const index = new Map<string, number>();
+    const slots = new Int32Array(m).fill(-1);
+    for (const e of elements) {
+      const slot = Number(e.key[0]);
+      if (!Number.isInteger(slot) || slot < 0 || slot >= m || slots[slot] >= 0 || e.value.length !== 2) {
+        return false;
+      }
+      const value = e.value.join(" . ");
+      let i = index.get(value);
+      if (i === undefined) index.set(value, i = values.push(value) - 1);
+      slots[slot] = i;
+    }
+    this.#held.set(name, { values, slots });
+    return true;
+  }
+
   /**
    * Returns the statements that make the kernel hold `want`: the chain and the whole map when the
-   * kernel has no such table from this process (or its hash changed: nft 1.0.6 cannot add a rule
-   * reading a `typeof` map that exists, so both are written anew), else the deletes and adds of the
-   * slots whose endpoint changed (none when nothing did).
+   * kernel has no such table known to this process (nft 1.0.6 cannot add a rule reading a `typeof`
+   * map that exists, so both are written anew), else the deletes and adds of the slots whose
+   * endpoint changed (none when nothing did).
    */
   statements(want: MaglevWant): string[] {
     const { fam } = words(this.#o.family);
@@ -87,11 +135,7 @@ export class MaglevMaps {
     const m = this.#o.tableSize;
     const byKey = new Map(want.endpoints.map((e) => [e.key, e.value]));
     const lookup = maglevLookup(byKey.keys(), m, this.#o.seed);
-    const next: Held = {
-      sourcePort: want.sourcePort,
-      values: lookup.names.map((k) => byKey.get(k)!),
-      slots: lookup.slots,
-    };
+    const next: Held = { values: lookup.names.map((k) => byKey.get(k)!), slots: lookup.slots };
     const old = this.#held.get(want.name);
     this.#held.set(want.name, next);
     const slot = (h: Held, i: number) => `${i} : ${h.values[h.slots[i]]}`;
@@ -99,7 +143,7 @@ export class MaglevMaps {
     const about = `# ${want.name}: Maglev, ${m} slots over ${next.values.length} endpoint${
       next.values.length === 1 ? "" : "s"
     }, slot = hash of the source address${want.sourcePort ? " and port" : ""}`;
-    if (old === undefined || old.sourcePort !== want.sourcePort) {
+    if (old === undefined) {
       const decl = `{ typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
       const name = want.name;
       return [

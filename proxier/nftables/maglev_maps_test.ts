@@ -6,9 +6,10 @@ import { MaglevMaps, maglevName, type MaglevWant } from "./maglev_maps.ts";
 
 const M = 1021;
 const SEED = 0x1234;
-const name = maglevName("internal", { namespace: "ns", name: "web", port: "http", protocol: "TCP" });
+const PORT = { namespace: "ns", name: "web", port: "http", protocol: "TCP" } as const;
+const name = maglevName("internal", PORT, { tableSize: M, seed: SEED }, true);
 const want = (n: number, skip?: number, sourcePort = true): MaglevWant => ({
-  name,
+  name: sourcePort ? name : maglevName("internal", PORT, { tableSize: M, seed: SEED }, false),
   sourcePort,
   endpoints: Array.from({ length: n }, (_, i) => i + 1).filter((i) => i !== skip).map((i) => ({
     key: `10.180.0.${i}:8080`,
@@ -33,10 +34,10 @@ async function setup() {
 
 Deno.test("maglev maps: a new table is its chain, the lookup rule and all M slots; the kernel holds the paper's table", async () => {
   const { fake, maps, apply } = await setup();
-  assertEquals(name, "mh-internal/ns/web/http");
+  assertEquals(name, "mh-internal/ns/web/http/m1021-s00001234-5t");
   await apply(maps.statements(want(10)));
   assertEquals(fake.table("IPv4", TABLE)!.chains.get(name)!.rules, [
-    "meta l4proto { tcp, udp, sctp } th dport != 0 dnat ip to jhash ip saddr . th sport mod 1021 seed 0x00001234 map @mh-internal/ns/web/http",
+    `meta l4proto { tcp, udp, sctp } th dport != 0 dnat ip to jhash ip saddr . th sport mod 1021 seed 0x00001234 map @${name}`,
   ]);
   const expected = maglevTable(want(10).endpoints.map((e) => e.key), M, SEED).map((k) =>
     k.replace(":", " . ")
@@ -67,18 +68,27 @@ Deno.test("maglev maps: removing one of 10 endpoints rewrites only the slots tha
   assert(!after.includes("10.180.0.4 . 8080"));
 });
 
-Deno.test("maglev maps: another hash (the 3-tuple) writes the table anew; a forgotten table is written whole", async () => {
+Deno.test("maglev maps: the hash's parameters are in the name; a table read back from the kernel is updated slot by slot", async () => {
+  assertEquals(
+    maglevName("external-cluster", { ...PORT, port: "" }, { tableSize: 16381, seed: 0x6b707264 }, false),
+    "mh-external-cluster/ns/web/m16381-s6b707264-3t",
+  );
   const { fake, maps, apply } = await setup();
-  await apply(maps.statements(want(3)));
-  const lines = maps.statements(want(3, undefined, false));
-  assert(lines.includes(`delete map ip ${TABLE} ${name}`), "nft cannot add a rule to a typeof map it holds");
+  await apply(maps.statements(want(10)));
+  // Another run of the proxy: it reads the table back, then writes only what moved.
+  const again = new MaglevMaps({ family: "IPv4", tableSize: M, seed: SEED });
+  const listed = [...fake.table("IPv4", TABLE)!.sets.get(name)!.elements].map(([k, v]) => ({
+    key: [k],
+    value: v.value.split(" . "),
+  }));
+  assertEquals(again.adopt(name, listed.slice(1)), false, "an incomplete table is not taken");
+  assertEquals(again.adopt(name, listed), true);
+  assertEquals(again.statements(want(10)), []);
+  const lines = again.statements(want(10, 4));
+  assert(lines.length > 0 && !lines.some((l) => l.startsWith("add map")));
   await apply(lines);
-  assertEquals(fake.table("IPv4", TABLE)!.chains.get(name)!.rules, [
-    "meta l4proto { tcp, udp, sctp } th dport != 0 dnat ip to jhash ip saddr mod 1021 seed 0x00001234 map @mh-internal/ns/web/http",
-  ]);
-  maps.forget(name);
-  const again = maps.statements(want(3, undefined, false));
-  assertEquals(again.filter((l) => l.startsWith("add element")).join(",").split(" : ").length - 1, M);
-  await apply(again);
-  assertEquals(held(fake).filter((v) => v !== undefined).length, M);
+  assertEquals(
+    held(fake),
+    maglevTable(want(10, 4).endpoints.map((e) => e.key), M, SEED).map((k) => k.replace(":", " . ")),
+  );
 });

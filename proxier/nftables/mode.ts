@@ -199,10 +199,13 @@ export const nftablesMode: ProxyModeDefinition = {
         })
       ),
     );
-    return familyRenderer(
-      families,
-      (p) => `# nft -f - input (${nftFamily(p.family)})\n${dryRun.lastInput("nft") ?? ""}`,
-    );
+    // Each family's sync, in order: a new Maglev table is a transaction of its own before the sync's.
+    let seen = 0;
+    return familyRenderer(families, (p) => {
+      const inputs = dryRun.commands.slice(seen).filter((c) => c.cmd === "nft" && c.stdin !== undefined);
+      seen = dryRun.commands.length;
+      return inputs.map((c) => `# nft -f - input (${nftFamily(p.family)})\n${c.stdin}`).join("");
+    });
   },
 
   trace: async (q, d) => (await import("./trace.ts")).traceNftables(q, d),

@@ -16,7 +16,7 @@ import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 import { nftablesScheduler } from "../../loadbalancer/schedulers.ts";
 import { type LbChain, lbChainName } from "./backends.ts";
-import { type MaglevClass, maglevName, type MaglevWant } from "./maglev_maps.ts";
+import { type MaglevClass, maglevName, type MaglevParams, type MaglevWant } from "./maglev_maps.ts";
 import {
   AFFINITY_CHECK,
   AFFINITY_RECORDS,
@@ -61,6 +61,8 @@ export interface PortElementOptions {
   readonly nodeIPs: readonly string[];
   /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
   readonly affinitySupported: boolean;
+  /** Maglev's table size and seed (their names carry them). */
+  readonly maglev: MaglevParams;
   readonly log?: Logger;
 }
 
@@ -115,7 +117,7 @@ export function portElements(
     const endpoints = list.map((e) => ({ key: e.key, value: value(e) })).sort(byKey);
     const same = JSON.stringify(endpoints);
     for (const w of maglev.values()) if (JSON.stringify(w.endpoints) === same) return w.name;
-    const name = maglevName(cls, svc.name);
+    const name = maglevName(cls, svc.name, o.maglev, scheduler.sourcePort);
     maglev.set(name, { name, endpoints, sourcePort: scheduler.sourcePort });
     return name;
   };

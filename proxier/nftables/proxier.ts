@@ -43,6 +43,12 @@ import {
 import { categorizeEndpoints, externalEndpoints } from "../topology.ts";
 import { servicePortNameString } from "../types.ts";
 
+/**
+ * The most Maglev elements a transaction of new tables carries before a full sync (nft holds about
+ * 1.4 KiB per element it loads at once: about 90 MiB).
+ */
+export const MAGLEV_CHUNK_ELEMENTS = 65_536;
+
 /** Options of {@linkcode NftablesProxier}. */
 export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly nft: NFTables;
@@ -202,6 +208,13 @@ export class NftablesProxier extends BaseProxier {
    * deleted by hand).
    */
   protected override async detectDrift(thorough: boolean): Promise<string | undefined> {
+    const found = await this.#detectDrift(thorough);
+    // The repair is a full sync: it writes the Maglev tables anew too.
+    if (found !== undefined) this.#maglev.clear();
+    return found;
+  }
+
+  async #detectDrift(thorough: boolean): Promise<string | undefined> {
     if ((await this.#nft.listChains(TABLE))?.includes(LAYOUT_MARKER) !== true) {
       return `the ${TABLE} table is gone (ruleset flushed?)`;
     }
@@ -249,6 +262,7 @@ export class NftablesProxier extends BaseProxier {
       nodePortIPs,
       nodeIPs: this.node.ips,
       affinitySupported: this.#o.affinitySupported,
+      maglev: { tableSize: this.#maglev.tableSize, seed: this.#seed },
       log: this.log,
     });
   }
@@ -263,6 +277,39 @@ export class NftablesProxier extends BaseProxier {
     const lines = backendsStatements(this.family, cluster, inKernel, chains, size, this.#seed);
     for (const c of chains) this.#dynamic.created(lbChainName(c));
     return lines;
+  }
+
+  /**
+   * Before a full sync's transaction: makes the kernel's Maglev tables known, so that the
+   * transaction carries only the slots that move. A table an earlier run left is read back; a new
+   * one, which nothing reads yet, is written in transactions of its own of at most
+   * {@linkcode MAGLEV_CHUNK_ELEMENTS} elements (a table is M elements, and nft's memory grows by
+   * about 1.4 KiB per element it loads at once: 2.4 GiB for 100 tables of 16,381).
+   */
+  async #prepareMaglev(wants: readonly MaglevWant[], signal: AbortSignal): Promise<void> {
+    const t = `${this.#fam} ${TABLE}`;
+    let chunk: string[] = [];
+    let elements = 0;
+    const flush = async () => {
+      if (chunk.length === 0) return;
+      await this.#nft.apply([`add table ${t}`, ...chunk].join("\n") + "\n", signal);
+      chunk = [];
+      elements = 0;
+    };
+    for (const w of wants) {
+      if (this.#maglev.holds(w.name)) continue;
+      if (this.#dynamic.inKernel(w.name)) {
+        // Left by an earlier run (its name carries its M, seed and hash): what it holds. When that
+        // is incomplete, the sync's own transaction writes it whole.
+        this.#maglev.adopt(w.name, await this.#nft.listElements(TABLE, w.name));
+        continue;
+      }
+      if (elements + this.#maglev.tableSize > MAGLEV_CHUNK_ELEMENTS) await flush();
+      chunk.push(...this.#maglev.statements(w));
+      elements += this.#maglev.tableSize;
+      this.#dynamic.created(w.name);
+    }
+    await flush();
   }
 
   /** Statements bringing the kernel's Maglev tables to `wants` (whole when new, else the slots that move). */
@@ -297,7 +344,9 @@ export class NftablesProxier extends BaseProxier {
     }));
     this.#book.clear();
     this.#ports.clear();
-    this.#maglev.clear();
+    // A Maglev table is M elements (16,381 by default): one this process wrote to our table, which
+    // no failure or drift has put in doubt since, is kept and brought up to date slot by slot.
+    if (!ours) this.#maglev.clear();
     const nodePortIPs = this.#nodePortIPs();
     const began = new Set<NftName>();
     const maglev: MaglevWant[] = [];
@@ -315,6 +364,7 @@ export class NftablesProxier extends BaseProxier {
       lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
       this.#dynamic.created(name);
     }
+    if (ours || existing === undefined) await this.#prepareMaglev(maglev, ctx.signal);
     lines.push(...this.#maglevStatements(maglev));
     // Affinity chains no service uses any more: emptied now, deleted with their map once
     // unreferenced (unused lb chains were emptied by the backends rebuild).

@@ -44,6 +44,9 @@ async function picks(node: typeof NODE_A, o: ObjectSet): Promise<string[]> {
   });
 }
 
+/** The Maglev table of the Service (M 251, the default seed, the 5-tuple). */
+const MH = "mh-internal/ns/web/p80/m251-s6b707264-5t";
+
 const NODE_B = { ...NODE_A, id: "node-b", name: "node-b", ips: ["192.168.0.3"] };
 
 Deno.test("nftables schedulers: sh and mh send each client to the same endpoint on two nodes, whatever order the endpoints came in", async () => {
@@ -109,7 +112,10 @@ Deno.test("nftables schedulers: a Maglev Service scaled from 10 to 11 endpoints 
   const slots = added.join(", ").split(" : ").length - 1;
   assert(slots > 0 && slots < 1021 * 0.15, `${slots} of 1021 slots rewritten`);
   assert(!tx.includes("add map"), "the table is updated in place");
-  assert(tx.includes("delete element ip kube-proxy mh-internal/ns/web/p80 {"), tx.slice(0, 300));
+  assert(
+    tx.includes("delete element ip kube-proxy mh-internal/ns/web/p80/m1021-s6b707264-5t {"),
+    tx.slice(0, 300),
+  );
 });
 
 Deno.test("nftables schedulers: a Service leaving Maglev for rr loses its chain and map once unused; rr reaches every endpoint in turn", async () => {
@@ -117,7 +123,7 @@ Deno.test("nftables schedulers: a Service leaving Maglev for rr loses its chain 
     objects: objects("mh", EPS.slice(0, 3)),
   });
   await proxier.syncNow();
-  assert(fake.listChains("IPv4", TABLE)!.includes("mh-internal/ns/web/p80"));
+  assert(fake.listChains("IPv4", TABLE)!.includes(MH));
   const rr = objects("rr", EPS.slice(0, 3)).build().services[0];
   proxier.onServiceUpdate(objects("mh", EPS.slice(0, 3)).build().services[0], rr);
   await proxier.syncNow();
@@ -135,6 +141,51 @@ Deno.test("nftables schedulers: a Service leaving Maglev for rr loses its chain 
   assertEquals(r.picks.map((p) => [p.chain, p.expr]), [["lb-rr-3", "numgen inc mod 3"]]);
   await clock.advance(2000);
   await proxier.syncNow();
-  assert(!fake.listChains("IPv4", TABLE)!.includes("mh-internal/ns/web/p80"), "deleted once stale");
-  assert(!fake.table("IPv4", TABLE)!.sets.has("mh-internal/ns/web/p80"));
+  assert(!fake.listChains("IPv4", TABLE)!.includes(MH), "deleted once stale");
+  assert(!fake.table("IPv4", TABLE)!.sets.has(MH));
+});
+
+Deno.test("nftables schedulers: a new Maglev table goes in a transaction of its own before the sync's; the hourly full sync keeps it; after the table vanished it is written whole", async () => {
+  const { fake, proxier, clock } = nftablesSetup({ maglevTableSize: 251 }, { objects: objects("mh", EPS) });
+  const slots = (tx: string) =>
+    tx.split("\n").filter((l) => l.startsWith("add element ip kube-proxy mh-")).join(", ").split(" : ")
+      .length - 1;
+  await proxier.syncNow();
+  assertEquals(fake.transactions.map(slots), [251, 0], "the table first, then the sync naming it");
+  assert(
+    fake.transactions[1].includes(`add element ip kube-proxy lb { 172.30.7.1 . tcp . 80 : goto ${MH} }`),
+  );
+  await clock.advance(3_600_000);
+  await proxier.syncNow();
+  const hourly = fake.transactions.at(-1)!;
+  assert(hourly.includes("flush map ip kube-proxy lb"), "a full sync");
+  assertEquals([fake.transactions.length, slots(hourly)], [3, 0], "nothing of the Maglev table rewritten");
+  const r = traceNft(
+    fake,
+    "IPv4",
+    TABLE,
+    { src: "10.50.0.1", dst: "172.30.7.1", port: 80, protocol: "tcp" },
+    [
+      NODE_IP,
+    ],
+  );
+  assertEquals(r.endpoints.length, 1, "still served through the kept table");
+  fake.flushRuleset();
+  assertEquals(await proxier.checkDrift(), "the kube-proxy table is gone (ruleset flushed?)");
+  await proxier.syncNow();
+  assertEquals(fake.transactions.slice(3).map(slots), [251, 0], "written whole again");
+});
+
+Deno.test("nftables schedulers: a restarted proxy reads its Maglev table back and rewrites none of it", async () => {
+  const first = nftablesSetup({ maglevTableSize: 251 }, { objects: objects("mh", EPS) });
+  await first.proxier.syncNow();
+  // A new process over the same kernel (the fake's state carried over).
+  const second = nftablesSetup({ maglevTableSize: 251 }, { objects: objects("mh", EPS) });
+  await second.fake.apply(first.fake.transactions.join(""));
+  const before = second.fake.transactions.length;
+  await second.proxier.syncNow();
+  const txs = second.fake.transactions.slice(before);
+  assertEquals(txs.length, 1, "no table of its own");
+  assert(!txs[0].includes(`element ip kube-proxy ${MH}`), "no slot written");
+  assert(txs[0].includes(`goto ${MH}`));
 });

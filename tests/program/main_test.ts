@@ -567,11 +567,11 @@ Deno.test("main: render and trace show a Maglev Service's table, and the slot an
     assertEquals(rendered.code, 0, rendered.stderr);
     assertMatch(
       rendered.stdout,
-      /\n# mh-internal\/default\/web\/http: Maglev, 251 slots over 3 endpoints, slot = hash of the source address and port\n/,
+      /\n# mh-internal\/default\/web\/http\/m251-s00000007-5t: Maglev, 251 slots over 3 endpoints, slot = hash of the source address and port\n/,
     );
     assertMatch(
       rendered.stdout,
-      /\nadd rule ip kube-proxy mh-internal\/default\/web\/http meta l4proto \{ tcp, udp, sctp \} th dport != 0 dnat ip to jhash ip saddr \. th sport mod 251 seed 0x00000007 map @mh-internal\/default\/web\/http\n/,
+      /\nadd rule ip kube-proxy mh-internal\/default\/web\/http\/m251-s00000007-5t meta l4proto \{ tcp, udp, sctp \} th dport != 0 dnat ip to jhash ip saddr \. th sport mod 251 seed 0x00000007 map @mh-internal\/default\/web\/http\/m251-s00000007-5t\n/,
     );
     await Deno.writeTextFile(`${dir}/rules`, rendered.stdout);
     const table = maglevTable(["10.180.1.1:8080", "10.180.1.2:8080", "10.180.1.3:8080"], 251, 7);
@@ -594,7 +594,7 @@ Deno.test("main: render and trace show a Maglev Service's table, and the slot an
       );
       assert(
         t.stdout.includes(
-          `pick: mh-internal/default/web/http: jhash ip saddr . th sport mod 251 seed 0x00000007\n  Maglev slot ${slot} of 251 -> ${
+          `pick: mh-internal/default/web/http/m251-s00000007-5t: jhash ip saddr . th sport mod 251 seed 0x00000007\n  Maglev slot ${slot} of 251 -> ${
             table[slot]
           }\nendpoints:\n  ${table[slot]}  100.0%\n`,
         ),
