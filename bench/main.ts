@@ -232,11 +232,12 @@ if (which.has("maglev")) {
   if (Deno.uid() === 0) {
     out(
       "\nFull sync of 10,000 Services x 10 endpoints with 1% of them Maglev (100 tables), the real proxier on " +
-        "the real nft in a fresh namespace; change: one endpoint of a Maglev Service replaced, event to kernel; " +
-        "nft peak: the nft process loading that first transaction:",
+        "the real nft in a fresh namespace (new tables go in transactions of their own, up to 65,536 elements " +
+        "each); change: one endpoint of a Maglev Service replaced, event to kernel; nft peak: the largest nft " +
+        "process over that first sync's transactions:",
     );
-    out("| M | Maglev elements | full sync | change to kernel | nft peak MiB |");
-    out("| ---: | ---: | ---: | ---: | ---: |");
+    out("| M | Maglev elements | transactions | full sync | change to kernel | nft peak MiB |");
+    out("| ---: | ---: | ---: | ---: | ---: | ---: |");
     for (const m of [0, 1021, 16381]) {
       const k = await child("./maglev.ts", ["kernel", "10000", String(m)]);
       out(

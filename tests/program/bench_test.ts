@@ -42,3 +42,10 @@ Deno.test({
     );
   },
 });
+
+Deno.test("bench: the Maglev program's flows agree across two nodes and move about 1/N when an endpoint goes", async () => {
+  const r = await bench("maglev.ts", ["flows", "10", "1021"]);
+  assertEquals([r.endpoints, r.flows, r.mhAgreePct, r.shAgreePct], [10, 10_000, 100, 100], JSON.stringify(r));
+  assert(r.mhMovedPct >= 9 && r.mhMovedPct < 20, JSON.stringify(r));
+  assert(r.randomMovedPct > 80 && r.randomAgreePct < 20, JSON.stringify(r));
+});
