@@ -10,7 +10,8 @@
  *   `{"op":"close","id":"c1"}`;
  * - `{"op":"tcp","host":"172.30.0.10","port":80,"timeoutMs":2000}`: connect, return what the
  *   server sends before closing (`{"ok":true,"data":"a"}`, or `{"ok":false,"error":"..."}`);
- * - `{"op":"udp","host":..,"port":..,"srcPort":0,"timeoutMs":1000}`: send "ping", return the reply;
+ * - `{"op":"udp","host":..,"port":..,"srcPort":0,"srcHost"?:..,"timeoutMs":1000}`: send "ping" (from
+ *   `srcHost`, default any address), return the reply;
  * - `{"op":"http","host":..,"port":..,"path"?:..}`: GET path (default /), return
  *   `{"ok":true,"status":200,"data":"..."}`.
  * Requests run one after another, in order.
@@ -85,6 +86,7 @@ type Cmd = {
   port: number;
   timeoutMs?: number;
   srcPort?: number;
+  srcHost?: string;
   path?: string;
 };
 
@@ -151,7 +153,7 @@ async function handle(cmd: Cmd): Promise<unknown> {
     return { ok: true };
   }
   if (cmd.op === "udp") {
-    const local = cmd.host!.includes(":") ? "::" : "0.0.0.0";
+    const local = cmd.srcHost ?? (cmd.host!.includes(":") ? "::" : "0.0.0.0");
     const s = Deno.listenDatagram({ hostname: local, port: cmd.srcPort ?? 0, transport: "udp" });
     try {
       await s.send(enc.encode("ping"), { transport: "udp", hostname: cmd.host!, port: cmd.port });

@@ -64,7 +64,7 @@ export class Agent {
   async udp(
     host: string,
     port: number,
-    opts: { srcPort?: number; timeoutMs?: number } = {},
+    opts: { srcPort?: number; srcHost?: string; timeoutMs?: number } = {},
   ): Promise<string> {
     const r = await this.request({
       op: "udp",
@@ -72,6 +72,7 @@ export class Agent {
       port,
       timeoutMs: opts.timeoutMs ?? 1000,
       srcPort: opts.srcPort ?? 0,
+      ...(opts.srcHost === undefined ? {} : { srcHost: opts.srcHost }),
     });
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
