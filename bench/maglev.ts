@@ -203,19 +203,23 @@ if (import.meta.main) {
         peakRssMiB: Math.round(peakRssMiB()),
       };
     });
-    // nft's own peak memory over those transactions (GNU time, when installed), in a fresh namespace.
-    const nftPeakMiB = await withNamespace(async (exec) => {
-      let peak = 0;
+    // The kernel's floor (those transactions loaded by nft -f alone) and nft's own peak memory over
+    // them (GNU time, when installed), in a fresh namespace.
+    const replay = await withNamespace(async (exec) => {
+      let peak: number | null = 0;
+      let seconds = 0;
       for (const stdin of transactions) {
+        const t = performance.now();
         const r = await exec.run("/usr/bin/time", { args: ["-f", "%M", "nft", "-f", "-"], stdin })
-          .catch(() => undefined);
-        const kb = Number(r?.stderr.trim().split("\n").at(-1));
-        if (r?.code !== 0 || !(kb > 0)) return null;
-        peak = Math.max(peak, Math.round(kb / 1024));
+          .catch(() => exec.run("nft", { args: ["-f", "-"], stdin }));
+        seconds += (performance.now() - t) / 1000;
+        if (r.code !== 0) throw new Error(`nft -f of a recorded transaction failed: ${r.stderr}`);
+        const kb = Number(r.stderr.trim().split("\n").at(-1));
+        peak = peak !== null && kb > 0 ? Math.max(peak, Math.round(kb / 1024)) : null;
       }
-      return peak;
+      return { nftFloorS: round(seconds), nftPeakMiB: peak };
     });
-    console.log(JSON.stringify({ ...result, transactions: transactions.length, nftPeakMiB }));
+    console.log(JSON.stringify({ ...result, transactions: transactions.length, ...replay }));
   } else {
     console.error("usage: bench/maglev.ts flows N M | build M | kernel N M");
     Deno.exit(2);

@@ -17,6 +17,7 @@ import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
 import { ALLOW_SERVICE_EXTERNAL_IPS } from "./options/feature_gates.ts";
+import { schedulerNotice } from "../loadbalancer/schedulers.ts";
 import type { RulesSource, TraceQuery, TraceResult } from "./trace/trace.ts";
 import type { IPFamily } from "./types.ts";
 import type { FamilyView } from "./explain/view.ts";
@@ -83,7 +84,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     nodePortAddresses: d.config.nodePortAddresses,
     allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
-    mode: d.config.mode,
+    schedulerNotice: (scheduler) => schedulerNotice(d.config.mode, scheduler),
     syncPeriodMs: d.config.syncPeriodMs,
     nodeWaitMs: d.config.source.kind === "kubernetes"
       ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)

@@ -47,7 +47,7 @@ export class ServiceChangeTracker {
     this.#family = opts.family;
     this.#warnings = opts.warnings;
     this.#now = opts.now ?? Date.now;
-    this.#read = { allowExternalIPs: opts.allowExternalIPs, mode: opts.mode };
+    this.#read = { allowExternalIPs: opts.allowExternalIPs, schedulerNotice: opts.schedulerNotice };
   }
 
   /** Number of Services with changes not yet applied. */

@@ -1,4 +1,5 @@
 import { ObjectWarnings } from "./object_warnings.ts";
+import { schedulerNotice } from "../loadbalancer/schedulers.ts";
 import type { EventSpec } from "./runtime/events.ts";
 import { assertEquals } from "../tests/support/assert.ts";
 import { makeService, MemoryLogger } from "../tests/support/fixtures.ts";
@@ -161,7 +162,11 @@ Deno.test("ServiceChangeTracker: a scheduler annotation the mode does not honour
     const warnings = new ObjectWarnings(log, { record: (e) => events.push(e) });
     const svc = withScheduler("web", scheduler);
     for (const family of ["IPv4", "IPv6"] as const) {
-      const t = new ServiceChangeTracker({ family, warnings, mode });
+      const t = new ServiceChangeTracker({
+        family,
+        warnings,
+        schedulerNotice: (s) => schedulerNotice(mode, s),
+      });
       t.update(undefined, svc);
       t.update(svc, svc);
     }

@@ -8,7 +8,6 @@ import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.t
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
 import { objectName, show, ValidationError } from "./errors.ts";
-import { schedulerNotice } from "../loadbalancer/schedulers.ts";
 
 /**
  * The schedulers a Service can ask for (kube-router's annotation, `--ipvs-scheduler`): the IPVS
@@ -61,8 +60,11 @@ export interface ServicePortsOptions {
    * they are left out, as if absent, and a Service that has some says so in its warnings.
    */
   readonly allowExternalIPs?: boolean;
-  /** The proxy mode: says when it does not honour a scheduler annotation. Default: says nothing. */
-  readonly mode?: string;
+  /**
+   * Returns what the proxy mode says about a scheduler annotation it does not honour (a warning and
+   * an Event on the Service), undefined when it honours it. Default: says nothing.
+   */
+  readonly schedulerNotice?: (scheduler: string) => string | undefined;
 }
 
 /**
@@ -177,7 +179,7 @@ export function servicePorts(
     );
     schedFlags = undefined;
   }
-  const notice = o.mode === undefined ? undefined : schedulerNotice(o.mode, scheduler);
+  const notice = scheduler === undefined ? undefined : o.schedulerNotice?.(scheduler);
   const notices = notice === undefined ? [] : [{ reason: UNSUPPORTED_SCHEDULER, msg: `${obj}: ${notice}` }];
 
   if (!Array.isArray(spec.ports)) throw new ValidationError(obj, "spec.ports", "missing");

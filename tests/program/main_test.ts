@@ -552,7 +552,7 @@ endpoints:
   - { addresses: [10.180.1.3], conditions: { ready: true } }
 `;
 
-Deno.test("main: render and trace show a Maglev Service's table, and the slot and endpoint each source port gets", async () => {
+Deno.test("main: render and trace show a Maglev Service's table, and the slot and endpoint each source port gets; iptables mode says it does not honour the annotation", async () => {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/objects.yaml`, MAGLEV_OBJECTS);
@@ -572,6 +572,18 @@ Deno.test("main: render and trace show a Maglev Service's table, and the slot an
     assertMatch(
       rendered.stdout,
       /\nadd rule ip kube-proxy mh-internal\/default\/web\/http\/m251-s00000007-5t meta l4proto \{ tcp, udp, sctp \} th dport != 0 dnat ip to jhash ip saddr \. th sport mod 251 seed 0x00000007 map @mh-internal\/default\/web\/http\/m251-s00000007-5t\n/,
+    );
+    assert(!rendered.stderr.includes("service.scheduler"), rendered.stderr);
+    // The iptables mode says it does not honour the annotation, rather than ignore it.
+    const iptables = await run([
+      "render",
+      `--source=file:${dir}/objects.yaml`,
+      "--cluster-cidr=10.180.0.0/16",
+    ]);
+    assertEquals(iptables.code, 0, iptables.stderr);
+    assertMatch(
+      iptables.stderr,
+      /^W.*\] "Service \\"default\/web\\": kube-router.io\/service.scheduler \\"mh\\" is not honoured in iptables mode, which balances at random; nftables mode honours rr, sh, dh and mh"/m,
     );
     await Deno.writeTextFile(`${dir}/rules`, rendered.stdout);
     const table = maglevTable(["10.180.1.1:8080", "10.180.1.2:8080", "10.180.1.3:8080"], 251, 7);
