@@ -8,7 +8,7 @@
  */
 import type { NftPick } from "../../loadbalancer/schedulers.ts";
 import type { IPFamily } from "../types.ts";
-import { BACKENDS, BACKENDS_CLUSTER, type NftName, TABLE, words } from "./layout.ts";
+import { BACKENDS, BACKENDS_CLUSTER, type NftName, seedHex, TABLE, words } from "./layout.ts";
 
 /** How an lb chain picks the index: the schedulers other than Maglev, sh with or without the port. */
 export type LbPick = Exclude<NftPick, "mh"> | "shp";
@@ -42,7 +42,7 @@ export function parseLbChain(name: NftName): LbChain | undefined {
  */
 export function lbIndexExpr(family: IPFamily, c: LbChain, seed: number): string {
   const { fam } = words(family);
-  const s = `seed 0x${seed.toString(16).padStart(8, "0")}`;
+  const s = `seed 0x${seedHex(seed)}`;
   switch (c.pick) {
     case "random":
       return `numgen random mod ${c.n}`;

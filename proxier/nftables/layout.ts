@@ -128,12 +128,18 @@ export function affinityRecordChain(t: number): NftName {
  */
 export const DYNAMIC_CHAIN = /^(lbc?(-(rr|sh|shp|dh))?|affinity|affinity-record)-[1-9]\d{0,5}$|^mh-/;
 
+/** Returns a hash seed as nft prints it: eight hex digits, without `0x`. */
+export function seedHex(seed: number): string {
+  return seed.toString(16).padStart(8, "0");
+}
+
 /** The words that differ between families (`ip`/`ip6`, `ipv4_addr`/`ipv6_addr`...). */
 interface Words {
   readonly fam: "ip" | "ip6";
   readonly addr: "ipv4_addr" | "ipv6_addr";
 }
 
+/** Returns the words of `family`'s rules (`ip`, `ipv4_addr` for IPv4). */
 export function words(family: IPFamily): Words {
   const fam = nftFamily(family);
   return { fam, addr: fam === "ip" ? "ipv4_addr" : "ipv6_addr" };

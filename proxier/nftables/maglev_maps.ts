@@ -12,7 +12,7 @@
  */
 import { maglevLookup } from "../../loadbalancer/maglev.ts";
 import type { IPFamily, ServicePortName } from "../types.ts";
-import { type NftName, TABLE, words } from "./layout.ts";
+import { type NftName, seedHex, TABLE, words } from "./layout.ts";
 import { elementStatements } from "./port_elements.ts";
 
 /** The traffic classes a Service port may have a table for (the layout's chains of those names). */
@@ -37,13 +37,10 @@ export function maglevName(
   sourcePort: boolean,
 ): NftName {
   const p = port.port === "" ? "" : `/${port.port}`;
-  return `${MAGLEV_PREFIX}${cls}/${port.namespace}/${port.name}${p}/m${o.tableSize}-s${hex(o.seed)}-${
+  return `${MAGLEV_PREFIX}${cls}/${port.namespace}/${port.name}${p}/m${o.tableSize}-s${seedHex(o.seed)}-${
     sourcePort ? "5t" : "3t"
   }`;
 }
-
-/** A seed as nft prints it, without the `0x`. */
-const hex = (seed: number) => seed.toString(16).padStart(8, "0");
 
 /** A table a service port needs. */
 export interface MaglevWant {
@@ -85,9 +82,7 @@ export class MaglevMaps {
   slotExpr(sourcePort: boolean): string {
     const { fam } = words(this.#o.family);
     const port = sourcePort ? " . th sport" : "";
-    return `jhash ${fam} saddr${port} mod ${this.#o.tableSize} seed 0x${
-      this.#o.seed.toString(16).padStart(8, "0")
-    }`;
+    return `jhash ${fam} saddr${port} mod ${this.#o.tableSize} seed 0x${seedHex(this.#o.seed)}`;
   }
 
   /** Whether the kernel's content of table `name` is known (written or adopted by this process). */
