@@ -5,7 +5,7 @@ import { NODE_A, NODE_IP, type ObjectSet } from "../../tests/flows/objects.ts";
 import { ipBytes } from "../../iptables/ip.ts";
 import { nftJhash, portBytes } from "../../loadbalancer/jhash.ts";
 import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE, maglevTable } from "../../loadbalancer/maglev.ts";
-import { traceNft } from "../trace/nft_walker.ts";
+import { type NftTraceResult, traceNft } from "../trace/nft_walker.ts";
 import { TABLE } from "./layout.ts";
 
 /** A Service of `scheduler` (flags `flags`) at 172.30.7.1 with `eps`, in the order given. */
@@ -31,14 +31,19 @@ const CLIENTS = Array.from(
   (_, i) => ({ src: `10.50.${i >> 4}.${(i * 7) % 250 + 1}`, sport: 20000 + i * 131 }),
 );
 
+/** Where a new TCP connection from `src` (source port `sport`) to the Service goes through `fake`'s rules. */
+function toService(fake: Parameters<typeof traceNft>[0], src: string, sport?: number): NftTraceResult {
+  return traceNft(fake, "IPv4", TABLE, { src, sport, dst: "172.30.7.1", port: 80, protocol: "tcp" }, [
+    NODE_IP,
+  ]);
+}
+
 /** The endpoint each client reaches through a node's rules; throws unless exactly one. */
 async function picks(node: typeof NODE_A, o: ObjectSet): Promise<string[]> {
   const { fake, proxier } = nftablesSetup({}, { node, objects: o });
   await proxier.syncNow();
   return CLIENTS.map(({ src, sport }) => {
-    const r = traceNft(fake, "IPv4", TABLE, { src, sport, dst: "172.30.7.1", port: 80, protocol: "tcp" }, [
-      NODE_IP,
-    ]);
+    const r = toService(fake, src, sport);
     if (r.endpoints.length !== 1) throw new Error(`${src}:${sport} reaches ${r.endpoints}`);
     return r.endpoints[0];
   });
@@ -93,7 +98,7 @@ Deno.test("nftables schedulers: a Maglev Service scaled from 10 to 11 endpoints 
   await proxier.syncNow();
   const reach = () =>
     CLIENTS.map(({ src, sport }) =>
-      traceNft(fake, "IPv4", TABLE, { src, sport, dst: "172.30.7.1", port: 80, protocol: "tcp" }, [NODE_IP])
+      toService(fake, src, sport)
         .endpoints[0]
     );
   const before = reach();
@@ -128,15 +133,7 @@ Deno.test("nftables schedulers: a Service leaving Maglev for rr loses its chain 
   proxier.onServiceUpdate(objects("mh", EPS.slice(0, 3)).build().services[0], rr);
   await proxier.syncNow();
   assert(fake.listChains("IPv4", TABLE)!.includes("lb-rr-3"));
-  const r = traceNft(
-    fake,
-    "IPv4",
-    TABLE,
-    { src: "10.50.0.1", dst: "172.30.7.1", port: 80, protocol: "tcp" },
-    [
-      NODE_IP,
-    ],
-  );
+  const r = toService(fake, "10.50.0.1");
   assertEquals(r.endpoints, ["10.180.7.1:80", "10.180.7.2:80", "10.180.7.3:80"]);
   assertEquals(r.picks.map((p) => [p.chain, p.expr]), [["lb-rr-3", "numgen inc mod 3"]]);
   await clock.advance(2000);
@@ -160,15 +157,7 @@ Deno.test("nftables schedulers: a new Maglev table goes in a transaction of its 
   const hourly = fake.transactions.at(-1)!;
   assert(hourly.includes("flush map ip kube-proxy lb"), "a full sync");
   assertEquals([fake.transactions.length, slots(hourly)], [3, 0], "nothing of the Maglev table rewritten");
-  const r = traceNft(
-    fake,
-    "IPv4",
-    TABLE,
-    { src: "10.50.0.1", dst: "172.30.7.1", port: 80, protocol: "tcp" },
-    [
-      NODE_IP,
-    ],
-  );
+  const r = toService(fake, "10.50.0.1");
   assertEquals(r.endpoints.length, 1, "still served through the kept table");
   fake.flushRuleset();
   assertEquals(await proxier.checkDrift(), "the kube-proxy table is gone (ruleset flushed?)");
