@@ -8,15 +8,15 @@ import { DenoExecutor, type Executor } from "./iptables/executor.ts";
 import { realClock } from "./proxier/runtime/clock.ts";
 import { retryStart } from "./proxier/runtime/start_retry.ts";
 import { tuneConntrack } from "./proxier/conntrack/sysctls.ts";
-import { cleanupModes, runCleanup } from "./proxier/cleanup.ts";
-import { runRender } from "./proxier/render.ts";
+import { cleanupModes, runCleanup } from "./proxier/commands/cleanup/cleanup.ts";
+import { runRender } from "./proxier/commands/render/render.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
 import { ListenError } from "./proxier/healthcheck/listener.ts";
 import { setOwnOomScoreAdj } from "./proxier/runtime/oom_score.ts";
 import { ProxyMetrics } from "./proxier/metrics.ts";
 import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/runtime/events.ts";
 import { writeConfigFile } from "./proxier/options/write_config.ts";
-import { watchConfigFile } from "./proxier/options/config_watch.ts";
+import { exitOnConfigChange } from "./proxier/options/config_watch.ts";
 import { type ApiAccess, loadApiAccess } from "./proxier/sources/api_access.ts";
 import { newApiClient, startApiSource } from "./proxier/sources/api_source.ts";
 import { FileSource } from "./proxier/sources/file.ts";
@@ -29,15 +29,12 @@ import { flushLogging, type Logger, setupLogging } from "./proxier/runtime/logge
 import { type ModeProvider, newModeDeps, type ProxyModeDefinition } from "./proxier/mode_definition.ts";
 import { MODES } from "./proxier/modes.ts";
 import { type ProxyConfig, UPSTREAM_VERSION } from "./proxier/options/config.ts";
-import { parseCommandLine } from "./proxier/options/command_line.ts";
-import { KUBE_PROXY_IPVS } from "./proxier/options/feature_gates.ts";
-import { runExplain } from "./proxier/explain/explain.ts";
+import { parseCommandLine } from "./proxier/cli/command_line.ts";
+import { runExplain } from "./proxier/commands/explain/explain.ts";
 import { onAbort } from "./proxier/runtime/abort.ts";
-import { datapathCheck } from "./proxier/explain/check.ts";
-import { explainService, SERVICES_SCHEMA, summarizeServices } from "./proxier/explain/report.ts";
-import type { DebugServices } from "./proxier/healthcheck/metrics_server.ts";
+import { debugServices } from "./proxier/commands/explain/debug_services.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
-import { runTrace } from "./proxier/trace/trace.ts";
+import { runTrace } from "./proxier/commands/trace/trace.ts";
 
 const encoder = new TextEncoder();
 function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
@@ -141,12 +138,10 @@ async function run(
     configFile?: { readonly path: string; readonly text: string };
   },
 ): Promise<number> {
-  if (config.mode === "ipvs" && !config.features.enabled(KUBE_PROXY_IPVS)) {
-    // Refused before anything touches the node, as any other mode this run cannot use.
-    log.error("Error running ProxyServer", {
-      err:
-        `the ipvs proxy mode is disabled by the ${KUBE_PROXY_IPVS} feature gate; use --proxy-mode=nftables`,
-    });
+  // Refused before anything touches the node, as any other mode this run cannot use.
+  const refused = mode.refuse?.(config);
+  if (refused !== undefined) {
+    log.error("Error running ProxyServer", { err: refused });
     return 1;
   }
   if (!await modeToolsPresent(mode, config, Deno.env.get("PATH"), log)) return 1;
@@ -242,7 +237,7 @@ async function run(
       health: deps.health,
       metrics,
       pages: o.pages,
-      debug: debugServices(config, nodeName, mode, proxier, exec),
+      debug: debugServices({ config, nodeName, mode, proxier, exec }),
       signal: ac.signal,
       log,
       clock,
@@ -266,21 +261,7 @@ async function run(
   tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
   let code = 0;
   if (o.configFile !== undefined) {
-    const { path, text } = o.configFile;
-    tasks.push(watchConfigFile({
-      path,
-      text,
-      signal: ac.signal,
-      onChange: () => {
-        // As upstream: an error, so the DaemonSet or systemd (Restart=on-failure) starts it again.
-        log.error("Error running ProxyServer", {
-          err: "content of the proxy server's configuration file was updated",
-          file: path,
-        });
-        code = 1;
-        stop();
-      },
-    }));
+    tasks.push(exitOnConfigChange({ ...o.configFile, signal: ac.signal, log, stop }).then((c) => code = c));
   }
   if (config.source.kind === "file") {
     const src = new FileSource({ path: config.source.path, nodeName, handler: proxier, log });
@@ -312,26 +293,6 @@ async function run(
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return code;
-}
-
-/** `/debug/services` of the running proxy: `explain`'s answers from its own view and this node's live rules. */
-function debugServices(
-  config: ProxyConfig,
-  nodeName: string,
-  mode: ProxyModeDefinition,
-  proxier: ModeProvider,
-  exec: Executor,
-): DebugServices {
-  const check = datapathCheck({ tracer: mode, exec, config, answer: proxier.explain.answer });
-  return {
-    list: () => ({ schema: SERVICES_SCHEMA, services: summarizeServices(proxier.explain.views()) }),
-    service: (name, port) =>
-      explainService(
-        { mode: config.mode, node: nodeName, rules: "live", views: proxier.explain.views(), check },
-        name,
-        port,
-      ),
-  };
 }
 
 if (import.meta.main) {

@@ -17,6 +17,7 @@ import {
 import { DenoExecutor } from "../iptables/executor.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { iptablesMode } from "../proxier/iptables/mode.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { benchConfig, feedGenerated, peakRssMiB, slice } from "./objects.ts";
@@ -126,7 +127,7 @@ if (import.meta.main) {
     exec: new DryRunExecutor(),
   });
   const p = new IptablesProxier({
-    ...proxierOptions(deps, "IPv4"),
+    ...proxierOptions(deps, "IPv4", iptablesMode.schedulers(deps.config)),
     iptables: ipt,
     masqueradeAll: false,
     masqueradeBit: 14,

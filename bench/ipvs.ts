@@ -13,6 +13,7 @@ import { IptablesRunner } from "../iptables/iptables.ts";
 import { IpvsadmRunner } from "../iptables/ipvs.ts";
 import { IpvsProxier } from "../proxier/ipvs/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { ipvsMode } from "../proxier/ipvs/mode.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { benchConfig, feedGenerated, peakRssMiB, slice } from "./objects.ts";
@@ -22,7 +23,7 @@ async function build(n: number, dir?: string): Promise<void> {
   const config = benchConfig({ mode: "ipvs", clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec: dry });
   const p = new IpvsProxier({
-    ...proxierOptions(deps, "IPv4"),
+    ...proxierOptions(deps, "IPv4", ipvsMode.schedulers(deps.config)),
     syncPeriodMs: 3_600_000,
     ipvs: new IpvsadmRunner({ exec: dry }),
     ipset: new IpsetRunner({ exec: dry }),

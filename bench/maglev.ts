@@ -21,6 +21,7 @@ import { type Executor, inputText } from "../iptables/executor.ts";
 import { NftRunner } from "../iptables/nft.ts";
 import { maglevLookup } from "../loadbalancer/maglev.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { nftablesMode } from "../proxier/nftables/mode.ts";
 import type { NFTables } from "../iptables/nft.ts";
 import { TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
@@ -40,7 +41,7 @@ function proxier(node: string, nft: NFTables, exec: Executor, m: number): Nftabl
   const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: node, log: nullLogger, clock: realClock, exec });
   return new NftablesProxier({
-    ...proxierOptions(deps, "IPv4"),
+    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
     fullSyncPeriodMs: 3_600_000,
     nft,
     masqueradeAll: false,

@@ -14,6 +14,7 @@ import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult, Executor } from "../iptables/executor.ts";
 import { NftRunner } from "../iptables/nft.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { nftablesMode } from "../proxier/nftables/mode.ts";
 import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
@@ -43,7 +44,7 @@ async function loaded(
   const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec });
   const p = new NftablesProxier({
-    ...proxierOptions(deps, "IPv4"),
+    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
     fullSyncPeriodMs: 3_600_000,
     nft: new NftRunner({ exec, family: "IPv4" }),
     masqueradeAll: false,

@@ -17,6 +17,7 @@ import type { IptablesBackendName, RestoreInput, RestoreOptions } from "../iptab
 import { endpointChainName } from "../proxier/iptables/chain_name.ts";
 import { IptablesProxier } from "../proxier/iptables/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { iptablesMode } from "../proxier/iptables/mode.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
@@ -237,7 +238,7 @@ async function partialTexts(n: number, i: number): Promise<[string, string]> {
     exec: new DryRunExecutor(),
   });
   const p = new IptablesProxier({
-    ...proxierOptions(deps, "IPv4"),
+    ...proxierOptions(deps, "IPv4", iptablesMode.schedulers(deps.config)),
     iptables: recorder,
     masqueradeAll: false,
     masqueradeBit: 14,

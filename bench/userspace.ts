@@ -6,6 +6,7 @@
 import { benchConfig } from "./objects.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { userspaceMode } from "../proxier/userspace/mode.ts";
 import { realClock } from "../proxier/runtime/clock.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { UserspaceProxier } from "../proxier/userspace/proxier.ts";
@@ -45,7 +46,7 @@ export async function benchUserspace(bytes = 1 << 30, connections = 2000): Promi
     exec: new DryRunExecutor(),
   });
   const p = new UserspaceProxier({
-    ...proxierOptions(deps, "IPv4"),
+    ...proxierOptions(deps, "IPv4", userspaceMode.schedulers(deps.config)),
     listenAddress: "127.0.0.1",
     nodePortAddresses: ["127.0.0.1/32"],
     nodeIPs: ["127.0.0.1"],

@@ -24,7 +24,9 @@ import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
 import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
 import type { ServicePortsOptions } from "./service_port.ts";
-import type { FamilyView, ServiceTiming } from "./explain/view.ts";
+import type { FamilyView } from "./family_view.ts";
+import type { SchedulerPolicy } from "./scheduler_policy.ts";
+import { ServiceTimings } from "./service_timings.ts";
 import type { EventHandler } from "./sources/handlers.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints } from "./topology.ts";
@@ -60,7 +62,7 @@ export interface BaseProxierOptions extends
     NodeManagerOptions,
     "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
   >,
-  ServicePortsOptions {
+  Pick<ServicePortsOptions, "allowExternalIPs"> {
   readonly family: IPFamily;
   /** This node's name: decides which endpoints are local. */
   readonly nodeName: string;
@@ -78,6 +80,8 @@ export interface BaseProxierOptions extends
    * {@linkcode FULL_SYNC_PERIOD_MS}; their periodic syncs are then partial.
    */
   readonly fullSyncPeriodMs?: number;
+  /** What the mode does with scheduler annotations; default: no word on them (tests). */
+  readonly schedulers?: SchedulerPolicy;
   /** Kubernetes Events about Services and the Node; default: none. */
   readonly events?: EventRecorder;
   /** The conntrack reconciler's table after each sync (modes that NAT in the kernel); default: none. */
@@ -121,9 +125,8 @@ export abstract class BaseProxier implements Provider {
   readonly #healthServer?: ServiceHealthServer;
   readonly #memory: SyncMemory;
   /** Per Service with ports: when its last change arrived and when a sync applied it (`explain`). */
-  readonly #timings = new Map<string, ServiceTiming>();
-  /** Services whose last change no sync has applied yet (a failed sync leaves them here). */
-  readonly #unapplied = new Set<string>();
+  readonly #timings = new ServiceTimings();
+  readonly #schedulers?: SchedulerPolicy;
   #servicesSynced = false;
   #slicesSynced = false;
   #needFull = true;
@@ -154,8 +157,11 @@ export abstract class BaseProxier implements Provider {
       dependentState: () => this.nodeDependentState(),
     });
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
+    this.#schedulers = o.schedulers;
+    const schedulers = o.schedulers;
     this.#changes = new PendingChanges({
       ...o,
+      schedulerNotice: schedulers && ((scheduler) => schedulers.notice(scheduler)),
       warnings,
       metrics: this.metrics,
       startMs: o.clock.now(),
@@ -380,7 +386,7 @@ export abstract class BaseProxier implements Provider {
   async #syncOnce(): Promise<void> {
     const start = performance.now();
     const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
-    this.#noteChanges(changes);
+    this.#timings.noteChanges(changes, (service) => this.#changes.hasService(service));
     let full = this.#needFull || this.clock.now() - this.#lastFull >= this.#fullSyncPeriodMs;
     if (!full) {
       // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the syncs.
@@ -421,12 +427,7 @@ export abstract class BaseProxier implements Provider {
       // Measured from the end: a full sync longer than the period must not make the next one full.
       this.#lastFull = this.clock.now();
     }
-    const applied = this.clock.now();
-    for (const service of this.#unapplied) {
-      const t = this.#timings.get(service);
-      if (t !== undefined) this.#timings.set(service, { ...t, appliedMs: applied });
-    }
-    this.#unapplied.clear();
+    this.#timings.applied(this.clock.now());
     await this.#afterSync(ctx);
     this.#memory.afterSync(didFull);
     const elapsed = (performance.now() - start) / 1000;
@@ -448,24 +449,6 @@ export abstract class BaseProxier implements Provider {
     });
   }
 
-  /** Records when each changed Service's change arrived; forgets Services that have no port left. */
-  #noteChanges(changes: AppliedChanges): void {
-    const { serviceChanges: s, endpointChanges: e } = changes;
-    for (const service of changes.changedServices) {
-      if (!this.#changes.hasService(service)) {
-        this.#timings.delete(service);
-        this.#unapplied.delete(service);
-        continue;
-      }
-      const since = [s.changedSince.get(service), e.changedSince.get(service)].filter((x) => x !== undefined);
-      this.#timings.set(service, {
-        changedMs: Math.min(...since as number[]),
-        triggerMs: e.triggerTimes.get(service),
-      });
-      this.#unapplied.add(service);
-    }
-  }
-
   /**
    * Returns what `explain` reads: this family's model as of the last sync and the node facts the
    * rules were written from. Modes add what only they know ({@linkcode explainExtras}).
@@ -485,6 +468,7 @@ export abstract class BaseProxier implements Provider {
       localDetector: this.node.localDetector,
       masqueradeAll: false,
       serviceCIDRs: this.serviceCIDRs,
+      scheduler: (svc) => this.#schedulers?.describe(svc) ?? null,
       timing: (service) => this.#timings.get(service),
       ...this.explainExtras(),
     };

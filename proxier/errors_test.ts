@@ -1,7 +1,7 @@
 import { RestoreError } from "../iptables/iptables.ts";
 import { assert, assertEquals, assertThrows } from "../tests/support/assert.ts";
 import { UsageError, ValidationError, WatchError } from "./errors.ts";
-import { parseCommandLine } from "./options/command_line.ts";
+import { parseCommandLine } from "./cli/command_line.ts";
 
 Deno.test("errors keep the error that caused them", () => {
   const cause = new Error("root");

@@ -17,12 +17,11 @@ import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
 import { ALLOW_SERVICE_EXTERNAL_IPS } from "./options/feature_gates.ts";
-import { schedulerNotice } from "../loadbalancer/schedulers.ts";
-import type { RulesSource, TraceQuery, TraceResult } from "./trace/trace.ts";
+import type { ModeTracer } from "./trace/packet.ts";
 import type { IPFamily } from "./types.ts";
-import type { FamilyView } from "./explain/view.ts";
-import type { Connection } from "./explain/model.ts";
-import type { DatapathAnswer } from "./explain/report.ts";
+import type { SchedulerPolicy } from "./scheduler_policy.ts";
+import type { Connection, DatapathAnswer, ExplainSource } from "./family_view.ts";
+import type { DatapathTraits } from "./datapath_traits.ts";
 
 /** Everything the program hands a mode. */
 export interface ModeDeps {
@@ -70,8 +69,12 @@ export const NODE_WAIT_MS = 30_000;
 /** In NodeCIDR mode, for its pod CIDRs: upstream waits 5 minutes for an allocator to assign them. */
 export const NODE_CIDR_WAIT_MS = 300_000;
 
-/** Returns the options every proxier of `family` shares. */
-export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOptions {
+/** Returns the options every proxier of `family` shares; `schedulers` is the mode's own policy. */
+export function proxierOptions(
+  d: ModeDeps,
+  family: IPFamily,
+  schedulers: SchedulerPolicy,
+): BaseProxierOptions {
   return {
     family,
     nodeName: d.nodeName,
@@ -84,7 +87,7 @@ export function proxierOptions(d: ModeDeps, family: IPFamily): BaseProxierOption
     minSyncPeriodMs: d.config.minSyncPeriodMs,
     nodePortAddresses: d.config.nodePortAddresses,
     allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
-    schedulerNotice: (scheduler) => schedulerNotice(d.config.mode, scheduler),
+    schedulers,
     syncPeriodMs: d.config.syncPeriodMs,
     nodeWaitMs: d.config.source.kind === "kubernetes"
       ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)
@@ -132,16 +135,6 @@ export interface ModeRenderer {
   nodeAddresses(): string;
   /** What `explain` reads (after {@linkcode render}): each family's view and its rendered rules. */
   readonly explain: ExplainSource & { rendered(family: IPFamily): string | undefined };
-}
-
-/** What `explain` reads of a mode's proxiers: one view per family, and its sockets' own answers. */
-export interface ExplainSource {
-  views(): FamilyView[];
-  /**
-   * Where the mode's own sockets send `c` (a socket proxy: the userspace mode, nftables' loopback
-   * NodePorts); undefined where the kernel's rules decide (`trace` answers).
-   */
-  answer?(c: Connection, family: IPFamily): DatapathAnswer | undefined;
 }
 
 /**
@@ -208,9 +201,18 @@ export interface CleanupOptions {
   readonly everything: boolean;
 }
 
-/** One datapath, as the program sees it. */
-export interface ProxyModeDefinition {
+/** One datapath, as the program sees it; its tracer (`trace`, `recognizes`) as {@linkcode ModeTracer}. */
+export interface ProxyModeDefinition extends ModeTracer {
   readonly name: ProxyMode;
+  /** What its datapath does where the modes differ (`explain`'s expectation follows it). */
+  readonly traits: DatapathTraits;
+  /** What it does with a Service's scheduler annotation, under `config`. */
+  schedulers(config: ProxyConfig): SchedulerPolicy;
+  /**
+   * Returns why this configuration cannot run the mode at all (a feature gate that turns it off),
+   * checked before anything touches the node; undefined when it can.
+   */
+  refuse?(config: ProxyConfig): string | undefined;
   /** The kernel tools it runs: checked at start, each missing one reported once. */
   readonly tools: readonly ToolNeed[];
   /**
@@ -226,21 +228,6 @@ export interface ProxyModeDefinition {
   create(deps: ModeDeps): Promise<ModeProvider>;
   /** Builds the provider on `dryRun` (which is `deps.exec`); absent when the mode has no render. */
   render?(deps: ModeDeps, dryRun: DryRunExecutor): Promise<ModeRenderer>;
-  /**
-   * Traces one new connection through this mode's rules: the live ones (read only) or those of
-   * `q.rulesFile`. Absent when the mode has no tracer yet.
-   * @throws {Error} when the rules cannot be read; the message says which.
-   */
-  trace?(
-    q: TraceQuery,
-    d: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
-  ): Promise<TraceResult>;
-  /**
-   * Returns true when `source` holds this mode's rules: a rules file's text, or this network
-   * namespace (read only, for `family`). `trace` without `--proxy-mode` traces through the first mode
-   * (in registry order) that does.
-   */
-  recognizes?(source: RulesSource): Promise<boolean>;
   /**
    * Removes every kernel object this mode (or upstream kube-proxy's same mode) creates in `family`;
    * succeeds when there is nothing to remove.

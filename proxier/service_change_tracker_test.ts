@@ -1,5 +1,7 @@
 import { ObjectWarnings } from "./object_warnings.ts";
-import { schedulerNotice } from "../loadbalancer/schedulers.ts";
+import { MODES } from "./modes.ts";
+import { parseCommandLine } from "./cli/command_line.ts";
+import type { ProxyMode } from "./options/config.ts";
 import type { EventSpec } from "./runtime/events.ts";
 import { assertEquals } from "../tests/support/assert.ts";
 import { makeService, MemoryLogger } from "../tests/support/fixtures.ts";
@@ -156,7 +158,9 @@ Deno.test("ServiceChangeTracker: a scheduler annotation the mode does not honour
       s.metadata!.resourceVersion = "3";
       s.metadata!.annotations = { "kube-router.io/service.scheduler": scheduler };
     });
+  const config = parseCommandLine([], () => "").config;
   const said = (mode: string, scheduler: string) => {
+    const policy = MODES.get(mode as ProxyMode)!.schedulers(config);
     const log = new MemoryLogger();
     const events: EventSpec[] = [];
     const warnings = new ObjectWarnings(log, { record: (e) => events.push(e) });
@@ -165,7 +169,7 @@ Deno.test("ServiceChangeTracker: a scheduler annotation the mode does not honour
       const t = new ServiceChangeTracker({
         family,
         warnings,
-        schedulerNotice: (s) => schedulerNotice(mode, s),
+        schedulerNotice: (s) => policy.notice(s),
       });
       t.update(undefined, svc);
       t.update(svc, svc);

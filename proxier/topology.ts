@@ -50,6 +50,14 @@ export function externallyAccessible(s: ServicePortInfo): boolean {
 }
 
 /**
+ * Returns true when `e` can take new connections: it is ready, or it is terminating and still
+ * serving (such endpoints are used only while none is ready: {@linkcode usableEndpoints}).
+ */
+export function canServe(e: EndpointInfo): boolean {
+  return e.ready || (e.serving && e.terminating);
+}
+
+/**
  * Returns the ready endpoints among those `keep` accepts, or, when none is ready, the serving and
  * terminating ones (a rolling update's last pods keep serving until their replacements are ready).
  */
@@ -58,7 +66,7 @@ export function usableEndpoints(
   keep: (e: EndpointInfo) => boolean = () => true,
 ): EndpointInfo[] {
   const ready = eps.filter((e) => e.ready && keep(e));
-  return ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating && keep(e));
+  return ready.length > 0 ? ready : eps.filter((e) => !e.ready && canServe(e) && keep(e));
 }
 
 /** Which hints restrict Cluster-policy endpoints on this node ("" none). */
@@ -136,7 +144,7 @@ export function categorizeEndpoints(
   let local: EndpointInfo[] = [];
   if (usesLocal) {
     local = usableEndpoints(eps, (e) => e.isLocal);
-    if (eps.some((e) => e.ready || (e.serving && e.terminating))) hasAny = true;
+    if (eps.some(canServe)) hasAny = true;
   }
   const hasInternal = hasAny && (!svc.internalPolicyLocal || local.length > 0);
   const hasExternal = hasAny && (!svc.externalPolicyLocal || local.length > 0);
@@ -178,7 +186,7 @@ export function countNoLocalEndpoints(
     const externalLocal = svc.externalPolicyLocal && externallyAccessible(svc);
     if (!svc.internalPolicyLocal && !externalLocal) return;
     const eps = endpoints.get(key) ?? [];
-    if (eps.some((e) => e.isLocal && (e.ready || (e.serving && e.terminating)))) return;
+    if (eps.some((e) => e.isLocal && canServe(e))) return;
     if (svc.internalPolicyLocal) internal++;
     if (externalLocal) external++;
   });

@@ -27,10 +27,14 @@ import {
 } from "../runtime/kernel_tools.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
+import { oneWayPolicy } from "../scheduler_policy.ts";
 import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import { cleanupIptables } from "./cleanup.ts";
 import { CT_STATE_INVALID_DROPPED, LOCALHOST_NODEPORTS_ACCEPTED, nfacctMetrics } from "./metrics.ts";
 import type { IptablesProxier, IptablesProxierOptions } from "./proxier.ts";
+
+/** iptables balances at random whatever a Service's annotation asks. */
+const SCHEDULERS = oneWayPolicy("iptables", "random");
 
 /** Builds one family's iptables proxier from the program's configuration (loading its code). */
 async function newProxier(
@@ -45,7 +49,7 @@ async function newProxier(
   const c = d.config;
   const { IptablesProxier } = await import("./proxier.ts");
   return new IptablesProxier({
-    ...proxierOptions(d, family),
+    ...proxierOptions(d, family, SCHEDULERS),
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     iptables,
     masqueradeAll: c.masqueradeAll,
@@ -59,6 +63,15 @@ async function newProxier(
 /** The iptables mode (upstream's default). */
 export const iptablesMode: ProxyModeDefinition = {
   name: "iptables",
+  traits: {
+    carrier: "kernel",
+    enforcesSourceRanges: true,
+    externalLocal: "short-circuit",
+    rejectsUnservedPorts: "none",
+    dropsUnallocatedServiceIPs: false,
+    hairpin: "every-endpoint",
+  },
+  schedulers: () => SCHEDULERS,
   tools: [
     {
       tool: "iptables-restore",

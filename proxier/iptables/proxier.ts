@@ -10,7 +10,7 @@ import { linesStartingWith } from "../../iptables/rule_args.ts";
 import { type BuiltinJump, jumpRuleLine, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import type { FamilyView } from "../explain/view.ts";
+import type { FamilyView } from "../family_view.ts";
 import {
   joinLines,
   JUMP_CHAINS,

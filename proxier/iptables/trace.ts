@@ -9,7 +9,7 @@ import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
 import { ipFamily } from "../net.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/trace.ts";
+import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
 import type { IPFamily } from "../types.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */

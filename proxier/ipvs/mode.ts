@@ -23,8 +23,15 @@ import {
 } from "../mode_definition.ts";
 import { CONNTRACK_NEED, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
 import type { IPFamily } from "../types.ts";
+import type { SchedulerPolicy } from "../scheduler_policy.ts";
+import { KUBE_PROXY_IPVS } from "../options/feature_gates.ts";
 import { cleanupIpvs } from "./cleanup.ts";
 import type { IpvsProxier, IpvsProxierOptions } from "./proxier.ts";
+
+/** The kernel's IPVS runs every scheduler an annotation names; the rest use `--ipvs-scheduler`. */
+function ipvsSchedulers(scheduler: string): SchedulerPolicy {
+  return { notice: () => undefined, describe: (svc) => svc.scheduler ?? scheduler };
+}
 
 /** Builds one family's ipvs proxier from the program's configuration (loading its code). */
 async function newProxier(
@@ -37,7 +44,7 @@ async function newProxier(
   const c = d.config;
   const { IpvsProxier } = await import("./proxier.ts");
   return new IpvsProxier({
-    ...proxierOptions(d, family),
+    ...proxierOptions(d, family, ipvsMode.schedulers(c)),
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     ipvs: new IpvsadmRunner({ exec }),
     ipset: new IpsetRunner({ exec }),
@@ -84,9 +91,21 @@ export const IPVS_DEPRECATION = "The ipvs proxy mode is deprecated upstream sinc
 const NO_IPVS_IN_KERNEL = /Protocol not available|Are you sure that IP Virtual Server is built/;
 
 /** The ipvs mode (upstream's, with kube-router's per-Service scheduler annotations). */
-
 export const ipvsMode: ProxyModeDefinition = {
   name: "ipvs",
+  traits: {
+    carrier: "kernel",
+    enforcesSourceRanges: true,
+    externalLocal: "local-first",
+    rejectsUnservedPorts: "service-ips",
+    dropsUnallocatedServiceIPs: false,
+    hairpin: "local-endpoints",
+  },
+  schedulers: (c) => ipvsSchedulers(c.ipvs.scheduler),
+  refuse: (config) =>
+    config.features.enabled(KUBE_PROXY_IPVS)
+      ? undefined
+      : `the ipvs proxy mode is disabled by the ${KUBE_PROXY_IPVS} feature gate; use --proxy-mode=nftables`,
   tools: [
     { tool: "ipvsadm", required: true, without: "programs IPVS (Debian/Ubuntu package ipvsadm)" },
     {

@@ -27,7 +27,7 @@ import { type BuiltinJump, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { RefCounts } from "../_common/ref_counts.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import type { FamilyView } from "../explain/view.ts";
+import type { FamilyView } from "../family_view.ts";
 import { restoreFailureCounters } from "../metrics.ts";
 import { ipFamily, isLoopback } from "../net.ts";
 import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
@@ -124,7 +124,6 @@ export class IpvsProxier extends BaseProxier {
   protected override explainExtras(): Partial<FamilyView> {
     return {
       masqueradeAll: this.#o.masqueradeAll,
-      ipvsScheduler: this.#o.scheduler,
       nodePortIPs: this.#nodePortIPs(),
     };
   }

@@ -15,7 +15,7 @@ import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptable
 import { parseRules, type RuleSource, type SetLookup, tracePacket } from "../trace/iptables_walker.ts";
 import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
-import { type Packet, queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/trace.ts";
+import { type Packet, queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
 import { SET, setName } from "./layout.ts";
 
 /** What the ipvs mode's datapath consists of, as read from the kernel (or a rendered file). */

@@ -6,16 +6,16 @@
  * destination address); `lbc-...` the same over `backends-cluster`.
  * @module
  */
-import type { NftPick } from "../../loadbalancer/schedulers.ts";
+import type { NftAlgorithm } from "./schedulers.ts";
 import type { IPFamily } from "../types.ts";
 import { BACKENDS, BACKENDS_CLUSTER, type NftName, seedHex, TABLE, words } from "./layout.ts";
 
 /** How an lb chain picks the index: the schedulers other than Maglev, sh with or without the port. */
-export type LbPick = Exclude<NftPick, "mh"> | "shp";
+export type LbAlgorithm = Exclude<NftAlgorithm, "mh"> | "shp";
 
 /** One lb chain. */
 export interface LbChain {
-  readonly pick: LbPick;
+  readonly algorithm: LbAlgorithm;
   /** The number of endpoints it picks from. */
   readonly n: number;
   /** Over {@linkcode BACKENDS_CLUSTER} (externalTrafficPolicy Local's cluster-wide endpoints). */
@@ -24,7 +24,7 @@ export interface LbChain {
 
 /** Returns the chain's name: `lb-N`, `lbc-N`, `lb-rr-N`, `lbc-shp-N`... */
 export function lbChainName(c: LbChain): NftName {
-  return `${c.cluster ? "lbc" : "lb"}${c.pick === "random" ? "" : `-${c.pick}`}-${c.n}`;
+  return `${c.cluster ? "lbc" : "lb"}${c.algorithm === "random" ? "" : `-${c.algorithm}`}-${c.n}`;
 }
 
 const LB_CHAIN = /^(lbc?)(?:-(rr|sh|shp|dh))?-([1-9]\d{0,5})$/;
@@ -33,7 +33,7 @@ const LB_CHAIN = /^(lbc?)(?:-(rr|sh|shp|dh))?-([1-9]\d{0,5})$/;
 export function parseLbChain(name: NftName): LbChain | undefined {
   const m = LB_CHAIN.exec(name);
   if (m === null) return undefined;
-  return { cluster: m[1] === "lbc", pick: (m[2] ?? "random") as LbPick, n: Number(m[3]) };
+  return { cluster: m[1] === "lbc", algorithm: (m[2] ?? "random") as LbAlgorithm, n: Number(m[3]) };
 }
 
 /**
@@ -43,7 +43,7 @@ export function parseLbChain(name: NftName): LbChain | undefined {
 export function lbIndexExpr(family: IPFamily, c: LbChain, seed: number): string {
   const { fam } = words(family);
   const s = `seed 0x${seedHex(seed)}`;
-  switch (c.pick) {
+  switch (c.algorithm) {
     case "random":
       return `numgen random mod ${c.n}`;
     case "rr":
@@ -70,7 +70,7 @@ export const PRECREATED_LB_COUNTS: readonly number[] = Array.from({ length: 32 }
 /** Returns true for a precreated chain (`lb-N` / `lbc-N`, N in {@linkcode PRECREATED_LB_COUNTS}). */
 export function isPrecreated(name: NftName): boolean {
   const c = parseLbChain(name);
-  return c !== undefined && c.pick === "random" && PRECREATED_LB_COUNTS.includes(c.n);
+  return c !== undefined && c.algorithm === "random" && PRECREATED_LB_COUNTS.includes(c.n);
 }
 
 /**

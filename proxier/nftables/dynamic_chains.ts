@@ -95,11 +95,11 @@ export class DynamicChains {
    * and `extra`; the default's first, each pick's by endpoint count.
    */
   lbChains(cluster: boolean, extra: Iterable<NftName> = []): LbChain[] {
-    const names = new Set(PRECREATED_LB_COUNTS.map((n) => lbChainName({ pick: "random", n, cluster })));
+    const names = new Set(PRECREATED_LB_COUNTS.map((n) => lbChainName({ algorithm: "random", n, cluster })));
     for (const name of [...this.#uses.keys(), ...extra]) {
       if (parseLbChain(name)?.cluster === cluster) names.add(name);
     }
-    const order = (c: LbChain) => c.pick === "random" ? "" : c.pick;
+    const order = (c: LbChain) => c.algorithm === "random" ? "" : c.algorithm;
     return [...names].map((n) => parseLbChain(n)!).sort((a, b) =>
       order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : a.n - b.n
     );

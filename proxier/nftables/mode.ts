@@ -20,6 +20,7 @@ import {
   renderNodeAddresses,
 } from "../mode_definition.ts";
 import type { IPFamily } from "../types.ts";
+import { nftablesSchedulers } from "./schedulers.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
 import { affinityStatements } from "./affinity.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
@@ -49,7 +50,7 @@ async function newProxier(
   const c = d.config;
   const { NftablesProxier } = await import("./proxier.ts");
   return new NftablesProxier({
-    ...proxierOptions(d, family),
+    ...proxierOptions(d, family, nftablesMode.schedulers(c)),
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     nft,
     masqueradeAll: c.masqueradeAll,
@@ -102,6 +103,15 @@ function localhostFamilies(d: ModeDeps): ReadonlySet<IPFamily> {
 /** The nftables mode. */
 export const nftablesMode: ProxyModeDefinition = {
   name: "nftables",
+  traits: {
+    carrier: "kernel",
+    enforcesSourceRanges: true,
+    externalLocal: "short-circuit-node-drops",
+    rejectsUnservedPorts: "cluster-ips",
+    dropsUnallocatedServiceIPs: true,
+    hairpin: "local-endpoints",
+  },
+  schedulers: (c) => nftablesSchedulers(c.maglevTableSize),
   tools: [
     { tool: "nft", required: true, without: "writes the rules (Debian/Ubuntu package nftables)" },
     CONNTRACK_NEED,

@@ -14,7 +14,7 @@ import {
 } from "../topology.ts";
 import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
-import { nftablesScheduler } from "../../loadbalancer/schedulers.ts";
+import { nftablesScheduler } from "./schedulers.ts";
 import { type LbChain, lbChainName } from "./backends.ts";
 import { type MaglevClass, maglevName, type MaglevParams, type MaglevWant } from "./maglev_maps.ts";
 import {
@@ -124,17 +124,17 @@ export function portElements(
   const lb = (entry: string, all: readonly EndpointInfo[], cluster: boolean, cls: MaglevClass) => {
     if (all.length === 0) return;
     const container = cluster ? LB_CLUSTER : LB;
-    if (scheduler.pick === "mh") {
+    if (scheduler.algorithm === "mh") {
       elements.push({ container, key: entry, value: `goto ${maglevFor(cls, all)}` });
       return;
     }
-    const pick = scheduler.pick === "sh" && scheduler.sourcePort ? "shp" : scheduler.pick;
-    const chain: LbChain = { pick, n: all.length, cluster };
+    const algorithm = scheduler.algorithm === "sh" && scheduler.sourcePort ? "shp" : scheduler.algorithm;
+    const chain: LbChain = { algorithm, n: all.length, cluster };
     const name = lbChainName(chain);
     lbChains.set(name, chain);
     elements.push({ container, key: entry, value: `goto ${name}` });
     // A hash picks an index: in the same order on every node, it picks the same endpoint.
-    const list = pick === "sh" || pick === "shp" || pick === "dh" ? [...all].sort(byKey) : all;
+    const list = algorithm === "sh" || algorithm === "shp" || algorithm === "dh" ? [...all].sort(byKey) : all;
     list.forEach((e, i) =>
       elements.push({
         container: cluster ? BACKENDS_CLUSTER : BACKENDS,

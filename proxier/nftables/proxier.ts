@@ -10,9 +10,7 @@
 import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
-import type { FamilyView } from "../explain/view.ts";
-import type { Connection } from "../explain/model.ts";
-import type { DatapathAnswer } from "../explain/report.ts";
+import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
 import { isLoopback } from "../net.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
@@ -158,7 +156,6 @@ export class NftablesProxier extends BaseProxier {
       masqueradeAll: this.#o.masqueradeAll,
       loopbackNodePorts: this.localhost !== undefined ? "socket" : "none",
       nodePortIPs: this.#nodePortIPs(),
-      maglevTableSize: this.#maglev.tableSize,
     };
   }
 

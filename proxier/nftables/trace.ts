@@ -7,7 +7,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
 import { listingStatements, NftRuleset } from "../../iptables/nft_ruleset.ts";
 import { traceNft } from "../trace/nft_walker.ts";
-import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/trace.ts";
+import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
 import { TABLE } from "./layout.ts";
 
 /**

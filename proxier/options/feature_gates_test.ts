@@ -9,7 +9,7 @@ import {
   KUBE_PROXY_IPVS,
   KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS,
 } from "./feature_gates.ts";
-import { parseCommandLine } from "./command_line.ts";
+import { parseCommandLine } from "../cli/command_line.ts";
 
 Deno.test("feature gates: upstream 1.37's defaults and stages for the gates this program acts on", () => {
   const g = new FeatureGates();

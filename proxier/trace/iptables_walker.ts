@@ -10,7 +10,7 @@
 import { addressFamily, inCIDR } from "../../iptables/ip.ts";
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import { splitArgs } from "../../iptables/rule_args.ts";
-import { interfaceMatches, type Packet, type TraceResult, type TraceStep } from "./trace.ts";
+import { interfaceMatches, type Packet, type TraceResult, type TraceStep } from "./packet.ts";
 
 /** Rules by table and chain, as iptables holds them. */
 export interface RuleSource {

@@ -2,34 +2,28 @@
  * The nftables interpreter: follows a new connection through the base chains of one table of an
  * {@linkcode NftTable} (a rendered transaction, a listing, or the tests' fake), hook by hook in
  * priority order (prerouting, then input or forward, then postrouting; output first for the node's
- * own traffic), exploring every branch of `numgen random mod N` (and `numgen inc`), computing the
- * one index `jhash ... mod N seed S` gives for the packet as the kernel does, and reports the
+ * own traffic), exploring every branch of `numgen random mod N` (and `numgen inc`), taking the one
+ * index `jhash ... mod N seed S` gives for the packet (`nft_picks.ts`), and reports the
  * endpoints it can reach, whether it is masqueraded, and the verdict. It interprets the expressions
  * the nftables mode writes and throws on any other, never guessing.
  * @module
  */
-import { addressFamily, inCIDR, ipBytes, type IPFamily } from "../../iptables/ip.ts";
-import { nftJhash, portBytes } from "../../loadbalancer/jhash.ts";
+import { addressFamily, inCIDR, type IPFamily } from "../../iptables/ip.ts";
 import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset.ts";
-import { interfaceMatches, type Packet, type TraceStep } from "./trace.ts";
+import {
+  DEFAULT_SOURCE_PORT,
+  type DnatPick,
+  interfaceMatches,
+  type Packet,
+  type TraceStep,
+} from "./packet.ts";
+import { dnatPick, pickIndices } from "./nft_picks.ts";
 
 /** A packet opening a connection, as the rule walker takes it (`fromHost`: the output hook). */
 export type NftPacket = Pick<
   Packet,
   "src" | "dst" | "port" | "protocol" | "fromHost" | "inInterface" | "sport"
 >;
-
-/** How a DNAT chose among endpoints on some path: the chain, the way, and the index a hash gave. */
-export interface NftPick {
-  readonly chain: string;
-  /** The key's last part: `numgen random mod 3`, `jhash ip saddr . th sport mod 16381 seed 0x...`. */
-  readonly expr: string;
-  /** For a hash: the index (the Maglev slot) it gives for this packet, of `of`. */
-  readonly slot?: number;
-  readonly of: number;
-  /** For a hash: the endpoint at that index; undefined when the map holds none there. */
-  readonly endpoint?: string;
-}
 
 /** Where the packet went. */
 export interface NftTraceResult {
@@ -49,11 +43,8 @@ export interface NftTraceResult {
   /** The chains each distinct path went through, for messages. */
   readonly paths: string[][];
   /** How each DNAT some path reached chose its endpoint. */
-  readonly picks: readonly NftPick[];
+  readonly picks: readonly DnatPick[];
 }
-
-/** The source port of a packet that names none (`trace --sport`'s default): a fixed ephemeral port. */
-export const DEFAULT_SOURCE_PORT = 40000;
 
 /** The value of a header the packet does not have. */
 const ABSENT = "\0absent";
@@ -155,7 +146,7 @@ class Evaluator {
   /** Some path looked a client up in `affinity-check` and found its service there. */
   affinity = false;
   /** Every DNAT choice made, once each. */
-  readonly picks: NftPick[] = [];
+  readonly picks: DnatPick[] = [];
   readonly #t: NftTable;
   readonly #table: string;
   readonly #fam: "ip" | "ip6";
@@ -404,31 +395,26 @@ class Evaluator {
 
   /**
    * `dnat ip to <expr> map @m`: one outcome per reachable value. `numgen` explores every branch; a
-   * `jhash` gives the one index the kernel computes for this packet.
+   * `jhash` gives the one index the kernel computes for this packet (`nft_picks.ts`).
    */
   #dnat(tokens: string[], st: State, rule: string, chain: string): Outcome[] {
     const to = tokens.indexOf("to");
     const mapAt = tokens.lastIndexOf("map");
     const keyTokens = tokens.slice(to + 1, mapAt);
-    const numgen = keyTokens.indexOf("numgen");
-    const jhash = keyTokens.indexOf("jhash");
-    const pickAt = numgen >= 0 ? numgen : jhash;
+    const p0 = this.#pkt;
+    const pick = dnatPick(keyTokens, {
+      fam: this.#fam,
+      protocol: p0.protocol,
+      saddr: p0.src,
+      daddr: st.dst,
+      sport: p0.sport ?? DEFAULT_SOURCE_PORT,
+      dport: st.port,
+    }, rule);
     const keys: string[][] = [];
-    let pick: { expr: string; slot?: number; of: number } | undefined;
-    if (pickAt >= 0) {
+    if (pick !== undefined) {
       // The key: the values before the pick (if any), then the index.
-      const head = pickAt === 0 ? [] : this.#expr(keyTokens.slice(0, pickAt - 1), 0, st, rule).values;
-      const expr = keyTokens.slice(pickAt);
-      const mod = expr.indexOf("mod");
-      const n = Number(expr[mod + 1]);
-      if (!(n > 0)) throw new Error(`nft tracer: unsupported modulus in: ${rule}`);
-      if (numgen < 0) {
-        pick = { expr: expr.join(" "), slot: this.#jhash(expr.slice(1, mod), n, expr, st, rule), of: n };
-      }
-      if (numgen >= 0 || this.#exploreHashes) {
-        for (let k = 0; k < n; k++) keys.push([...head, String(k)]);
-      } else keys.push([...head, String(pick!.slot)]);
-      pick ??= { expr: expr.join(" "), of: n };
+      const head = pick.at === 0 ? [] : this.#expr(keyTokens.slice(0, pick.at - 1), 0, st, rule).values;
+      for (const k of pickIndices(pick, this.#exploreHashes)) keys.push([...head, String(k)]);
     } else keys.push(this.#expr(keyTokens, 0, st, rule).values);
     // Each numgen branch takes an equal share of this path's connections.
     const p = st.p / keys.length;
@@ -444,12 +430,19 @@ class Evaluator {
       const [ip, port] = hit.split(" . ");
       out.push({ st: { ...st, p, dst: ip, port: Number(port), dnat: endpointOf(hit) }, end: "accept" });
     }
-    if (pick !== undefined && !this.picks.some((p) => p.chain === chain && p.expr === pick!.expr)) {
+    if (pick !== undefined && !this.picks.some((x) => x.chain === chain && x.expr === pick.expr)) {
       const at = pick.slot === undefined
         ? undefined
         : this.#lookup(map, [...keys[0].slice(0, -1), String(pick.slot)]);
       const endpoint = at === undefined ? undefined : endpointOf(at);
-      this.picks.push({ chain, ...pick, ...(endpoint === undefined ? {} : { endpoint }) });
+      const { expr, of, slot } = pick;
+      this.picks.push({
+        chain,
+        expr,
+        of,
+        ...(slot === undefined ? {} : { slot }),
+        ...(endpoint === undefined ? {} : { endpoint }),
+      });
     }
     // Branches that all missed are one fall-through, with their shares together.
     const falls = out.filter((o) => o.end === undefined);
@@ -458,30 +451,6 @@ class Evaluator {
       ...out.filter((o) => o.end !== undefined),
       ...(falls.length > 0 ? [{ st: { ...st, p: fallP }, end: undefined as End }] : []),
     ];
-  }
-
-  /**
-   * The index `jhash <fields> mod n seed S` gives for this packet, as the kernel computes it
-   * (`loadbalancer/jhash.ts`): each field in network byte order, padded to 4 bytes.
-   */
-  #jhash(fields: string[], n: number, expr: string[], st: State, rule: string): number {
-    const seedAt = expr.indexOf("seed");
-    const seed = seedAt < 0 ? 0 : Number(expr[seedAt + 1]);
-    const p = this.#pkt;
-    const bytes: Uint8Array[] = [];
-    for (let i = 0; i < fields.length; i++) {
-      const [a, b] = [fields[i], fields[i + 1]];
-      if (a === ".") continue;
-      i++;
-      if (a === this.#fam && (b === "saddr" || b === "daddr")) {
-        bytes.push(ipBytes(b === "saddr" ? p.src : st.dst)!);
-      } else if ((a === "th" || a === p.protocol) && b === "sport") {
-        bytes.push(portBytes(p.sport ?? DEFAULT_SOURCE_PORT));
-      } else if ((a === "th" || a === p.protocol) && b === "dport") {
-        bytes.push(portBytes(st.port));
-      } else throw new Error(`nft tracer: unsupported jhash field "${a} ${b}" in: ${rule}`);
-    }
-    return nftJhash(bytes, n, seed);
   }
 
   /** `update @m { key : value }`: records into the fake's map when asked to. */

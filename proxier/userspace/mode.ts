@@ -13,10 +13,23 @@ import {
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
 import { cleanupUserspace } from "./portals.ts";
+import { oneWayPolicy } from "../scheduler_policy.ts";
+
+/** The listeners balance round robin; an rr or wrr annotation asks for just that. */
+const SCHEDULERS = oneWayPolicy("userspace", "round robin", ["rr", "wrr"]);
 
 /** The userspace mode: the fallback when the kernel tools are missing. */
 export const userspaceMode: ProxyModeDefinition = {
   name: "userspace",
+  traits: {
+    carrier: "sockets",
+    enforcesSourceRanges: false,
+    externalLocal: "ignored",
+    rejectsUnservedPorts: "none",
+    dropsUnallocatedServiceIPs: false,
+    hairpin: "local-endpoints",
+  },
+  schedulers: () => SCHEDULERS,
   // Its one tool, iptables for the portals, is probed at start; the proxier says what is lost.
   tools: [],
 
@@ -25,7 +38,7 @@ export const userspaceMode: ProxyModeDefinition = {
     // Loaded when this mode runs: the other modes' runs need none of its code.
     const { UserspaceProxier } = await import("./proxier.ts");
     return new UserspaceProxier({
-      ...proxierOptions(d, "IPv4"),
+      ...proxierOptions(d, "IPv4", SCHEDULERS),
       iptables: c.userspacePortals
         ? await probeIptables(
           d.exec,
@@ -48,7 +61,7 @@ export const userspaceMode: ProxyModeDefinition = {
   async render(d, dryRun) {
     const { UserspaceProxier } = await import("./proxier.ts");
     const p = new UserspaceProxier({
-      ...proxierOptions(d, "IPv4"),
+      ...proxierOptions(d, "IPv4", SCHEDULERS),
       ...renderNodeAddresses(d),
       iptables: new IptablesRunner({ exec: dryRun, family: "IPv4" }),
       listenAddress: d.config.bindAddress,

@@ -3,9 +3,9 @@
  * fakes, then say where a packet goes.
  * @module
  */
-import type { Packet } from "../../proxier/trace/trace.ts";
+import type { Packet } from "../../proxier/trace/packet.ts";
 import type { BaseProxier, Provider } from "../../proxier/base_proxier.ts";
-import type { FamilyView } from "../../proxier/explain/view.ts";
+import type { FamilyView } from "../../proxier/family_view.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import { makeNode } from "../support/fixtures.ts";
 import type { NodeSpec, ObjectSet } from "./objects.ts";

@@ -10,7 +10,8 @@ import { ipvsDatapath } from "./ipvs_datapath.ts";
 import { nftablesDatapath } from "./nftables_datapath.ts";
 import { NODE_A } from "./objects.ts";
 import { FLOWS } from "./table.ts";
-import { expectConnection } from "../../proxier/explain/model.ts";
+import { expectConnection } from "../../proxier/commands/explain/expectation.ts";
+import { MODES } from "../../proxier/modes.ts";
 import { userspaceDatapath } from "./userspace_datapath.ts";
 
 /** Every mode's adapter, typed by the one mode list: a mode without one does not compile. */
@@ -47,7 +48,7 @@ for (const dp of Object.values(DATAPATHS)) {
           const r = trace(row.packet);
           const e = row.expectIn?.[dp.mode] ?? row.expect;
           // The model (explain's) says the same as the row, without reading a rule.
-          const m = expectConnection(dp.mode, trace.view, {
+          const m = expectConnection(MODES.get(dp.mode)!, trace.view, {
             src: row.packet.src,
             dst: row.packet.dst,
             port: row.packet.port,

@@ -24,6 +24,8 @@ import { NodePortAddresses } from "../../proxier/nodeport_addresses.ts";
 import { isLoopback } from "../../proxier/net.ts";
 import type { LocalhostNodePorts } from "../../proxier/socket_proxy/localhost_node_ports.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
+import { nftablesSchedulers } from "../../proxier/nftables/schedulers.ts";
+import { DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 
 /**
  * A proxier on a fake nft with `setup`'s objects and node loaded (not yet synced), its options
@@ -53,6 +55,7 @@ export function nftablesSetup(over: Partial<NftablesProxierOptions> = {}, setup:
     nodeIPs: node.ips,
     localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["10.180.0.0/16"] },
     affinitySupported: true,
+    schedulers: nftablesSchedulers(over.maglevTableSize ?? DEFAULT_MAGLEV_TABLE_SIZE),
     ...over,
   });
   feed(proxier, { node, objects: setup.objects ?? REPRESENTATIVE, options: o });

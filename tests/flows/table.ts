@@ -7,7 +7,7 @@
  */
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
-import type { ExclusionReason } from "../../proxier/explain/model.ts";
+import type { ExclusionReason } from "../../proxier/commands/explain/expectation.ts";
 import {
   ETP_LOCAL_ELSEWHERE,
   LOCALHOST_NODE_PORTS,

@@ -7,7 +7,7 @@
 import { loadAll } from "js-yaml";
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { loadApiAccess } from "../../proxier/sources/api_access.ts";
-import { parseCommandLine } from "../../proxier/options/command_line.ts";
+import { parseCommandLine } from "../../proxier/cli/command_line.ts";
 import { defaultConfig } from "../../proxier/options/kube_proxy_configuration.ts";
 
 const read = (path: string) => Deno.readTextFileSync(new URL(`../../${path}`, import.meta.url));

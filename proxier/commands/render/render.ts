@@ -3,12 +3,12 @@
  * computed by the real proxier on a dry-run executor; touches nothing on the node.
  * @module
  */
-import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { type ModeRenderer, newModeDeps, type ProxyModeDefinition } from "./mode_definition.ts";
-import type { ProxyConfig } from "./options/config.ts";
-import { realClock } from "./runtime/clock.ts";
-import { type Logger, warningsOnly } from "./runtime/logger.ts";
-import { FileSource } from "./sources/file.ts";
+import { DryRunExecutor } from "../../../iptables/dry_run.ts";
+import { type ModeRenderer, newModeDeps, type ProxyModeDefinition } from "../../mode_definition.ts";
+import type { ProxyConfig } from "../../options/config.ts";
+import { realClock } from "../../runtime/clock.ts";
+import { type Logger, warningsOnly } from "../../runtime/logger.ts";
+import { FileSource } from "../../sources/file.ts";
 
 /** What {@linkcode runRender} is given. */
 export interface RenderRun {

@@ -5,11 +5,11 @@
  * where NodePorts answer there. Each is one synthetic new connection, as `trace` takes it.
  * @module
  */
-import { ipBytes } from "../../iptables/ip.ts";
-import { cidrContains } from "../net.ts";
-import type { ServicePortInfo } from "../types.ts";
-import type { ClientKind, Connection, Via } from "./model.ts";
-import type { FamilyView } from "./view.ts";
+import { ipBytes } from "../../../iptables/ip.ts";
+import type { Connection, FamilyView } from "../../family_view.ts";
+import { cidrContains } from "../../net.ts";
+import type { ServicePortInfo } from "../../types.ts";
+import type { ClientKind, Via } from "./expectation.ts";
 
 /** One client of a service port and the connection it opens. */
 export interface Client {

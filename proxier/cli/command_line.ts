@@ -6,13 +6,14 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { parseTraceQuery, TRACE_USAGE } from "../trace/query.ts";
-import { EXPLAIN_USAGE, type ExplainQuery, parseExplainQuery } from "../explain/query.ts";
-import type { TraceQuery } from "../trace/trace.ts";
-import type { ProxyConfig } from "./config.ts";
-import { decodeConfigFile } from "./config_file.ts";
-import { ACTING_FEATURES } from "./feature_gates.ts";
-import { FLAG_BY_NAME, type FlagCommand, type FlagContext, FLAGS } from "./flag_table.ts";
+import { parseTraceQuery, TRACE_USAGE } from "./trace_flags.ts";
+import { EXPLAIN_USAGE, parseExplainQuery } from "./explain_flags.ts";
+import type { ExplainQuery } from "../commands/explain/explain.ts";
+import type { TraceQuery } from "../trace/packet.ts";
+import type { ProxyConfig } from "../options/config.ts";
+import { decodeConfigFile } from "../options/config_file.ts";
+import { ACTING_FEATURES } from "../options/feature_gates.ts";
+import { FLAG_BY_NAME, type FlagCommand, type FlagContext, FLAGS } from "../options/flag_table.ts";
 import {
   appendPortIfNeeded,
   defaultKubeProxyConfiguration,
@@ -25,11 +26,11 @@ import {
   platformDefaults,
   setDefaults,
   toProxyConfig,
-} from "./kube_proxy_configuration.ts";
-import { type FlagUse, parseBool, scanArgs } from "./pflag.ts";
+} from "../options/kube_proxy_configuration.ts";
+import { type FlagUse, parseBool, scanArgs } from "../options/pflag.ts";
 import { USAGE } from "./usage.ts";
-import { type FieldError, validate } from "./validation.ts";
-import { parseIPList, parseNodeName } from "./values.ts";
+import { type FieldError, validate } from "../options/validation.ts";
+import { parseIPList, parseNodeName } from "../options/values.ts";
 
 /** What the command line asks for. */
 export interface ParsedCommand {

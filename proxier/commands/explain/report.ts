@@ -1,46 +1,26 @@
 /**
- * `explain`'s report on one Service: for each port and each kind of client, the model's answer
- * (`model.ts`) and the datapath's own (a `trace` through the kernel's rules, or a socket proxy's
+ * `explain`'s report on one Service: for each port and each kind of client, the expected answer
+ * (`expectation.ts`) and the datapath's own (a `trace` through the kernel's rules, or a socket proxy's
  * listener), and whether they agree. Its JSON is the schema `kube-proxy-deno.explain/v1`
  * (`proxier/explain/README.md`); the command and `/debug/services` print the same object.
  * @module
  */
-import type { ProxyMode } from "../options/config.ts";
-import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
+import type { Connection, DatapathAnswer, FamilyView } from "../../family_view.ts";
+import type { ProxyMode } from "../../options/config.ts";
+import { usableEndpoints } from "../../topology.ts";
+import type { EndpointInfo, IPFamily, ServicePortInfo } from "../../types.ts";
 import { type Client, clientsOf } from "./clients.ts";
-import { type Connection, type Exclusion, type Expectation, expectConnection } from "./model.ts";
-import type { FamilyView } from "./view.ts";
-import { describeNftScheduler, nftablesScheduler, schedulerNotice } from "../../loadbalancer/schedulers.ts";
-import { DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
+import { type Exclusion, type Expectation, expectConnection, type ExpectedDatapath } from "./expectation.ts";
 
 /** The schema name every report carries. */
 export const EXPLAIN_SCHEMA = "kube-proxy-deno.explain/v1";
 /** The schema name of `/debug/services`' list. */
 export const SERVICES_SCHEMA = "kube-proxy-deno.services/v1";
 
-/** What the datapath itself does with one connection. */
-export interface DatapathAnswer {
-  readonly verdict: "DNAT" | "REJECT" | "DROP" | "none" | "UNKNOWN";
-  /** `ip:port` of every endpoint it can reach, sorted. */
-  readonly endpoints: string[];
-  /** Undefined where the datapath does not say (a socket proxy, or paths that differ). */
-  readonly masquerade?: boolean;
-  /** The rules the connection went through, as the tools print them. */
-  readonly rules: string[];
-  /** What checked it: `iptables rules`, `the loopback socket proxy`... */
-  readonly by: string;
-  /** Why the answer is incomplete (a rule the tracer does not understand). */
-  readonly note?: string;
-  /**
-   * Where a hash picks the endpoint (the sh, dh and mh schedulers): the index or Maglev slot this
-   * connection gets and its endpoint, one line per pick.
-   */
-  readonly picks?: string[];
-}
-
 /** Where `explain` reads the model and asks the datapath. */
 export interface ExplainContext {
-  readonly mode: ProxyMode;
+  /** The mode whose datapath is explained: its name and its traits. */
+  readonly mode: ExpectedDatapath & { readonly name: ProxyMode };
   readonly node: string;
   /** Whose rules are checked: this node's (`live`) or those `render` writes (`rendered`). */
   readonly rules: "live" | "rendered";
@@ -167,14 +147,14 @@ export async function explainService(
           ...verdict,
         });
       }
-      ports.push(portReport(ctx.mode, view, svc, eps, clients));
+      ports.push(portReport(view, svc, eps, clients));
     }
   }
   if (ports.length === 0) return undefined;
   return {
     schema: EXPLAIN_SCHEMA,
     service,
-    mode: ctx.mode,
+    mode: ctx.mode.name,
     node: ctx.node,
     rules: ctx.rules,
     changed: iso(timing?.changedMs),
@@ -198,14 +178,12 @@ function otherFamilies(views: readonly FamilyView[], view: FamilyView, key: stri
 }
 
 function portReport(
-  mode: ProxyMode,
   view: FamilyView,
   svc: ServicePortInfo,
   eps: readonly EndpointInfo[],
   clients: ClientReport[],
 ): PortReport {
-  const usableLocal = eps.filter((e) => e.isLocal && e.ready).length ||
-    eps.filter((e) => e.isLocal && e.serving && e.terminating).length;
+  const usableLocal = usableEndpoints(eps, (e) => e.isLocal).length;
   return {
     name: svc.name.port,
     protocol: svc.protocol,
@@ -219,7 +197,7 @@ function portReport(
     externalTrafficPolicy: svc.externalPolicyLocal ? "Local" : "Cluster",
     internalTrafficPolicy: svc.internalPolicyLocal ? "Local" : "Cluster",
     affinitySeconds: svc.stickyMaxAgeSeconds === 0 ? null : svc.stickyMaxAgeSeconds,
-    scheduler: schedulerOf(mode, svc, view),
+    scheduler: view.scheduler(svc),
     healthCheck: svc.healthCheckNodePort === 0 ? null : {
       nodePort: svc.healthCheckNodePort,
       status: usableLocal > 0 ? 200 : 503,
@@ -295,11 +273,8 @@ export function summarizeServices(views: readonly FamilyView[]): ServiceSummary[
         `${svc.name.port === "" ? "" : `${svc.name.port} `}${svc.port}/${svc.protocol} (${view.family})`,
       );
       const eps = view.endpoints.get(key) ?? [];
-      const ready = eps.filter((e) => e.ready);
       for (const e of eps) s.total.add(e.key);
-      for (const e of ready.length > 0 ? ready : eps.filter((e) => e.serving && e.terminating)) {
-        s.usable.add(e.key);
-      }
+      for (const e of usableEndpoints(eps)) s.usable.add(e.key);
     }
   }
   return [...by.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([service, s]) => {
@@ -317,20 +292,4 @@ export function summarizeServices(views: readonly FamilyView[]): ServiceSummary[
 /** The exclusions of a client as text lines (for the text report). */
 export function exclusionLines(excluded: readonly Exclusion[]): string[] {
   return excluded.map((x) => `not ${x.endpoint}: ${x.detail}`);
-}
-
-/** What {@linkcode PortReport.scheduler} says for `svc` in `mode`. */
-function schedulerOf(mode: string, svc: ServicePortInfo, view: FamilyView): string | null {
-  if (mode === "ipvs") return svc.scheduler ?? view.ipvsScheduler ?? "rr";
-  if (mode === "nftables") {
-    const described = describeNftScheduler(
-      nftablesScheduler(svc.scheduler, svc.schedFlags),
-      view.maglevTableSize ?? DEFAULT_MAGLEV_TABLE_SIZE,
-    );
-    return schedulerNotice(mode, svc.scheduler) === undefined
-      ? described
-      : `${described}; ${svc.scheduler} is not honoured here`;
-  }
-  if (schedulerNotice(mode, svc.scheduler) === undefined) return null;
-  return `${mode === "userspace" ? "round robin" : "random"}; ${svc.scheduler} is not honoured here`;
 }

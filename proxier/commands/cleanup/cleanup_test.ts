@@ -1,14 +1,16 @@
-import { assertEquals } from "../tests/support/assert.ts";
-import { MemoryLogger } from "../tests/support/fixtures.ts";
-import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { ExecError } from "../iptables/executor.ts";
+import { assertEquals } from "../../../tests/support/assert.ts";
+import { MemoryLogger } from "../../../tests/support/fixtures.ts";
+import { DryRunExecutor } from "../../../iptables/dry_run.ts";
+import { ExecError } from "../../../iptables/executor.ts";
 import { cleanupModes, runCleanup } from "./cleanup.ts";
-import type { ProxyModeDefinition } from "./mode_definition.ts";
-import type { ProxyMode } from "./options/config.ts";
+import type { ProxyModeDefinition } from "../../mode_definition.ts";
+import { MODES } from "../../modes.ts";
+import type { ProxyMode } from "../../options/config.ts";
 
 /** A mode whose cleanup records its calls and fails as told. */
 function mode(name: ProxyMode, calls: string[], fail?: Error): ProxyModeDefinition {
   return {
+    ...MODES.get(name)!,
     name,
     tools: [],
     create: () => Promise.reject(new Error("not here")),

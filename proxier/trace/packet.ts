@@ -1,18 +1,18 @@
 /**
- * `kube-proxy-deno trace`: where one new connection goes through this node's service rules. This
- * module owns what every tracer shares (the query, the packet, the steps and the result) and the
- * command itself (which mode's rules to read, the packet's source when none is given). The
- * interpreters live beside it (`iptables_walker.ts`, `nft_walker.ts`); each mode's tracer, which
- * reads its rules and calls one of them, is its `proxier/<mode>/trace.ts`.
+ * What every tracer shares: the question (`TraceQuery`), the packet an interpreter walks
+ * (`Packet`), the rules it went through (`TraceStep`) and the answer (`TraceResult`), and the
+ * contract a mode's tracer fulfils (`ModeTracer`). The interpreters live beside it
+ * (`iptables_walker.ts`, `nft_walker.ts`); each mode's tracer, which reads its rules and calls one
+ * of them, is its `proxier/<mode>/trace.ts`; the `trace` command is `commands/trace/`.
  * @module
  */
 import type { Executor } from "../../iptables/executor.ts";
 import { ipFamily } from "../net.ts";
-import { INTERFACE } from "../options/validation.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import type { IPFamily } from "../types.ts";
-import { formatTrace } from "./format.ts";
-import type { NftPick } from "./nft_walker.ts";
+
+/** The source port of a packet that names none (`trace --sport`'s default): a fixed ephemeral port. */
+export const DEFAULT_SOURCE_PORT = 40000;
 
 /** What `trace` is asked: one new connection, and where the rules come from. */
 export interface TraceQuery {
@@ -52,7 +52,7 @@ export interface Packet {
   readonly dst: string;
   readonly port: number;
   readonly protocol: "tcp" | "udp" | "sctp";
-  /** The source port, for rules that hash it; unset: a fixed ephemeral port (`trace --sport`'s default). */
+  /** The source port, for rules that hash it; unset: {@linkcode DEFAULT_SOURCE_PORT}. */
   readonly sport?: number;
   /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
   readonly fromHost?: boolean;
@@ -81,6 +81,18 @@ export interface TraceStep {
   readonly rule: string;
   /** How many jumps deep (0: the built-in chain). */
   readonly depth: number;
+}
+
+/** How one DNAT chose among endpoints on some path: the chain, the way, and the index a hash gave. */
+export interface DnatPick {
+  readonly chain: string;
+  /** The key's last part: `numgen random mod 3`, `jhash ip saddr . th sport mod 16381 seed 0x...`. */
+  readonly expr: string;
+  /** For a hash: the index (the Maglev slot) it gives for this packet, of `of`. */
+  readonly slot?: number;
+  readonly of: number;
+  /** For a hash: the endpoint at that index; undefined when the map holds none there. */
+  readonly endpoint?: string;
 }
 
 /** What happened to the packet. */
@@ -112,32 +124,36 @@ export interface TraceResult {
    * How each DNAT chose its endpoint, where the rules say (nftables): the scheduler's expression
    * and, for a hash (sh, dh, Maglev), the index or slot this packet gets and its endpoint.
    */
-  readonly picks?: readonly NftPick[];
-}
-
-/** Whether interface `name` matches iptables' `-i` pattern (`veth+` is a prefix; nft writes `veth*`). */
-export function interfaceMatches(name: string, pattern: string): boolean {
-  const wild = pattern.endsWith("+") || pattern.endsWith("*");
-  return wild ? name.startsWith(pattern.slice(0, -1)) : name === pattern;
+  readonly picks?: readonly DnatPick[];
 }
 
 /** Where a tracer reads rules from: a rules file's text, or this network namespace (read only). */
 export type RulesSource = { readonly text: string } | { readonly exec: Executor; readonly family: IPFamily };
 
-/** What `trace` needs of a mode (its registry entry provides it). */
+/** What `trace` and `explain` need of a mode (its registry entry provides it). */
 export interface ModeTracer {
   readonly name: string;
   /**
    * Traces one new connection through this mode's rules: the live ones (read only) or those of
-   * `q.rulesFile`. Absent when the mode has no tracer.
+   * `q.rulesFile` / `q.rulesText`. Absent when the mode has no tracer.
    * @throws {Error} when the rules cannot be read; the message says which.
    */
   trace?(
     q: TraceQuery,
     d: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
   ): Promise<TraceResult>;
-  /** Returns true when `source` holds this mode's rules. */
+  /**
+   * Returns true when `source` holds this mode's rules: a rules file's text, or this network
+   * namespace (read only, for `family`). `trace` without `--proxy-mode` traces through the first mode
+   * (in registry order) that does.
+   */
   recognizes?(source: RulesSource): Promise<boolean>;
+}
+
+/** Whether interface `name` matches iptables' `-i` pattern (`veth+` is a prefix; nft writes `veth*`). */
+export function interfaceMatches(name: string, pattern: string): boolean {
+  const wild = pattern.endsWith("+") || pattern.endsWith("*");
+  return wild ? name.startsWith(pattern.slice(0, -1)) : name === pattern;
 }
 
 /**
@@ -151,29 +167,13 @@ export async function queryRules(q: TraceQuery): Promise<string | undefined> {
 /**
  * Returns the source address of the traced packet when the query has none: the loopback address
  * for a loopback destination, else the first node address of the family. (Live traces from the
- * node resolve it first with the kernel's route lookup: {@linkcode route}.)
+ * node resolve it first with the kernel's route lookup, in the `trace` command.)
  */
 export function traceSource(q: TraceQuery, family: IPFamily, nodeIPs: readonly string[]): string {
   if (q.src !== undefined) return q.src;
   const loopback = family === "IPv4" ? "127.0.0.1" : "::1";
   if (q.dst === loopback) return loopback;
   return nodeIPs.find((ip) => ipFamily(ip) === family && ip !== loopback) ?? loopback;
-}
-
-/**
- * Returns what the kernel's route to `dst` says (`ip route get`, read only): the source address it
- * picks for a connection from this node, and the interface it leaves by (the one a packet from
- * `dst` comes in on); each undefined when there is no route or the answer lacks it.
- */
-export async function route(exec: Executor, dst: string): Promise<{ src?: string; dev?: string }> {
-  const r = await exec.run("ip", { args: ["-o", "route", "get", dst] }).catch(() => undefined);
-  if (r === undefined || r.code !== 0) return {};
-  const src = / src (\S+)/.exec(r.stdout)?.[1];
-  const dev = / dev (\S+)/.exec(r.stdout)?.[1];
-  return {
-    src: src !== undefined && ipFamily(src) !== undefined ? src : undefined,
-    dev: dev !== undefined && INTERFACE.test(dev) ? dev : undefined,
-  };
 }
 
 /**
@@ -191,91 +191,4 @@ export function queryPacket(q: TraceQuery, family: IPFamily, nodeIPs: readonly s
     fromPod: q.from === "pod",
     inInterface: q.inInterface,
   };
-}
-
-/**
- * The interface a packet from `q.src` comes in on when `--in-interface` is not given: the one the
- * route to it uses (live rules), else for a pod the bridge or a name with the configured prefix.
- */
-async function assumeInInterface(q: TraceQuery, config: ProxyConfig, exec: Executor): Promise<TraceQuery> {
-  if (q.inInterface !== undefined || q.from === "node" || q.src === undefined) return q;
-  const dev = q.rulesFile === undefined ? (await route(exec, q.src)).dev : undefined;
-  if (dev !== undefined) {
-    return { ...q, inInterface: dev, inInterfaceAssumed: `the route to ${q.src} uses it` };
-  }
-  if (q.from !== "pod") return q;
-  const { bridgeInterface, interfaceNamePrefix } = config.detectLocal;
-  if (config.detectLocalMode === "BridgeInterface" && bridgeInterface) {
-    return { ...q, inInterface: bridgeInterface, inInterfaceAssumed: "--pod-bridge-interface" };
-  }
-  if (config.detectLocalMode === "InterfaceNamePrefix" && interfaceNamePrefix) {
-    return {
-      ...q,
-      inInterface: `${interfaceNamePrefix}0`,
-      inInterfaceAssumed: "--pod-interface-name-prefix",
-    };
-  }
-  return q;
-}
-
-/** What {@linkcode runTrace} is given. */
-export interface TraceRun {
-  /** The modes in registry order; without `--proxy-mode` the first whose rules the source holds. */
-  readonly modes: Iterable<ModeTracer>;
-  /** The configured mode (`--proxy-mode`, else the default). */
-  readonly chosen: ModeTracer;
-  readonly config: ProxyConfig;
-  readonly query: TraceQuery;
-  readonly exec: Executor;
-  /** This machine's interface addresses (the query's `--node-ip` ones come first). */
-  readonly interfaceIPs: readonly string[];
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-}
-
-/**
- * `trace`: which endpoint one new connection reaches, from the live rules or a file; writes
- * nothing to the node. Returns the exit code: 0 traced, 1 the live rules could not be read, 2 a
- * `--rules` file that does not exist or a mode without a tracer.
- */
-export async function runTrace(r: TraceRun): Promise<number> {
-  const nodeIPs = [...r.query.nodeIPs, ...r.interfaceIPs];
-  let q = r.query;
-  let mode = r.chosen;
-  if (q.src === undefined && q.from === "node") {
-    // As the kernel would: the source its route to the destination picks (live), else a node address.
-    const family = ipFamily(q.dst) ?? "IPv4";
-    const routed = q.rulesFile === undefined ? (await route(r.exec, q.dst)).src : undefined;
-    q = routed !== undefined
-      ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
-      : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
-  }
-  q = await assumeInInterface(q, r.config, r.exec);
-  let result;
-  try {
-    if (!q.modeChosen) {
-      const source: RulesSource = q.rulesFile !== undefined
-        ? { text: await Deno.readTextFile(q.rulesFile) }
-        : { exec: r.exec, family: ipFamily(q.dst) ?? "IPv4" };
-      for (const m of r.modes) {
-        if (m.recognizes !== undefined && await m.recognizes(source)) {
-          mode = m;
-          break;
-        }
-      }
-    }
-    if (mode.trace === undefined) {
-      r.stderr(`kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
-      return 2;
-    }
-    result = await mode.trace(q, { exec: r.exec, config: r.config, nodeIPs });
-  } catch (e) {
-    const what = q.rulesFile === undefined
-      ? "cannot read the live rules"
-      : `--rules: ${JSON.stringify(q.rulesFile)}`;
-    r.stderr(`kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
-    return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
-  }
-  r.stdout(formatTrace(q, result, mode.name));
-  return 0;
 }

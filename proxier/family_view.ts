@@ -1,12 +1,55 @@
 /**
- * What `explain` reads of a running (or rendered) proxier: one IP family's model as of its last
- * sync, and the node facts the rules were written from. Every proxier gives one
- * (`BaseProxier.explainView`); the model (`model.ts`) answers from it alone.
+ * What every proxier shows the read side (`explain`, `/debug/services`): one IP family's model as
+ * of its last sync and the node facts its rules were written from (`BaseProxier.explainView`), and,
+ * where a mode's own sockets decide where a connection goes, their answer. The explain command's
+ * expectation answers from a view alone.
  * @module
  */
-import type { LocalDetector } from "../_common/local_detector.ts";
-import type { NodeTopology } from "../topology.ts";
-import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
+import type { LocalDetector } from "./_common/local_detector.ts";
+import type { NodeTopology } from "./topology.ts";
+import type { EndpointInfo, IPFamily, ServicePortInfo } from "./types.ts";
+
+/** A new connection, as `explain` and the flow table ask about it. */
+export interface Connection {
+  readonly src: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly protocol: "tcp" | "udp" | "sctp";
+  /** Opened by a process on this node. */
+  readonly fromNode?: boolean;
+  /** The interface it comes in on (interface-based local detection). */
+  readonly inInterface?: string;
+}
+
+/** What the datapath itself does with one connection. */
+export interface DatapathAnswer {
+  readonly verdict: "DNAT" | "REJECT" | "DROP" | "none" | "UNKNOWN";
+  /** `ip:port` of every endpoint it can reach, sorted. */
+  readonly endpoints: string[];
+  /** Undefined where the datapath does not say (a socket proxy, or paths that differ). */
+  readonly masquerade?: boolean;
+  /** The rules the connection went through, as the tools print them. */
+  readonly rules: string[];
+  /** What checked it: `iptables rules`, `the loopback socket proxy`... */
+  readonly by: string;
+  /** Why the answer is incomplete (a rule the tracer does not understand). */
+  readonly note?: string;
+  /**
+   * Where a hash picks the endpoint (the sh, dh and mh schedulers): the index or Maglev slot this
+   * connection gets and its endpoint, one line per pick.
+   */
+  readonly picks?: string[];
+}
+
+/** What the read side reads of a mode's proxiers: one view per family, and its sockets' own answers. */
+export interface ExplainSource {
+  views(): FamilyView[];
+  /**
+   * Where the mode's own sockets send `c` (a socket proxy: the userspace mode, nftables' loopback
+   * NodePorts); undefined where the kernel's rules decide (`trace` answers).
+   */
+  answer?(c: Connection, family: IPFamily): DatapathAnswer | undefined;
+}
 
 /** When a Service's last change was seen and when a sync put it in the kernel (ms since the epoch). */
 export interface ServiceTiming {
@@ -55,10 +98,12 @@ export interface FamilyView {
    * (the userspace mode without its portal rules). Default true.
    */
   readonly servesServiceIPs?: boolean;
-  /** The default IPVS scheduler (`--ipvs-scheduler`), in ipvs mode. */
-  readonly ipvsScheduler?: string;
-  /** Maglev's table size (`--maglev-table-size`), in nftables mode. */
-  readonly maglevTableSize?: number;
+  /**
+   * How this family balances new connections of `svc`, in a few words (the IPVS scheduler, the
+   * nftables pick, what a mode does instead of an annotation it does not honour); null where there
+   * is nothing to say (the mode's one way, no annotation asked for another).
+   */
+  scheduler(svc: ServicePortInfo): string | null;
   /** Per Service (`namespace/name`): when it last changed and was applied. */
   timing(service: string): ServiceTiming | undefined;
 }

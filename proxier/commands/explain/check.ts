@@ -4,14 +4,12 @@
  * userspace mode, nftables' loopback NodePorts), their answer.
  * @module
  */
-import type { Executor } from "../../iptables/executor.ts";
-import type { ProxyConfig } from "../options/config.ts";
-import type { ModeTracer, TraceQuery } from "../trace/trace.ts";
-import type { IPFamily } from "../types.ts";
+import type { Executor } from "../../../iptables/executor.ts";
+import type { Connection, DatapathAnswer, FamilyView } from "../../family_view.ts";
+import type { ProxyConfig } from "../../options/config.ts";
+import type { ModeTracer, TraceQuery } from "../../trace/packet.ts";
+import type { IPFamily } from "../../types.ts";
 import type { Client } from "./clients.ts";
-import type { Connection } from "./model.ts";
-import type { DatapathAnswer } from "./report.ts";
-import type { FamilyView } from "./view.ts";
 
 /** What {@linkcode datapathCheck} reads. */
 export interface DatapathSources {

@@ -1,14 +1,14 @@
 /**
- * What each mode makes of kube-router's per-Service scheduler annotations
- * (`kube-router.io/service.scheduler`, `kube-router.io/service.schedflags`). The ipvs mode hands
- * them to the kernel. The nftables mode honours those it can compute from the packet alone; the
- * others need the connection counts only IPVS keeps and fall back to the default, said once per
- * Service. The iptables and userspace modes say what they do instead, never ignoring them silently.
+ * What the nftables mode makes of kube-router's per-Service scheduler annotations
+ * (`kube-router.io/service.scheduler`, `kube-router.io/service.schedflags`): it honours those it can
+ * compute from the packet alone; the others need the connection counts only IPVS keeps and fall
+ * back to the default, said once per Service.
  * @module
  */
+import type { SchedulerPolicy } from "../scheduler_policy.ts";
 
-/** How the nftables mode picks an endpoint for a new connection. */
-export type NftPick =
+/** How the nftables mode chooses an endpoint for a new connection. */
+export type NftAlgorithm =
   /** `numgen random mod N`: upstream's choice, and the default. */
   | "random"
   /** `numgen inc mod N`: round robin, per node. */
@@ -22,13 +22,13 @@ export type NftPick =
 
 /** The nftables mode's choice for one Service. */
 export interface NftScheduler {
-  readonly pick: NftPick;
+  readonly algorithm: NftAlgorithm;
   /** sh and mh: the source port is hashed too (the 5-tuple; the 3-tuple without it). */
   readonly sourcePort: boolean;
 }
 
 /** The default: upstream's random choice. */
-export const RANDOM: NftScheduler = { pick: "random", sourcePort: false };
+export const RANDOM: NftScheduler = { algorithm: "random", sourcePort: false };
 
 /** IPVS schedulers that need per-connection state the kernel's IPVS alone keeps. */
 const STATEFUL = new Set(["lc", "wlc", "sed", "nq", "lblc", "lblcr"]);
@@ -48,36 +48,16 @@ export function nftablesScheduler(
   switch (scheduler) {
     case "rr":
     case "wrr":
-      return { pick: "rr", sourcePort: false };
+      return { algorithm: "rr", sourcePort: false };
     case "sh":
-      return { pick: "sh", sourcePort: port };
+      return { algorithm: "sh", sourcePort: port };
     case "dh":
-      return { pick: "dh", sourcePort: false };
+      return { algorithm: "dh", sourcePort: false };
     case "mh":
-      return { pick: "mh", sourcePort: flags === undefined || port };
+      return { algorithm: "mh", sourcePort: flags === undefined || port };
     default:
       return RANDOM;
   }
-}
-
-/**
- * Returns what `mode` says about a Service's scheduler annotation when it does not do what the
- * annotation asks (logged once per Service and posted as an Event), or undefined when it does.
- */
-export function schedulerNotice(mode: string, scheduler: string | undefined): string | undefined {
-  if (scheduler === undefined || mode === "ipvs") return undefined;
-  const asked = `kube-router.io/service.scheduler "${scheduler}"`;
-  if (mode === "nftables") {
-    return STATEFUL.has(scheduler)
-      ? `${asked} needs the connection counts only IPVS keeps; nftables mode balances this Service at random (the default)`
-      : undefined;
-  }
-  if (mode === "userspace") {
-    return scheduler === "rr" || scheduler === "wrr"
-      ? undefined
-      : `${asked} is not honoured in userspace mode, which balances round robin; nftables mode honours rr, sh, dh and mh`;
-  }
-  return `${asked} is not honoured in ${mode} mode, which balances at random; nftables mode honours rr, sh, dh and mh`;
 }
 
 /**
@@ -86,7 +66,7 @@ export function schedulerNotice(mode: string, scheduler: string | undefined): st
  */
 export function describeNftScheduler(s: NftScheduler, tableSize: number): string {
   const source = s.sourcePort ? "source address and port" : "source address";
-  switch (s.pick) {
+  switch (s.algorithm) {
     case "random":
       return "random (the default)";
     case "rr":
@@ -98,4 +78,21 @@ export function describeNftScheduler(s: NftScheduler, tableSize: number): string
     case "mh":
       return `mh: Maglev, ${tableSize} slots, hash of the ${source}, the same endpoint on every node`;
   }
+}
+
+/** Returns the nftables mode's scheduler policy (`tableSize`: Maglev's M, for `explain`). */
+export function nftablesSchedulers(tableSize: number): SchedulerPolicy {
+  return {
+    notice: (scheduler) =>
+      STATEFUL.has(scheduler)
+        ? `kube-router.io/service.scheduler "${scheduler}" needs the connection counts only IPVS keeps; ` +
+          "nftables mode balances this Service at random (the default)"
+        : undefined,
+    describe(svc) {
+      const described = describeNftScheduler(nftablesScheduler(svc.scheduler, svc.schedFlags), tableSize);
+      return svc.scheduler !== undefined && STATEFUL.has(svc.scheduler)
+        ? `${described}; ${svc.scheduler} is not honoured here`
+        : described;
+    },
+  };
 }

@@ -3,8 +3,8 @@
  * (`docs/flags.md`, written by `deno task docs`).
  * @module
  */
-import { TRACE_USAGE } from "../trace/query.ts";
-import { type FlagDef, FLAGS } from "./flag_table.ts";
+import { TRACE_USAGE } from "./trace_flags.ts";
+import { type FlagDef, FLAGS } from "../options/flag_table.ts";
 
 /** Usage text for `--help`, from the flag table. */
 export const USAGE = (() => {

@@ -4,15 +4,25 @@
  * (its `/debug/services` on the metrics port, answered from its own view and the live rules).
  * @module
  */
-import type { Executor } from "../../iptables/executor.ts";
-import type { ProxyModeDefinition } from "../mode_definition.ts";
-import type { ProxyConfig } from "../options/config.ts";
-import { renderFileSource } from "../render.ts";
-import type { Logger } from "../runtime/logger.ts";
+import type { Executor } from "../../../iptables/executor.ts";
+import type { ProxyModeDefinition } from "../../mode_definition.ts";
+import type { ProxyConfig } from "../../options/config.ts";
+import { renderFileSource } from "../render/render.ts";
+import type { Logger } from "../../runtime/logger.ts";
 import { datapathCheck } from "./check.ts";
 import { formatExplain } from "./format.ts";
-import type { ExplainQuery } from "./query.ts";
 import { EXPLAIN_SCHEMA, type ExplainReport, explainService } from "./report.ts";
+
+/** What `explain` is asked (its command line: `cli/explain_flags.ts`). */
+export interface ExplainQuery {
+  /** `namespace/name`. */
+  readonly service: string;
+  /** One port, by name or number; undefined: every port. */
+  readonly port?: string;
+  readonly output: "text" | "json";
+  /** `--node-ip`: the rendered node's addresses (offline). */
+  readonly nodeIPs?: readonly string[];
+}
 
 /** What {@linkcode runExplain} is given. */
 export interface ExplainRun {
@@ -63,7 +73,7 @@ async function offline(r: ExplainRun): Promise<ExplainReport | undefined | numbe
   const { explain } = rendered.renderer;
   return await explainService(
     {
-      mode: r.config.mode,
+      mode: r.mode,
       node: rendered.nodeName,
       rules: "rendered",
       views: explain.views(),

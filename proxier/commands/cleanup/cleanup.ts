@@ -4,9 +4,9 @@
  * `cleanup` (`proxier/<mode>/cleanup.ts`), in registry order.
  * @module
  */
-import { ExecError, type Executor } from "../iptables/executor.ts";
-import type { ProxyModeDefinition } from "./mode_definition.ts";
-import type { Logger } from "./runtime/logger.ts";
+import { ExecError, type Executor } from "../../../iptables/executor.ts";
+import type { ProxyModeDefinition } from "../../mode_definition.ts";
+import type { Logger } from "../../runtime/logger.ts";
 
 /**
  * Removes the kernel objects of every mode in `modes` but `keep` (all of them with `--cleanup`), in

@@ -1,15 +1,15 @@
-import { assert, assertEquals, assertMatch } from "../../tests/support/assert.ts";
-import { nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
-import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
-import { DryRunExecutor } from "../../iptables/dry_run.ts";
-import { nftablesMode } from "../nftables/mode.ts";
-import { parseCommandLine } from "../options/command_line.ts";
-import { TABLE } from "../nftables/layout.ts";
+import { assert, assertEquals, assertMatch } from "../../../tests/support/assert.ts";
+import { nftablesSetup } from "../../../tests/flows/nftables_datapath.ts";
+import { ep, makeEndpointSlice, makeService } from "../../../tests/support/fixtures.ts";
+import { DryRunExecutor } from "../../../iptables/dry_run.ts";
+import { nftablesMode } from "../../nftables/mode.ts";
+import { parseCommandLine } from "../../cli/command_line.ts";
+import { TABLE } from "../../nftables/layout.ts";
 import { datapathCheck } from "./check.ts";
 import { addressIn } from "./clients.ts";
 import { formatExplain } from "./format.ts";
 import { type ExplainContext, explainService, summarizeServices } from "./report.ts";
-import { type ObjectSet, SCHEDULERS } from "../../tests/flows/objects.ts";
+import { type ObjectSet, SCHEDULERS } from "../../../tests/flows/objects.ts";
 
 /** nftables on the fake nft with the flow table's representative objects; the datapath read as `nft list` shows it. */
 async function nftables(
@@ -20,7 +20,7 @@ async function nftables(
   const config = parseCommandLine([], () => "").config;
   return {
     ctx: {
-      mode: "nftables",
+      mode: nftablesMode,
       node: "node-a",
       rules: "live",
       views: [proxier.explainView()],
@@ -108,7 +108,7 @@ Deno.test("explain: another family's endpoints are named as never reached throug
   await v4.proxier.syncNow();
   await v6.proxier.syncNow();
   const ctx: ExplainContext = {
-    mode: "nftables",
+    mode: nftablesMode,
     node: "node-a",
     rules: "live",
     views: [v4.proxier.explainView(), v6.proxier.explainView()],

@@ -3,20 +3,10 @@
  * and `explain --help`.
  * @module
  */
+import type { ExplainQuery } from "../commands/explain/explain.ts";
 import { UsageError } from "../errors.ts";
 import { isDNSLabel } from "../net.ts";
 import { parseIPList } from "../options/values.ts";
-
-/** What `explain` is asked. */
-export interface ExplainQuery {
-  /** `namespace/name`. */
-  readonly service: string;
-  /** One port, by name or number; undefined: every port. */
-  readonly port?: string;
-  readonly output: "text" | "json";
-  /** `--node-ip`: the rendered node's addresses (offline). */
-  readonly nodeIPs?: readonly string[];
-}
 
 /** Usage text for `explain --help`. */
 export const EXPLAIN_USAGE = `Usage: kube-proxy-deno explain NAMESPACE/NAME [flags]

@@ -3,8 +3,7 @@
  * as text for people or JSON for scripts.
  * @module
  */
-import type { TraceQuery, TraceResult } from "./trace.ts";
-import { DEFAULT_SOURCE_PORT } from "./nft_walker.ts";
+import { DEFAULT_SOURCE_PORT, type TraceQuery, type TraceResult } from "../../trace/packet.ts";
 
 /** Returns the report of `r` for query `q` in `q.output`'s format, ending in a newline. */
 export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string {

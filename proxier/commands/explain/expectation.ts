@@ -1,41 +1,21 @@
 /**
- * The model's answer to "where does this new connection go": from a family's view alone (the
+ * The expected answer to "where does this new connection go": from a family's view alone (the
  * Services and endpoints as the proxy last synced them, and the node facts), without reading a rule.
  * It says which endpoints the client reaches, why each other endpoint of the port is not among them,
  * what happens instead when none is (REJECT, DROP), and whether the source is masqueraded and why.
  * `explain` sets it beside the kernel's own answer (`trace`); any difference is a disagreement.
  *
- * Each mode follows its upstream datapath, so the answer depends on the mode where those differ
- * (they are the reasons the flow table gives for a row that does not apply to a mode):
- * - externalTrafficPolicy Local: pods and the node short-circuit to every endpoint (iptables,
- *   nftables; nftables drops the node's own connection when no endpoint is local); ipvs gives every
- *   client the local endpoints, and the cluster's only when none is local, to pods and the node; the
- *   userspace proxy cannot keep a client's address and ignores the policy;
- * - ports a service address does not serve are rejected by nftables (cluster IPs) and ipvs (every
- *   service address); addresses of a ServiceCIDR no Service holds are dropped by nftables;
- * - hairpin masquerading covers every endpoint in iptables mode, this node's only in nftables and ipvs;
- * - loadBalancerSourceRanges are not enforced by the userspace proxy, which also cannot drop: a
- *   connection with nowhere to go is refused (TCP) or its datagram dropped (UDP).
+ * Each mode follows its upstream datapath, so the answer depends on the mode where those differ: the
+ * mode's {@linkcode DatapathTraits} say how (they are the reasons the flow table gives for a row that
+ * does not apply to a mode).
  * @module
  */
-import { cidrContains, ipFamily, isLoopback } from "../net.ts";
-import type { ProxyMode } from "../options/config.ts";
-import { type CategorizedEndpoints, categorizeEndpoints, topologyMode } from "../topology.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
-import { interfaceMatches } from "../trace/trace.ts";
-import type { FamilyView } from "./view.ts";
-
-/** A new connection, as `explain` and the flow table ask about it. */
-export interface Connection {
-  readonly src: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly protocol: "tcp" | "udp" | "sctp";
-  /** Opened by a process on this node. */
-  readonly fromNode?: boolean;
-  /** The interface it comes in on (interface-based local detection). */
-  readonly inInterface?: string;
-}
+import type { DatapathTraits } from "../../datapath_traits.ts";
+import type { Connection, FamilyView } from "../../family_view.ts";
+import { cidrContains, ipFamily, isLoopback } from "../../net.ts";
+import { canServe, type CategorizedEndpoints, categorizeEndpoints, topologyMode } from "../../topology.ts";
+import type { EndpointInfo, ServicePortInfo } from "../../types.ts";
+import { interfaceMatches } from "../../trace/packet.ts";
 
 /** Which address of the Service the connection is to. */
 export type Via = "cluster IP" | "NodePort" | "external IP" | "load balancer IP";
@@ -97,14 +77,14 @@ const sorted = (eps: readonly EndpointInfo[]) => eps.map((e) => e.key).sort();
 
 /** Returns the service port `c` is addressed to and how, or undefined. */
 function findPort(
-  mode: ProxyMode,
   view: FamilyView,
   c: Connection,
 ): { key: string; svc: ServicePortInfo; via: Via } | undefined {
   const proto = c.protocol.toUpperCase();
   const loopback = ipFamily(c.dst) === "IPv4" ? c.dst.startsWith("127.") : c.dst === "::1";
+  // The mode's own listeners answer whoever reaches loopback; rules and the socket proxy, the node.
   const nodePortHere = loopback
-    ? view.loopbackNodePorts !== "none" && (c.fromNode === true || mode === "userspace")
+    ? view.loopbackNodePorts !== "none" && (c.fromNode === true || view.loopbackNodePorts === "listener")
     : view.nodePortIPs.includes(c.dst) || (view.nodePortsOnEveryAddress && view.nodeIPs.includes(c.dst));
   for (const [key, svc] of view.services) {
     if (svc.protocol !== proto) continue;
@@ -129,12 +109,20 @@ function clientKind(view: FamilyView, c: Connection): ClientKind {
     : "external";
 }
 
-/** Returns the model's answer for `c` in `mode`; see the module doc. */
-export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connection): Expectation {
+/** The datapath an expectation is for: the mode's name (for people) and its traits. */
+export interface ExpectedDatapath {
+  readonly name: string;
+  readonly traits: DatapathTraits;
+}
+
+/** Returns the expected answer for `c` in `mode`; see the module doc. */
+export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Connection): Expectation {
+  const { traits } = mode;
   const client = clientKind(view, c);
-  const found = findPort(mode, view, c);
+  const found = findPort(view, c);
   const base = { client, endpoints: [], excluded: [], terminatingFallback: false };
   if (found === undefined) return unaddressed(mode, view, c, base);
+  const sockets = traits.carrier === "sockets";
   const { key, svc, via } = found;
   const eps = view.endpoints.get(key) ?? [];
   const at = { ...base, servicePort: key, via };
@@ -147,18 +135,18 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
         "(not root, iptables missing, or --userspace-portals=false)",
     };
   }
-  if (mode === "userspace" && svc.protocol === "SCTP") {
+  if (sockets && svc.protocol === "SCTP") {
     return {
       ...at,
       verdict: "none",
       reason: "protocol-not-proxied",
-      why: "userspace mode proxies TCP and UDP only",
+      why: `${mode.name} mode proxies TCP and UDP only`,
     };
   }
   const cat = categorizeEndpoints(svc, eps, view.topology);
   const external = via !== "cluster IP";
   if (
-    external && via === "load balancer IP" && svc.hasSourceRanges && mode !== "userspace" &&
+    external && via === "load balancer IP" && svc.hasSourceRanges && traits.enforcesSourceRanges &&
     !svc.loadBalancerSourceRanges.some((r) => cidrContains(r, c.src))
   ) {
     return {
@@ -176,7 +164,7 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
     };
   }
   // Which endpoints, and under which policy.
-  const local = external && svc.externalPolicyLocal && mode !== "userspace";
+  const local = external && svc.externalPolicyLocal && traits.externalLocal !== "ignored";
   const socket = via === "NodePort" && view.loopbackNodePorts === "socket" && isLoopback(c.dst);
   let chosen: EndpointInfo[];
   let policy: "internal" | "external" | "cluster";
@@ -196,13 +184,13 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
   } else if (!external) {
     chosen = svc.internalPolicyLocal ? cat.local : cat.cluster;
     policy = svc.internalPolicyLocal ? "internal" : "cluster";
-  } else if (mode === "userspace") {
+  } else if (traits.externalLocal === "ignored") {
     chosen = svc.internalPolicyLocal ? cat.local : cat.cluster;
     policy = svc.internalPolicyLocal ? "internal" : "cluster";
   } else if (!local) {
     chosen = cat.cluster;
     policy = "cluster";
-  } else if (mode === "ipvs") {
+  } else if (traits.externalLocal === "local-first") {
     // ipvs: the local endpoints for everyone; without one, the cluster's for pods and the node.
     const noLocal = cat.local.length === 0 && cat.cluster.length > 0;
     chosen = noLocal && client !== "external" ? cat.cluster : cat.local;
@@ -211,7 +199,10 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
     // Short-circuit: pods and the node reach every endpoint, as if through the load balancer.
     chosen = cat.cluster;
     policy = "cluster";
-    if (mode === "nftables" && client === "node" && cat.local.length === 0 && cat.hasAny) {
+    if (
+      traits.externalLocal === "short-circuit-node-drops" && client === "node" && cat.local.length === 0 &&
+      cat.hasAny
+    ) {
       return {
         ...at,
         verdict: "DROP",
@@ -229,7 +220,7 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
   const excluded = exclusions(svc, eps, chosen, policy, view, cat);
   if (chosen.length === 0) {
     if (!cat.hasAny) {
-      const refuse = mode === "userspace" && svc.protocol === "UDP" ? "DROP" : "REJECT";
+      const refuse = sockets && svc.protocol === "UDP" ? "DROP" : "REJECT";
       return {
         ...at,
         verdict: refuse,
@@ -242,7 +233,7 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
     }
     return {
       ...at,
-      verdict: mode === "userspace" ? "REJECT" : "DROP",
+      verdict: sockets ? "REJECT" : "DROP",
       reason: "no-local-endpoints",
       why: `${
         policy === "internal" ? "internal" : "external"
@@ -271,32 +262,33 @@ export function expectConnection(mode: ProxyMode, view: FamilyView, c: Connectio
 
 /** The answer for a destination no service port holds. */
 function unaddressed(
-  mode: ProxyMode,
+  { name, traits }: ExpectedDatapath,
   view: FamilyView,
   c: Connection,
   base: Pick<Expectation, "client" | "endpoints" | "excluded" | "terminatingFallback">,
 ): Expectation {
   const proto = c.protocol.toUpperCase();
-  const holders = [...view.services.values()].filter((s) =>
-    s.protocol === proto &&
-    (s.clusterIP === c.dst ||
-      (mode === "ipvs" && (s.externalIPs.includes(c.dst) || s.loadBalancerIPs.includes(c.dst))))
-  );
-  const clusterIPs = [...view.services.values()].some((s) => s.clusterIP === c.dst);
-  if ((mode === "nftables" && clusterIPs) || (mode === "ipvs" && holders.length > 0)) {
+  const services = [...view.services.values()];
+  const rejected = traits.rejectsUnservedPorts === "cluster-ips"
+    ? services.some((s) => s.clusterIP === c.dst)
+    : traits.rejectsUnservedPorts === "service-ips" && services.some((s) =>
+      s.protocol === proto &&
+      (s.clusterIP === c.dst || s.externalIPs.includes(c.dst) || s.loadBalancerIPs.includes(c.dst))
+    );
+  if (rejected) {
     return {
       ...base,
       verdict: "REJECT",
       reason: "unserved-port",
-      why: `a service address, but no Service serves ${proto} port ${c.port} on it: ${mode} mode rejects it`,
+      why: `a service address, but no Service serves ${proto} port ${c.port} on it: ${name} mode rejects it`,
     };
   }
-  if (mode === "nftables" && view.serviceCIDRs.some((cidr) => cidrContains(cidr, c.dst))) {
+  if (traits.dropsUnallocatedServiceIPs && view.serviceCIDRs.some((cidr) => cidrContains(cidr, c.dst))) {
     return {
       ...base,
       verdict: "DROP",
       reason: "unallocated-service-cidr",
-      why: "inside a ServiceCIDR, and no Service holds the address: nftables mode drops it",
+      why: `inside a ServiceCIDR, and no Service holds the address: ${name} mode drops it`,
     };
   }
   return {
@@ -309,7 +301,7 @@ function unaddressed(
 
 /** Whether the endpoint sees the node's address, and why. */
 function masquerade(
-  mode: ProxyMode,
+  { name, traits }: ExpectedDatapath,
   view: FamilyView,
   c: Connection,
   client: ClientKind,
@@ -317,10 +309,10 @@ function masquerade(
   local: boolean,
   chosen: readonly EndpointInfo[],
 ): { masquerade?: boolean; masqueradeWhy: string } {
-  if (mode === "userspace") {
-    return { masqueradeWhy: "the userspace proxy opens its own connection: endpoints see the node" };
+  if (traits.carrier === "sockets") {
+    return { masqueradeWhy: `the ${name} proxy opens its own connection: endpoints see the node` };
   }
-  const hairpin = chosen.every((e) => e.ip === c.src && (mode === "iptables" || e.isLocal));
+  const hairpin = chosen.every((e) => e.ip === c.src && (traits.hairpin === "every-endpoint" || e.isLocal));
   if (hairpin) return { masquerade: true, masqueradeWhy: "hairpin: the endpoint reaches itself" };
   if (!external) {
     if (view.masqueradeAll) return { masquerade: true, masqueradeWhy: "--masquerade-all" };
@@ -343,7 +335,7 @@ function masquerade(
   }
   if (client === "node") return { masquerade: true, masqueradeWhy: "from the node itself: masqueraded" };
   if (local) {
-    return client === "pod" && mode !== "ipvs"
+    return client === "pod" && traits.externalLocal !== "local-first"
       ? { masquerade: false, masqueradeWhy: "a pod short-circuits to the Service: its source is kept" }
       : { masquerade: false, masqueradeWhy: "externalTrafficPolicy Local keeps the client's address" };
   }
@@ -379,7 +371,7 @@ function exclusions(
     if (localOnly && !e.isLocal) {
       reason = policy === "internal" ? "remote-internal-local" : "remote-external-local";
       detail = `on another node, and ${policy}TrafficPolicy is Local`;
-    } else if (!e.ready && !(e.serving && e.terminating)) {
+    } else if (!canServe(e)) {
       reason = "not-ready";
       detail = e.terminating ? "terminating and no longer serving" : "not ready";
     } else if (!e.ready) {

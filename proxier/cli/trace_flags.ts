@@ -5,8 +5,7 @@
 import { UsageError } from "../errors.ts";
 import { INTERFACE } from "../options/validation.ts";
 import { parseInteger, parseIP, parseIPList } from "../options/values.ts";
-import type { TraceQuery } from "./trace.ts";
-import { DEFAULT_SOURCE_PORT } from "./nft_walker.ts";
+import { DEFAULT_SOURCE_PORT, type TraceQuery } from "../trace/packet.ts";
 
 /** Usage text for `trace --help`. */
 export const TRACE_USAGE = `Usage: kube-proxy-deno trace --dst IP --dport N [flags]

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { FLAGS } from "./flag_table.ts";
+import { FLAGS } from "../options/flag_table.ts";
 import { flagReference, USAGE } from "./usage.ts";
 
 Deno.test("docs/flags.md is what the flag table generates (run `deno task docs` after changing a flag)", () => {

@@ -1,11 +1,11 @@
 import { load } from "js-yaml";
 import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
 import { UsageError } from "../errors.ts";
-import type { ProxyConfig } from "./config.ts";
-import { defaultConfig } from "./kube_proxy_configuration.ts";
+import type { ProxyConfig } from "../options/config.ts";
+import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { DEFAULT_MODE_WARNING, parseCommandLine } from "./command_line.ts";
-import { FLAGS } from "./flag_table.ts";
-import { encodeConfig } from "./write_config.ts";
+import { FLAGS } from "../options/flag_table.ts";
+import { encodeConfig } from "../options/write_config.ts";
 
 const noFile = (): string => {
   throw new Error("no such file");

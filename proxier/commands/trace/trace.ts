@@ -1,0 +1,115 @@
+/**
+ * `kube-proxy-deno trace`: where one new connection goes through this node's service rules. The
+ * command decides which mode's rules to read and, when the query leaves them out, the packet's
+ * source and the interface it comes in on; the tracers (`trace/packet.ts`'s contract) do the rest.
+ * @module
+ */
+import type { Executor } from "../../../iptables/executor.ts";
+import { ipFamily } from "../../net.ts";
+import { INTERFACE } from "../../options/validation.ts";
+import type { ProxyConfig } from "../../options/config.ts";
+import { type ModeTracer, type RulesSource, type TraceQuery, traceSource } from "../../trace/packet.ts";
+import { formatTrace } from "./report.ts";
+
+/**
+ * Returns what the kernel's route to `dst` says (`ip route get`, read only): the source address it
+ * picks for a connection from this node, and the interface it leaves by (the one a packet from
+ * `dst` comes in on); each undefined when there is no route or the answer lacks it.
+ */
+export async function route(exec: Executor, dst: string): Promise<{ src?: string; dev?: string }> {
+  const r = await exec.run("ip", { args: ["-o", "route", "get", dst] }).catch(() => undefined);
+  if (r === undefined || r.code !== 0) return {};
+  const src = / src (\S+)/.exec(r.stdout)?.[1];
+  const dev = / dev (\S+)/.exec(r.stdout)?.[1];
+  return {
+    src: src !== undefined && ipFamily(src) !== undefined ? src : undefined,
+    dev: dev !== undefined && INTERFACE.test(dev) ? dev : undefined,
+  };
+}
+
+/**
+ * The interface a packet from `q.src` comes in on when `--in-interface` is not given: the one the
+ * route to it uses (live rules), else for a pod the bridge or a name with the configured prefix.
+ */
+async function assumeInInterface(q: TraceQuery, config: ProxyConfig, exec: Executor): Promise<TraceQuery> {
+  if (q.inInterface !== undefined || q.from === "node" || q.src === undefined) return q;
+  const dev = q.rulesFile === undefined ? (await route(exec, q.src)).dev : undefined;
+  if (dev !== undefined) {
+    return { ...q, inInterface: dev, inInterfaceAssumed: `the route to ${q.src} uses it` };
+  }
+  if (q.from !== "pod") return q;
+  const { bridgeInterface, interfaceNamePrefix } = config.detectLocal;
+  if (config.detectLocalMode === "BridgeInterface" && bridgeInterface) {
+    return { ...q, inInterface: bridgeInterface, inInterfaceAssumed: "--pod-bridge-interface" };
+  }
+  if (config.detectLocalMode === "InterfaceNamePrefix" && interfaceNamePrefix) {
+    return {
+      ...q,
+      inInterface: `${interfaceNamePrefix}0`,
+      inInterfaceAssumed: "--pod-interface-name-prefix",
+    };
+  }
+  return q;
+}
+
+/** What {@linkcode runTrace} is given. */
+export interface TraceRun {
+  /** The modes in registry order; without `--proxy-mode` the first whose rules the source holds. */
+  readonly modes: Iterable<ModeTracer>;
+  /** The configured mode (`--proxy-mode`, else the default). */
+  readonly chosen: ModeTracer;
+  readonly config: ProxyConfig;
+  readonly query: TraceQuery;
+  readonly exec: Executor;
+  /** This machine's interface addresses (the query's `--node-ip` ones come first). */
+  readonly interfaceIPs: readonly string[];
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+}
+
+/**
+ * `trace`: which endpoint one new connection reaches, from the live rules or a file; writes
+ * nothing to the node. Returns the exit code: 0 traced, 1 the live rules could not be read, 2 a
+ * `--rules` file that does not exist or a mode without a tracer.
+ */
+export async function runTrace(r: TraceRun): Promise<number> {
+  const nodeIPs = [...r.query.nodeIPs, ...r.interfaceIPs];
+  let q = r.query;
+  let mode = r.chosen;
+  if (q.src === undefined && q.from === "node") {
+    // As the kernel would: the source its route to the destination picks (live), else a node address.
+    const family = ipFamily(q.dst) ?? "IPv4";
+    const routed = q.rulesFile === undefined ? (await route(r.exec, q.dst)).src : undefined;
+    q = routed !== undefined
+      ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
+      : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
+  }
+  q = await assumeInInterface(q, r.config, r.exec);
+  let result;
+  try {
+    if (!q.modeChosen) {
+      const source: RulesSource = q.rulesFile !== undefined
+        ? { text: await Deno.readTextFile(q.rulesFile) }
+        : { exec: r.exec, family: ipFamily(q.dst) ?? "IPv4" };
+      for (const m of r.modes) {
+        if (m.recognizes !== undefined && await m.recognizes(source)) {
+          mode = m;
+          break;
+        }
+      }
+    }
+    if (mode.trace === undefined) {
+      r.stderr(`kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
+      return 2;
+    }
+    result = await mode.trace(q, { exec: r.exec, config: r.config, nodeIPs });
+  } catch (e) {
+    const what = q.rulesFile === undefined
+      ? "cannot read the live rules"
+      : `--rules: ${JSON.stringify(q.rulesFile)}`;
+    r.stderr(`kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
+    return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
+  }
+  r.stdout(formatTrace(q, result, mode.name));
+  return 0;
+}
