@@ -7,10 +7,10 @@
  * @module
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { DummyLinkRunner } from "../iptables/dummy_link.ts";
+import { IpLinkRunner } from "../iptables/ip_link.ts";
 import { IpsetRunner } from "../iptables/ipset.ts";
 import { IptablesRunner } from "../iptables/iptables.ts";
-import { IpvsadmRunner } from "../iptables/ipvs.ts";
+import { IpvsadmRunner } from "../iptables/ipvsadm.ts";
 import { IpvsProxier } from "../proxier/ipvs/proxier.ts";
 import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { ipvsMode } from "../proxier/ipvs/mode.ts";
@@ -28,7 +28,7 @@ async function build(n: number, dir?: string): Promise<void> {
     ipvs: new IpvsadmRunner({ exec: dry }),
     ipset: new IpsetRunner({ exec: dry }),
     iptables: new IptablesRunner({ exec: dry, family: "IPv4" }),
-    link: new DummyLinkRunner({ exec: dry }),
+    link: new IpLinkRunner({ exec: dry }),
     scheduler: "rr",
     excludeCIDRs: [],
     masqueradeAll: false,

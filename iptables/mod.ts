@@ -11,9 +11,9 @@
  * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
  * | `nft.ts`        | `nft -f` transactions and listings                                        |
  * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
- * | `ipvs.ts`       | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
+ * | `ipvsadm.ts`    | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
  * | `ipset.ts`      | `ipset restore` batches and `ipset save`                                  |
- * | `dummy_link.ts` | `ip`: the `kube-ipvs0` dummy interface and its addresses                  |
+ * | `ip_link.ts`    | `ip`: the `kube-ipvs0` dummy interface and its addresses                  |
  * | `conntrack.ts`  | `conntrack -L` and `-D` (batched with `-R`)                               |
  * | `nfacct.ts`     | `nfacct`: the named counters `-m nfacct` rules feed                       |
  * | `sysctl.ts`     | `sysctl` reads and writes (the permission set cannot open `/proc`)        |
@@ -29,9 +29,9 @@ export * from "./iptables.ts";
 export * from "./rule_args.ts";
 export * from "./nft.ts";
 export * from "./nft_ruleset.ts";
-export * from "./ipvs.ts";
+export * from "./ipvsadm.ts";
 export * from "./ipset.ts";
-export * from "./dummy_link.ts";
+export * from "./ip_link.ts";
 export * from "./conntrack.ts";
 export * from "./nfacct.ts";
 export * from "./sysctl.ts";

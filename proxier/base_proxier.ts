@@ -6,15 +6,14 @@
  * @module
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { Conntrack } from "../iptables/conntrack.ts";
 import { ConntrackReconciler } from "./conntrack/reconciler.ts";
 import { DriftWatch } from "./drift.ts";
 import { show } from "./errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
-import type { FamilyMetrics, ProxyMetrics } from "./metrics.ts";
+import type { FamilyMetrics } from "./metrics.ts";
 import { cidrFamily, ipFamily, isLoopback, normalizeCIDR } from "./net.ts";
-import { NodeManager, type NodeManagerOptions } from "./node_manager.ts";
+import { NodeManager } from "./node_manager.ts";
 import { ObjectWarnings } from "./object_warnings.ts";
 import type { Clock } from "./runtime/clock.ts";
 import { type EventRecorder, nullRecorder } from "./runtime/events.ts";
@@ -23,22 +22,14 @@ import { SyncMemory } from "./runtime/gc.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
 import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
-import type { ServicePortsOptions } from "./service_port.ts";
 import type { FamilyView } from "./family_view.ts";
 import type { SchedulerPolicy } from "./scheduler_policy.ts";
 import { ServiceTimings } from "./service_timings.ts";
-import type { EventHandler } from "./sources/handlers.ts";
+import type { Provider } from "./provider.ts";
+import type { BaseProxierOptions } from "./proxier_options.ts";
 import { SyncRunner } from "./sync_runner.ts";
 import { countNoLocalEndpoints } from "./topology.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
-
-/** A proxier: takes events (`sources/handlers.ts`), syncs them to a datapath from its loop. */
-export interface Provider extends EventHandler {
-  /** Asks for a sync; the runner rate-limits. */
-  sync(): void;
-  /** Runs syncs until `signal` aborts; resolves after the last sync finishes. */
-  syncLoop(signal: AbortSignal): Promise<void>;
-}
 
 /** Everything a mode needs to program one sync: the model, and what changed in it (`pending_changes.ts`). */
 export interface SyncContext extends AppliedChanges {
@@ -51,45 +42,6 @@ export interface SyncContext extends AppliedChanges {
    * waits for a long restore. A sync that sees it aborted throws without counting a failure.
    */
   readonly signal: AbortSignal;
-}
-
-/** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
-export const FULL_SYNC_PERIOD_MS = 3_600_000;
-
-/** Options shared by every proxier; those about the Node are {@linkcode NodeManagerOptions}'s. */
-export interface BaseProxierOptions extends
-  Pick<
-    NodeManagerOptions,
-    "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
-  >,
-  Pick<ServicePortsOptions, "allowExternalIPs"> {
-  readonly family: IPFamily;
-  /** This node's name: decides which endpoints are local. */
-  readonly nodeName: string;
-  readonly log: Logger;
-  readonly clock: Clock;
-  readonly metrics: ProxyMetrics;
-  readonly health: ProxyHealth;
-  readonly minSyncPeriodMs: number;
-  readonly syncPeriodMs: number;
-  /** Object problems, logged once per object version; shared by the families. Default: its own. */
-  readonly warnings?: ObjectWarnings;
-  /**
-   * Longest time between full syncs, from the end of one to the start of the next; default
-   * `syncPeriodMs` (modes without partial syncs). Modes with partial syncs pass
-   * {@linkcode FULL_SYNC_PERIOD_MS}; their periodic syncs are then partial.
-   */
-  readonly fullSyncPeriodMs?: number;
-  /** What the mode does with scheduler annotations; default: no word on them (tests). */
-  readonly schedulers?: SchedulerPolicy;
-  /** Kubernetes Events about Services and the Node; default: none. */
-  readonly events?: EventRecorder;
-  /** The conntrack reconciler's table after each sync (modes that NAT in the kernel); default: none. */
-  readonly conntrack?: Conntrack;
-  /** Health check node ports, updated after each sync; default: none. */
-  readonly healthServer?: ServiceHealthServer;
-  /** Gives malloc's free memory back after a sync (`runtime/gc.ts`); default glibc's malloc_trim. */
-  readonly trim?: () => void;
 }
 
 /** The shared half of a proxier; subclasses implement {@linkcode syncRules}. */
@@ -157,8 +109,7 @@ export abstract class BaseProxier implements Provider {
       dependentState: () => this.nodeDependentState(),
     });
     const warnings = o.warnings ?? new ObjectWarnings(o.log);
-    this.#schedulers = o.schedulers;
-    const schedulers = o.schedulers;
+    const schedulers = this.#schedulers = o.schedulers;
     this.#changes = new PendingChanges({
       ...o,
       schedulerNotice: schedulers && ((scheduler) => schedulers.notice(scheduler)),

@@ -10,7 +10,8 @@ import {
 } from "../tests/support/fixtures.ts";
 import { freePort } from "../tests/support/net_helpers.ts";
 import { ServiceHealthServer } from "./healthcheck/service_health.ts";
-import { BaseProxier, FULL_SYNC_PERIOD_MS, type SyncContext } from "./base_proxier.ts";
+import { BaseProxier, type SyncContext } from "./base_proxier.ts";
+import { FULL_SYNC_PERIOD_MS } from "./proxier_options.ts";
 import { TRIM_PERIOD_MS } from "./runtime/gc.ts";
 import { FakeClock } from "./runtime/clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";

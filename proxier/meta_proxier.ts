@@ -3,7 +3,7 @@
  * @module
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import type { Provider } from "./base_proxier.ts";
+import type { Provider } from "./provider.ts";
 
 /** Forwards every event to each family's proxier; runs their loops together. */
 export class MetaProxier implements Provider {

@@ -5,7 +5,9 @@
  */
 import type { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { Executor } from "../iptables/executor.ts";
-import type { BaseProxier, BaseProxierOptions, Provider } from "./base_proxier.ts";
+import type { BaseProxier } from "./base_proxier.ts";
+import type { Provider } from "./provider.ts";
+import type { BaseProxierOptions } from "./proxier_options.ts";
 import { type EventRecorder, nullRecorder } from "./runtime/events.ts";
 import { MetaProxier } from "./meta_proxier.ts";
 import type { Clock } from "./runtime/clock.ts";

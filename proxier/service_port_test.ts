@@ -3,7 +3,7 @@ import type { V1Service } from "@kubernetes/client-node";
 import { makeService } from "../tests/support/fixtures.ts";
 import { ValidationError } from "./errors.ts";
 import { SCHEDULERS, servicePorts } from "./service_port.ts";
-import { KERNEL_SCHEDULERS } from "../iptables/testing/fake_ipvs.ts";
+import { KERNEL_SCHEDULERS } from "../iptables/testing/fake_ipvsadm.ts";
 
 Deno.test("servicePorts builds one entry per port with upstream's names", () => {
   const svc = makeService("ns1", "svc1", (s) => {

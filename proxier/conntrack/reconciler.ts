@@ -12,6 +12,15 @@ import type { Conntrack, FlowFilter, FlowProtocol } from "../../iptables/conntra
 import { IP_FAMILY_LABEL, registeredOnce } from "../metrics.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "../types.ts";
+import type { ToolNeed } from "../runtime/kernel_tools.ts";
+
+/** The tool the reconciler runs; every mode that NATs in the kernel names it among its tools. */
+export const CONNTRACK_NEED: ToolNeed = {
+  tool: "conntrack",
+  required: false,
+  without: "stale UDP conntrack entries are not cleared: UDP clients keep reaching removed endpoints " +
+    "(and REJECTed services) until their flows time out (Debian/Ubuntu package conntrack)",
+};
 
 /** What one reconciliation looks at. */
 export interface ReconcileInput {

@@ -8,7 +8,7 @@ import { type Chain, type IPTables, IptablesRunner } from "../../iptables/iptabl
 import { ExecError } from "../../iptables/executor.ts";
 import { type Nfacct, NfacctRunner } from "../../iptables/nfacct.ts";
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
-import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
+import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import {
   familyProvider,
@@ -20,11 +20,11 @@ import {
 } from "../mode_definition.ts";
 import {
   chooseIptablesBackend,
-  CONNTRACK_NEED,
   onEveryIptablesBackend,
   probeIptables,
   probeIptablesBackend,
-} from "../runtime/kernel_tools.ts";
+} from "../_common/iptables_backend.ts";
+import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
 import { oneWayPolicy } from "../scheduler_policy.ts";

@@ -9,7 +9,8 @@ import { RestoreError } from "../../iptables/iptables.ts";
 import { linesStartingWith } from "../../iptables/rule_args.ts";
 import { type BuiltinJump, jumpRuleLine, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
-import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import { BaseProxier, type SyncContext } from "../base_proxier.ts";
+import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { FamilyView } from "../family_view.ts";
 import {
   joinLines,

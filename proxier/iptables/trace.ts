@@ -8,7 +8,7 @@ import { IptablesRunner } from "../../iptables/iptables.ts";
 import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
 import { ipFamily } from "../net.ts";
 import type { ProxyConfig } from "../options/config.ts";
-import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
+import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
 import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
 import type { IPFamily } from "../types.ts";
 

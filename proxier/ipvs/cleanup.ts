@@ -3,13 +3,13 @@
  * ipsets and kube-ipvs0, ours or upstream's, and nothing else.
  * @module
  */
-import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
+import { IpLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/ip_link.ts";
 import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
-import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvs.ts";
+import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvsadm.ts";
 import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains.ts";
 import { ipFamily } from "../net.ts";
-import { onEveryIptablesBackend } from "../runtime/kernel_tools.ts";
+import { onEveryIptablesBackend } from "../_common/iptables_backend.ts";
 import type { IPFamily } from "../types.ts";
 import { CHAINS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
 
@@ -20,7 +20,7 @@ import { CHAINS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
  * where nothing of it exists; running it twice is fine.
  */
 export async function cleanupIpvs(exec: Executor, family: IPFamily, everything = true): Promise<void> {
-  const link = new DummyLinkRunner({ exec });
+  const link = new IpLinkRunner({ exec });
   const bound = new Set((await link.addresses()).filter((ip) => ipFamily(ip) === family));
   const ipset = new IpsetRunner({ exec });
   const sets = await ipset.save().catch((e) => {

@@ -4,7 +4,7 @@
  * its connections are gone, or after {@linkcode GRACEFUL_TERMINATION_MAX_MS}; a UDP one goes at once.
  * @module
  */
-import type { RealServerConnections } from "../../iptables/ipvs.ts";
+import type { RealServerConnections } from "../../iptables/ipvsadm.ts";
 
 /** How long a removed TCP/SCTP real server may keep connections before it is deleted anyway. */
 export const GRACEFUL_TERMINATION_MAX_MS = 15 * 60_000;

@@ -5,9 +5,9 @@
  * our ipsets' entries and kube-ipvs0's addresses, of one family.
  * @module
  */
-import type { DummyLink } from "../../iptables/dummy_link.ts";
+import type { DummyLink } from "../../iptables/ip_link.ts";
 import type { IPSet } from "../../iptables/ipset.ts";
-import { type IPVS, type RealServer, rsKey, type VirtualServer, vsKey } from "../../iptables/ipvs.ts";
+import { type IPVS, type RealServer, rsKey, type VirtualServer, vsKey } from "../../iptables/ipvsadm.ts";
 import { cidrContains, ipFamily } from "../net.ts";
 import type { IPFamily } from "../types.ts";
 import { SET, SET_NAMES, type SetName, setName } from "./layout.ts";

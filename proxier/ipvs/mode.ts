@@ -4,13 +4,13 @@
  * @module
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
-import { DummyLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/dummy_link.ts";
+import { IpLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/ip_link.ts";
 import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { IpsetRunner } from "../../iptables/ipset.ts";
 import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
-import { IpvsadmRunner } from "../../iptables/ipvs.ts";
+import { IpvsadmRunner } from "../../iptables/ipvsadm.ts";
 import { ensureSysctl, type SysctlKey, SysctlRunner } from "../../iptables/sysctl.ts";
-import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
+import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
 import { ModeUnavailableError } from "../errors.ts";
 import { nodeRef } from "../runtime/events.ts";
 import {
@@ -21,7 +21,8 @@ import {
   type ProxyModeDefinition,
   renderNodeAddresses,
 } from "../mode_definition.ts";
-import { CONNTRACK_NEED, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
+import { probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
+import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import type { IPFamily } from "../types.ts";
 import type { SchedulerPolicy } from "../scheduler_policy.ts";
 import { KUBE_PROXY_IPVS } from "../options/feature_gates.ts";
@@ -48,7 +49,7 @@ async function newProxier(
     fullSyncPeriodMs: FULL_SYNC_PERIOD_MS,
     ipvs: new IpvsadmRunner({ exec }),
     ipset: new IpsetRunner({ exec }),
-    link: new DummyLinkRunner({ exec }),
+    link: new IpLinkRunner({ exec }),
     iptables,
     scheduler: c.ipvs.scheduler,
     excludeCIDRs: c.ipvs.excludeCIDRs,

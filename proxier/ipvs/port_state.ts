@@ -5,7 +5,7 @@
  * Pure: the proxier adds the ports up and diffs them against the kernel.
  * @module
  */
-import type { IpvsProtocol, RealServer, VirtualServer } from "../../iptables/ipvs.ts";
+import type { IpvsProtocol, RealServer, VirtualServer } from "../../iptables/ipvsadm.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { cidrContains, normalizeCIDR } from "../net.ts";
 import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "../topology.ts";

@@ -7,7 +7,7 @@
  * batch. Removed real servers leave as `graceful_termination.ts` decides.
  * @module
  */
-import type { DummyLink } from "../../iptables/dummy_link.ts";
+import type { DummyLink } from "../../iptables/ip_link.ts";
 import { addEntry, createSet, delEntry, type IPSet } from "../../iptables/ipset.ts";
 import { type IPTables, RestoreError } from "../../iptables/iptables.ts";
 import {
@@ -22,11 +22,12 @@ import {
   rsKey,
   type VirtualServer,
   vsKey,
-} from "../../iptables/ipvs.ts";
+} from "../../iptables/ipvsadm.ts";
 import { type BuiltinJump, missingJumps } from "../_common/iptables_chains.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { RefCounts } from "../_common/ref_counts.ts";
-import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import { BaseProxier, type SyncContext } from "../base_proxier.ts";
+import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { FamilyView } from "../family_view.ts";
 import { restoreFailureCounters } from "../metrics.ts";
 import { ipFamily, isLoopback } from "../net.ts";

@@ -3,7 +3,7 @@ import { ep, HOSTILE, makeEndpointSlice, makeService } from "../../tests/support
 import { ipvsSetup } from "../../tests/flows/ipvs_datapath.ts";
 import { NODE_A, NODE_IP, REPRESENTATIVE } from "../../tests/flows/objects.ts";
 import { feed } from "../../tests/flows/datapath.ts";
-import { IpvsError, parseSave } from "../../iptables/ipvs.ts";
+import { IpvsError, parseSave } from "../../iptables/ipvsadm.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { traceIpvs } from "./trace.ts";
 import { GRACEFUL_TERMINATION_MAX_MS } from "./graceful_termination.ts";

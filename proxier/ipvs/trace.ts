@@ -6,15 +6,15 @@
  * `trace --proxy-mode=ipvs`.
  * @module
  */
-import { DummyLinkRunner } from "../../iptables/dummy_link.ts";
+import { IpLinkRunner } from "../../iptables/ip_link.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily, type IPFamily } from "../../iptables/ip.ts";
 import { IpsetRunner, parseIpsetSave } from "../../iptables/ipset.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
-import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptables/ipvs.ts";
+import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptables/ipvsadm.ts";
 import { parseRules, type RuleSource, type SetLookup, tracePacket } from "../trace/iptables_walker.ts";
 import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
-import { chooseIptablesBackend } from "../runtime/kernel_tools.ts";
+import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
 import { type Packet, queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
 import { SET, setName } from "./layout.ts";
 
@@ -112,7 +112,7 @@ async function liveState(exec: Executor, family: IPFamily, requested: IptablesBa
     new IpsetRunner({ exec }).save(),
     ipt.save("nat"),
     ipt.save("filter"),
-    new DummyLinkRunner({ exec }).addresses(),
+    new IpLinkRunner({ exec }).addresses(),
   ]);
   return {
     rules: parseRules(nat + filter),

@@ -4,7 +4,8 @@
  * cleanup of pins that lead nowhere valid any more.
  * @module
  */
-import { type NFTables, nftFamily } from "../../iptables/nft.ts";
+import type { NFTables } from "../../iptables/nft.ts";
+import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
 import type { PortUses } from "./dynamic_chains.ts";
@@ -16,36 +17,36 @@ import {
   BACKENDS,
   BACKENDS_CLUSTER,
   TABLE,
-  words,
 } from "./layout.ts";
 
 /**
- * Returns the statements that create the affinity map for timeout `t` (kept if it exists: it holds
- * the clients' pins) and its two chains (flushed and rewritten). The map is declared with explicit
- * types, so its rules can be rewritten while it exists.
+ * Adds to `tx` the affinity map for timeout `t` (kept if it exists: it holds the clients' pins) and
+ * its two chains (flushed and rewritten). The map is declared with explicit types, so its rules can
+ * be rewritten while it exists.
  */
-export function affinityStatements(family: IPFamily, t: number): string[] {
-  const { fam, addr } = words(family);
-  const tbl = `${fam} ${TABLE}`;
+export function addAffinity(tx: NftTransaction, t: number): void {
+  const { family: fam, addrType: addr } = tx;
   const name = affinityName(t);
   const rec = affinityRecordChain(t);
-  const out = [
-    `add map ${tbl} ${name} { type ${addr} . ${addr} . inet_proto . inet_service : ${addr} . inet_service; flags dynamic,timeout; timeout ${t}s; }`,
-    `add chain ${tbl} ${name}`,
-    `flush chain ${tbl} ${name}`,
-    `add rule ${tbl} ${name} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} saddr . ${fam} daddr . meta l4proto . th dport map @${name}`,
-    `add chain ${tbl} ${rec}`,
-    `flush chain ${tbl} ${rec}`,
-  ];
+  tx.addSet(
+    "map",
+    name,
+    `type ${addr} . ${addr} . inet_proto . inet_service : ${addr} . inet_service; flags dynamic,timeout; timeout ${t}s;`,
+  );
+  tx.addChain(name).flushChain(name).addRule(
+    name,
+    `meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} saddr . ${fam} daddr . meta l4proto . th dport map @${name}`,
+  );
+  tx.addChain(rec).flushChain(rec);
   // `P dport != 0` is the protocol dependency `ct original proto-dst` needs; after DNAT the port is
   // the endpoint's, never 0. (`meta l4proto P` would do, but nft prints it in a form it cannot
   // read back.)
   for (const p of ["tcp", "udp", "sctp"]) {
-    out.push(
-      `add rule ${tbl} ${rec} ${p} dport != 0 update @${name} { ${fam} saddr . ct original ${fam} daddr . meta l4proto . ct original proto-dst : ${fam} daddr . ${p} dport }`,
+    tx.addRule(
+      rec,
+      `${p} dport != 0 update @${name} { ${fam} saddr . ct original ${fam} daddr . meta l4proto . ct original proto-dst : ${fam} daddr . ${p} dport }`,
     );
   }
-  return out;
 }
 
 /** What {@linkcode dropStalePins} reads. */
@@ -99,19 +100,15 @@ export async function dropStalePins(o: PinCleanup, timeouts: ReadonlySet<number>
       if (!checked || !valid.get(entry)?.has(endpoint)) stale.push(`${p.key.join(" . ")} : ${endpoint}`);
     }
     if (stale.length === 0) continue;
-    const t = `${nftFamily(family)} ${TABLE}`;
-    const lines: string[] = [];
+    const tx = new NftTransaction(family, TABLE);
     for (let i = 0; i < stale.length; i += 500) {
       const chunk = stale.slice(i, i + 500);
-      lines.push(
-        `add element ${t} ${map} { ${chunk.map((s) => s.replace(" : ", " timeout 1s : ")).join(", ")} }`,
-      );
-      lines.push(
-        `delete element ${t} ${map} { ${chunk.map((s) => s.slice(0, s.indexOf(" : "))).join(", ")} }`,
-      );
+      // Re-adding with a short timeout first makes the delete succeed for a pin that expired meanwhile.
+      tx.addElements(map, chunk.map((s) => s.replace(" : ", " timeout 1s : ")), 500);
+      tx.deleteElements(map, chunk.map((s) => s.slice(0, s.indexOf(" : "))), 500);
     }
     try {
-      await nft.apply(lines.join("\n") + "\n");
+      await nft.apply(tx.text());
       log.debug("Dropped stale affinity pins", { family, map, pins: stale.length });
     } catch (e) {
       log.warn("Cannot drop stale affinity pins", { family, map, error: (e as Error).message });

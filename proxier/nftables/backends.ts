@@ -8,7 +8,9 @@
  */
 import type { NftAlgorithm } from "./schedulers.ts";
 import type { IPFamily } from "../types.ts";
-import { BACKENDS, BACKENDS_CLUSTER, type NftName, seedHex, TABLE, words } from "./layout.ts";
+import { BACKENDS, BACKENDS_CLUSTER, type NftName, seedHex } from "./layout.ts";
+import { nftFamily } from "../../iptables/nft.ts";
+import type { NftTransaction } from "../../iptables/nft_transaction.ts";
 
 /** How an lb chain picks the index: the schedulers other than Maglev, sh with or without the port. */
 export type LbAlgorithm = Exclude<NftAlgorithm, "mh"> | "shp";
@@ -41,7 +43,7 @@ export function parseLbChain(name: NftName): LbChain | undefined {
  * node picks the same index for the same packet (over endpoints listed in the same order).
  */
 export function lbIndexExpr(family: IPFamily, c: LbChain, seed: number): string {
-  const { fam } = words(family);
+  const fam = nftFamily(family);
   const s = `seed 0x${seedHex(seed)}`;
   switch (c.algorithm) {
     case "random":
@@ -74,38 +76,37 @@ export function isPrecreated(name: NftName): boolean {
 }
 
 /**
- * Returns the statements that recreate {@linkcode BACKENDS} (or {@linkcode BACKENDS_CLUSTER}) empty,
- * with each of `chains`. The map's key holds a `numgen` value, so it is declared with `typeof`; nft
+ * Adds to `tx` the statements that recreate {@linkcode BACKENDS} (or {@linkcode BACKENDS_CLUSTER})
+ * empty, with each of `chains`. The map's key holds a `numgen` value, so it is declared with `typeof`; nft
  * 1.0.6 cannot add a rule that reads such a map once it exists in the kernel ("conflicting protocols
  * specified"), so the map and every rule reading it are written together, after `inKernel` (every
  * chain that may still read it) has been flushed. `size` bounds the map and sizes its hash up
  * front, so the kernel need not grow it while loading.
  */
-export function backendsStatements(
+export function addBackends(
+  tx: NftTransaction,
   family: IPFamily,
   cluster: boolean,
   inKernel: Iterable<NftName>,
   chains: Iterable<LbChain>,
   size: number,
   seed: number,
-): string[] {
-  const { fam } = words(family);
-  const t = `${fam} ${TABLE}`;
+): void {
+  const fam = tx.family;
   const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
-  const decl =
-    `{ typeof ${fam} daddr . meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; size ${size}; }`;
-  const out = [...inKernel].map((c) => `flush chain ${t} ${c}`);
-  // "add" first, so the delete succeeds when the map does not exist yet.
-  out.push(`add map ${t} ${map} ${decl}`, `delete map ${t} ${map}`, `add map ${t} ${map} ${decl}`);
+  for (const c of inKernel) tx.flushChain(c);
+  tx.recreateSet(
+    "map",
+    map,
+    `typeof ${fam} daddr . meta l4proto . th dport . numgen random mod 1 : ${fam} daddr . th dport; size ${size};`,
+  );
   for (const c of chains) {
     const chain = lbChainName(c);
-    out.push(
-      `add chain ${t} ${chain}`,
-      `flush chain ${t} ${chain}`,
-      `add rule ${t} ${chain} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . ${
+    tx.addChain(chain).flushChain(chain).addRule(
+      chain,
+      `meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${fam} daddr . meta l4proto . th dport . ${
         lbIndexExpr(family, c, seed)
       } map @${map}`,
     );
   }
-  return out;
 }

@@ -6,7 +6,8 @@
  * {@linkcode STALE_DELAY_MS}, in a transaction of its own.
  * @module
  */
-import { type NFTables, nftFamily } from "../../iptables/nft.ts";
+import type { NFTables } from "../../iptables/nft.ts";
+import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { RefCounts } from "../_common/ref_counts.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -148,20 +149,18 @@ export class DynamicChains {
     const due = [...this.#stale].filter(([n, at]) => !this.#uses.has(n) && clock.now() - at >= STALE_DELAY_MS)
       .map(([n]) => n);
     if (due.length === 0) return [];
-    const t = `${nftFamily(family)} ${TABLE}`;
-    const lines: string[] = [];
+    const tx = new NftTransaction(family, TABLE);
     for (const name of due) {
       // A chain is deleted with its rules; the map of the same name once nothing reads it.
       const withMap = name.startsWith("affinity-") || name.startsWith(MAGLEV_PREFIX);
       if (name.startsWith("affinity-")) {
-        const rec = affinityRecordChain(Number(name.slice("affinity-".length)));
-        lines.push(`add chain ${t} ${rec}`, `delete chain ${t} ${rec}`);
+        tx.deleteChain(affinityRecordChain(Number(name.slice("affinity-".length))));
       }
-      lines.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
-      if (withMap) lines.push(`delete map ${t} ${name}`);
+      tx.deleteChain(name);
+      if (withMap) tx.deleteSet("map", name);
     }
     try {
-      await nft.apply(lines.join("\n") + "\n");
+      await nft.apply(tx.text());
       for (const n of due) {
         this.#stale.delete(n);
         this.#inKernel.delete(n);

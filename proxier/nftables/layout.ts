@@ -23,7 +23,7 @@
  * @module
  */
 import { type LocalDetector, nftLocalMatch } from "../_common/local_detector.ts";
-import { nftFamily } from "../../iptables/nft.ts";
+import type { NftHook, NftSetKind, NftTransaction } from "../../iptables/nft_transaction.ts";
 import type { IPFamily } from "../types.ts";
 
 /** A chain, set or map name in our table. */
@@ -133,31 +133,18 @@ export function seedHex(seed: number): string {
   return seed.toString(16).padStart(8, "0");
 }
 
-/** The words that differ between families (`ip`/`ip6`, `ipv4_addr`/`ipv6_addr`...). */
-interface Words {
-  readonly fam: "ip" | "ip6";
-  readonly addr: "ipv4_addr" | "ipv6_addr";
-}
-
-/** Returns the words of `family`'s rules (`ip`, `ipv4_addr` for IPv4). */
-export function words(family: IPFamily): Words {
-  const fam = nftFamily(family);
-  return { fam, addr: fam === "ip" ? "ipv4_addr" : "ipv6_addr" };
-}
-
 /** Base chains: name, type, hook, priority as written and as nft prints it. */
-const BASE_CHAINS: ReadonlyArray<{ name: NftName; type: "filter" | "nat"; hook: string; priority: string }> =
-  [
-    { name: FILTER_PREROUTING, type: "filter", hook: "prerouting", priority: "dstnat - 10" },
-    { name: FILTER_PREROUTING_POST_DNAT, type: "filter", hook: "prerouting", priority: "dstnat + 10" },
-    { name: FILTER_INPUT, type: "filter", hook: "input", priority: "-110" },
-    { name: FILTER_FORWARD, type: "filter", hook: "forward", priority: "-110" },
-    { name: FILTER_OUTPUT, type: "filter", hook: "output", priority: "-110" },
-    { name: FILTER_OUTPUT_POST_DNAT, type: "filter", hook: "output", priority: "-90" },
-    { name: NAT_PREROUTING, type: "nat", hook: "prerouting", priority: "dstnat" },
-    { name: NAT_OUTPUT, type: "nat", hook: "output", priority: "-100" },
-    { name: NAT_POSTROUTING, type: "nat", hook: "postrouting", priority: "srcnat" },
-  ];
+const BASE_CHAINS: ReadonlyArray<NftHook & { name: NftName }> = [
+  { name: FILTER_PREROUTING, type: "filter", hook: "prerouting", priority: "dstnat - 10" },
+  { name: FILTER_PREROUTING_POST_DNAT, type: "filter", hook: "prerouting", priority: "dstnat + 10" },
+  { name: FILTER_INPUT, type: "filter", hook: "input", priority: "-110" },
+  { name: FILTER_FORWARD, type: "filter", hook: "forward", priority: "-110" },
+  { name: FILTER_OUTPUT, type: "filter", hook: "output", priority: "-110" },
+  { name: FILTER_OUTPUT_POST_DNAT, type: "filter", hook: "output", priority: "-90" },
+  { name: NAT_PREROUTING, type: "nat", hook: "prerouting", priority: "dstnat" },
+  { name: NAT_OUTPUT, type: "nat", hook: "output", priority: "-100" },
+  { name: NAT_POSTROUTING, type: "nat", hook: "postrouting", priority: "srcnat" },
+];
 
 const REGULAR_CHAINS: readonly NftName[] = [
   SERVICES,
@@ -220,23 +207,17 @@ export interface LayoutOptions {
 }
 
 /**
- * Returns the statements that (re)create the fixed layout: table, chains (flushed), rules, and the
- * fixed sets and maps (flushed). Elements are added separately.
+ * Adds to `tx` the statements that (re)create the fixed layout: table, chains (flushed), rules, and
+ * the fixed sets and maps (flushed). Elements are added separately.
  */
-export function fixedLayout(o: LayoutOptions): string[] {
-  const { fam, addr } = words(o.family);
-  const t = `${fam} ${TABLE}`;
+export function fixedLayout(tx: NftTransaction, o: LayoutOptions): void {
+  const { family: fam, addrType: addr } = tx;
   const entry = `${addr} . inet_proto . inet_service`;
   const key = `${fam} daddr . meta l4proto . th dport`;
-  const out: string[] = [`add table ${t}`];
-  for (const c of BASE_CHAINS) {
-    out.push(
-      `add chain ${t} ${c.name} { type ${c.type} hook ${c.hook} priority ${c.priority}; policy accept; }`,
-      `flush chain ${t} ${c.name}`,
-    );
-  }
-  for (const c of REGULAR_CHAINS) out.push(`add chain ${t} ${c}`, `flush chain ${t} ${c}`);
-  const sets: Array<[string, NftName, string]> = [
+  tx.addTable();
+  for (const c of BASE_CHAINS) tx.addChain(c.name, c).flushChain(c.name);
+  for (const c of REGULAR_CHAINS) tx.addChain(c).flushChain(c);
+  const sets: Array<[NftSetKind, NftName, string]> = [
     ["set", CLUSTER_IPS, `type ${addr}`],
     ["set", HAIRPIN, `type ${addr} . ${addr}`],
     ["set", FIREWALL_ALLOW, `type ${entry} . ${addr}; flags interval`],
@@ -249,10 +230,8 @@ export function fixedLayout(o: LayoutOptions): string[] {
     ["map", AFFINITY_RECORDS, `type ${entry} : verdict`],
     ["set", SYNC_GENERATION, "type mark"],
   ];
-  for (const [kind, name, decl] of sets) {
-    out.push(`add ${kind} ${t} ${name} { ${decl}; }`, `flush ${kind} ${t} ${name}`);
-  }
-  const rule = (chain: NftName, text: string) => out.push(`add rule ${t} ${chain} ${text}`);
+  for (const [kind, name, decl] of sets) tx.addSet(kind, name, `${decl};`).flushSet(kind, name);
+  const rule = (chain: NftName, text: string) => tx.addRule(chain, text);
   rule(FILTER_PREROUTING, `ct state new jump ${FIREWALL_CHECK}`);
   rule(FILTER_PREROUTING_POST_DNAT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
   rule(FILTER_INPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
@@ -310,5 +289,4 @@ export function fixedLayout(o: LayoutOptions): string[] {
       `meta l4proto ${p} ct original ${fam} daddr . meta l4proto . ct original proto-dst vmap @${AFFINITY_RECORDS}`,
     );
   }
-  return out;
 }

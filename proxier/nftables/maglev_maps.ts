@@ -12,8 +12,9 @@
  */
 import { maglevLookup } from "../../loadbalancer/maglev.ts";
 import type { IPFamily, ServicePortName } from "../types.ts";
-import { type NftName, seedHex, TABLE, words } from "./layout.ts";
-import { elementStatements } from "./port_elements.ts";
+import { type NftName, seedHex } from "./layout.ts";
+import { nftFamily } from "../../iptables/nft.ts";
+import type { NftTransaction } from "../../iptables/nft_transaction.ts";
 
 /** The traffic classes a Service port may have a table for (the layout's chains of those names). */
 export type MaglevClass = "internal" | "external" | "external-cluster";
@@ -80,7 +81,7 @@ export class MaglevMaps {
 
   /** The expression giving a connection's slot (the chain's lookup key). */
   slotExpr(sourcePort: boolean): string {
-    const { fam } = words(this.#o.family);
+    const fam = nftFamily(this.#o.family);
     const port = sourcePort ? " . th sport" : "";
     return `jhash ${fam} saddr${port} mod ${this.#o.tableSize} seed 0x${seedHex(this.#o.seed)}`;
   }
@@ -119,14 +120,13 @@ export class MaglevMaps {
   }
 
   /**
-   * Returns the statements that make the kernel hold `want`: the chain and the whole map when the
-   * kernel has no such table known to this process (nft 1.0.6 cannot add a rule reading a `typeof`
-   * map that exists, so both are written anew), else the deletes and adds of the slots whose
-   * endpoint changed (none when nothing did).
+   * Adds to `tx` the statements that make the kernel hold `want`: the chain and the whole map when
+   * the kernel has no such table known to this process (nft 1.0.6 cannot add a rule reading a
+   * `typeof` map that exists, so both are written anew), else the deletes and adds of the slots
+   * whose endpoint changed (none when nothing did).
    */
-  statements(want: MaglevWant): string[] {
-    const { fam } = words(this.#o.family);
-    const t = `${fam} ${TABLE}`;
+  write(tx: NftTransaction, want: MaglevWant): void {
+    const fam = tx.family;
     const m = this.#o.tableSize;
     const byKey = new Map(want.endpoints.map((e) => [e.key, e.value]));
     const lookup = maglevLookup(byKey.keys(), m, this.#o.seed);
@@ -135,36 +135,30 @@ export class MaglevMaps {
     this.#held.set(want.name, next);
     const slot = (h: Held, i: number) => `${i} : ${h.values[h.slots[i]]}`;
     // Said in the transaction, so `render` shows it (nft skips comment lines).
-    const about = `# ${want.name}: Maglev, ${m} slots over ${next.values.length} endpoint${
+    const about = `${want.name}: Maglev, ${m} slots over ${next.values.length} endpoint${
       next.values.length === 1 ? "" : "s"
     }, slot = hash of the source address${want.sourcePort ? " and port" : ""}`;
     if (old === undefined) {
-      const decl = `{ typeof numgen random mod 1 : ${fam} daddr . th dport; }`;
       const name = want.name;
-      return [
-        about,
-        `add chain ${t} ${name}`,
-        `flush chain ${t} ${name}`,
-        // "add" first, so the delete succeeds when the map does not exist yet.
-        `add map ${t} ${name} ${decl}`,
-        `delete map ${t} ${name}`,
-        `add map ${t} ${name} ${decl}`,
-        `add rule ${t} ${name} meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${
-          this.slotExpr(want.sourcePort)
-        } map @${name}`,
-        ...elementStatements(this.#o.family, "add", name, Array.from({ length: m }, (_, i) => slot(next, i))),
-      ];
+      tx.comment(about).addChain(name).flushChain(name)
+        .recreateSet("map", name, `typeof numgen random mod 1 : ${fam} daddr . th dport;`)
+        .addRule(
+          name,
+          `meta l4proto { tcp, udp, sctp } th dport != 0 dnat ${fam} to ${
+            this.slotExpr(want.sourcePort)
+          } map @${name}`,
+        )
+        .addElements(name, Array.from({ length: m }, (_, i) => slot(next, i)));
+      return;
     }
     const moved: number[] = [];
     for (let i = 0; i < m; i++) {
       if (old.values[old.slots[i]] !== next.values[next.slots[i]]) moved.push(i);
     }
-    if (moved.length === 0) return [];
-    return [
-      `${about}: ${moved.length} slots move`,
-      ...elementStatements(this.#o.family, "delete", want.name, moved.map(String)),
-      ...elementStatements(this.#o.family, "add", want.name, moved.map((i) => slot(next, i))),
-    ];
+    if (moved.length === 0) return;
+    tx.comment(`${about}: ${moved.length} slots move`)
+      .deleteElements(want.name, moved.map(String))
+      .addElements(want.name, moved.map((i) => slot(next, i)));
   }
 
   /** The endpoint (`ip . port`) of every slot of table `name`, as written; undefined when none. */

@@ -6,9 +6,9 @@
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
-import { FULL_SYNC_PERIOD_MS } from "../base_proxier.ts";
+import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
 import { ModeUnavailableError } from "../errors.ts";
-import { CONNTRACK_NEED } from "../runtime/kernel_tools.ts";
+import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import { SysctlRunner } from "../../iptables/sysctl.ts";
 import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import {
@@ -22,7 +22,8 @@ import {
 import type { IPFamily } from "../types.ts";
 import { nftablesSchedulers } from "./schedulers.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
-import { affinityStatements } from "./affinity.ts";
+import { addAffinity } from "./affinity.ts";
+import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import type { NftablesProxier, NftablesProxierOptions } from "./proxier.ts";
 import { KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS } from "../options/feature_gates.ts";
@@ -64,13 +65,10 @@ async function newProxier(
 
 /** A transaction that builds the whole fixed layout from scratch (checked with `nft -c`, never applied). */
 function probeScript(family: IPFamily, withAffinity: boolean): string {
-  const t = `${nftFamily(family)} ${TABLE}`;
-  return [
-    `add table ${t}`,
-    `delete table ${t}`,
-    ...fixedLayout({ family, masqueradeAll: false, mark: masqueradeMark(14, 8), local: undefined }),
-    ...(withAffinity ? affinityStatements(family, 10800) : []),
-  ].join("\n") + "\n";
+  const tx = new NftTransaction(family, TABLE).deleteTable();
+  fixedLayout(tx, { family, masqueradeAll: false, mark: masqueradeMark(14, 8), local: undefined });
+  if (withAffinity) addAffinity(tx, 10800);
+  return tx.text();
 }
 
 /**
@@ -228,8 +226,6 @@ export const nftablesMode: ProxyModeDefinition = {
   },
 
   cleanup(exec: Executor, family: IPFamily) {
-    const t = `${nftFamily(family)} ${TABLE}`;
-    // "add" first makes the delete succeed when the table is already gone.
-    return new NftRunner({ exec, family }).apply(`add table ${t}\ndelete table ${t}\n`);
+    return new NftRunner({ exec, family }).apply(new NftTransaction(family, TABLE).deleteTable().text());
   },
 };

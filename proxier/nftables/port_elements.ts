@@ -12,7 +12,7 @@ import {
   internalEndpoints,
   type NodeTopology,
 } from "../topology.ts";
-import type { EndpointInfo, IPFamily, ServicePortInfo } from "../types.ts";
+import type { EndpointInfo, ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 import { nftablesScheduler } from "./schedulers.ts";
 import { type LbChain, lbChainName } from "./backends.ts";
@@ -38,8 +38,6 @@ import {
   NO_ENDPOINT_SERVICES,
   REJECT_CHAIN,
   SERVICE_IPS,
-  TABLE,
-  words,
 } from "./layout.ts";
 
 /** One element a service port contributes: a set member (no value) or a map entry. */
@@ -227,19 +225,4 @@ export function portElements(
 export function elementText(e: Element): string {
   const c = e.comment === undefined ? "" : ` comment "${e.comment}"`;
   return e.value === undefined ? `${e.key}${c}` : `${e.key}${c} : ${e.value}`;
-}
-
-/** Returns `add element` / `delete element` statements for `container`, 1,000 elements per line. */
-export function elementStatements(
-  family: IPFamily,
-  verb: "add" | "delete",
-  container: NftName,
-  items: readonly string[],
-): string[] {
-  const out: string[] = [];
-  const { fam } = words(family);
-  for (let i = 0; i < items.length; i += 1000) {
-    out.push(`${verb} element ${fam} ${TABLE} ${container} { ${items.slice(i, i + 1000).join(", ")} }`);
-  }
-  return out;
 }

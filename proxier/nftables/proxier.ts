@@ -3,15 +3,15 @@
  * per family per sync. A full sync (at start, after a failure, when the table vanished, and once an
  * hour) recreates the fixed layout and refills every set and map; a partial sync deletes and adds
  * only the elements of the service ports that changed. NodePorts on 127.0.0.1 / ::1, which no
- * nftables rule can serve, are served by a socket proxy when asked for
- * (`socket_proxy/localhost_node_ports.ts`).
+ * nftables rule can serve, are served by a socket proxy when asked for (`localhost_feed.ts`).
  * @module
  */
-import { type NFTables, NftError, nftFamily } from "../../iptables/nft.ts";
+import { type NFTables, NftError } from "../../iptables/nft.ts";
+import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
-import { BaseProxier, type BaseProxierOptions, type SyncContext } from "../base_proxier.ts";
+import { BaseProxier, type SyncContext } from "../base_proxier.ts";
+import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
-import { isLoopback } from "../net.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
@@ -27,25 +27,15 @@ import {
   SYNC_GENERATION,
   TABLE,
 } from "./layout.ts";
-import { affinityStatements, dropStalePins } from "./affinity.ts";
-import { backendsSize, backendsStatements, lbChainName, parseLbChain } from "./backends.ts";
+import { addAffinity, dropStalePins } from "./affinity.ts";
+import { addBackends, backendsSize, lbChainName, parseLbChain } from "./backends.ts";
 import { MaglevMaps, type MaglevWant } from "./maglev_maps.ts";
 import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 import { DynamicChains, type PortUses, portUses } from "./dynamic_chains.ts";
-import { elementStatements, type PortElements, portElements } from "./port_elements.ts";
-import {
-  type LocalhostNodePort,
-  LocalhostNodePorts,
-  type LocalhostNodePortsOptions,
-} from "../socket_proxy/localhost_node_ports.ts";
-import { categorizeEndpoints, externalEndpoints } from "../topology.ts";
-import { servicePortNameString } from "../types.ts";
-
-/**
- * The most Maglev elements a transaction of new tables carries before a full sync (nft holds about
- * 1.4 KiB per element it loads at once: about 90 MiB).
- */
-export const MAGLEV_CHUNK_ELEMENTS = 65_536;
+import { type PortElements, portElements } from "./port_elements.ts";
+import { LocalhostNodePorts, type LocalhostNodePortsOptions } from "../socket_proxy/localhost_node_ports.ts";
+import { LocalhostFeed } from "./localhost_feed.ts";
+import { prepareMaglevTables, writeMaglevTables } from "./maglev_prepare.ts";
 
 /** Options of {@linkcode NftablesProxier}. */
 export interface NftablesProxierOptions extends BaseProxierOptions {
@@ -75,7 +65,6 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
 export class NftablesProxier extends BaseProxier {
   readonly #o: NftablesProxierOptions;
   readonly #nft: NFTables;
-  readonly #fam: "ip" | "ip6";
   readonly #book = new ElementBook();
   readonly #metrics: ReturnType<typeof nftablesMetrics>;
   /** What each port's elements use beyond the book (its elements themselves are the book's). */
@@ -90,17 +79,14 @@ export class NftablesProxier extends BaseProxier {
   readonly #warnedAffinity = new Set<string>();
   /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
   #generation = 0;
-  /** The loopback NodePort listeners, when served. */
-  readonly localhost?: LocalhostNodePorts;
-  /** A retry of the loopback ports that could not be opened (backoff doubling from 1 s to the sync period). */
-  #retry?: { cancel: () => void; ms: number };
+  /** The loopback NodePort listeners' feed, when they are served. */
+  readonly #localhost?: LocalhostFeed;
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: NftablesProxierOptions) {
     super(o);
     this.#o = o;
     this.#nft = o.nft;
-    this.#fam = nftFamily(o.family);
     this.#metrics = nftablesMetrics(this.registry, o.family);
     this.#dynamic = new DynamicChains({ ...o, cleanupFailures: this.#metrics.cleanupFailures });
     this.#seed = o.maglevSeed ?? DEFAULT_MAGLEV_SEED;
@@ -110,14 +96,24 @@ export class NftablesProxier extends BaseProxier {
       seed: this.#seed,
     });
     if (o.localhostNodePorts !== undefined) {
-      this.localhost = new LocalhostNodePorts({
-        ...o.localhostNodePorts,
-        family: o.family,
-        log: o.log,
+      this.#localhost = new LocalhostFeed({
+        listeners: new LocalhostNodePorts({
+          ...o.localhostNodePorts,
+          family: o.family,
+          log: o.log,
+          clock: o.clock,
+          metrics: localhostNodePortMetrics(this.registry, o.family),
+        }),
         clock: o.clock,
-        metrics: localhostNodePortMetrics(this.registry, o.family),
+        syncPeriodMs: o.syncPeriodMs,
+        sync: () => this.sync(),
       });
     }
+  }
+
+  /** The loopback NodePort listeners, when served. */
+  get localhost(): LocalhostNodePorts | undefined {
+    return this.#localhost?.listeners;
   }
 
   /**
@@ -125,24 +121,12 @@ export class NftablesProxier extends BaseProxier {
    * here; undefined for any other connection (the rules decide those).
    */
   localhostAnswer(c: Connection): DatapathAnswer | undefined {
-    const lo = this.localhost;
-    if (lo === undefined || c.fromNode !== true || !isLoopback(c.dst)) return undefined;
-    const route = lo.route(c.protocol.toUpperCase() as "TCP" | "UDP" | "SCTP", c.port);
-    return {
-      verdict: route === undefined ? "REJECT" : "DNAT",
-      endpoints: route === undefined ? [] : [...route.endpoints].sort(),
-      masquerade: route === undefined ? undefined : true,
-      rules: route === undefined
-        ? []
-        : [`listener ${lo.address}:${c.port}/${c.protocol} of ${route.service}`],
-      by: "the loopback socket proxy",
-    };
+    return this.#localhost?.answer(c);
   }
 
   /** Closes the loopback NodePort listeners (connections in flight finish); the kernel rules stay. */
   close(): void {
-    this.#retry?.cancel();
-    this.localhost?.close();
+    this.#localhost?.close();
   }
 
   /** The node's addresses of this family that answer NodePorts. */
@@ -154,7 +138,7 @@ export class NftablesProxier extends BaseProxier {
   protected override explainExtras(): Partial<FamilyView> {
     return {
       masqueradeAll: this.#o.masqueradeAll,
-      loopbackNodePorts: this.localhost !== undefined ? "socket" : "none",
+      loopbackNodePorts: this.#localhost !== undefined ? "socket" : "none",
       nodePortIPs: this.#nodePortIPs(),
     };
   }
@@ -174,21 +158,19 @@ export class NftablesProxier extends BaseProxier {
     for (const name of await this.#dynamic.deleteStale()) this.#maglev.forget(name);
     const full = ctx.full;
     const affinityDirty = new Set<number>();
-    const lines = full ? await this.#buildFull(ctx, affinityDirty) : this.#buildPartial(ctx, affinityDirty);
-    if (lines.length > 0) {
-      const t = `${this.#fam} ${TABLE}`;
-      lines.push(
-        `flush set ${t} ${SYNC_GENERATION}`,
-        // As nft lists a mark, so a listing reads back as sent.
-        `add element ${t} ${SYNC_GENERATION} { 0x${(this.#generation + 1).toString(16).padStart(8, "0")} }`,
-      );
-      const text = lines.join("\n") + "\n";
+    const tx = new NftTransaction(this.family, TABLE);
+    if (full) await this.#buildFull(tx, ctx, affinityDirty);
+    else this.#buildPartial(tx, ctx, affinityDirty);
+    if (tx.size > 0) {
+      // As nft lists a mark, so a listing reads back as sent.
+      tx.flushSet("set", SYNC_GENERATION)
+        .addElements(SYNC_GENERATION, [`0x${(this.#generation + 1).toString(16).padStart(8, "0")}`]);
       // One transaction: nft applies all of it or none, also when killed on shutdown.
-      await this.#nft.apply(text, ctx.signal);
+      await this.#nft.apply(tx.text(), ctx.signal);
       this.#generation++;
     }
     this.#dynamic.markStale();
-    if (this.localhost !== undefined) this.#syncLocalhost(ctx);
+    this.#localhost?.feed(ctx, this.node.topology);
     await dropStalePins({
       ...this.#o,
       book: this.#book,
@@ -242,19 +224,26 @@ export class NftablesProxier extends BaseProxier {
     if (e instanceof NftError) this.#metrics.syncFailures.inc();
   }
 
-  /** Computes one port's elements (warning once per Service when affinity cannot be programmed). */
-  #elements(ctx: Pick<SyncContext, "endpoints">, key: string, nodePortIPs: string[]): PortElements {
-    const svc = (ctx as SyncContext).services.get(key)!;
+  /**
+   * Computes port `key`'s elements (warning once per Service when affinity cannot be programmed)
+   * and records what they use: the port's dynamic names (counted into `began`), its affinity
+   * timeout (`affinityDirty`) and its Maglev tables (`maglev`).
+   */
+  #takePort(
+    ctx: SyncContext,
+    key: string,
+    nodePortIPs: string[],
+    into: { began: Set<NftName>; affinityDirty: Set<number>; maglev: MaglevWant[] },
+  ): PortElements {
+    const svc = ctx.services.get(key)!;
     if (svc.stickyMaxAgeSeconds > 0 && !this.#o.affinitySupported && !this.#warnedAffinity.has(svc.service)) {
       this.#warnedAffinity.add(svc.service);
       this.log.warn(
         "ClientIP affinity is not programmed for this IPv6 service: this nft cannot update an IPv6 affinity map (nft 1.0.6 aborts); connections are balanced without affinity",
-        {
-          service: svc.service,
-        },
+        { service: svc.service },
       );
     }
-    return portElements(svc, ctx.endpoints.get(key) ?? [], {
+    const pe = portElements(svc, ctx.endpoints.get(key) ?? [], {
       topology: this.node.topology,
       nodePortIPs,
       nodeIPs: this.node.ips,
@@ -262,83 +251,49 @@ export class NftablesProxier extends BaseProxier {
       maglev: { tableSize: this.#maglev.tableSize, seed: this.#seed },
       log: this.log,
     });
+    into.maglev.push(...pe.maglev);
+    const uses = portUses(pe);
+    this.#ports.set(key, uses);
+    this.#dynamic.count(uses, 1, into.began);
+    if (pe.affinityTimeout > 0) into.affinityDirty.add(pe.affinityTimeout);
+    return pe;
   }
 
-  /** Statements recreating a backends map sized for the book, with its lb chains (plus `fresh`). */
-  #rebuildBackends(cluster: boolean, fresh: readonly NftName[]): string[] {
+  /** Recreates a backends map in `tx`, sized for the book, with its lb chains (plus `fresh`). */
+  #rebuildBackends(tx: NftTransaction, cluster: boolean, fresh: readonly NftName[]): void {
     const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
     const chains = this.#dynamic.lbChains(cluster, fresh);
     const size = backendsSize(this.#book.size(map));
     this.#backendsSize.set(map, size);
     const inKernel = this.#dynamic.lbInKernel(cluster);
-    const lines = backendsStatements(this.family, cluster, inKernel, chains, size, this.#seed);
+    addBackends(tx, this.family, cluster, inKernel, chains, size, this.#seed);
     for (const c of chains) this.#dynamic.created(lbChainName(c));
-    return lines;
   }
 
-  /**
-   * Before a full sync's transaction: makes the kernel's Maglev tables known, so that the
-   * transaction carries only the slots that move. A table an earlier run left is read back; a new
-   * one, which nothing reads yet, is written in transactions of its own of at most
-   * {@linkcode MAGLEV_CHUNK_ELEMENTS} elements (a table is M elements, and nft's memory grows by
-   * about 1.4 KiB per element it loads at once: 2.4 GiB for 100 tables of 16,381).
-   */
-  async #prepareMaglev(wants: readonly MaglevWant[], signal: AbortSignal): Promise<void> {
-    const t = `${this.#fam} ${TABLE}`;
-    let chunk: string[] = [];
-    let elements = 0;
-    const flush = async () => {
-      if (chunk.length === 0) return;
-      await this.#nft.apply([`add table ${t}`, ...chunk].join("\n") + "\n", signal);
-      chunk = [];
-      elements = 0;
-    };
-    for (const w of wants) {
-      if (this.#maglev.holds(w.name)) continue;
-      if (this.#dynamic.inKernel(w.name)) {
-        // Left by an earlier run (its name carries its M, seed and hash): what it holds. When that
-        // is incomplete, the sync's own transaction writes it whole.
-        this.#maglev.adopt(w.name, await this.#nft.listElements(TABLE, w.name));
-        continue;
-      }
-      if (elements + this.#maglev.tableSize > MAGLEV_CHUNK_ELEMENTS) await flush();
-      chunk.push(...this.#maglev.statements(w));
-      elements += this.#maglev.tableSize;
-      this.#dynamic.created(w.name);
-    }
-    await flush();
+  /** Adds the affinity map of `name` (`affinity-T`) and its chains to `tx`. */
+  #createAffinity(tx: NftTransaction, name: NftName): void {
+    addAffinity(tx, Number(name.slice("affinity-".length)));
+    this.#dynamic.created(name);
   }
 
-  /** Statements bringing the kernel's Maglev tables to `wants` (whole when new, else the slots that move). */
-  #maglevStatements(wants: readonly MaglevWant[]): string[] {
-    const lines: string[] = [];
-    for (const w of wants) {
-      lines.push(...this.#maglev.statements(w));
-      this.#dynamic.created(w.name);
-    }
-    return lines;
-  }
-
-  async #buildFull(ctx: SyncContext, affinityDirty: Set<number>): Promise<string[]> {
+  async #buildFull(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): Promise<void> {
     const existing = await this.#nft.listChains(TABLE);
-    const lines: string[] = [];
-    const t = `${this.#fam} ${TABLE}`;
     const ours = existing?.includes(LAYOUT_MARKER) === true;
     if (existing !== undefined && !ours) {
       this.log.info("Replacing a kube-proxy nftables table of another layout (upstream's nftables mode?)", {
         family: this.family,
       });
-      lines.push(`add table ${t}`, `delete table ${t}`);
+      tx.deleteTable();
     }
     this.#dynamic.resetFromKernel(ours ? existing! : []);
-    lines.push(...fixedLayout({
+    fixedLayout(tx, {
       family: this.family,
       masqueradeAll: this.#o.masqueradeAll,
       mark: masqueradeMark(this.#o.masqueradeBit, 8),
       local: this.node.localDetector,
       conntrackTCPLiberal: this.#o.conntrackTCPLiberal,
       serviceCIDRs: this.serviceCIDRs,
-    }));
+    });
     this.#book.clear();
     this.#ports.clear();
     // A Maglev table is M elements (16,381 by default): one this process wrote to our table, which
@@ -348,36 +303,28 @@ export class NftablesProxier extends BaseProxier {
     const began = new Set<NftName>();
     const maglev: MaglevWant[] = [];
     for (const key of [...ctx.services.keys()].sort()) {
-      const pe = this.#elements(ctx, key, nodePortIPs);
-      maglev.push(...pe.maglev);
-      const uses = portUses(pe);
-      this.#ports.set(key, uses);
-      this.#dynamic.count(uses, 1, began);
-      if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
+      const pe = this.#takePort(ctx, key, nodePortIPs, { began, affinityDirty, maglev });
       this.#warnConflicts(this.#book.fill(key, pe.elements));
     }
-    for (const cluster of [false, true]) lines.push(...this.#rebuildBackends(cluster, []));
-    for (const name of this.#dynamic.affinityInUse()) {
-      lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
-      this.#dynamic.created(name);
+    for (const cluster of [false, true]) this.#rebuildBackends(tx, cluster, []);
+    for (const name of this.#dynamic.affinityInUse()) this.#createAffinity(tx, name);
+    if (ours || existing === undefined) {
+      await prepareMaglevTables(
+        { family: this.family, nft: this.#nft, maglev: this.#maglev, dynamic: this.#dynamic },
+        maglev,
+        ctx.signal,
+      );
     }
-    if (ours || existing === undefined) await this.#prepareMaglev(maglev, ctx.signal);
-    lines.push(...this.#maglevStatements(maglev));
+    writeMaglevTables(tx, this.#maglev, this.#dynamic, maglev);
     // Affinity chains no service uses any more: emptied now, deleted with their map once
     // unreferenced (unused lb chains were emptied by the backends rebuild).
     for (const name of this.#dynamic.unusedAffinity()) {
-      lines.push(
-        `flush chain ${t} ${name}`,
-        `flush chain ${t} ${affinityRecordChain(Number(name.slice(9)))}`,
-      );
+      tx.flushChain(name).flushChain(affinityRecordChain(Number(name.slice(9))));
     }
-    for (const c of ELEMENT_CONTAINERS) {
-      lines.push(...elementStatements(this.family, "add", c, this.#book.contents(c)));
-    }
-    return lines;
+    for (const c of ELEMENT_CONTAINERS) tx.addElements(c, this.#book.contents(c));
   }
 
-  #buildPartial(ctx: SyncContext, affinityDirty: Set<number>): string[] {
+  #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): void {
     const touched: Touched = new Map();
     const began = new Set<NftName>();
     const nodePortIPs = this.#nodePortIPs();
@@ -394,16 +341,10 @@ export class NftablesProxier extends BaseProxier {
         this.#book.replace(key, [], touched);
         continue;
       }
-      const pe = this.#elements(ctx, key, nodePortIPs);
-      maglev.push(...pe.maglev);
-      const uses = portUses(pe);
-      this.#ports.set(key, uses);
-      this.#dynamic.count(uses, 1, began);
-      if (pe.affinityTimeout > 0) affinityDirty.add(pe.affinityTimeout);
+      const pe = this.#takePort(ctx, key, nodePortIPs, { began, affinityDirty, maglev });
       this.#warnConflicts(this.#book.replace(key, pe.elements, touched));
     }
     const diff = this.#book.diff(touched);
-    const lines: string[] = [];
     const rebuilt = new Set<NftName>();
     for (const cluster of [false, true]) {
       const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
@@ -415,57 +356,17 @@ export class NftablesProxier extends BaseProxier {
       // A new endpoint count needs a new lb chain, and a full map a bigger one: either way the
       // whole backends map is rewritten.
       this.log.debug("Rewriting a backends map", { family: this.family, map, chains: fresh, outgrown });
-      lines.push(...this.#rebuildBackends(cluster, fresh));
+      this.#rebuildBackends(tx, cluster, fresh);
       rebuilt.add(map);
-      lines.push(...elementStatements(this.family, "add", map, this.#book.contents(map)));
+      tx.addElements(map, this.#book.contents(map));
     }
     for (const name of [...began].sort()) {
-      if (!name.startsWith("affinity-") || this.#dynamic.inKernel(name)) continue;
-      lines.push(...affinityStatements(this.family, Number(name.slice("affinity-".length))));
-      this.#dynamic.created(name);
+      if (name.startsWith("affinity-") && !this.#dynamic.inKernel(name)) this.#createAffinity(tx, name);
     }
     // Before the elements: a new table's chain must exist when an @lb element names it.
-    lines.push(...this.#maglevStatements(maglev));
-    for (const [c, { del }] of diff) {
-      if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "delete", c, del));
-    }
-    for (const [c, { add }] of diff) {
-      if (!rebuilt.has(c)) lines.push(...elementStatements(this.family, "add", c, add));
-    }
-    return lines;
-  }
-
-  /**
-   * Hands the loopback listeners what changed (everything on a full sync): each NodePort's
-   * endpoints as external traffic has them. Ports that could not be opened are retried with backoff.
-   */
-  #syncLocalhost(ctx: SyncContext): void {
-    const lo = this.localhost!;
-    const keys = ctx.full ? ctx.services.keys() : ctx.changedPorts;
-    const changes: Array<[string, LocalhostNodePort | undefined]> = [];
-    for (const key of keys) {
-      const svc = ctx.services.get(key);
-      if (svc === undefined || svc.nodePort === 0) {
-        if (!ctx.full) changes.push([key, undefined]);
-        continue;
-      }
-      const cat = categorizeEndpoints(svc, ctx.endpoints.get(key) ?? [], this.node.topology);
-      changes.push([key, {
-        name: servicePortNameString(svc.name),
-        protocol: svc.protocol,
-        nodePort: svc.nodePort,
-        endpoints: externalEndpoints(svc, cat).map((e) => e.key),
-        stickyMaxAgeSeconds: svc.stickyMaxAgeSeconds,
-      }]);
-    }
-    lo.sync(changes, ctx.full);
-    this.#retry?.cancel();
-    if (lo.unserved === 0) {
-      this.#retry = undefined;
-      return;
-    }
-    const ms = Math.min(this.#retry === undefined ? 1000 : 2 * this.#retry.ms, this.syncPeriodMs);
-    this.#retry = { ms, cancel: this.clock.setTimer(() => this.sync(), ms) };
+    writeMaglevTables(tx, this.#maglev, this.#dynamic, maglev);
+    for (const [c, { del }] of diff) if (!rebuilt.has(c)) tx.deleteElements(c, del);
+    for (const [c, { add }] of diff) if (!rebuilt.has(c)) tx.addElements(c, add);
   }
 
   #warnConflicts(conflicts: string[]): void {

@@ -6,10 +6,11 @@
  * one GA gate upstream leaves settable. `AllAlpha` and `AllBeta` are component-base's own.
  * @module
  */
-import type { FeatureSpec } from "./feature_gates.ts";
+/** A gate's maturity, as upstream's PreRelease (`""` is GA in the metric). */
+export type FeatureStage = "ALPHA" | "BETA" | "GA" | "DEPRECATED";
 
 /** `[name, default, stage]`, and `false` last for a GA gate that is not locked. */
-type Row = readonly [string, boolean, FeatureSpec["stage"], false?];
+type Row = readonly [string, boolean, FeatureStage, false?];
 
 /** Upstream 1.37's gates, sorted by name. */
 export const UPSTREAM_FEATURE_GATES: readonly Row[] = [

@@ -5,7 +5,7 @@
  * gate warns as upstream does. The gates that change what this program does are named below.
  * @module
  */
-import { UPSTREAM_FEATURE_GATES } from "./feature_gate_list.ts";
+import { type FeatureStage, UPSTREAM_FEATURE_GATES } from "./feature_gate_list.ts";
 
 /** A feature gate's name. */
 export type Feature = string;
@@ -31,7 +31,7 @@ const ALL_BETA: Feature = "AllBeta";
 /** What upstream knows of one gate. `stage` as upstream's PreRelease; `""` is GA in the metric. */
 export interface FeatureSpec {
   readonly default: boolean;
-  readonly stage: "ALPHA" | "BETA" | "GA" | "DEPRECATED";
+  readonly stage: FeatureStage;
   /** Set to anything but the default is refused. */
   readonly locked: boolean;
 }

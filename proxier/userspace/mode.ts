@@ -3,7 +3,7 @@
  * works (and `--userspace-portals` allows), NodePort listeners always, and `--cleanup`.
  * @module
  */
-import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../runtime/kernel_tools.ts";
+import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
 import {
   familyRenderer,
   proxierOptions,

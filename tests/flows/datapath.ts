@@ -4,7 +4,8 @@
  * @module
  */
 import type { Packet } from "../../proxier/trace/packet.ts";
-import type { BaseProxier, Provider } from "../../proxier/base_proxier.ts";
+import type { BaseProxier } from "../../proxier/base_proxier.ts";
+import type { Provider } from "../../proxier/provider.ts";
 import type { FamilyView } from "../../proxier/family_view.ts";
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import { makeNode } from "../support/fixtures.ts";

@@ -1,26 +1,26 @@
 /**
- * The ipvs mode in the flow table: the real proxier on its fakes (FakeIpvs, FakeIpset, FakeIPTables,
- * FakeDummyLink), packets walked by the ipvs tracer. Also the setup its unit tests start from.
+ * The ipvs mode in the flow table: the real proxier on its fakes (FakeIpvsadm, FakeIpset, FakeIPTables,
+ * FakeIpLink), packets walked by the ipvs tracer. Also the setup its unit tests start from.
  * @module
  */
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
-import { FakeDummyLink } from "../../iptables/testing/fake_dummy_link.ts";
+import { FakeIpLink } from "../../iptables/testing/fake_ip_link.ts";
 import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
-import { FakeIpvs } from "../../iptables/testing/fake_ipvs.ts";
+import { FakeIpvsadm } from "../../iptables/testing/fake_ipvsadm.ts";
 import { IpvsProxier, type IpvsProxierOptions } from "../../proxier/ipvs/proxier.ts";
 import { baseOptions } from "../support/fixtures.ts";
 import { NODE_IP } from "./objects.ts";
-import { parseSave } from "../../iptables/ipvs.ts";
+import { parseSave } from "../../iptables/ipvsadm.ts";
 import { traceIpvs } from "../../proxier/ipvs/trace.ts";
 import { type Datapath, feed, traceAgain, tracerPacket, withView } from "./datapath.ts";
 
 /** A proxier on the four fakes (nothing synced yet), its options overridden by `over`. */
 export function ipvsSetup(over: Partial<IpvsProxierOptions> = {}) {
-  const ipvs = new FakeIpvs();
+  const ipvs = new FakeIpvsadm();
   const ipset = new FakeIpset();
   const iptables = new FakeIPTables();
-  const link = new FakeDummyLink();
+  const link = new FakeIpLink();
   const conntrack = new FakeConntrack();
   const opts = baseOptions();
   const proxier = new IpvsProxier({

@@ -4,7 +4,7 @@
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
-import { FakeIpvs } from "../../iptables/testing/fake_ipvs.ts";
+import { FakeIpvsadm } from "../../iptables/testing/fake_ipvsadm.ts";
 import { hostStartArgs, ProxyProcess } from "../support/program.ts";
 import { commandWorks, netnsAvailable, withNamespace } from "../support/namespace.ts";
 import { TestApiServer } from "../support/api_server.ts";
@@ -643,7 +643,7 @@ Deno.test("main: render --proxy-mode=ipvs prints the ipset, iptables-restore and
   assertEquals(ipt.rules("nat", "PREROUTING"), [
     '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
   ]);
-  const ipvs = new FakeIpvs();
+  const ipvs = new FakeIpvsadm();
   await ipvs.apply(body(2).trim().split("\n"));
   assertEquals(ipvs.services().get("TCP/172.30.0.10:80")?.scheduler, "lc");
   assertEquals(ipvs.reals("TCP/172.30.0.10:80")?.map((x) => `${x.address}:${x.port}`), [

@@ -13,7 +13,7 @@ import { FakeClock, realClock } from "../../proxier/runtime/clock.ts";
 import { UserspaceProxier, type UserspaceProxierOptions } from "../../proxier/userspace/proxier.ts";
 import { ProxyHealth } from "../../proxier/healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "../../proxier/metrics.ts";
-import type { BaseProxierOptions } from "../../proxier/base_proxier.ts";
+import type { BaseProxierOptions } from "../../proxier/proxier_options.ts";
 
 /** This node's name in tests. */
 export const NODE = "node-a";

@@ -4,8 +4,8 @@
  */
 import { assertEquals, assertMatch, assertRejects } from "../../support/assert.ts";
 import { DenoExecutor, ExecError } from "../../../iptables/executor.ts";
-import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvs.ts";
-import { FakeIpvs, KERNEL_SCHEDULERS } from "../../../iptables/testing/fake_ipvs.ts";
+import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvsadm.ts";
+import { FakeIpvsadm, KERNEL_SCHEDULERS } from "../../../iptables/testing/fake_ipvsadm.ts";
 import { SCHEDULERS } from "../../../proxier/service_port.ts";
 import {
   BATCH,
@@ -16,8 +16,8 @@ import {
 } from "../../../iptables/testing/ipvs_batches.ts";
 import { IpsetError, IpsetRunner } from "../../../iptables/ipset.ts";
 import { FakeIpset } from "../../../iptables/testing/fake_ipset.ts";
-import { DummyLinkRunner } from "../../../iptables/dummy_link.ts";
-import { FakeDummyLink } from "../../../iptables/testing/fake_dummy_link.ts";
+import { IpLinkRunner } from "../../../iptables/ip_link.ts";
+import { FakeIpLink } from "../../../iptables/testing/fake_ip_link.ts";
 
 const ignore = Deno.env.get("KPD_IN_VM") !== "1";
 const exec = new DenoExecutor();
@@ -27,7 +27,7 @@ async function clear(): Promise<void> {
 }
 
 Deno.test({
-  name: "real ipvsadm and FakeIpvs: the same batch leaves the same table (ipvsadm -S -n)",
+  name: "real ipvsadm and FakeIpvsadm: the same batch leaves the same table (ipvsadm -S -n)",
   ignore,
   async fn() {
     await clear();
@@ -35,7 +35,7 @@ Deno.test({
     await real.apply(BATCH);
     const printed = (await exec.run("ipvsadm", { args: ["-S", "-n"] })).stdout;
     assertEquals(printed.trim().split("\n").sort(), BATCH_SAVED);
-    const fake = new FakeIpvs();
+    const fake = new FakeIpvsadm();
     await fake.apply(BATCH);
     assertEquals(fake.save().trim().split("\n").sort(), printed.trim().split("\n").sort());
     assertEquals(
@@ -52,12 +52,12 @@ Deno.test({
 });
 
 Deno.test({
-  name: "real ipvsadm and FakeIpvs: failing lines give the same messages and leave the same table",
+  name: "real ipvsadm and FakeIpvsadm: failing lines give the same messages and leave the same table",
   ignore,
   async fn() {
     await clear();
     const real = new IpvsadmRunner({ exec });
-    const fake = new FakeIpvs();
+    const fake = new FakeIpvsadm();
     const setup = ["-A -t 10.0.0.9:80 -s rr", "-A -t 10.0.0.9:80 -s rr", "-A -t 10.0.0.10:80 -s rr"];
     const batches = [setup, ...FAILING_LINES.map(([line]) => [line])];
     for (const batch of batches) {
@@ -73,12 +73,12 @@ Deno.test({
 
 Deno.test({
   name:
-    "real ipvsadm and FakeIpvs: the kernel has every scheduler the fake knows, each one a Service can ask for among them",
+    "real ipvsadm and FakeIpvsadm: the kernel has every scheduler the fake knows, each one a Service can ask for among them",
   ignore,
   async fn() {
     await clear();
     const real = new IpvsadmRunner({ exec });
-    const fake = new FakeIpvs();
+    const fake = new FakeIpvsadm();
     const lines = [...KERNEL_SCHEDULERS].map((s, i) => `-A -t 10.0.1.${i + 1}:80 -s ${s}`);
     await real.apply(lines);
     await fake.apply(lines);
@@ -124,11 +124,11 @@ Deno.test({
 });
 
 Deno.test({
-  name: "real ip and FakeDummyLink: kube-ipvs0 created up, addresses bound and unbound alike",
+  name: "real ip and FakeIpLink: kube-ipvs0 created up, addresses bound and unbound alike",
   ignore,
   async fn() {
-    const real = new DummyLinkRunner({ exec });
-    const fake = new FakeDummyLink();
+    const real = new IpLinkRunner({ exec });
+    const fake = new FakeIpLink();
     await real.remove();
     assertEquals(await real.addresses(), []);
     for (const l of [real, fake]) await l.ensure();

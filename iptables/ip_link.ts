@@ -40,7 +40,7 @@ export function parseAddresses(text: string): string[] {
 }
 
 /** The dummy interface through `ip` and an executor. */
-export class DummyLinkRunner implements DummyLink {
+export class IpLinkRunner implements DummyLink {
   readonly name: string;
   readonly #exec: Executor;
 

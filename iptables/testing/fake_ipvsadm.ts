@@ -20,7 +20,7 @@ import {
   SCHED_FLAGS,
   type VirtualServer,
   vsKey,
-} from "../ipvs.ts";
+} from "../ipvsadm.ts";
 import { addressFamily } from "../ip.ts";
 
 interface Entry {
@@ -55,7 +55,7 @@ function flagName(scheduler: string, flag: string): string {
 }
 
 /** Holds virtual servers; every batch, table read and timeout setting is recorded. */
-export class FakeIpvs implements IPVS {
+export class FakeIpvsadm implements IPVS {
   readonly #table = new Map<string, Entry>();
   /** Every batch applied (or attempted), as given. */
   readonly batches: string[][] = [];

@@ -11,7 +11,7 @@ import {
   parseSave,
   parseStats,
   type VirtualServer,
-} from "./ipvs.ts";
+} from "./ipvsadm.ts";
 
 const VS: VirtualServer = { address: "10.0.0.1", protocol: "tcp", port: 80, scheduler: "rr", flags: [] };
 

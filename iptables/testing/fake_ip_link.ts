@@ -3,11 +3,11 @@
  * messages (a failing line does not stop the others).
  * @module
  */
-import { type DummyLink, KUBE_IPVS_INTERFACE } from "../dummy_link.ts";
+import { type DummyLink, KUBE_IPVS_INTERFACE } from "../ip_link.ts";
 import { ExecError } from "../executor.ts";
 
 /** Holds the interface's existence, state and addresses; every batch is recorded. */
-export class FakeDummyLink implements DummyLink {
+export class FakeIpLink implements DummyLink {
   readonly name = KUBE_IPVS_INTERFACE;
   exists = false;
   up = false;

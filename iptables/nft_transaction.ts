@@ -1,0 +1,136 @@
+/**
+ * One `nft -f` transaction on one table, written statement by statement: the family and the table
+ * are stated once, and the text of every statement is written here (as knftables' `Transaction`),
+ * so the code that decides what a table holds adds to a transaction instead of formatting
+ * statements. `nft -f` applies the whole text or none of it.
+ * @module
+ */
+import type { IPFamily } from "./ip.ts";
+
+/** A base chain's hook: `{ type T hook H priority P; policy accept; }`. */
+export interface NftHook {
+  readonly type: "filter" | "nat";
+  readonly hook: string;
+  /** As written: `dstnat - 10`, `-110`. */
+  readonly priority: string;
+}
+
+/** A set (keys) or a map (keys to values). */
+export type NftSetKind = "set" | "map";
+
+/** Statements on one table of one family; see the module doc. */
+export class NftTransaction {
+  /** The family's word in statements and rules: `ip` or `ip6`. */
+  readonly family: "ip" | "ip6";
+  /** The family's address type in declarations: `ipv4_addr` or `ipv6_addr`. */
+  readonly addrType: "ipv4_addr" | "ipv6_addr";
+  readonly #table: string;
+  readonly #lines: string[] = [];
+
+  /** An empty transaction on `table` of `family`. */
+  constructor(family: IPFamily, table: string) {
+    this.family = family === "IPv4" ? "ip" : "ip6";
+    this.addrType = family === "IPv4" ? "ipv4_addr" : "ipv6_addr";
+    this.#table = `${this.family} ${table}`;
+  }
+
+  /** The number of statements (comments included). */
+  get size(): number {
+    return this.#lines.length;
+  }
+
+  /** Returns the transaction as `nft -f` reads it, ending in a newline ("" when empty). */
+  text(): string {
+    return this.#lines.length === 0 ? "" : this.#lines.join("\n") + "\n";
+  }
+
+  /** A comment line (nft skips it; a reader of the transaction sees it). */
+  comment(text: string): this {
+    this.#lines.push(`# ${text}`);
+    return this;
+  }
+
+  /** Creates the table when it does not exist. */
+  addTable(): this {
+    this.#lines.push(`add table ${this.#table}`);
+    return this;
+  }
+
+  /** Deletes the table and everything in it, whether it exists or not (`add` first). */
+  deleteTable(): this {
+    this.#lines.push(`add table ${this.#table}`, `delete table ${this.#table}`);
+    return this;
+  }
+
+  /** Creates a chain (a base chain on `hook`) when it does not exist. */
+  addChain(name: string, hook?: NftHook): this {
+    this.#lines.push(
+      hook === undefined
+        ? `add chain ${this.#table} ${name}`
+        : `add chain ${this.#table} ${name} { type ${hook.type} hook ${hook.hook} priority ${hook.priority}; policy accept; }`,
+    );
+    return this;
+  }
+
+  /** Removes every rule of a chain. */
+  flushChain(name: string): this {
+    this.#lines.push(`flush chain ${this.#table} ${name}`);
+    return this;
+  }
+
+  /** Deletes a chain (it must not be jumped to), whether it exists or not (`add` first). */
+  deleteChain(name: string): this {
+    this.#lines.push(`add chain ${this.#table} ${name}`, `delete chain ${this.#table} ${name}`);
+    return this;
+  }
+
+  /** Creates a set or map declared by `spec` (`type ...; flags ...;`) when it does not exist. */
+  addSet(kind: NftSetKind, name: string, spec: string): this {
+    this.#lines.push(`add ${kind} ${this.#table} ${name} { ${spec} }`);
+    return this;
+  }
+
+  /** Creates a set or map anew, empty, whether it exists or not (`add`, `delete`, `add`). */
+  recreateSet(kind: NftSetKind, name: string, spec: string): this {
+    this.addSet(kind, name, spec);
+    this.#lines.push(`delete ${kind} ${this.#table} ${name}`);
+    return this.addSet(kind, name, spec);
+  }
+
+  /** Removes every element of a set or map. */
+  flushSet(kind: NftSetKind, name: string): this {
+    this.#lines.push(`flush ${kind} ${this.#table} ${name}`);
+    return this;
+  }
+
+  /** Deletes a set or map that exists (and that no rule reads). */
+  deleteSet(kind: NftSetKind, name: string): this {
+    this.#lines.push(`delete ${kind} ${this.#table} ${name}`);
+    return this;
+  }
+
+  /** Appends a rule to a chain. */
+  addRule(chain: string, rule: string): this {
+    this.#lines.push(`add rule ${this.#table} ${chain} ${rule}`);
+    return this;
+  }
+
+  /** Adds elements (`key [: value]`, as nft writes them), `perLine` to a statement. */
+  addElements(container: string, elements: readonly string[], perLine = 1000): this {
+    return this.#elements("add", container, elements, perLine);
+  }
+
+  /** Deletes elements by key, `perLine` to a statement. */
+  deleteElements(container: string, keys: readonly string[], perLine = 1000): this {
+    return this.#elements("delete", container, keys, perLine);
+  }
+
+  #elements(verb: "add" | "delete", container: string, items: readonly string[], perLine: number): this {
+    for (let i = 0; i < items.length; i += perLine) {
+      this.#lines.push(
+        `${verb} element ${this.#table} ${container} { ${items.slice(i, i + perLine).join(", ")} }`,
+      );
+    }
+    return this;
+  }
+}
