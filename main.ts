@@ -34,14 +34,8 @@ import { runExplain } from "./proxier/commands/explain/explain.ts";
 import { onAbort } from "./proxier/runtime/abort.ts";
 import { debugServices } from "./proxier/commands/explain/debug_services.ts";
 import { VERSION } from "./proxier/runtime/version.ts";
+import { writeText } from "./proxier/runtime/output.ts";
 import { runTrace } from "./proxier/commands/trace/trace.ts";
-
-const encoder = new TextEncoder();
-function print(stream: { writeSync(p: Uint8Array): number }, text: string): void {
-  const data = encoder.encode(text);
-  let off = 0;
-  while (off < data.length) off += stream.writeSync(data.subarray(off));
-}
 
 /**
  * Runs the program; returns the exit code. `stop` (for embedders such as the demo) ends a running
@@ -53,15 +47,15 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
     cmd = parseCommandLine(argv);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
-    print(Deno.stderr, `kube-proxy-deno: ${e.message}\nRun 'kube-proxy-deno --help' for usage.\n`);
+    writeText(Deno.stderr, `kube-proxy-deno: ${e.message}\nRun 'kube-proxy-deno --help' for usage.\n`);
     return 2;
   }
   if (cmd.command === "help") {
-    print(Deno.stdout, cmd.usage);
+    writeText(Deno.stdout, cmd.usage);
     return 0;
   }
   if (cmd.command === "version") {
-    print(Deno.stdout, `kube-proxy-deno ${VERSION}\n`);
+    writeText(Deno.stdout, `kube-proxy-deno ${VERSION}\n`);
     return 0;
   }
   const { config } = cmd;
@@ -78,15 +72,15 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
     try {
       await Deno.stat(config.source.path);
     } catch (e) {
-      print(
+      writeText(
         Deno.stderr,
         `kube-proxy-deno: --source: ${JSON.stringify(config.source.path)}: ${(e as Error).message}\n`,
       );
       return 2;
     }
   }
-  const stdout = (text: string) => print(Deno.stdout, text);
-  const stderr = (text: string) => print(Deno.stderr, text);
+  const stdout = (text: string) => writeText(Deno.stdout, text);
+  const stderr = (text: string) => writeText(Deno.stderr, text);
   if (cmd.command === "render") {
     return await runRender({ mode, config, log, nodeIPs: cmd.renderNodeIPs, stdout, stderr });
   }

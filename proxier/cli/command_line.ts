@@ -23,6 +23,7 @@ import {
   type KubeProxyConfiguration,
   METRICS_PORT,
   modeSection,
+  periodFlagPrefix,
   platformDefaults,
   setDefaults,
   toProxyConfig,
@@ -229,7 +230,7 @@ function bool(given: (name: string) => string | undefined, name: string): boolea
  * port flags joined to their addresses.
  */
 function applyLate(c: FlagContext, writing: boolean): void {
-  const flag = c.v.mode === "ipvs" ? "ipvs" : "iptables";
+  const flag = periodFlagPrefix(c.v.mode);
   const sync = c.late.get(`${flag}-sync-period`) ?? c.v.iptables.syncPeriod;
   const min = c.late.get(`${flag}-min-sync-period`) ?? c.v.iptables.minSyncPeriod;
   const section = c.v[modeSection(c.v.mode)];
@@ -249,7 +250,7 @@ function applyLate(c: FlagContext, writing: boolean): void {
 function describe(e: FieldError, v: KubeProxyConfiguration, configFile?: string): string {
   if (configFile !== undefined) return `--config: ${configFile}: ${e.field}: ${e.message}`;
   const section = modeSection(v.mode);
-  const periodFlag = section === "ipvs" ? "ipvs" : "iptables";
+  const periodFlag = periodFlagPrefix(v.mode);
   const flag = e.field === `${section}.syncPeriod`
     ? `${periodFlag}-sync-period`
     : e.field === `${section}.minSyncPeriod`

@@ -274,6 +274,14 @@ export function modeSection(mode: string): "iptables" | "ipvs" | "nftables" {
 }
 
 /**
+ * The prefix of the sync-period flags that set `mode`'s periods: `ipvs` (`--ipvs-sync-period`) in
+ * ipvs mode, else `iptables`, as upstream's flags (nftables has none of its own).
+ */
+export function periodFlagPrefix(mode: string): "ipvs" | "iptables" {
+  return mode === "ipvs" ? "ipvs" : "iptables";
+}
+
+/**
  * The Linux platform defaults upstream applies after flags and file (`platformApplyDefaults`): an
  * empty mode is iptables, nftables answers NodePorts on the node's primary IPs unless told
  * otherwise, and local traffic is told by the cluster CIDR. Returns `c`.

@@ -90,8 +90,6 @@ const ABOVE_SOURCES = [
   "proxier/meta_proxier.ts",
   "proxier/mode_definition.ts",
   "proxier/modes.ts",
-  "proxier/render.ts",
-  "proxier/cleanup.ts",
 ];
 
 /** What the mode contract may import of the options: the configuration and the feature gates, not the command line. */
@@ -101,8 +99,54 @@ const MODE_CONTRACT_MAY_IMPORT = [
   "proxier/options/feature_gate_list.ts",
 ];
 
-Deno.test("module graph: imports follow the data (no mode imports another, the kernel layer and the model import nothing above them, sources nothing of the hub)", async () => {
-  const graph = await productImports();
+/** The floors above the mode registry: only they may import a command; only `main.ts` the command line. */
+const COMMANDS = "proxier/commands/";
+const CLI = "proxier/cli/";
+
+/** Product files (not tests, benches, fakes or the demo), as `git ls-files` lists them. */
+function productFiles(): string[] {
+  const out = new Deno.Command("git", { args: ["ls-files", "*.ts"], cwd: new URL("../..", import.meta.url) })
+    .outputSync();
+  return new TextDecoder().decode(out.stdout).split("\n").filter((f) =>
+    f !== "" && !/(^|\/)(tests|bench|testing|demo)\//.test(f) && !f.endsWith("_test.ts")
+  );
+}
+
+/** Every file-level import cycle of `graph` (type imports count), each as its files, sorted. */
+export function importCycles(graph: ReadonlyMap<string, ReadonlyArray<{ to: string }>>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const on = new Set<string>();
+  const cycles: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    on.add(v);
+    for (const { to } of graph.get(v) ?? []) {
+      if (!index.has(to)) {
+        visit(to);
+        low.set(v, Math.min(low.get(v)!, low.get(to)!));
+      } else if (on.has(to)) low.set(v, Math.min(low.get(v)!, index.get(to)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const c: string[] = [];
+    for (let w = ""; w !== v;) {
+      w = stack.pop()!;
+      on.delete(w);
+      c.push(w);
+    }
+    if (c.length > 1) cycles.push(c.sort());
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return cycles;
+}
+
+/** Returns each edge of `graph` that breaks a floor rule, with the rule; see the tests below. */
+export function floorViolations(
+  graph: ReadonlyMap<string, ReadonlyArray<{ to: string; code: boolean }>>,
+): string[] {
   const wrong: string[] = [];
   const modeOf = (f: string) => MODES.find((m) => f.startsWith(`proxier/${m}/`));
   for (const [from, deps] of graph) {
@@ -120,25 +164,120 @@ Deno.test("module graph: imports follow the data (no mode imports another, the k
           "the model imports only the model, logging, Events and metrics types, the configuration types and IP parsing",
         );
       }
-      if (from.startsWith("proxier/sources/") && ABOVE_SOURCES.includes(to)) why("a source imports the hub");
+      if (from.startsWith("proxier/sources/") && (ABOVE_SOURCES.includes(to) || to.startsWith(COMMANDS))) {
+        why("a source imports the hub");
+      }
       if (
         from === "proxier/mode_definition.ts" &&
         (to.startsWith("proxier/options/") && !MODE_CONTRACT_MAY_IMPORT.includes(to))
       ) why("the mode contract imports the command line");
+      const above = from === "main.ts" || from.startsWith(CLI) || from.startsWith(COMMANDS);
+      if (to.startsWith(COMMANDS) && !above) {
+        why(
+          from.startsWith("proxier/options/") || from.startsWith("proxier/runtime/")
+            ? "configuration and runtime import no command"
+            : "nothing below the mode registry imports a command (explain, trace, render, cleanup)",
+        );
+      }
+      if (to.startsWith(CLI) && from !== "main.ts" && !from.startsWith(CLI)) {
+        why("only main.ts reads the command line");
+      }
     }
   }
-  assertEquals(wrong, []);
-  // The rules are only as good as the graph: it holds every mode and the layers.
+  for (const c of importCycles(graph)) wrong.push(`import cycle: ${c.join(" ")}`);
+  return wrong;
+}
+
+/**
+ * Returns each place in `files` (path -> text) outside the modes' folders and the configuration
+ * (`proxier/options/`) that compares a mode's name: a mode says what it is through its definition.
+ */
+export function modeNameComparisons(files: ReadonlyMap<string, string>): string[] {
+  const name = `"(?:${MODES.join("|")})"`;
+  const compared = new RegExp(`(?:[!=]==\\s*${name}|${name}\\s*[!=]==|case\\s+${name}\\s*:)`);
+  const out: string[] = [];
+  for (const [path, text] of files) {
+    if (MODES.some((m) => path.startsWith(`proxier/${m}/`)) || path.startsWith("proxier/options/")) continue;
+    text.split("\n").forEach((line, i) => {
+      if (compared.test(line)) out.push(`${path}:${i + 1}: ${line.trim()}`);
+    });
+  }
+  return out;
+}
+
+Deno.test("module graph: imports follow the floors (no cycle, no mode imports another, commands above the modes, the command line above them, the kernel layer and the model import nothing above them, sources nothing of the hub)", async () => {
+  const graph = await productImports();
+  assertEquals(floorViolations(graph), []);
+  // The rules are only as good as the graph: it holds every mode, the commands and the layers.
   for (
     const f of [
       "proxier/iptables/proxier.ts",
       "proxier/nftables/trace.ts",
       "proxier/ipvs/proxier.ts",
+      "proxier/commands/explain/explain.ts",
+      "proxier/commands/trace/trace.ts",
+      "proxier/cli/command_line.ts",
       ...MODEL,
     ]
   ) {
     assertEquals(graph.has(f), true, `${f} is in the graph`);
   }
+});
+
+Deno.test("module graph: no mode name is compared outside the modes and the configuration", () => {
+  const root = new URL("../../", import.meta.url);
+  const files = new Map(productFiles().map((f) => [f, Deno.readTextFileSync(new URL(f, root))]));
+  assert(files.has("main.ts") && files.has("proxier/commands/explain/expectation.ts"), "the files are read");
+  assertEquals(modeNameComparisons(files), []);
+});
+
+Deno.test("module graph: each floor rule fails when broken", () => {
+  const edge = (from: string, to: string, code = true) =>
+    floorViolations(new Map([[from, [{ to, code }]], [to, []]]));
+  const said = (wrong: string[], rule: string) =>
+    assert(wrong.some((w) => w.includes(rule)), wrong.join("; "));
+  said(edge("proxier/options/config.ts", "proxier/commands/explain/report.ts"), "configuration and runtime");
+  said(edge("proxier/runtime/logger.ts", "proxier/commands/trace/trace.ts"), "configuration and runtime");
+  said(edge("proxier/base_proxier.ts", "proxier/commands/explain/report.ts"), "below the mode registry");
+  said(
+    edge("proxier/mode_definition.ts", "proxier/commands/explain/report.ts", false),
+    "below the mode registry",
+  );
+  said(
+    edge("proxier/nftables/proxier.ts", "proxier/commands/explain/report.ts", false),
+    "below the mode registry",
+  );
+  said(edge("proxier/commands/render/render.ts", "proxier/cli/command_line.ts"), "only main.ts reads");
+  said(edge("proxier/nftables/proxier.ts", "proxier/iptables/rules.ts"), "another mode");
+  said(edge("proxier/topology.ts", "proxier/nftables/layout.ts"), "the model imports only");
+  said(edge("proxier/sources/file.ts", "proxier/base_proxier.ts"), "a source imports the hub");
+  said(edge("iptables/nft.ts", "proxier/net.ts"), "kernel-tool layer");
+  said(edge("proxier/mode_definition.ts", "proxier/options/flag_table.ts"), "mode contract");
+  said(
+    floorViolations(
+      new Map([
+        ["proxier/trace/packet.ts", [{ to: "proxier/trace/nft_walker.ts", code: false }]],
+        ["proxier/trace/nft_walker.ts", [{ to: "proxier/trace/packet.ts", code: false }]],
+      ]),
+    ),
+    "import cycle: proxier/trace/nft_walker.ts proxier/trace/packet.ts",
+  );
+  // What is allowed stays allowed.
+  assertEquals(edge("main.ts", "proxier/commands/explain/explain.ts"), []);
+  assertEquals(edge("proxier/cli/command_line.ts", "proxier/commands/explain/explain.ts", false), []);
+  assertEquals(edge("proxier/commands/explain/report.ts", "proxier/family_view.ts", false), []);
+  const compared = modeNameComparisons(
+    new Map([
+      ["proxier/commands/explain/expectation.ts", 'if (mode === "ipvs") return;\nconst x = "nftables";'],
+      ["main.ts", 'switch (m) {\n  case "userspace":\n}'],
+      ["proxier/ipvs/mode.ts", 'if (mode === "ipvs") return;'],
+      ["proxier/options/validation.ts", 'if (c.mode === "nftables") bit();'],
+    ]),
+  );
+  assertEquals(compared, [
+    'proxier/commands/explain/expectation.ts:1: if (mode === "ipvs") return;',
+    'main.ts:2: case "userspace":',
+  ]);
 });
 
 Deno.test("module graph: unit tests import test support, never the end-to-end harness", () => {
