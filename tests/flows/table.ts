@@ -45,7 +45,7 @@ export interface FlowRow {
     | { readonly verdict: Exclude<FlowResult["verdict"], "DNAT"> };
   /**
    * The service port's endpoints the connection does not reach, each with `explain`'s reason
-   * (`proxier/explain/model.ts`); none when it reaches them all or the address is no Service's.
+   * (`proxier/commands/explain/expectation.ts`); none when it reaches them all or the address is no Service's.
    */
   readonly excluded?: Readonly<Record<string, ExclusionReason>>;
   /** The same where a mode differs (merged over {@linkcode excluded}). */

@@ -53,7 +53,7 @@ export interface Exclusion {
   readonly detail: string;
 }
 
-/** The model's answer; see the module doc. */
+/** The expected answer; see the module doc. */
 export interface Expectation {
   readonly verdict: "DNAT" | "REJECT" | "DROP" | "none";
   readonly reason: VerdictReason;
