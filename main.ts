@@ -231,7 +231,7 @@ async function run(
       health: deps.health,
       metrics,
       pages: o.pages,
-      debug: debugServices({ config, nodeName, mode, proxier, exec }),
+      debug: debugServices({ config, nodeName, mode, proxier, signal: ac.signal }),
       signal: ac.signal,
       log,
       clock,

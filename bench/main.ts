@@ -1,6 +1,6 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [conntrack] [npl] [chaos] [soak]
+ * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [trace] [conntrack] [npl] [chaos] [soak]
  * (default: all but chaos and soak). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
  * VM (CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODES=iptables,iptables-legacy,nftables,ipvs change it). `soak` runs the
@@ -20,7 +20,7 @@ import { type Chart, lineChart } from "./chart.ts";
 const which = new Set(
   Deno.args.length > 0
     ? Deno.args
-    : ["userspace", "iptables", "nftables", "maglev", "ipvs", "conntrack", "npl"],
+    : ["userspace", "iptables", "nftables", "maglev", "ipvs", "trace", "conntrack", "npl"],
 );
 
 /** Runs a bench program in its own process (so peak memory is its own); returns its JSON lines merged. */
@@ -251,6 +251,38 @@ if (which.has("maglev")) {
         } |`,
       );
     }
+  }
+}
+
+if (which.has("trace")) {
+  out(
+    "\n## trace and explain over live-format rules, N Services x 10 endpoints (bench/trace.ts): the listing " +
+      "as the node prints it (iptables-save; nft list table, a large set over many lines; ipvsadm -S with " +
+      "ipset save), parsed once into what the tracer walks, then 40 queries (a pod and the node to 20 " +
+      "Services, every random branch and hash slot explored as explain asks). Maglev: that many Services " +
+      "annotated mh, a table of 16,381 slots each (nftables only). Explain: a whole report on one Service " +
+      "over the listing (our work); live: the table loaded into a fresh namespace's kernel and the report " +
+      "answered as /debug/services does (the rules read by nft and traced in a worker), beside `nft list " +
+      "table` alone (nft's own floor for any reader of the live table).",
+  );
+  out(
+    "| format | services | Maglev | listing MiB | parse | walk per query | explain (our work) | live explain | nft list table (floor) | peak RSS MiB |",
+  );
+  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const runs: Array<[string, number, number]> = [];
+  for (const n of [1000, 10_000, 50_000]) {
+    runs.push(["iptables", n, 0], ["ipvs", n, 0], ["nftables", n, 0], ["nftables", n, 10]);
+  }
+  const v = (x: unknown, unit: string) => x === undefined ? "-" : `${x} ${unit}`;
+  for (const [mode, n, maglev] of runs) {
+    const r = await child("./trace.ts", [mode, String(n), String(maglev)]);
+    out(
+      `| ${
+        mode === "iptables" ? "iptables-save" : mode === "ipvs" ? "ipvsadm -S, ipset save" : "nft list table"
+      } | ${n} | ${maglev} | ${r.listingMiB} | ${r.parseMs} ms | ${r.walkMsPerQuery} ms | ${
+        v(r.explainMs, "ms")
+      } | ${v(r.liveExplainMs, "ms")} | ${v(r.kernelListMs, "ms")} | ${r.peakRssMiB} |`,
+    );
   }
 }
 

@@ -5,7 +5,7 @@
  * to a missing chain (in a rule or a map element), a reference to a missing set, the deletion of a
  * chain or set still referenced (a chain's own rules do not hold it), adding a map key that exists
  * with another value, and deleting a missing element. `listTable` prints what `nft list table`
- * prints (elements sorted). The model behind the nftables tracer (rendered transactions) and the
+ * prints (elements sorted, one a line). The model behind the nftables tracer (rendered transactions) and the
  * tests' fake `nft`.
  * @module
  */
@@ -55,20 +55,22 @@ function clone(s: State): State {
   return out;
 }
 
-/** Splits on `sep` outside braces and quotes. */
+/** Splits on `sep` outside braces and quotes (one pass; the parts are slices of `s`). */
 export function splitTop(s: string, sep: string): string[] {
   const out: string[] = [];
-  let depth = 0, quote = false, cur = "";
-  for (const ch of s) {
-    if (ch === '"') quote = !quote;
-    else if (!quote && ch === "{") depth++;
-    else if (!quote && ch === "}") depth--;
-    if (!quote && depth === 0 && ch === sep) {
-      out.push(cur);
-      cur = "";
-    } else cur += ch;
+  const sepCode = sep.charCodeAt(0);
+  let depth = 0, quote = false, start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 34) quote = !quote; // "
+    else if (!quote && c === 123) depth++; // {
+    else if (!quote && c === 125) depth--; // }
+    if (!quote && depth === 0 && c === sepCode) {
+      out.push(s.slice(start, i));
+      start = i + 1;
+    }
   }
-  out.push(cur);
+  out.push(s.slice(start));
   return out.map((x) => x.trim()).filter((x) => x !== "");
 }
 
@@ -322,7 +324,8 @@ export class NftRuleset {
           v.value === "" ? "" : ` : ${v.value}`
         }`
       ).sort();
-      if (elems.length > 0) b.push(`\t\telements = { ${elems.join(", ")} }`);
+      // As nft prints a set: one element after another over as many lines as it takes.
+      if (elems.length > 0) b.push(`\t\telements = { ${elems.join(",\n\t\t\t     ")} }`);
       b.push("\t}");
       blocks.push(b);
     }
@@ -377,8 +380,19 @@ export function listingStatements(text: string): string[] {
   const elements: string[] = [];
   let table = "";
   let block: { kind: string; name: string; lines: string[] } | undefined;
-  let pending = ""; // an `elements = { ...` spanning lines
-  const depth = (s: string) => [...s].reduce((d, c) => d + (c === "{" ? 1 : c === "}" ? -1 : 0), 0);
+  // An `elements = { ...` spanning lines (nft prints a large set over thousands): its lines, and how
+  // many braces are open after them, kept as it grows so each line is read once.
+  let pending: string[] = [];
+  let open = 0;
+  const depth = (s: string) => {
+    let d = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c === 123) d++;
+      else if (c === 125) d--;
+    }
+    return d;
+  };
   const close = () => {
     const b = block!;
     const t = `${table} ${b.name}`;
@@ -396,11 +410,12 @@ export function listingStatements(text: string): string[] {
   text.split("\n").forEach((raw, i) => {
     const line = raw.trim();
     if (line === "") return;
-    if (pending !== "") {
-      pending += " " + line;
-      if (depth(pending) === 0) {
-        block!.lines.push(pending.replace(/\s+/g, " "));
-        pending = "";
+    if (pending.length > 0) {
+      pending.push(line);
+      open += depth(line);
+      if (open === 0) {
+        block!.lines.push(pending.join(" ").replace(/\s+/g, " "));
+        pending = [];
       }
       return;
     }
@@ -420,7 +435,7 @@ export function listingStatements(text: string): string[] {
     if (line === "}") {
       close();
       block = undefined;
-    } else if (line.startsWith("elements = ") && depth(line) !== 0) pending = line;
+    } else if (line.startsWith("elements = ") && (open = depth(line)) !== 0) pending = [line];
     else block.lines.push(line);
   });
   return [...tables, ...chains, ...sets, ...rules, ...elements];

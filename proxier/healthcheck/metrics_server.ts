@@ -30,6 +30,11 @@ export interface DebugServices {
   service(name: string, port?: string): Promise<unknown | undefined>;
 }
 
+/** Thrown by a {@linkcode DebugServices} page that cannot answer now; served as 503 with its message. */
+export class DebugUnavailable extends Error {
+  override readonly name = "DebugUnavailable";
+}
+
 const TEXT = { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff" };
 const ZPAGE_WARNING = "Warning: This endpoint is not meant to be machine parseable, has no formatting " +
   "compatibility guarantees and is for debugging purposes only.";
@@ -100,6 +105,8 @@ async function serveDebug(debug: DebugServices, url: URL): Promise<Response> {
       ? Response.json({ error: `no Service ${name} with a proxied port` }, { status: 404 })
       : Response.json(report);
   } catch (e) {
-    return Response.json({ error: (e as Error).message }, { status: 500 });
+    return Response.json({ error: (e as Error).message }, {
+      status: e instanceof DebugUnavailable ? 503 : 500,
+    });
   }
 }

@@ -6,16 +6,22 @@
 import type { Executor } from "../../iptables/executor.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
+import { lastParsed } from "../trace/parse_memo.ts";
 import { ipFamily } from "../net.ts";
-import type { ProxyConfig } from "../options/config.ts";
 import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
-import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
+import {
+  queryPacket,
+  queryRules,
+  type TraceQuery,
+  type TracerConfig,
+  type TraceResult,
+} from "../trace/packet.ts";
 import type { IPFamily } from "../types.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */
 export async function traceIptables(
   q: TraceQuery,
-  { exec, config, nodeIPs }: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+  { exec, config, nodeIPs }: { exec: Executor; config: TracerConfig; nodeIPs: readonly string[] },
 ): Promise<TraceResult> {
   const family = ipFamily(q.dst) ?? "IPv4";
   let text = await queryRules(q);
@@ -26,8 +32,11 @@ export async function traceIptables(
     const ipt = new IptablesRunner({ exec, family, backend });
     text = (await ipt.save("nat")) + (await ipt.save("filter"));
   }
-  return tracePacket(parseRules(text), queryPacket(q, family, nodeIPs), nodeIPs);
+  return tracePacket(parseRulesOnce(text), queryPacket(q, family, nodeIPs), nodeIPs);
 }
+
+/** The rules of a listing, parsed once for all the traces that read it. */
+const parseRulesOnce = lastParsed(parseRules);
 
 /** The part of a `render` output (both families, under headings) or a save file for `family`. */
 function rulesOfFamily(text: string, family: IPFamily): string {

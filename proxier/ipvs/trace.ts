@@ -13,10 +13,18 @@ import { IpsetRunner, parseIpsetSave } from "../../iptables/ipset.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { IpvsadmRunner, type IpvsService, parseSave, vsKey } from "../../iptables/ipvsadm.ts";
 import { parseRules, type RuleSource, type SetLookup, tracePacket } from "../trace/iptables_walker.ts";
-import type { IptablesBackend, ProxyConfig } from "../options/config.ts";
+import type { IptablesBackend } from "../options/config.ts";
 import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
-import { type Packet, queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
+import {
+  type Packet,
+  queryPacket,
+  queryRules,
+  type TraceQuery,
+  type TracerConfig,
+  type TraceResult,
+} from "../trace/packet.ts";
 import { SET, setName } from "./layout.ts";
+import { lastParsed } from "../trace/parse_memo.ts";
 
 /** What the ipvs mode's datapath consists of, as read from the kernel (or a rendered file). */
 export interface IpvsState {
@@ -93,15 +101,23 @@ export function traceIpvs(state: IpvsState, pkt: Packet, nodeIPs: readonly strin
 /** `trace --proxy-mode=ipvs`: traces `q` through the live datapath (read only) or a `render` output. */
 export async function traceIpvsMode(
   q: TraceQuery,
-  { exec, config, nodeIPs }: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+  { exec, config, nodeIPs }: { exec: Executor; config: TracerConfig; nodeIPs: readonly string[] },
 ): Promise<TraceResult> {
   const family = addressFamily(q.dst) ?? "IPv4";
   const text = await queryRules(q);
   const state = text === undefined
     ? await liveState(exec, family, config.iptablesBackend)
-    : renderedState(text, family);
+    : renderedOnce[family](text);
   return traceIpvs(state, queryPacket(q, family, nodeIPs), nodeIPs);
 }
+
+/** A rendered output's state per family, parsed once for all the traces that read it. */
+const renderedOnce = {
+  IPv4: lastParsed((text) => renderedIpvsState(text, "IPv4")),
+  IPv6: lastParsed((text) => renderedIpvsState(text, "IPv6")),
+};
+/** The live rules, parsed once for all the traces of one read. */
+const rulesOnce = lastParsed(parseRules);
 
 /** The ipvs datapath of this network namespace, read only: virtual servers, sets, rules, binds. */
 async function liveState(exec: Executor, family: IPFamily, requested: IptablesBackend): Promise<IpvsState> {
@@ -115,7 +131,7 @@ async function liveState(exec: Executor, family: IPFamily, requested: IptablesBa
     new IpLinkRunner({ exec }).addresses(),
   ]);
   return {
-    rules: parseRules(nat + filter),
+    rules: rulesOnce(nat + filter),
     sets: {
       get: (name) => {
         const c = sets.get(name);
@@ -127,8 +143,8 @@ async function liveState(exec: Executor, family: IPFamily, requested: IptablesBa
   };
 }
 
-/** The same from `render --proxy-mode=ipvs` output: its ipset, iptables-restore and ipvsadm sections. */
-function renderedState(text: string, family: IPFamily): IpvsState {
+/** Returns the ipvs datapath a `render --proxy-mode=ipvs` output describes: its ipset, iptables-restore and ipvsadm sections. */
+export function renderedIpvsState(text: string, family: IPFamily): IpvsState {
   const sections = new Map<string, string>();
   for (const part of text.split(/^# /m).filter((p) => p !== "")) {
     const nl = part.indexOf("\n");

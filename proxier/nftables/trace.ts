@@ -7,6 +7,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
 import { listingStatements, NftRuleset } from "../../iptables/nft_ruleset.ts";
 import { traceNft } from "../trace/nft_walker.ts";
+import { lastParsed } from "../trace/parse_memo.ts";
 import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
 import { TABLE } from "./layout.ts";
 
@@ -22,18 +23,16 @@ export async function traceNftables(
   { exec, nodeIPs }: { exec: Executor; nodeIPs: readonly string[] },
 ): Promise<TraceResult> {
   const family = addressFamily(q.dst) ?? "IPv4";
-  const ruleset = new NftRuleset();
-  const text = await queryRules(q);
-  if (text !== undefined) {
-    ruleset.apply(isListing(text) ? listingStatements(text).join("\n") : text);
-  } else {
+  let text = await queryRules(q);
+  if (text === undefined) {
     const fam = family === "IPv4" ? "ip" : "ip6";
     const r = await exec.run("nft", { args: ["list", "table", fam, TABLE] });
     if (r.code !== 0) {
       throw new Error(`nft list table ${fam} ${TABLE}: ${r.stderr.trim() || `exit ${r.code}`}`);
     }
-    ruleset.apply(listingStatements(r.stdout).join("\n"));
+    text = r.stdout;
   }
+  const ruleset = parseRuleset(text);
   if (ruleset.table(family, TABLE) === undefined) {
     throw new Error(`no ${family === "IPv4" ? "ip" : "ip6"} ${TABLE} table in the rules`);
   }
@@ -56,6 +55,13 @@ export async function traceNftables(
     };
   }
 }
+
+/** The ruleset of a listing or a transaction, parsed once for all the traces that read it. */
+const parseRuleset = lastParsed((text: string) => {
+  const ruleset = new NftRuleset();
+  ruleset.apply(isListing(text) ? listingStatements(text).join("\n") : text);
+  return ruleset;
+});
 
 /** Returns true for an `nft list` listing (rather than `nft -f` statements). */
 export function isListing(text: string): boolean {

@@ -18,6 +18,7 @@ import {
   type TraceStep,
 } from "./packet.ts";
 import { dnatPick, pickIndices } from "./nft_picks.ts";
+import { lookupElement } from "./nft_sets.ts";
 
 /** A packet opening a connection, as the rule walker takes it (`fromHost`: the output hook). */
 export type NftPacket = Pick<
@@ -378,19 +379,7 @@ class Evaluator {
 
   /** Looks `values` up in a set or map (interval parts match CIDRs); returns the value ("" for sets). */
   #lookup(s: NftSet, values: string[]): string | undefined {
-    const exact = s.elements.get(values.join(" . "));
-    if (exact !== undefined) return exact.value;
-    if (!s.decl.some((d) => d.includes("interval"))) return undefined;
-    for (const [k, v] of s.elements) {
-      const parts = k.split(" . ");
-      if (
-        parts.length === values.length &&
-        parts.every((x, n) => x === values[n] || (x.includes("/") && inCIDR(values[n], x)))
-      ) {
-        return v.value;
-      }
-    }
-    return undefined;
+    return lookupElement(s, values);
   }
 
   /**
@@ -416,12 +405,17 @@ class Evaluator {
       const head = pick.at === 0 ? [] : this.#expr(keyTokens.slice(0, pick.at - 1), 0, st, rule).values;
       for (const k of pickIndices(pick, this.#exploreHashes)) keys.push([...head, String(k)]);
     } else keys.push(this.#expr(keyTokens, 0, st, rule).values);
-    // Each numgen branch takes an equal share of this path's connections.
-    const p = st.p / keys.length;
+    // Each index takes an equal share of this path's connections; indices that lead to the same
+    // endpoint are one path (a Maglev table's 16,381 slots are a few endpoints, not 16,381 paths).
     const map = this.#set(tokens[mapAt + 1], rule);
-    const out: Outcome[] = [];
+    const hits = new Map<string | undefined, number>();
     for (const key of keys) {
       const hit = this.#lookup(map, key);
+      hits.set(hit, (hits.get(hit) ?? 0) + 1);
+    }
+    const out: Outcome[] = [];
+    for (const [hit, count] of hits) {
+      const p = (st.p * count) / keys.length;
       // A miss breaks the rule: evaluation goes on with the next one.
       if (hit === undefined) {
         out.push({ st: { ...st, p }, end: undefined });

@@ -127,6 +127,9 @@ export interface TraceResult {
   readonly picks?: readonly DnatPick[];
 }
 
+/** What a tracer reads of the configuration: which iptables backend holds the live rules. */
+export type TracerConfig = Pick<ProxyConfig, "iptablesBackend">;
+
 /** Where a tracer reads rules from: a rules file's text, or this network namespace (read only). */
 export type RulesSource = { readonly text: string } | { readonly exec: Executor; readonly family: IPFamily };
 
@@ -140,7 +143,7 @@ export interface ModeTracer {
    */
   trace?(
     q: TraceQuery,
-    d: { exec: Executor; config: ProxyConfig; nodeIPs: readonly string[] },
+    d: { exec: Executor; config: TracerConfig; nodeIPs: readonly string[] },
   ): Promise<TraceResult>;
   /**
    * Returns true when `source` holds this mode's rules: a rules file's text, or this network

@@ -49,3 +49,13 @@ Deno.test("bench: the Maglev program's flows agree across two nodes and move abo
   assert(r.mhMovedPct >= 9 && r.mhMovedPct < 20, JSON.stringify(r));
   assert(r.randomMovedPct > 80 && r.randomAgreePct < 20, JSON.stringify(r));
 });
+
+Deno.test("bench: the trace program parses each format's listing and explains a Maglev Service without a disagreement", async () => {
+  for (const mode of ["iptables", "ipvs"]) {
+    const r = await bench("trace.ts", [mode, "100"]);
+    assert(r.listingMiB >= 0 && r.parseMs >= 0 && r.walkMsPerQuery >= 0, JSON.stringify(r));
+  }
+  // The program throws (exit 1) when the report over the listing disagrees with the model.
+  const nft = await bench("trace.ts", ["nftables", "100", "2"]);
+  assert(nft.listingMiB > 0.2 && nft.explainMs >= 0, JSON.stringify(nft));
+});

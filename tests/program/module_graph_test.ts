@@ -24,6 +24,7 @@ Deno.test("module graph: the program and its TCP worker load no node: built-in (
   // Dynamic imports with literal specifiers (each mode's proxier and tracer) are in the graph too.
   assertEquals(await nodeBuiltins("../../main.ts"), []);
   assertEquals(await nodeBuiltins("../../proxier/userspace/tcp_worker.ts"), []);
+  assertEquals(await nodeBuiltins("../../proxier/commands/explain/datapath_worker.ts"), []);
 });
 
 /** Every product module's imports, by repository path: `code` (loaded) or `type` (type-only). */
@@ -31,7 +32,14 @@ async function productImports(): Promise<Map<string, Array<{ to: string; code: b
   const root = new URL("../..", import.meta.url).href;
   const graph = new Map<string, Array<{ to: string; code: boolean }>>();
   // main.ts reaches every mode (their dynamic imports have literal specifiers); mod.ts every kernel tool.
-  for (const entry of ["main.ts", "proxier/userspace/tcp_worker.ts", "iptables/mod.ts"]) {
+  for (
+    const entry of [
+      "main.ts",
+      "proxier/userspace/tcp_worker.ts",
+      "proxier/commands/explain/datapath_worker.ts",
+      "iptables/mod.ts",
+    ]
+  ) {
     const out = await new Deno.Command(Deno.execPath(), {
       args: ["info", "--json", new URL(`../../${entry}`, import.meta.url).pathname],
       stderr: "inherit",

@@ -1,27 +1,31 @@
 /**
  * `/debug/services` on the running proxy's metrics port: the list of every Service the proxy holds,
- * and `explain`'s report on one, answered from the proxy's own view and this node's live rules.
+ * and `explain`'s report on one, answered from the proxy's own view (here) and this node's live
+ * rules (read and traced in a worker, one report at a time, within a deadline: `datapath_workers.ts`).
  * @module
  */
-import type { Executor } from "../../../iptables/executor.ts";
 import type { DebugServices } from "../../healthcheck/metrics_server.ts";
 import type { ModeProvider, ProxyModeDefinition } from "../../mode_definition.ts";
 import type { ProxyConfig } from "../../options/config.ts";
-import { datapathCheck } from "./check.ts";
+import { DatapathWorkers } from "./datapath_workers.ts";
 import { explainService, SERVICES_SCHEMA, summarizeServices } from "./report.ts";
 
-/** Returns the pages of `/debug/services` for `proxier`, a proxy of `mode` running on `nodeName`. */
+/**
+ * Returns the pages of `/debug/services` for `proxier`, a proxy of `mode` running on `nodeName`,
+ * until `signal` (the program's stop) aborts.
+ */
 export function debugServices(
   o: {
     readonly config: ProxyConfig;
     readonly nodeName: string;
     readonly mode: ProxyModeDefinition;
     readonly proxier: ModeProvider;
-    readonly exec: Executor;
+    readonly signal: AbortSignal;
   },
 ): DebugServices {
   const { explain } = o.proxier;
-  const check = datapathCheck({ tracer: o.mode, exec: o.exec, config: o.config, answer: explain.answer });
+  const workers = new DatapathWorkers({ signal: o.signal, toolTimeoutMs: o.config.kernelToolTimeoutMs });
+  const check = workers.check({ tracer: o.mode, config: o.config, answer: explain.answer });
   return {
     list: () => ({ schema: SERVICES_SCHEMA, services: summarizeServices(explain.views()) }),
     service: (name, port) =>

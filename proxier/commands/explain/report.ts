@@ -10,6 +10,7 @@ import type { ProxyMode } from "../../options/config.ts";
 import { usableEndpoints } from "../../topology.ts";
 import type { EndpointInfo, IPFamily, ServicePortInfo } from "../../types.ts";
 import { type Client, clientsOf } from "./clients.ts";
+import type { CheckAsked, DatapathCheck } from "./check.ts";
 import { type Exclusion, type Expectation, expectConnection, type ExpectedDatapath } from "./expectation.ts";
 
 /** The schema name every report carries. */
@@ -26,8 +27,8 @@ export interface ExplainContext {
   readonly rules: "live" | "rendered";
   /** One view per family the mode serves. */
   readonly views: readonly FamilyView[];
-  /** The datapath's answer for `client`'s connection in `view`; undefined when it cannot be asked. */
-  check(client: Client, view: FamilyView): Promise<DatapathAnswer | undefined>;
+  /** The datapath's answers for the report's clients, asked together (`check.ts`). */
+  readonly check: DatapathCheck;
 }
 
 /** One client's line of the report. */
@@ -118,6 +119,8 @@ export async function explainService(
   const ports: PortReport[] = [];
   let disagreements = 0;
   let timing;
+  const asked: CheckAsked[] = [];
+  const pending: Array<{ view: FamilyView; svc: ServicePortInfo; key: string; expected: Expectation[] }> = [];
   for (const view of ctx.views) {
     timing ??= view.timing(service);
     const mine = [...view.services.entries()]
@@ -126,29 +129,41 @@ export async function explainService(
       )
       .sort(([, a], [, b]) => a.port - b.port || a.name.port.localeCompare(b.name.port));
     for (const [key, svc] of mine) {
-      const eps = view.endpoints.get(key) ?? [];
       const foreign = otherFamilies(ctx.views, view, key);
-      const clients: ClientReport[] = [];
+      const expected: Expectation[] = [];
       for (const client of clientsOf(svc, view)) {
         const own = expectConnection(ctx.mode, view, client.connection);
-        const expected = foreign.length === 0 || own.servicePort === undefined ? own : {
-          ...own,
-          excluded: [...own.excluded, ...foreign].sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1)),
-        };
-        const datapath = (await ctx.check(client, view)) ?? null;
-        const verdict = compare(expected, datapath);
-        if (verdict.agrees === false) disagreements++;
-        clients.push({
-          ...client,
-          connection: client.connection,
-          client: client.kind,
-          expected,
-          datapath,
-          ...verdict,
-        });
+        expected.push(
+          foreign.length === 0 || own.servicePort === undefined ? own : {
+            ...own,
+            excluded: [...own.excluded, ...foreign].sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1)),
+          },
+        );
+        asked.push({ client, view });
       }
-      ports.push(portReport(view, svc, eps, clients));
+      pending.push({ view, svc, key, expected });
     }
+  }
+  // Every client's datapath answer at once: the rules are read and parsed once for the report.
+  const answers = asked.length === 0 ? [] : await ctx.check(asked);
+  let next = 0;
+  for (const { view, svc, key, expected } of pending) {
+    const clients = expected.map((e): ClientReport => {
+      const { client } = asked[next];
+      const datapath = answers[next++] ?? null;
+      const verdict = compare(e, datapath);
+      if (verdict.agrees === false) disagreements++;
+      return {
+        client: client.kind,
+        via: client.via,
+        label: client.label,
+        connection: client.connection,
+        expected: e,
+        datapath,
+        ...verdict,
+      };
+    });
+    ports.push(portReport(view, svc, view.endpoints.get(key) ?? [], clients));
   }
   if (ports.length === 0) return undefined;
   return {

@@ -1,0 +1,54 @@
+/**
+ * Looking a packet's values up in an nftables set or map as the kernel does: an exact key, or, in an
+ * interval set, elements whose prefix parts hold the values. Linear in the set once, then in the
+ * matches: the interpreter (`nft_walker.ts`) may look the same large set up for every path.
+ * @module
+ */
+import { inCIDR } from "../../iptables/ip.ts";
+import type { NftSet } from "../../iptables/nft_ruleset.ts";
+
+/** Returns the value `values` (a concatenation's parts) finds in `s` ("" for a set), or undefined. */
+export function lookupElement(s: NftSet, values: readonly string[]): string | undefined {
+  const exact = s.elements.get(values.join(" . "));
+  if (exact !== undefined) return exact.value;
+  if (!s.decl.some((d) => d.includes("interval"))) return undefined;
+  const index = intervalIndex(s);
+  for (const cidrAt of index.shapes) {
+    const key = values.map((v, n) => cidrAt.includes(n) ? "*" : v).join(" . ");
+    for (const e of index.byExact.get(key) ?? []) {
+      if (cidrAt.every((n) => inCIDR(values[n], e.parts[n]))) return e.value;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * An interval set's elements by their exact parts (a CIDR part as `*`), and the positions of CIDR
+ * parts each shape has: a lookup reads only the elements that match it exactly elsewhere, so it costs
+ * the matches, not the set. Built once per set (a set is never changed after its transaction).
+ */
+interface IntervalIndex {
+  readonly shapes: number[][];
+  readonly byExact: Map<string, Array<{ parts: string[]; value: string }>>;
+}
+
+const intervalIndexes = new WeakMap<NftSet, IntervalIndex>();
+
+function intervalIndex(s: NftSet): IntervalIndex {
+  let index = intervalIndexes.get(s);
+  if (index !== undefined) return index;
+  const shapes = new Map<string, number[]>();
+  const byExact = new Map<string, Array<{ parts: string[]; value: string }>>();
+  for (const [k, v] of s.elements) {
+    const parts = k.split(" . ");
+    const cidrAt = parts.flatMap((p, n) => p.includes("/") ? [n] : []);
+    shapes.set(cidrAt.join(), cidrAt);
+    const key = parts.map((p, n) => cidrAt.includes(n) ? "*" : p).join(" . ");
+    let list = byExact.get(key);
+    if (list === undefined) byExact.set(key, list = []);
+    list.push({ parts, value: v.value });
+  }
+  index = { shapes: [...shapes.values()], byExact };
+  intervalIndexes.set(s, index);
+  return index;
+}
