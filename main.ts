@@ -91,6 +91,7 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
       config,
       query: cmd.trace!,
       exec,
+      log,
       interfaceIPs: Deno.networkInterfaces().map((i) => i.address),
       stdout,
       stderr,

@@ -416,6 +416,7 @@ export abstract class BaseProxier implements Provider {
       nodePortIPs: npa.nodeIPs(this.node.ips).filter((ip) => !isLoopback(ip)),
       nodePortsOnEveryAddress: npa.matchAll,
       loopbackNodePorts: "none",
+      podCIDRs: this.node.podCIDRs,
       localDetector: this.node.localDetector,
       masqueradeAll: false,
       serviceCIDRs: this.serviceCIDRs,

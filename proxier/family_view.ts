@@ -87,6 +87,8 @@ export interface FamilyView {
   /** Every address of the node answers NodePorts (`--nodeport-addresses` names no CIDR of the family). */
   readonly nodePortsOnEveryAddress: boolean;
   readonly loopbackNodePorts: LoopbackNodePorts;
+  /** The Node's pod CIDRs of this family (`spec.podCIDRs`), where this node's pods have their addresses. */
+  readonly podCIDRs: readonly string[];
   /** How pod traffic is told apart; undefined when it cannot be (no CIDR of this family). */
   readonly localDetector?: LocalDetector;
   /** `--masquerade-all`. */

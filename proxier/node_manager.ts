@@ -12,7 +12,7 @@ import {
   type LocalDetector,
   localDetector,
 } from "./_common/local_detector.ts";
-import { ipFamily } from "./net.ts";
+import { cidrFamily, ipFamily } from "./net.ts";
 import { NodePortAddresses } from "./nodeport_addresses.ts";
 import type { Clock } from "./runtime/clock.ts";
 import type { Logger } from "./runtime/logger.ts";
@@ -142,6 +142,13 @@ export class NodeManager {
   /** This node's name and zone, for endpoint selection (`proxier/topology.ts`). */
   get topology(): NodeTopology {
     return { nodeName: this.#o.nodeName, zone: this.#node?.metadata?.labels?.[ZONE_LABEL] ?? "" };
+  }
+
+  /** The Node's pod CIDRs of this family (`spec.podCIDRs`), as known now. */
+  get podCIDRs(): readonly string[] {
+    const n = this.#node?.spec;
+    const all = n?.podCIDRs ?? (n?.podCIDR ? [n.podCIDR] : []);
+    return all.filter((c) => cidrFamily(c) === this.#o.family);
   }
 
   /** How pod traffic is told from the rest for this family, or undefined when it cannot be. */

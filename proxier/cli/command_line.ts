@@ -6,8 +6,8 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { parseTraceQuery, TRACE_USAGE } from "./trace_flags.ts";
-import { EXPLAIN_USAGE, parseExplainQuery } from "./explain_flags.ts";
+import { parseTraceQuery } from "./trace_flags.ts";
+import { parseExplainQuery } from "./explain_flags.ts";
 import type { ExplainQuery } from "../commands/explain/explain.ts";
 import type { TraceQuery } from "../trace/packet.ts";
 import type { ProxyConfig } from "../options/config.ts";
@@ -29,7 +29,7 @@ import {
   toProxyConfig,
 } from "../options/kube_proxy_configuration.ts";
 import { type FlagUse, parseBool, scanArgs } from "../options/pflag.ts";
-import { USAGE } from "./usage.ts";
+import { commandUsage, USAGE } from "./usage.ts";
 import { type FieldError, validate } from "../options/validation.ts";
 import { parseIPList, parseNodeName } from "../options/values.ts";
 
@@ -49,7 +49,7 @@ export interface ParsedCommand {
   readonly trace?: TraceQuery;
   /** Set for `explain`. */
   readonly explain?: ExplainQuery;
-  /** For `help`: the program's usage, or `trace --help`'s. */
+  /** For `help`: the program's usage, or the command's (`render --help`). */
   readonly usage: string;
   /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
   readonly renderNodeIPs?: readonly string[];
@@ -176,7 +176,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     configFile: configFile === undefined ? undefined : { path: configFile, text: configText },
     trace: trace === undefined ? undefined : { ...trace, modeChosen },
     explain,
-    usage: command0 === "trace" ? TRACE_USAGE : command0 === "explain" ? EXPLAIN_USAGE : USAGE,
+    usage: command0 === undefined ? USAGE : commandUsage(command0 as FlagCommand),
     renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
       ? parseIPList("--node-ip", given("node-ip")!)
       : undefined,

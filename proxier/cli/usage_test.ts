@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { FLAGS } from "../options/flag_table.ts";
-import { flagReference, USAGE } from "./usage.ts";
+import { commandUsage, flagReference, USAGE } from "./usage.ts";
 
 Deno.test("docs/flags.md is what the flag table generates (run `deno task docs` after changing a flag)", () => {
   const file = Deno.readTextFileSync(new URL("../../docs/flags.md", import.meta.url));
@@ -21,4 +21,36 @@ Deno.test("the flag reference and --help name every flag, upstream's and ours, a
     ),
   );
   assert(ref.includes("| `--source` | string | `kubernetes` | ours |"));
+});
+
+Deno.test("each command's --help lists its own flags (and not the proxy's whole list); the general --help names every command", () => {
+  for (const command of ["explain", "trace", "render"] as const) {
+    const text = commandUsage(command);
+    assert(text.startsWith(`Usage: kube-proxy-deno ${command} `), text);
+    assert(text.includes(`deno task start ${command} `), "the form from a checkout");
+    const own = FLAGS.filter((f) => f.commands?.includes(command));
+    assert(own.length > 0);
+    for (const f of own) assert(text.includes(`\n  --${f.name} `), `${command} --help lists --${f.name}`);
+    assert(!text.includes("--conntrack-max-per-core"), `${command} --help is not the general one`);
+    assert(flagReference().includes(`### \`${command}\``), `docs/flags.md has a section for ${command}`);
+  }
+  assert(commandUsage("trace").includes("\n  --sport N"), "trace --help names --sport");
+  assert(commandUsage("trace").includes("\n  --in-interface NAME"), "trace --help names --in-interface");
+  assert(commandUsage("trace").includes("\n  --proxy-mode "), "trace --help names --proxy-mode");
+  assert(commandUsage("explain").includes("\n  --client-ip IP"), "explain --help names --client-ip");
+  assert(USAGE.startsWith("Usage: kube-proxy-deno [explain|trace|render] [flags]"), USAGE.split("\n")[0]);
+});
+
+Deno.test("--help keeps its columns: help starts in one column, below the flag when the flag is long; every default is said", () => {
+  const lines = [USAGE, commandUsage("trace"), commandUsage("explain"), commandUsage("render")].join("\n")
+    .split("\n");
+  for (const [i, l] of lines.entries()) {
+    if (!/^  -/.test(l)) continue;
+    const flagEnd = l.indexOf(" ", l.indexOf("--") + 2);
+    const column = l.length > 34 && l[33] === " " && l[34] !== " " ? 34 : undefined;
+    assert(column !== undefined || lines[i + 1].startsWith(" ".repeat(34)), `misaligned: ${l}`);
+    assert(flagEnd < 34 || column === undefined, `misaligned: ${l}`);
+  }
+  assert(USAGE.includes("--cleanup                       remove every rule"), "a bool flag");
+  assert(/--cleanup .*\(default false\)/.test(USAGE), "bool flags say their default");
 });

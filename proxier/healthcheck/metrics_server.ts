@@ -7,6 +7,7 @@
  * @module
  */
 import type { ProxyMetrics } from "../metrics.ts";
+import { ipFamily } from "../net.ts";
 
 /** What the status pages show; fixed for the life of the process. */
 export interface StatusPages {
@@ -26,8 +27,15 @@ export interface StatusPages {
 export interface DebugServices {
   /** Every Service, one summary each. */
   list(): unknown;
-  /** The report on `namespace/name` (one port when given); undefined when the proxy holds no such Service. */
-  service(name: string, port?: string): Promise<unknown | undefined>;
+  /**
+   * The report on `namespace/name` (one port when given; `client`: a real client's address to ask
+   * about), or why there is none (no such Service, or no such port: served as 404).
+   */
+  service(
+    name: string,
+    port?: string,
+    client?: string,
+  ): Promise<{ readonly report: unknown } | { readonly missing: string }>;
 }
 
 /** Thrown by a {@linkcode DebugServices} page that cannot answer now; served as 503 with its message. */
@@ -99,11 +107,13 @@ async function serveDebug(debug: DebugServices, url: URL): Promise<Response> {
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
     return Response.json({ error: `not NAMESPACE/NAME: ${JSON.stringify(name)}` }, { status: 400 });
   }
+  const client = url.searchParams.get("client") ?? undefined;
+  if (client !== undefined && ipFamily(client) === undefined) {
+    return Response.json({ error: `client: not an IP address: ${JSON.stringify(client)}` }, { status: 400 });
+  }
   try {
-    const report = await debug.service(name, url.searchParams.get("port") ?? undefined);
-    return report === undefined
-      ? Response.json({ error: `no Service ${name} with a proxied port` }, { status: 404 })
-      : Response.json(report);
+    const r = await debug.service(name, url.searchParams.get("port") ?? undefined, client);
+    return "missing" in r ? Response.json({ error: r.missing }, { status: 404 }) : Response.json(r.report);
   } catch (e) {
     return Response.json({ error: (e as Error).message }, {
       status: e instanceof DebugUnavailable ? 503 : 500,

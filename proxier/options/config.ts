@@ -155,3 +155,6 @@ export const MAX_TCP_WORKERS = 64;
 
 /** The upstream release whose flags, file format and defaults this program follows. */
 export const UPSTREAM_VERSION = { major: 1, minor: 37 } as const;
+
+/** The source port `trace` (and `explain`) give a packet that names none: a fixed ephemeral port (`--sport`). */
+export const DEFAULT_SOURCE_PORT = 40000;

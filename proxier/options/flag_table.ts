@@ -6,7 +6,7 @@
  */
 import { UsageError } from "../errors.ts";
 import { ipFamily } from "../net.ts";
-import { MAX_TCP_WORKERS } from "./config.ts";
+import { DEFAULT_SOURCE_PORT, MAX_TCP_WORKERS } from "./config.ts";
 import {
   DEFAULT_MAGLEV_SEED,
   DEFAULT_MAGLEV_TABLE_SIZE,
@@ -779,27 +779,79 @@ export const FLAGS: readonly FlagDef[] = [
       c.v.portRange = s;
     },
   },
-  // The commands' own flags (their usage texts describe them).
+  // The commands' own flags: each command's --help lists its own (cli/usage.ts).
   ...([
-    ["src", ["trace"]],
-    ["sport", ["trace"]],
-    ["dst", ["trace"]],
-    ["dport", ["trace"]],
-    ["proto", ["trace"]],
-    ["from", ["trace"]],
-    ["in-interface", ["trace"]],
-    ["rules", ["trace"]],
-    ["output", ["trace", "explain"]],
-    ["node-ip", ["trace", "render", "explain"]],
-    ["port", ["explain"]],
-  ] as const).map(([name, commands]) => ({
+    [
+      "dst",
+      ["trace"],
+      "IP",
+      "",
+      "destination address (a cluster IP, node address, external or load-balancer IP)",
+    ],
+    ["dport", ["trace"], "N", "", "destination port"],
+    ["proto", ["trace"], "tcp|udp|sctp", "tcp", "the protocol"],
+    [
+      "from",
+      ["trace"],
+      "node|pod|external",
+      "",
+      "who opens the connection: a process on this node (the default without --src), a pod on this node " +
+      "(the default with --src), or another host",
+    ],
+    [
+      "src",
+      ["trace"],
+      "IP",
+      "",
+      "source address (default for --from=node: the node's address of the family)",
+    ],
+    [
+      "sport",
+      ["trace"],
+      "N",
+      String(DEFAULT_SOURCE_PORT),
+      "source port, which the sh and mh schedulers hash",
+    ],
+    [
+      "in-interface",
+      ["trace"],
+      "NAME",
+      "",
+      "the interface a packet from a pod or another host comes in on, for rules that tell pod traffic by " +
+      "interface; default: the one the route to --src uses, else for --from=pod the bridge, or the prefix with 0",
+    ],
+    [
+      "rules",
+      ["trace"],
+      "FILE",
+      "",
+      "trace the rules of a file (a render output, iptables-save, nft list table, ipvsadm -S) instead of the live ones",
+    ],
+    ["port", ["explain"], "NAME|NUMBER", "", "one port of the Service (default: every port)"],
+    [
+      "client-ip",
+      ["explain"],
+      "IP",
+      "",
+      "ask about this client's connections (a real external client or pod) instead of a synthetic one",
+    ],
+    ["output", ["trace", "explain"], "text|json", "text", "the report's format"],
+    [
+      "node-ip",
+      ["trace", "render", "explain"],
+      "IP[,IP]",
+      "",
+      "the node's addresses: the rendered node's with --source (default: its Node object's), the live " +
+      "node's for trace (default: this machine's interfaces)",
+    ],
+  ] as const).map(([name, commands, type, def, help]) => ({
     name,
     origin: "command" as const,
     commands,
-    type: "string",
-    default: "",
+    type,
+    default: def,
     withConfig: true,
-    help: commands.join(", "),
+    help,
   })),
 ];
 

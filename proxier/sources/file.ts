@@ -22,6 +22,76 @@ export interface FileSourceOptions {
   readonly log: Logger;
   /** Times the settling of bursts of edits; default the real clock. */
   readonly clock?: Clock;
+  /**
+   * Every file must read and parse (the offline commands): {@linkcode FileSource.load} rejects with a
+   * {@linkcode SourceFileError} instead of going on without the file's objects. Default false (a
+   * running proxy keeps a broken file's previous objects).
+   */
+  readonly strict?: boolean;
+}
+
+/** A source file that cannot be read or does not parse: its path, the line when known, and why. */
+export class SourceFileError extends Error {
+  override readonly name = "SourceFileError";
+  /** @param line 1-based, when the parser says. */
+  constructor(readonly path: string, readonly line: number | undefined, readonly reason: string) {
+    super(`${path}${line === undefined ? "" : `:${line}`}: ${reason}`);
+  }
+}
+
+/**
+ * Parses a source file's text into its documents.
+ * @throws {SourceFileError} naming the file and the line where the YAML (or JSON) is broken.
+ */
+export function parseSourceText(text: string, path: string): unknown[] {
+  try {
+    return loadAllYaml(text);
+  } catch (e) {
+    const mark = (e as { mark?: { line: number } }).mark;
+    throw new SourceFileError(path, mark ? mark.line + 1 : undefined, (e as Error).message.split("\n")[0]);
+  }
+}
+
+/** The files `path` names: itself, or a directory's `.yaml`, `.yml` and `.json` files, sorted. */
+export async function sourceFiles(path: string): Promise<string[]> {
+  const info = await Deno.stat(path);
+  if (!info.isDirectory) return [path];
+  const out: string[] = [];
+  for await (const e of Deno.readDir(path)) {
+    const f = e.isFile ? sourcePath(path, e.name, true) : undefined;
+    if (f !== undefined) out.push(f);
+  }
+  return out.sort();
+}
+
+/** Returns the source file `name` names under `path` (a manifest in the directory, or the file itself), if any. */
+function sourcePath(path: string, name: string, dirMode: boolean): string | undefined {
+  if (!dirMode) return name === basename(path) ? path : undefined;
+  return /\.(ya?ml|json)$/.test(name) && !name.startsWith(".") ? `${path}/${name}` : undefined;
+}
+
+/**
+ * Returns the names of the Nodes the source at `path` defines, sorted (the offline commands act
+ * for the one Node a file holds).
+ * @throws {SourceFileError} for a file that cannot be read or does not parse.
+ */
+export async function sourceNodeNames(path: string): Promise<string[]> {
+  const names = new Set<string>();
+  for (const f of await sourceFiles(path)) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(f);
+    } catch (e) {
+      throw new SourceFileError(f, undefined, (e as Error).message);
+    }
+    for (const doc of parseSourceText(text, f)) {
+      for (const item of expandList(doc)) {
+        const o = item as KubernetesObject | null;
+        if (o?.kind === "Node" && typeof o.metadata?.name === "string") names.add(o.metadata.name);
+      }
+    }
+  }
+  return [...names].sort();
 }
 
 const KINDS = new Set(["Service", "EndpointSlice", "Node", "ServiceCIDR"]);
@@ -150,7 +220,7 @@ export class FileSource {
       for await (const ev of watcher) {
         if (ev.flag === "rescan") rescan = true;
         for (const p of ev.paths) {
-          const f = this.#sourcePath(basename(p), dirMode);
+          const f = sourcePath(this.#o.path, basename(p), dirMode);
           if (f !== undefined) pending.add(f);
         }
         if (!rescan && pending.size === 0) continue;
@@ -163,28 +233,9 @@ export class FileSource {
     }
   }
 
-  /** Returns the source file `name` names (a manifest in the directory, or the file itself), if any. */
-  #sourcePath(name: string, dirMode: boolean): string | undefined {
-    const { path } = this.#o;
-    if (!dirMode) return name === basename(path) ? path : undefined;
-    return /\.(ya?ml|json)$/.test(name) && !name.startsWith(".") ? `${path}/${name}` : undefined;
-  }
-
-  async #files(): Promise<string[]> {
-    const { path } = this.#o;
-    const info = await Deno.stat(path);
-    if (!info.isDirectory) return [path];
-    const out: string[] = [];
-    for await (const e of Deno.readDir(path)) {
-      const f = e.isFile ? this.#sourcePath(e.name, true) : undefined;
-      if (f !== undefined) out.push(f);
-    }
-    return out.sort();
-  }
-
   /** Reads every file (files gone since the last read lose their objects). */
   async #readAll(trigger: boolean): Promise<void> {
-    const files = await this.#files();
+    const files = await sourceFiles(this.#o.path);
     const present = new Set(files);
     for (const f of [...this.#byFile.keys()]) if (!present.has(f)) this.#apply(f, undefined, undefined);
     for (const f of files) await this.#readFile(f, trigger);
@@ -208,6 +259,7 @@ export class FileSource {
         return this.#apply(f, undefined, undefined);
       }
       if (e instanceof Deno.errors.IsADirectory) return;
+      if (this.#o.strict) throw new SourceFileError(f, undefined, (e as Error).message);
       log.error("Cannot read source file; keeping its previous objects", { path: f, error: String(e) });
       return;
     }
@@ -215,19 +267,18 @@ export class FileSource {
     const reported = this.#reported.get(f) ?? {};
     this.#reported.set(f, reported);
     try {
-      docs = loadAllYaml(text);
+      docs = parseSourceText(text, f);
     } catch (e) {
-      const mark = (e as { mark?: { line: number } }).mark;
-      const error = (e as Error).message.split("\n")[0];
+      if (this.#o.strict || !(e instanceof SourceFileError)) throw e;
       // Said once per distinct error: re-reading an unchanged broken file adds nothing.
-      if (reported.broken !== error) {
+      if (reported.broken !== e.reason) {
         log.error("Source file does not parse; keeping its previous objects", {
           path: f,
-          line: mark ? mark.line + 1 : undefined,
-          error,
+          line: e.line,
+          error: e.reason,
         });
       }
-      reported.broken = error;
+      reported.broken = e.reason;
       return;
     }
     if (reported.broken !== undefined) log.info("Source file parses again", { path: f });

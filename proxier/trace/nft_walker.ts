@@ -10,13 +10,8 @@
  */
 import { addressFamily, inCIDR, type IPFamily } from "../../iptables/ip.ts";
 import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset.ts";
-import {
-  DEFAULT_SOURCE_PORT,
-  type DnatPick,
-  interfaceMatches,
-  type Packet,
-  type TraceStep,
-} from "./packet.ts";
+import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
+import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
 import { dnatPick, pickIndices } from "./nft_picks.ts";
 import { lookupElement } from "./nft_sets.ts";
 

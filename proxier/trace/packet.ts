@@ -11,9 +11,6 @@ import { ipFamily } from "../net.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import type { IPFamily } from "../types.ts";
 
-/** The source port of a packet that names none (`trace --sport`'s default): a fixed ephemeral port. */
-export const DEFAULT_SOURCE_PORT = 40000;
-
 /** What `trace` is asked: one new connection, and where the rules come from. */
 export interface TraceQuery {
   readonly src?: string;
@@ -33,9 +30,13 @@ export interface TraceQuery {
   readonly rulesFile?: string;
   /** The rules themselves, as such a file holds them (`explain` over what `render` writes); wins over `rulesFile`. */
   readonly rulesText?: string;
+  /** What `rulesText` is, for the report (`rendered for node a from objects.yaml`). */
+  readonly rulesName?: string;
   readonly output: "text" | "json";
   /** This node's addresses, besides those of its interfaces (for a file from another node). */
   readonly nodeIPs: readonly string[];
+  /** Set when the node's addresses were not given but assumed: which, and why (printed). */
+  readonly nodeIPsAssumed?: string;
   /** `--proxy-mode` (or the config file's mode) was given; else the mode is told from the rules. */
   readonly modeChosen: boolean;
   /** Set when `src` was not given but assumed: why that address (printed with the packet). */
@@ -52,7 +53,7 @@ export interface Packet {
   readonly dst: string;
   readonly port: number;
   readonly protocol: "tcp" | "udp" | "sctp";
-  /** The source port, for rules that hash it; unset: {@linkcode DEFAULT_SOURCE_PORT}. */
+  /** The source port, for rules that hash it; unset: `DEFAULT_SOURCE_PORT` (`options/config.ts`). */
   readonly sport?: number;
   /** Sent by a process on this node (walks OUTPUT instead of PREROUTING). */
   readonly fromHost?: boolean;

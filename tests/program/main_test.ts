@@ -306,12 +306,22 @@ Deno.test("main: CLI details name what is wrong, and bad values exit 2", async (
     help.stdout,
     /\n {2}--detect-local-mode LocalMode +how local pod traffic is told: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix \(default ClusterCIDR\)\n/,
   );
-  assertMatch(help.stdout, /\n {2}trace +where one new connection goes: --dst IP --dport N/);
+  assertMatch(help.stdout, /\n {2}trace +where one new connection goes through the rules/);
+  assertMatch(help.stdout, /\n {2}explain +why each kind of client reaches the pods/);
   // `trace --help` explains trace (its required flags missing is no error then).
   const traceHelp = await run(["trace", "--help"]);
   assertEquals([traceHelp.code, traceHelp.stderr], [0, ""]);
   assertMatch(traceHelp.stdout, /^Usage: kube-proxy-deno trace --dst IP --dport N \[flags\]\n/);
-  assertMatch(traceHelp.stdout, /\n {2}--from WHERE +node \(default without --src/);
+  assertMatch(
+    traceHelp.stdout,
+    /\n {2}--from node\|pod\|external +who opens the connection: a process on this node/,
+  );
+  // Each command's help is its own: render's names --node-ip, not the proxy's whole list.
+  const renderHelp = await run(["render", "--help"]);
+  assertEquals([renderHelp.code, renderHelp.stderr], [0, ""]);
+  assertMatch(renderHelp.stdout, /^Usage: kube-proxy-deno render --source=file:PATH \[flags\]\n/);
+  assertMatch(renderHelp.stdout, /\n {2}--node-ip IP\[,IP\] +the node's addresses/);
+  assert(!renderHelp.stdout.includes("--conntrack-min"), "render --help is not the general help");
   // A CIDR with host bits set is used as its network.
   const r = await run(["render", `--source=file:${ROOT}demo/objects.yaml`, "--cluster-cidr=10.244.1.0/16"]);
   assertEquals(r.code, 0, r.stderr);
@@ -355,7 +365,7 @@ endpoints:
 - addresses: [10.1.0.999]
 `,
     );
-    const r = await run(["render", `--source=file:${dir}`]);
+    const r = await run(["render", `--source=file:${dir}`, "--hostname-override=node-a"]);
     assertEquals(r.code, 0, r.stderr);
     const lines = r.stderr.trim().split("\n");
     assertMatch(lines.at(-1)!, /^kube-proxy-deno: render: node addresses: none /);
@@ -432,6 +442,7 @@ Deno.test("main: trace with interface-based local detection: --in-interface says
       const rendered = await run([
         "render",
         `--source=file:${dir}/objects.yaml`,
+        "--hostname-override=node-a",
         `--proxy-mode=${mode}`,
         ...local,
       ]);
@@ -498,7 +509,7 @@ Deno.test("main: trace over rendered rules names the rules hit, the endpoints wi
     assertEquals(text.code, 0, text.stderr);
     assertMatch(
       text.stdout,
-      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\nrules: iptables mode, .*\/rules \(mode told from the rules\)\npath:\n {2}nat -A PREROUTING /,
+      /^packet: tcp 10.180.1.5 -> 172.30.0.10:80 from pod\nrules: iptables mode, .*\/rules \(mode told from the rules\)\nnode addresses: this machine's \(.*\); --node-ip gives the file's node's\npath:\n {2}nat -A PREROUTING /,
     );
     assertMatch(text.stdout, /\n {4}nat -A KUBE-SERVICES -d 172.30.0.10\/32 .* -j KUBE-SVC-\w+\n/);
     assertMatch(
@@ -560,6 +571,7 @@ Deno.test("main: render and trace show a Maglev Service's table, and the slot an
       "render",
       "--proxy-mode=nftables",
       `--source=file:${dir}/objects.yaml`,
+      "--hostname-override=node-a",
       "--cluster-cidr=10.180.0.0/16",
       "--maglev-table-size=251",
       "--maglev-seed=7",
@@ -578,6 +590,7 @@ Deno.test("main: render and trace show a Maglev Service's table, and the slot an
     const iptables = await run([
       "render",
       `--source=file:${dir}/objects.yaml`,
+      "--hostname-override=node-a",
       "--cluster-cidr=10.180.0.0/16",
     ]);
     assertEquals(iptables.code, 0, iptables.stderr);
@@ -986,7 +999,7 @@ endpoints:
       /\n {4}not 10\.244\.2\.5:8080: on another node, and externalTrafficPolicy is Local\n/,
     );
     assert(text.stdout.split("\n").every((l) => l.length <= 80), "80 columns");
-    assertMatch(text.stdout, /\nThe datapath agrees with the model for every client checked\.\n$/);
+    assertMatch(text.stdout, /\nThe datapath agrees with the model for the 6 clients checked\.\n$/);
     const missing = await run(["explain", "shop/nope", ...common]);
     assertEquals(missing.code, 1);
     assertMatch(missing.stderr, /explain: no Service shop\/nope with a proxied port/);

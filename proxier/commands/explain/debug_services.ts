@@ -8,7 +8,7 @@ import type { DebugServices } from "../../healthcheck/metrics_server.ts";
 import type { ModeProvider, ProxyModeDefinition } from "../../mode_definition.ts";
 import type { ProxyConfig } from "../../options/config.ts";
 import { DatapathWorkers } from "./datapath_workers.ts";
-import { explainService, SERVICES_SCHEMA, summarizeServices } from "./report.ts";
+import { explainService, SERVICES_SCHEMA, summarizeServices, whyNoReport } from "./report.ts";
 
 /**
  * Returns the pages of `/debug/services` for `proxier`, a proxy of `mode` running on `nodeName`,
@@ -28,11 +28,14 @@ export function debugServices(
   const check = workers.check({ tracer: o.mode, config: o.config, answer: explain.answer });
   return {
     list: () => ({ schema: SERVICES_SCHEMA, services: summarizeServices(explain.views()) }),
-    service: (name, port) =>
-      explainService(
-        { mode: o.mode, node: o.nodeName, rules: "live", views: explain.views(), check },
+    async service(name, port, client) {
+      const views = explain.views();
+      const report = await explainService(
+        { mode: o.mode, node: o.nodeName, rules: "live", views, check, clientIP: client },
         name,
         port,
-      ),
+      );
+      return report === undefined ? { missing: whyNoReport(views, name, port) } : { report };
+    },
   };
 }

@@ -326,11 +326,11 @@ function masquerade(
     return client === "pod"
       ? {
         masquerade: false,
-        masqueradeWhy: `from this node's pods (${detectorText(view)}): the source is kept`,
+        masqueradeWhy: `from this node's pods (${detectorText(view, true)}): the source is kept`,
       }
       : {
         masquerade: true,
-        masqueradeWhy: `not from this node's pods (${detectorText(view)}): masqueraded`,
+        masqueradeWhy: `not from this node's pods (${detectorText(view, false)}): masqueraded`,
       };
   }
   if (client === "node") return { masquerade: true, masqueradeWhy: "from the node itself: masqueraded" };
@@ -345,9 +345,12 @@ function masquerade(
   };
 }
 
-function detectorText(view: FamilyView): string {
+/** How local detection told the client apart: `source in 10.244.0.0/16`, `not in on cbr0`. */
+function detectorText(view: FamilyView, pod: boolean): string {
   const d = view.localDetector!;
-  return d.kind === "cidr" ? `source in ${d.cidr}` : `in on ${d.name}${d.prefix ? "*" : ""}`;
+  return d.kind === "cidr"
+    ? `source ${pod ? "in" : "outside"} ${d.cidr}`
+    : `${pod ? "" : "not "}in on ${d.name}${d.prefix ? "*" : ""}`;
 }
 
 /** Why each endpoint of the port outside `chosen` is not reached. */

@@ -11,7 +11,8 @@ import { renderFileSource } from "../render/render.ts";
 import type { Logger } from "../../runtime/logger.ts";
 import { datapathCheck } from "./check.ts";
 import { formatExplain } from "./format.ts";
-import { EXPLAIN_SCHEMA, type ExplainReport, explainService } from "./report.ts";
+import { DATAPATH_DEADLINE_MS } from "./datapath_workers.ts";
+import { EXPLAIN_SCHEMA, type ExplainReport, explainService, whyNoReport } from "./report.ts";
 
 /** What `explain` is asked (its command line: `cli/explain_flags.ts`). */
 export interface ExplainQuery {
@@ -22,6 +23,8 @@ export interface ExplainQuery {
   readonly output: "text" | "json";
   /** `--node-ip`: the rendered node's addresses (offline). */
   readonly nodeIPs?: readonly string[];
+  /** `--client-ip`: a real client to ask about instead of the synthetic external one. */
+  readonly clientIP?: string;
 }
 
 /** What {@linkcode runExplain} is given. */
@@ -37,46 +40,38 @@ export interface ExplainRun {
 
 /**
  * Prints the report (text or JSON) on stdout. Returns the exit code: 0 when the datapath agrees
- * with the model for every client, 1 for a disagreement, a Service the proxy does not hold, or a
- * proxy that cannot be reached; 2 for a mode `explain` cannot render.
+ * with the model for every client checked, 1 for a disagreement, a Service or port the proxy does
+ * not hold, a source that does not parse, or a proxy that cannot be reached; 2 for a mode `explain`
+ * cannot render or an offline run without one node to act for.
  */
 export async function runExplain(r: ExplainRun): Promise<number> {
-  let report: ExplainReport | undefined;
-  if (r.config.source.kind === "file") {
-    const rendered = await offline(r);
-    if (typeof rendered === "number") return rendered;
-    report = rendered;
-  } else {
-    const asked = await fromRunningProxy(r);
-    if (typeof asked === "number") return asked;
-    report = asked;
-  }
-  if (report === undefined) {
-    r.stderr(
-      `kube-proxy-deno: explain: no Service ${r.query.service} with a proxied port${
-        r.query.port === undefined ? "" : ` ${r.query.port}`
-      } (absent, headless, or ExternalName)\n`,
-    );
+  const got = r.config.source.kind === "file" ? await offline(r) : await fromRunningProxy(r);
+  if (typeof got === "number") return got;
+  if ("missing" in got) {
+    r.stderr(`kube-proxy-deno: explain: ${got.missing}\n`);
     return 1;
   }
+  const report = got;
   r.stdout(r.query.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatExplain(report));
   return report.disagreements === 0 ? 0 : 1;
 }
 
 /** The report over what `render` writes for the file source's objects. */
-async function offline(r: ExplainRun): Promise<ExplainReport | undefined | number> {
+async function offline(r: ExplainRun): Promise<ExplainReport | { missing: string } | number> {
   const rendered = await renderFileSource({ ...r, nodeIPs: r.query.nodeIPs });
   if ("error" in rendered) {
     r.stderr(`kube-proxy-deno: explain: ${rendered.error}\n`);
     return rendered.code;
   }
   const { explain } = rendered.renderer;
-  return await explainService(
+  const views = explain.views();
+  const report = await explainService(
     {
       mode: r.mode,
       node: rendered.nodeName,
       rules: "rendered",
-      views: explain.views(),
+      views,
+      clientIP: r.query.clientIP,
       check: datapathCheck({
         tracer: r.mode,
         exec: r.exec,
@@ -88,34 +83,51 @@ async function offline(r: ExplainRun): Promise<ExplainReport | undefined | numbe
     r.query.service,
     r.query.port,
   );
+  return report ?? { missing: whyNoReport(views, r.query.service, r.query.port) };
 }
 
 /** The report the proxy running on this node answers on its metrics port. */
-async function fromRunningProxy(r: ExplainRun): Promise<ExplainReport | undefined | number> {
+async function fromRunningProxy(r: ExplainRun): Promise<ExplainReport | { missing: string } | number> {
   const addr = r.config.metricsBindAddress;
+  const offline = "or explain rendered rules offline: --source=file:PATH (no root)";
   if (addr === undefined) {
     r.stderr(
-      "kube-proxy-deno: explain: --metrics-bind-address is empty: no running proxy to ask " +
-        "(or give --source=file:PATH to explain rendered rules)\n",
+      `kube-proxy-deno: explain: --metrics-bind-address is empty: no running proxy to ask (${offline})\n`,
     );
     return 1;
   }
   const host = addr.hostname === "0.0.0.0" ? "127.0.0.1" : addr.hostname === "::" ? "::1" : addr.hostname;
+  const params = new URLSearchParams();
+  if (r.query.port !== undefined) params.set("port", r.query.port);
+  if (r.query.clientIP !== undefined) params.set("client", r.query.clientIP);
   const url =
     `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}/debug/services/${r.query.service}` +
-    (r.query.port === undefined ? "" : `?port=${encodeURIComponent(r.query.port)}`);
+    (params.size === 0 ? "" : `?${params}`);
   let res: Response;
   try {
-    res = await fetch(url, { signal: AbortSignal.timeout(30_000) });
+    // Longer than the proxy's own deadline for a report: a late one is its 503, not a hang here.
+    res = await fetch(url, { signal: AbortSignal.timeout(DATAPATH_DEADLINE_MS + 10_000) });
   } catch (e) {
-    r.stderr(`kube-proxy-deno: explain: cannot reach the running proxy at ${url}: ${(e as Error).message}\n`);
+    r.stderr(
+      `kube-proxy-deno: explain: no running proxy answers at ${url} (${
+        (e as Error).message
+      }). explain asks ` +
+        `the proxy on this node at its metrics address, --metrics-bind-address (here ${host}:${addr.port}); give ` +
+        `the flags or --config the proxy runs with, ${offline}\n`,
+    );
     return 1;
   }
-  if (res.status === 404) {
-    await res.body?.cancel();
-    return undefined;
-  }
   const body = await res.text();
+  if (res.status === 404) {
+    const error = (() => {
+      try {
+        return (JSON.parse(body) as { error?: string }).error;
+      } catch {
+        return undefined;
+      }
+    })();
+    return { missing: error ?? `no Service ${r.query.service} here` };
+  }
   if (!res.ok) {
     r.stderr(`kube-proxy-deno: explain: ${url} answered ${res.status}: ${body.trim()}\n`);
     return 1;

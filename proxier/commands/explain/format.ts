@@ -65,6 +65,7 @@ function portLines(p: PortReport): string[] {
     );
   }
   for (const c of p.clients) out.push(...clientLines(c));
+  for (const k of p.skipped) out.push(...wrap("  ", `${k.label} (${k.via}): not asked about here: ${k.why}`));
   return out;
 }
 
@@ -91,6 +92,26 @@ function clientLines(c: ClientReport): string[] {
   return out;
 }
 
+/** The last line: how many clients the datapath was checked for and agrees on, and what was not checked. */
+function summary(r: ExplainReport): string {
+  const clients = r.ports.flatMap((p) => p.clients);
+  const agreed = clients.filter((c) => c.agrees === true).length;
+  const unchecked = clients.length - agreed - r.disagreements +
+    r.ports.reduce((n, p) => n + p.skipped.length, 0);
+  const notChecked = unchecked === 0
+    ? ""
+    : ` ${unchecked} client${unchecked === 1 ? " was" : "s were"} not checked (said above, with why).`;
+  if (r.disagreements > 0) {
+    return `${r.disagreements} DISAGREEMENT${
+      r.disagreements === 1 ? "" : "S"
+    }: the datapath does not do what the proxy's view says (drift, a stale sync, or a bug).${notChecked}`;
+  }
+  if (agreed === 0) return `No client could be checked against the datapath.${notChecked}`;
+  return `The datapath agrees with the model for ${
+    agreed === 1 ? "the one client" : `the ${agreed} clients`
+  } checked.${notChecked}`;
+}
+
 /** Returns the text report; see the module doc. */
 export function formatExplain(r: ExplainReport): string {
   const out = [`Service ${r.service}: ${r.mode} mode, node ${r.node}, ${r.rules} rules`];
@@ -108,13 +129,6 @@ export function formatExplain(r: ExplainReport): string {
     );
   }
   for (const p of r.ports) out.push("", ...portLines(p));
-  out.push(
-    "",
-    r.disagreements === 0
-      ? "The datapath agrees with the model for every client checked."
-      : `${r.disagreements} DISAGREEMENT${
-        r.disagreements === 1 ? "" : "S"
-      }: the datapath does not do what the proxy's view says (drift, a stale sync, or a bug).`,
-  );
+  out.push("", ...wrap("", summary(r)));
   return out.join("\n") + "\n";
 }

@@ -9,7 +9,7 @@ import type { Connection, DatapathAnswer, FamilyView } from "../../family_view.t
 import type { ProxyMode } from "../../options/config.ts";
 import { usableEndpoints } from "../../topology.ts";
 import type { EndpointInfo, IPFamily, ServicePortInfo } from "../../types.ts";
-import { type Client, clientsOf } from "./clients.ts";
+import { type Client, clientsOf, type SkippedClient } from "./clients.ts";
 import type { CheckAsked, DatapathCheck } from "./check.ts";
 import { type Exclusion, type Expectation, expectConnection, type ExpectedDatapath } from "./expectation.ts";
 
@@ -29,6 +29,8 @@ export interface ExplainContext {
   readonly views: readonly FamilyView[];
   /** The datapath's answers for the report's clients, asked together (`check.ts`). */
   readonly check: DatapathCheck;
+  /** `--client-ip`: a real client asked about instead of the synthetic external one. */
+  readonly clientIP?: string;
 }
 
 /** One client's line of the report. */
@@ -86,6 +88,8 @@ export interface PortReport {
   } | null;
   readonly endpoints: readonly EndpointReport[];
   readonly clients: readonly ClientReport[];
+  /** Clients of the port not asked about here, each with why and what would add it. */
+  readonly skipped: readonly SkippedClient[];
 }
 
 /** The whole report. */
@@ -120,7 +124,9 @@ export async function explainService(
   let disagreements = 0;
   let timing;
   const asked: CheckAsked[] = [];
-  const pending: Array<{ view: FamilyView; svc: ServicePortInfo; key: string; expected: Expectation[] }> = [];
+  const pending: Array<
+    { view: FamilyView; svc: ServicePortInfo; key: string; expected: Expectation[]; skipped: SkippedClient[] }
+  > = [];
   for (const view of ctx.views) {
     timing ??= view.timing(service);
     const mine = [...view.services.entries()]
@@ -131,7 +137,8 @@ export async function explainService(
     for (const [key, svc] of mine) {
       const foreign = otherFamilies(ctx.views, view, key);
       const expected: Expectation[] = [];
-      for (const client of clientsOf(svc, view)) {
+      const plan = clientsOf(svc, view, { clientIP: ctx.clientIP });
+      for (const client of plan.clients) {
         const own = expectConnection(ctx.mode, view, client.connection);
         expected.push(
           foreign.length === 0 || own.servicePort === undefined ? own : {
@@ -141,13 +148,13 @@ export async function explainService(
         );
         asked.push({ client, view });
       }
-      pending.push({ view, svc, key, expected });
+      pending.push({ view, svc, key, expected, skipped: plan.skipped });
     }
   }
   // Every client's datapath answer at once: the rules are read and parsed once for the report.
   const answers = asked.length === 0 ? [] : await ctx.check(asked);
   let next = 0;
-  for (const { view, svc, key, expected } of pending) {
+  for (const { view, svc, key, expected, skipped } of pending) {
     const clients = expected.map((e): ClientReport => {
       const { client } = asked[next];
       const datapath = answers[next++] ?? null;
@@ -163,7 +170,7 @@ export async function explainService(
         ...verdict,
       };
     });
-    ports.push(portReport(view, svc, view.endpoints.get(key) ?? [], clients));
+    ports.push(portReport(view, svc, view.endpoints.get(key) ?? [], clients, skipped));
   }
   if (ports.length === 0) return undefined;
   return {
@@ -178,6 +185,25 @@ export async function explainService(
     ports,
     disagreements,
   };
+}
+
+/**
+ * Returns why {@linkcode explainService} has no report on `service` (`port`): no family holds a port
+ * of it, or it has ports and none is `port` (they are listed).
+ */
+export function whyNoReport(views: readonly FamilyView[], service: string, port?: string): string {
+  const ports = new Set<string>();
+  for (const view of views) {
+    for (const svc of view.services.values()) {
+      if (svc.service === service) {
+        ports.add(`${svc.name.port === "" ? "" : `${svc.name.port} `}${svc.port}/${svc.protocol}`);
+      }
+    }
+  }
+  if (ports.size === 0) {
+    return `no Service ${service} with a proxied port here (absent, headless, ExternalName, or not selected for this proxy)`;
+  }
+  return `Service ${service} has no port ${JSON.stringify(port)}; its ports: ${[...ports].sort().join(", ")}`;
 }
 
 /** The other families' endpoints of service port `key`: never reached through `view`'s addresses. */
@@ -197,6 +223,7 @@ function portReport(
   svc: ServicePortInfo,
   eps: readonly EndpointInfo[],
   clients: ClientReport[],
+  skipped: SkippedClient[],
 ): PortReport {
   const usableLocal = usableEndpoints(eps, (e) => e.isLocal).length;
   return {
@@ -228,6 +255,7 @@ function portReport(
       nodeHints: e.nodeHints,
     })),
     clients,
+    skipped,
   };
 }
 

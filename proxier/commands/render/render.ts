@@ -8,7 +8,7 @@ import { type ModeRenderer, newModeDeps, type ProxyModeDefinition } from "../../
 import type { ProxyConfig } from "../../options/config.ts";
 import { realClock } from "../../runtime/clock.ts";
 import { type Logger, warningsOnly } from "../../runtime/logger.ts";
-import { FileSource } from "../../sources/file.ts";
+import { FileSource, sourceNodeNames } from "../../sources/file.ts";
 
 /** What {@linkcode runRender} is given. */
 export interface RenderRun {
@@ -24,7 +24,7 @@ export interface RenderRun {
 /** A mode's proxiers rendered over the file source's objects. */
 export interface Rendered {
   readonly renderer: ModeRenderer;
-  /** The node the render stands for (`--hostname-override`, else "render"). */
+  /** The node the render stands for (`--hostname-override`, else the source's one Node). */
   readonly nodeName: string;
   /** The batches a full sync would apply, each under a heading. */
   readonly output: string;
@@ -32,8 +32,10 @@ export interface Rendered {
 
 /**
  * Builds `mode`'s proxiers on a dry run, feeds them the file source's objects and syncs once (as
- * `render` and offline `explain` do); returns them, or the error and the exit code: 2 without a
- * file source or for a mode without render, 1 when the source cannot be read.
+ * `render` and offline `explain` and `trace` do), for the node `--hostname-override` names, else the
+ * source's one Node; returns them, or the error and the exit code: 2 without a file source, for a
+ * mode without render, or without one node to act for; 1 when a source file cannot be read or does
+ * not parse (naming the file and line).
  */
 export async function renderFileSource(
   o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs">,
@@ -43,8 +45,28 @@ export async function renderFileSource(
   if (mode.render === undefined) {
     return { error: `--proxy-mode: not supported in mode "${mode.name}"`, code: 2 };
   }
+  let nodeName = config.hostnameOverride;
+  if (nodeName === "") {
+    let nodes;
+    try {
+      nodes = await sourceNodeNames(config.source.path);
+    } catch (e) {
+      return { error: `--source: ${(e as Error).message}`, code: 1 };
+    }
+    // Which endpoints are local, and the node's addresses, are the node's: never guessed.
+    if (nodes.length !== 1) {
+      return {
+        error: `--hostname-override: ${
+          nodes.length === 0
+            ? "the source defines no Node"
+            : `the source defines ${nodes.length} Nodes (${nodes.join(", ")})`
+        }; name the node to act for`,
+        code: 2,
+      };
+    }
+    nodeName = nodes[0];
+  }
   const dryRun = new DryRunExecutor();
-  const nodeName = config.hostnameOverride || "render";
   const log = warningsOnly(o.log);
   const deps = newModeDeps(config, {
     nodeName,
@@ -55,7 +77,8 @@ export async function renderFileSource(
   });
   const renderer = await mode.render(deps, dryRun);
   try {
-    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log }).load();
+    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log, strict: true })
+      .load();
   } catch (e) {
     return { error: `--source: ${(e as Error).message}`, code: 1 };
   }

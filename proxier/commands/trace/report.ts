@@ -3,7 +3,8 @@
  * as text for people or JSON for scripts.
  * @module
  */
-import { DEFAULT_SOURCE_PORT, type TraceQuery, type TraceResult } from "../../trace/packet.ts";
+import type { TraceQuery, TraceResult } from "../../trace/packet.ts";
+import { DEFAULT_SOURCE_PORT } from "../../options/config.ts";
 
 /** Returns the report of `r` for query `q` in `q.output`'s format, ending in a newline. */
 export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string {
@@ -22,6 +23,8 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
         from: q.from,
       },
       mode,
+      rules: q.rulesName ?? q.rulesFile ?? "live",
+      ...(q.nodeIPsAssumed === undefined ? {} : { nodeIPsAssumed: q.nodeIPsAssumed }),
       verdict: r.verdict,
       endpoints: r.reach,
       masquerade,
@@ -40,9 +43,10 @@ export function formatTrace(q: TraceQuery, r: TraceResult, mode: string): string
         ? ""
         : `, in on ${q.inInterface}${q.inInterfaceAssumed === undefined ? "" : ` (${q.inInterfaceAssumed})`}`
     }`,
-    `rules: ${mode} mode, ${q.rulesFile === undefined ? "live" : q.rulesFile}${
+    `rules: ${mode} mode, ${q.rulesName ?? q.rulesFile ?? "live"}${
       q.modeChosen ? "" : " (mode told from the rules)"
     }`,
+    ...(q.nodeIPsAssumed === undefined ? [] : [`node addresses: ${q.nodeIPsAssumed}`]),
     "path:",
     ...r.path.map((s) => `  ${"  ".repeat(s.depth)}${s.table} ${s.rule}`),
   ];

@@ -8,7 +8,10 @@ import type { Executor } from "../../../iptables/executor.ts";
 import { ipFamily } from "../../net.ts";
 import { INTERFACE } from "../../options/validation.ts";
 import type { ProxyConfig } from "../../options/config.ts";
-import { type ModeTracer, type RulesSource, type TraceQuery, traceSource } from "../../trace/packet.ts";
+import { type RulesSource, type TraceQuery, traceSource } from "../../trace/packet.ts";
+import type { ProxyModeDefinition } from "../../mode_definition.ts";
+import type { Logger } from "../../runtime/logger.ts";
+import { renderFileSource } from "../render/render.ts";
 import { formatTrace } from "./report.ts";
 
 /**
@@ -33,7 +36,7 @@ export async function route(exec: Executor, dst: string): Promise<{ src?: string
  */
 async function assumeInInterface(q: TraceQuery, config: ProxyConfig, exec: Executor): Promise<TraceQuery> {
   if (q.inInterface !== undefined || q.from === "node" || q.src === undefined) return q;
-  const dev = q.rulesFile === undefined ? (await route(exec, q.src)).dev : undefined;
+  const dev = live(q) ? (await route(exec, q.src)).dev : undefined;
   if (dev !== undefined) {
     return { ...q, inInterface: dev, inInterfaceAssumed: `the route to ${q.src} uses it` };
   }
@@ -55,31 +58,67 @@ async function assumeInInterface(q: TraceQuery, config: ProxyConfig, exec: Execu
 /** What {@linkcode runTrace} is given. */
 export interface TraceRun {
   /** The modes in registry order; without `--proxy-mode` the first whose rules the source holds. */
-  readonly modes: Iterable<ModeTracer>;
+  readonly modes: Iterable<ProxyModeDefinition>;
   /** The configured mode (`--proxy-mode`, else the default). */
-  readonly chosen: ModeTracer;
+  readonly chosen: ProxyModeDefinition;
   readonly config: ProxyConfig;
   readonly query: TraceQuery;
   readonly exec: Executor;
+  readonly log: Logger;
   /** This machine's interface addresses (the query's `--node-ip` ones come first). */
   readonly interfaceIPs: readonly string[];
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
 }
 
+/** True when `q` reads this node's live rules (no file, no rendered text). */
+const live = (q: TraceQuery) => q.rulesFile === undefined && q.rulesText === undefined;
+
 /**
- * `trace`: which endpoint one new connection reaches, from the live rules or a file; writes
- * nothing to the node. Returns the exit code: 0 traced, 1 the live rules could not be read, 2 a
- * `--rules` file that does not exist or a mode without a tracer.
+ * `trace`: which endpoint one new connection reaches, through this node's live rules, a rules file
+ * (`--rules`), or the rules `render` writes for a file source's objects (`--source=file:`); writes
+ * nothing to the node. Returns the exit code: 0 traced, 1 the rules could not be read (or a source
+ * file does not parse), 2 a `--rules` file that does not exist, a mode without a tracer, or a
+ * source without one node to act for.
  */
 export async function runTrace(r: TraceRun): Promise<number> {
-  const nodeIPs = [...r.query.nodeIPs, ...r.interfaceIPs];
   let q = r.query;
   let mode = r.chosen;
+  let nodeIPs: readonly string[] = [...q.nodeIPs, ...r.interfaceIPs];
+  if (r.config.source.kind === "file" && q.rulesFile === undefined) {
+    // The objects' rules, as render writes them: never this host's live rules.
+    const rendered = await renderFileSource({
+      mode,
+      config: r.config,
+      log: r.log,
+      nodeIPs: q.nodeIPs.length > 0 ? q.nodeIPs : undefined,
+    });
+    if ("error" in rendered) {
+      r.stderr(`kube-proxy-deno: trace: ${rendered.error}\n`);
+      return rendered.code;
+    }
+    const family = ipFamily(q.dst) ?? "IPv4";
+    const { explain } = rendered.renderer;
+    nodeIPs = explain.views().find((v) => v.family === family)?.nodeIPs ?? [];
+    q = {
+      ...q,
+      modeChosen: true,
+      rulesText: explain.rendered(family) ?? "",
+      rulesName: `rendered for node ${rendered.nodeName} from ${r.config.source.path}`,
+      nodeIPsAssumed: `the rendered node's: ${rendered.renderer.nodeAddresses()}`,
+    };
+  } else if (q.rulesFile !== undefined && q.nodeIPs.length === 0) {
+    q = {
+      ...q,
+      nodeIPsAssumed: `this machine's (${
+        r.interfaceIPs.join(", ") || "none"
+      }); --node-ip gives the file's node's`,
+    };
+  }
   if (q.src === undefined && q.from === "node") {
     // As the kernel would: the source its route to the destination picks (live), else a node address.
     const family = ipFamily(q.dst) ?? "IPv4";
-    const routed = q.rulesFile === undefined ? (await route(r.exec, q.dst)).src : undefined;
+    const routed = live(q) ? (await route(r.exec, q.dst)).src : undefined;
     q = routed !== undefined
       ? { ...q, src: routed, srcAssumed: `the node's route to ${q.dst} picks it` }
       : { ...q, src: traceSource(q, family, nodeIPs), srcAssumed: "the node's first address of the family" };
@@ -104,9 +143,9 @@ export async function runTrace(r: TraceRun): Promise<number> {
     }
     result = await mode.trace(q, { exec: r.exec, config: r.config, nodeIPs });
   } catch (e) {
-    const what = q.rulesFile === undefined
-      ? "cannot read the live rules"
-      : `--rules: ${JSON.stringify(q.rulesFile)}`;
+    const what = q.rulesFile !== undefined
+      ? `--rules: ${JSON.stringify(q.rulesFile)}`
+      : q.rulesName ?? "cannot read the live rules";
     r.stderr(`kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
     return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
   }
