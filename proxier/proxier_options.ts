@@ -25,7 +25,7 @@ export interface BaseProxierOptions extends
     NodeManagerOptions,
     "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
   >,
-  Pick<ServicePortsOptions, "allowExternalIPs"> {
+  Pick<ServicePortsOptions, "allowExternalIPs" | "portNotice"> {
   readonly family: IPFamily;
   /** This node's name: decides which endpoints are local. */
   readonly nodeName: string;

@@ -47,7 +47,11 @@ export class ServiceChangeTracker {
     this.#family = opts.family;
     this.#warnings = opts.warnings;
     this.#now = opts.now ?? Date.now;
-    this.#read = { allowExternalIPs: opts.allowExternalIPs, schedulerNotice: opts.schedulerNotice };
+    this.#read = {
+      allowExternalIPs: opts.allowExternalIPs,
+      schedulerNotice: opts.schedulerNotice,
+      portNotice: opts.portNotice,
+    };
   }
 
   /** Number of Services with changes not yet applied. */

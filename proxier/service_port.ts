@@ -65,6 +65,13 @@ export interface ServicePortsOptions {
    * an Event on the Service), undefined when it honours it. Default: says nothing.
    */
   readonly schedulerNotice?: (scheduler: string) => string | undefined;
+  /**
+   * Returns what the proxy mode cannot do of a port's fields (a warning and a Warning Event on the
+   * Service with `reason`), undefined when it does them all. Default: says nothing.
+   */
+  readonly portNotice?: (
+    port: ServicePortInfo,
+  ) => { readonly reason: string; readonly msg: string } | undefined;
 }
 
 /**
@@ -180,7 +187,9 @@ export function servicePorts(
     schedFlags = undefined;
   }
   const notice = scheduler === undefined ? undefined : o.schedulerNotice?.(scheduler);
-  const notices = notice === undefined ? [] : [{ reason: UNSUPPORTED_SCHEDULER, msg: `${obj}: ${notice}` }];
+  const notices: Array<{ reason: string; msg: string }> = notice === undefined
+    ? []
+    : [{ reason: UNSUPPORTED_SCHEDULER, msg: `${obj}: ${notice}` }];
 
   if (!Array.isArray(spec.ports)) throw new ValidationError(obj, "spec.ports", "missing");
   const seen = new Set<string>();
@@ -219,6 +228,13 @@ export function servicePorts(
       ...(schedFlags !== undefined ? { schedFlags: [...new Set(schedFlags)].sort() } : {}),
     };
   });
+  for (const port of ports) {
+    const n = o.portNotice?.(port);
+    // One notice per reason: a limit of the mode is said once for the Service, whichever port has it.
+    if (n !== undefined && !notices.some((x) => x.reason === n.reason)) {
+      notices.push({ reason: n.reason, msg: `${obj}: ${n.msg}` });
+    }
+  }
   return { ports, warnings, notices };
 }
 

@@ -46,6 +46,7 @@ async function newProxier(
     | "affinitySupported"
     | "conntrackTCPLiberal"
     | "localhostNodePorts"
+    | "portNotice"
   >,
 ): Promise<NftablesProxier> {
   const c = d.config;
@@ -69,6 +70,24 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
   fixedLayout(tx, { family, masqueradeAll: false, mark: masqueradeMark(14, 8), local: undefined });
   if (withAffinity) addAffinity(tx, 10800);
   return tx.text();
+}
+
+/** The Event reason of a Service whose ClientIP affinity this node's nft cannot program. */
+export const AFFINITY_NOT_PROGRAMMED = "AffinityNotProgrammed";
+
+/**
+ * Returns what a proxier of `family` says of a Service with ClientIP affinity when this nft (`version`)
+ * cannot program it: nft 1.0.6 aborts on the IPv6 affinity map's update rule (its key and value
+ * take more registers than it allocates); nft 1.1.3 takes it.
+ */
+export function affinityNotice(family: IPFamily, version: string): NftablesProxierOptions["portNotice"] {
+  return (port) =>
+    port.stickyMaxAgeSeconds === 0 ? undefined : {
+      reason: AFFINITY_NOT_PROGRAMMED,
+      msg: `sessionAffinity ClientIP is not programmed for ${family}: ${version} aborts on the affinity ` +
+        "map's update rule (nft 1.1.3 takes it; this program's image has it); new connections are " +
+        "balanced without affinity",
+    };
 }
 
 /**
@@ -152,13 +171,12 @@ export const nftablesMode: ProxyModeDefinition = {
         try {
           await nft.check(probeScript(family, false));
           affinitySupported = false;
-          d.log.warn(
-            "This nft cannot program ClientIP affinity for this family; affinity services are balanced without it",
-            {
-              family,
-              error: (withAffinity as Error).message,
-            },
-          );
+          // Said once a Service needs it (a Warning and an Event on it): on a node without such a
+          // Service this nft's limit changes nothing.
+          d.log.debug("This nft cannot program ClientIP affinity for this family", {
+            family,
+            error: (withAffinity as Error).message,
+          });
         } catch (e) {
           if (family === "IPv4") {
             throw new ModeUnavailableError(
@@ -178,6 +196,7 @@ export const nftablesMode: ProxyModeDefinition = {
           healthServer: d.healthServer,
           nodeIPs,
           affinitySupported,
+          portNotice: affinitySupported ? undefined : affinityNotice(family, version.text),
           conntrackTCPLiberal,
           localhostNodePorts: localhost.has(family)
             ? {

@@ -42,7 +42,10 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
   readonly nft: NFTables;
   readonly masqueradeAll: boolean;
   readonly masqueradeBit: number;
-  /** False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6). */
+  /**
+   * False when this family's nft cannot program ClientIP affinity (IPv6 on nft 1.0.6); the mode says
+   * so on each Service that asks (`portNotice`).
+   */
   readonly affinitySupported: boolean;
   /** The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`): INVALID packets are then not dropped, as upstream. */
   readonly conntrackTCPLiberal?: boolean;
@@ -76,7 +79,6 @@ export class NftablesProxier extends BaseProxier {
   /** The Maglev tables the kernel holds. */
   readonly #maglev: MaglevMaps;
   readonly #seed: number;
-  readonly #warnedAffinity = new Set<string>();
   /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
   #generation = 0;
   /** The loopback NodePort listeners' feed, when they are served. */
@@ -225,8 +227,7 @@ export class NftablesProxier extends BaseProxier {
   }
 
   /**
-   * Computes port `key`'s elements (warning once per Service when affinity cannot be programmed)
-   * and records what they use: the port's dynamic names (counted into `began`), its affinity
+   * Computes port `key`'s elements and records what they use: the port's dynamic names (counted into `began`), its affinity
    * timeout (`affinityDirty`) and its Maglev tables (`maglev`).
    */
   #takePort(
@@ -236,13 +237,6 @@ export class NftablesProxier extends BaseProxier {
     into: { began: Set<NftName>; affinityDirty: Set<number>; maglev: MaglevWant[] },
   ): PortElements {
     const svc = ctx.services.get(key)!;
-    if (svc.stickyMaxAgeSeconds > 0 && !this.#o.affinitySupported && !this.#warnedAffinity.has(svc.service)) {
-      this.#warnedAffinity.add(svc.service);
-      this.log.warn(
-        "ClientIP affinity is not programmed for this IPv6 service: this nft cannot update an IPv6 affinity map (nft 1.0.6 aborts); connections are balanced without affinity",
-        { service: svc.service },
-      );
-    }
     const pe = portElements(svc, ctx.endpoints.get(key) ?? [], {
       topology: this.node.topology,
       nodePortIPs,

@@ -1,4 +1,5 @@
 import { NftError } from "../../iptables/nft.ts";
+import { affinityNotice } from "./mode.ts";
 import { traceNft } from "../trace/nft_walker.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
@@ -246,6 +247,7 @@ Deno.test("nftables IPv6: the IPv6 half of dual-stack objects; affinity left out
     nodeIPs: ["fd00:0:2::2"],
     localDetection: { mode: "ClusterCIDR", clusterCIDRs: ["fd00:180::/64"] },
     affinitySupported: false,
+    portNotice: affinityNotice("IPv6", "nftables v1.0.6 (Lester Gooch #5)"),
   });
   proxier.onServiceAdd(makeService("ns1", "svc1", (s) => {
     s.spec!.clusterIPs = ["172.30.0.41", "fd00:30::41"];
@@ -263,7 +265,12 @@ Deno.test("nftables IPv6: the IPv6 half of dual-stack objects; affinity left out
   const tx = fake.transactions.at(-1)!;
   assert(tx.includes("fd00:30::41 . tcp . 80") && !tx.includes("172.30.0.41"), tx);
   assert(!tx.includes("affinity-10800"), "no affinity map");
-  assert(log.messages("warn").some((m) => m.startsWith("ClientIP affinity is not programmed")));
+  // Said once, on the Service, with why and what takes it.
+  assertEquals(log.messages("warn").filter((m) => m.includes("sessionAffinity")), [
+    'Service "ns1/svc1": sessionAffinity ClientIP is not programmed for IPv6: nftables v1.0.6 (Lester Gooch #5) ' +
+    "aborts on the affinity map's update rule (nft 1.1.3 takes it; this program's image has it); new " +
+    "connections are balanced without affinity",
+  ]);
   const r = traceNft(fake, "IPv6", TABLE, {
     src: "fd00:99::9",
     dst: "fd00:0:2::2",

@@ -31,3 +31,20 @@ Deno.test("the image installs the package of every tool every mode runs", () => 
   }
   assertEquals(missing, []);
 });
+
+/** nftables in each Debian release an image may be built on. */
+const NFT_BY_RELEASE: Readonly<Record<string, readonly [number, number, number]>> = {
+  bookworm: [1, 0, 6],
+  trixie: [1, 1, 3],
+};
+
+Deno.test("the image's nft programs IPv6 ClientIP affinity (1.1.3 or newer; 1.0.6 aborts on its update rule)", () => {
+  const text = Deno.readTextFileSync(new URL("../../Dockerfile", import.meta.url));
+  const release = /\nFROM debian:([a-z]+)-slim\n(?![\s\S]*\nFROM )/.exec(text)?.[1];
+  const nft = release === undefined ? undefined : NFT_BY_RELEASE[release];
+  assertEquals(
+    nft !== undefined && (nft[0] > 1 || (nft[0] === 1 && (nft[1] > 1 || (nft[1] === 1 && nft[2] >= 3)))),
+    true,
+    `the image is Debian ${release}, nft ${nft?.join(".")}`,
+  );
+});
