@@ -23,7 +23,6 @@ import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
 import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
 import type { FamilyView } from "./family_view.ts";
-import type { SchedulerPolicy } from "./scheduler_policy.ts";
 import { ServiceTimings } from "./service_timings.ts";
 import type { Provider } from "./provider.ts";
 import type { BaseProxierOptions } from "./proxier_options.ts";
@@ -78,7 +77,8 @@ export abstract class BaseProxier implements Provider {
   readonly #memory: SyncMemory;
   /** Per Service with ports: when its last change arrived and when a sync applied it (`explain`). */
   readonly #timings = new ServiceTimings();
-  readonly #schedulers?: SchedulerPolicy;
+  /** What the mode says of a Service's scheduler annotation and of fields it cannot honour (`explain`). */
+  readonly #policy: Pick<BaseProxierOptions, "schedulers" | "portNotice">;
   #servicesSynced = false;
   #slicesSynced = false;
   #needFull = true;
@@ -108,12 +108,11 @@ export abstract class BaseProxier implements Provider {
       onReady: () => this.sync(),
       dependentState: () => this.nodeDependentState(),
     });
-    const warnings = o.warnings ?? new ObjectWarnings(o.log);
-    const schedulers = this.#schedulers = o.schedulers;
+    this.#policy = o;
     this.#changes = new PendingChanges({
       ...o,
-      schedulerNotice: schedulers && ((scheduler) => schedulers.notice(scheduler)),
-      warnings,
+      schedulerNotice: o.schedulers && ((scheduler) => o.schedulers!.notice(scheduler)),
+      warnings: o.warnings ?? new ObjectWarnings(o.log),
       metrics: this.metrics,
       startMs: o.clock.now(),
       now: () => o.clock.now(),
@@ -406,13 +405,12 @@ export abstract class BaseProxier implements Provider {
    */
   explainView(): FamilyView {
     const npa = this.node.nodePortAddresses();
-    const own = this.node.ips.filter((ip) => ipFamily(ip) === this.family && !isLoopback(ip));
     return {
       family: this.family,
       services: this.serviceMap,
       endpoints: this.endpointsMap,
       topology: this.node.topology,
-      nodeIPs: own,
+      nodeIPs: this.node.ips.filter((ip) => ipFamily(ip) === this.family && !isLoopback(ip)),
       nodePortIPs: npa.nodeIPs(this.node.ips).filter((ip) => !isLoopback(ip)),
       nodePortsOnEveryAddress: npa.matchAll,
       loopbackNodePorts: "none",
@@ -420,7 +418,8 @@ export abstract class BaseProxier implements Provider {
       localDetector: this.node.localDetector,
       masqueradeAll: false,
       serviceCIDRs: this.serviceCIDRs,
-      scheduler: (svc) => this.#schedulers?.describe(svc) ?? null,
+      scheduler: (svc) => this.#policy.schedulers?.describe(svc) ?? null,
+      limits: (svc) => [this.#policy.portNotice?.(svc)?.msg ?? []].flat(),
       timing: (service) => this.#timings.get(service),
       ...this.explainExtras(),
     };

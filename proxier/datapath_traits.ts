@@ -24,9 +24,11 @@ export interface DatapathTraits {
    *   endpoint is local (nftables: the drop comes before the short-circuit);
    * - `local-first`: every client reaches this node's endpoints; pods and the node reach the
    *   cluster's only when none is local (ipvs), and the client's address is kept for pods too;
-   * - `ignored`: the policy does not apply (a proxy cannot keep the client's address).
+   * - `local-for-all`: every client of an external address reaches this node's endpoints only, and
+   *   nothing without one (a socket proxy cannot tell a pod's connection through the node from an
+   *   outside one; nor can it keep the client's address).
    */
-  readonly externalLocal: "short-circuit" | "short-circuit-node-drops" | "local-first" | "ignored";
+  readonly externalLocal: "short-circuit" | "short-circuit-node-drops" | "local-first" | "local-for-all";
   /**
    * A port no Service serves on a service address: `none` lets it pass (not a service), else it is
    * rejected on cluster IPs (`cluster-ips`, nftables) or on every service address (`service-ips`,

@@ -106,6 +106,8 @@ export interface FamilyView {
    * is nothing to say (the mode's one way, no annotation asked for another).
    */
   scheduler(svc: ServicePortInfo): string | null;
+  /** What the mode cannot do of `svc`'s fields here, each said as its warning says it (none: it does them all). */
+  limits(svc: ServicePortInfo): string[];
   /** Per Service (`namespace/name`): when it last changed and was applied. */
   timing(service: string): ServiceTiming | undefined;
 }

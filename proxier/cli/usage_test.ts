@@ -45,7 +45,7 @@ Deno.test("--help keeps its columns: help starts in one column, below the flag w
   const lines = [USAGE, commandUsage("trace"), commandUsage("explain"), commandUsage("render")].join("\n")
     .split("\n");
   for (const [i, l] of lines.entries()) {
-    if (!/^  -/.test(l)) continue;
+    if (!/^ {2}-/.test(l)) continue;
     const flagEnd = l.indexOf(" ", l.indexOf("--") + 2);
     const column = l.length > 34 && l[33] === " " && l[34] !== " " ? 34 : undefined;
     assert(column !== undefined || lines[i + 1].startsWith(" ".repeat(34)), `misaligned: ${l}`);

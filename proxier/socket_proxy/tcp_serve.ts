@@ -51,7 +51,12 @@ export interface ServingEvents {
   acceptFailed(key: string, error: string, first: boolean): void;
   /** Accepting works again after `failures` failures. */
   acceptRecovered(key: string, failures: number): void;
+  /** A client the port does not admit (outside its source ranges) was closed at once. */
+  refused?(key: string, client: string): void;
 }
+
+/** Which clients a port serves (its `loadBalancerSourceRanges`); absent: every client. */
+export type Admit = (clientIP: string) => boolean;
 
 /**
  * The retry state of one accept (or receive) loop: waits after a failure with a doubling backoff,
@@ -103,9 +108,10 @@ export class TcpServing {
 
   /**
    * Accepts on `listener` for service port `key` until `wanted()` turns false after an accept
-   * failed (we closed it): other failures (fd limit...) are waited out. Resolves when it stops.
+   * failed (we closed it): other failures (fd limit...) are waited out. A client `admit` refuses is
+   * closed at once, as the kernel modes drop it, and reported. Resolves when it stops.
    */
-  async serve(listener: Deno.TcpListener, key: string, wanted: () => boolean): Promise<void> {
+  async serve(listener: Deno.TcpListener, key: string, wanted: () => boolean, admit?: Admit): Promise<void> {
     const retry = new AcceptRetry(key, this.#events);
     for (;;) {
       let conn: Deno.TcpConn;
@@ -118,6 +124,14 @@ export class TcpServing {
         continue;
       }
       retry.succeeded();
+      if (admit !== undefined) {
+        const client = (conn.remoteAddr as Deno.NetAddr).hostname;
+        if (!admit(client)) {
+          conn.close();
+          this.#events.refused?.(key, client);
+          continue;
+        }
+      }
       this.#handle(conn, key);
     }
   }

@@ -10,7 +10,7 @@ import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../types.ts";
 import { DatagramSender } from "./datagram_sender.ts";
 import { splitEndpoint } from "./dial.ts";
-import { AcceptRetry, type ServingEvents } from "./tcp_serve.ts";
+import { AcceptRetry, type Admit, type ServingEvents } from "./tcp_serve.ts";
 
 /** Largest UDP payload (IPv4); every datagram fits the receive buffer whole. */
 const MAX_DATAGRAM = 65507;
@@ -53,7 +53,12 @@ export class UdpServing {
    * client address gets a session (its own socket to the endpoint the balancer picks), which
    * ends after the idle timeout.
    */
-  async serve(sock: Deno.DatagramConn, key: string, listening: () => boolean): Promise<void> {
+  async serve(
+    sock: Deno.DatagramConn,
+    key: string,
+    listening: () => boolean,
+    admit?: Admit,
+  ): Promise<void> {
     const sessions = new Map<string, UdpSession>();
     const retry = new AcceptRetry(key, this.#o.events);
     // One buffer for every receive: each datagram is copied out (its own size) before the next.
@@ -79,6 +84,11 @@ export class UdpServing {
         const client = addr as Deno.NetAddr;
         const ck = `${client.hostname}|${client.port}`;
         let s = sessions.get(ck);
+        if (s === undefined && admit !== undefined && !admit(client.hostname)) {
+          // Outside the port's source ranges: the datagram is dropped, as the kernel modes drop it.
+          this.#o.events.refused?.(key, client.hostname);
+          continue;
+        }
         if (s === undefined) {
           s = this.#newSession(toClients, client, key, () => sessions.delete(ck));
           if (s === undefined) continue;

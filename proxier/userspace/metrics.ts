@@ -13,6 +13,8 @@ export interface UserspaceMetrics {
   dialFailure(service: string): void;
   /** Sets the service ports whose proxy or node port cannot be opened now. */
   unservedPorts(n: number): void;
+  /** Counts a client closed (a datagram dropped) at once: outside `service`'s loadBalancerSourceRanges. */
+  sourceRangeRefused(service: string): void;
 }
 
 /** Returns the userspace metrics on `registry`, registering them the first time. */
@@ -36,7 +38,20 @@ export function userspaceMetrics(registry: Registry): UserspaceMetrics {
       help: "Service ports not served because their proxy or node port cannot be opened (retried)",
       registers: [registry],
     }));
+  const refused = registeredOnce(
+    registry,
+    "kubeproxy_userspace_source_range_refused_total",
+    () =>
+      new Counter({
+        name: "kubeproxy_userspace_source_range_refused_total",
+        help: "Connections closed (datagrams dropped) at once: their source is outside the Service's " +
+          "loadBalancerSourceRanges, per service port",
+        labelNames: ["service"] as const,
+        registers: [registry],
+      }),
+  );
   return {
+    sourceRangeRefused: (service) => refused.inc({ service }),
     acceptError: () => accept.inc(),
     dialFailure: (service) => dial.inc({ service }),
     unservedPorts: (n) => unserved.set(n),

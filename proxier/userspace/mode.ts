@@ -14,17 +14,37 @@ import { IptablesRunner } from "../../iptables/iptables.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
 import { cleanupUserspace } from "./portals.ts";
 import { oneWayPolicy } from "../scheduler_policy.ts";
+import { externallyAccessible } from "../topology.ts";
+import type { ServicePortInfo } from "../types.ts";
 
 /** The listeners balance round robin; an rr or wrr annotation asks for just that. */
 const SCHEDULERS = oneWayPolicy("userspace", "round robin", ["rr", "wrr"]);
+
+/** The Event reason of a Service whose client address a proxy cannot keep. */
+export const CLIENT_ADDRESS_NOT_KEPT = "ClientAddressNotKept";
+
+/**
+ * What the mode says of a port it cannot serve as asked: externalTrafficPolicy Local keeps the
+ * client's address, and a proxy that opens its own connection cannot (it does route external
+ * traffic to this node's endpoints only).
+ */
+export function userspaceNotice(port: ServicePortInfo): { reason: string; msg: string } | undefined {
+  if (!port.externalPolicyLocal || !externallyAccessible(port)) return undefined;
+  return {
+    reason: CLIENT_ADDRESS_NOT_KEPT,
+    msg: "externalTrafficPolicy Local: userspace mode sends external connections to this node's endpoints " +
+      "only, but it opens its own connection to them, so they see the node's address, not the client's " +
+      "(iptables, nftables and ipvs modes keep it)",
+  };
+}
 
 /** The userspace mode: the fallback when the kernel tools are missing. */
 export const userspaceMode: ProxyModeDefinition = {
   name: "userspace",
   traits: {
     carrier: "sockets",
-    enforcesSourceRanges: false,
-    externalLocal: "ignored",
+    enforcesSourceRanges: true,
+    externalLocal: "local-for-all",
     rejectsUnservedPorts: "none",
     dropsUnallocatedServiceIPs: false,
     hairpin: "local-endpoints",
@@ -39,6 +59,9 @@ export const userspaceMode: ProxyModeDefinition = {
     const { UserspaceProxier } = await import("./proxier.ts");
     return new UserspaceProxier({
       ...proxierOptions(d, "IPv4", SCHEDULERS),
+      portNotice: userspaceNotice,
+      // externalTrafficPolicy Local is served here too: the load balancer asks which nodes have endpoints.
+      healthServer: d.healthServer,
       iptables: c.userspacePortals
         ? await probeIptables(
           d.exec,
@@ -62,6 +85,7 @@ export const userspaceMode: ProxyModeDefinition = {
     const { UserspaceProxier } = await import("./proxier.ts");
     const p = new UserspaceProxier({
       ...proxierOptions(d, "IPv4", SCHEDULERS),
+      portNotice: userspaceNotice,
       ...renderNodeAddresses(d),
       iptables: new IptablesRunner({ exec: dryRun, family: "IPv4" }),
       listenAddress: d.config.bindAddress,

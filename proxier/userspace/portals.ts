@@ -7,6 +7,7 @@ import type { Chain, IPTables } from "../../iptables/iptables.ts";
 import { hostPrefix } from "../net.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
+import type { ClassPlan } from "./traffic_classes.ts";
 
 /** nat chain for traffic arriving from other hosts and pods (PREROUTING). */
 export const KUBE_PORTALS_CONTAINER: Chain = "KUBE-PORTALS-CONTAINER";
@@ -31,18 +32,23 @@ export async function ensurePortalJumps(ipt: IPTables): Promise<void> {
   }
 }
 
-/** Returns the restore input for the portal chains: one REDIRECT per service address. */
-export function portalRules(ports: ReadonlyArray<{ info: ServicePortInfo; proxyPort: number }>): string {
+/**
+ * Returns the restore input for the portal chains: one REDIRECT per service address, to the proxy
+ * port of the traffic class that serves it (`traffic_classes.ts`).
+ */
+export function portalRules(
+  ports: ReadonlyArray<{ info: ServicePortInfo; plan: Pick<ClassPlan, "portalIPs">; proxyPort: number }>,
+): string {
   const lines = ["*nat", `:${KUBE_PORTALS_CONTAINER} - [0:0]`, `:${KUBE_PORTALS_HOST} - [0:0]`];
   const sorted = [...ports].sort((a, b) =>
     servicePortNameString(a.info.name).localeCompare(servicePortNameString(b.info.name)) ||
     a.info.protocol.localeCompare(b.info.protocol)
   );
-  for (const { info, proxyPort } of sorted) {
+  for (const { info, plan, proxyPort } of sorted) {
     if (proxyPort === 0) continue;
     const proto = info.protocol.toLowerCase();
     const comment = `"${servicePortNameString(info.name)}"`;
-    const ips = [info.clusterIP, ...info.externalIPs, ...info.loadBalancerIPs];
+    const ips = plan.portalIPs;
     for (const chain of [KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST]) {
       for (const ip of ips) {
         lines.push(

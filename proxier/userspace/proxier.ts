@@ -19,7 +19,14 @@ import { UdpServing } from "../socket_proxy/udp_serve.ts";
 import { DialWarnings } from "../socket_proxy/dial_warnings.ts";
 import { denoListen, type Listener, type ListenFn } from "../socket_proxy/listen.ts";
 import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
-import { categorizeEndpoints, internalEndpoints } from "../topology.ts";
+import { categorizeEndpoints } from "../topology.ts";
+import {
+  admits,
+  classEndpoints,
+  type ClassPlan,
+  type TrafficClass,
+  trafficClasses,
+} from "./traffic_classes.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 
@@ -51,21 +58,43 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
 
 /** Where a connection to one of our listening addresses goes. */
 export interface UserspaceRoute {
-  /** The service port key. */
+  /** The rotation's key: the service port key, with its traffic class but for internal traffic. */
   readonly service: string;
   /** The endpoints new connections are balanced over (`ip:port`), in rotation order. */
   readonly endpoints: readonly string[];
+  /** Whom it serves (`loadBalancerSourceRanges`); absent: every client. */
+  readonly admits?: (clientIP: string) => boolean;
+}
+
+/** One traffic class of a service port, as opened. */
+interface ClassPort {
+  readonly plan: ClassPlan;
+  /** The bound portal port, 0 without portal addresses. */
+  readonly proxyPort: number;
+  readonly listeners: Listener[];
+  /** Served by the TCP workers on these addresses (then `listeners` is empty). */
+  readonly workerListen?: WorkerPort["listen"];
 }
 
 interface PortProxy {
   /** The fields that decide the listeners; a change reopens them. */
   readonly spec: string;
   readonly info: ServicePortInfo;
-  /** The bound portal port, 0 when portals are off. */
-  readonly proxyPort: number;
-  readonly listeners: Listener[];
-  /** Served by the TCP workers on these addresses (then `listeners` is empty). */
-  readonly workerListen?: WorkerPort["listen"];
+  /** Its traffic classes (`traffic_classes.ts`), each with its own listeners and rotation. */
+  readonly classes: readonly ClassPort[];
+}
+
+/** The log field naming each class's portal port. */
+const proxyPortField: Readonly<Record<TrafficClass, string>> = {
+  internal: "proxyPort",
+  external: "externalProxyPort",
+  "load-balancer": "loadBalancerProxyPort",
+};
+
+/** The service port key of a rotation's key (`ns/name:port|external` -> `ns/name:port`). */
+function serviceKeyOf(classKey: string): string {
+  const bar = classKey.indexOf("|");
+  return bar < 0 ? classKey : classKey.slice(0, bar);
 }
 
 /** Proxies in userspace; see the module doc. */
@@ -108,20 +137,21 @@ export class UserspaceProxier extends BaseProxier {
     this.#dialWarnings = new DialWarnings(o);
     this.#events = {
       dialFailed: (key, endpoint, error) => {
-        this.#metrics.dialFailure(key);
-        this.#dialWarnings.failed(key, endpoint, error);
+        this.#metrics.dialFailure(serviceKeyOf(key));
+        this.#dialWarnings.failed(serviceKeyOf(key), endpoint, error);
       },
+      refused: (key) => this.#metrics.sourceRangeRefused(serviceKeyOf(key)),
       acceptFailed: (key, error, first) => {
         this.#metrics.acceptError();
         if (first) {
           this.log.warn("Accepting on a proxy port failed; retrying (too many open files?)", {
-            service: key,
+            service: serviceKeyOf(key),
             error,
           });
         }
       },
       acceptRecovered: (key, failures) =>
-        this.log.info("Accepting on the proxy port again", { service: key, failures }),
+        this.log.info("Accepting on the proxy port again", { service: serviceKeyOf(key), failures }),
     };
     this.#tcp = new TcpServing({ balancer: this.#balancer, limits: this.#limits, events: this.#events });
     this.#udp = new UdpServing({
@@ -142,13 +172,23 @@ export class UserspaceProxier extends BaseProxier {
    */
   route(protocol: "TCP" | "UDP" | "SCTP", hostname: string, port: number): UserspaceRoute | undefined {
     const bound = (addr: string) => addr === hostname || addr === "0.0.0.0" || addr === "::";
-    for (const [service, p] of this.#ports) {
+    for (const p of this.#ports.values()) {
       if (p.info.protocol !== protocol) continue;
-      const portal = p.proxyPort !== 0 && p.proxyPort === port && bound(this.#listenAddress);
-      const nodePort = p.info.nodePort === port && this.#nodePortHosts.some(bound);
-      if (portal || nodePort) return { service, endpoints: this.#balancer.endpoints(service) };
+      for (const c of p.classes) {
+        const portal = c.proxyPort !== 0 && c.proxyPort === port && bound(this.#listenAddress);
+        const nodePort = c.plan.nodePort && p.info.nodePort === port && this.#nodePortHosts.some(bound);
+        if (portal || nodePort) return this.#routeOf(c.plan);
+      }
     }
     return undefined;
+  }
+
+  #routeOf(plan: ClassPlan): UserspaceRoute {
+    return {
+      service: plan.key,
+      endpoints: this.#balancer.endpoints(plan.key),
+      ...(plan.allow === undefined ? {} : { admits: (ip: string) => admits(plan, ip) }),
+    };
   }
 
   /**
@@ -159,9 +199,9 @@ export class UserspaceProxier extends BaseProxier {
     return this.#balancer.next(key, clientIP);
   }
 
-  /** Returns the portal port of a service port key (for tests and `render`); 0 when none. */
-  proxyPort(key: string): number {
-    return this.#ports.get(key)?.proxyPort ?? 0;
+  /** Returns the portal port of a service port key's traffic class (default internal); 0 when none. */
+  proxyPort(key: string, cls: TrafficClass = "internal"): number {
+    return this.#ports.get(key)?.classes.find((c) => c.plan.cls === cls)?.proxyPort ?? 0;
   }
 
   /** @inheritdoc */
@@ -185,17 +225,24 @@ export class UserspaceProxier extends BaseProxier {
     let route = this.route(protocol, c.dst, c.port);
     let rule = `listener ${c.dst}:${c.port}/${protocol}`;
     if (route === undefined && this.#iptables !== undefined) {
-      for (const [service, p] of this.#ports) {
-        const i = p.info;
-        const addressed = i.clusterIP === c.dst || i.externalIPs.includes(c.dst) ||
-          i.loadBalancerIPs.includes(c.dst);
-        if (p.proxyPort === 0 || i.protocol !== protocol || i.port !== c.port || !addressed) continue;
-        route = { service, endpoints: this.#balancer.endpoints(service) };
-        rule = `portal ${c.dst}:${c.port}/${protocol} -> ${this.#listenAddress}:${p.proxyPort}`;
+      for (const p of this.#ports.values()) {
+        if (p.info.protocol !== protocol || p.info.port !== c.port) continue;
+        const cls = p.classes.find((x) => x.proxyPort !== 0 && x.plan.portalIPs.includes(c.dst));
+        if (cls === undefined) continue;
+        route = this.#routeOf(cls.plan);
+        rule = `portal ${c.dst}:${c.port}/${protocol} -> ${this.#listenAddress}:${cls.proxyPort}`;
         break;
       }
     }
     if (route === undefined) return { verdict: "none", endpoints: [], rules: [], by };
+    if (route.admits !== undefined && !route.admits(c.src)) {
+      return {
+        verdict: protocol === "UDP" ? "DROP" : "REJECT",
+        endpoints: [],
+        rules: [rule, `the source ${c.src} is outside loadBalancerSourceRanges: closed at once`],
+        by,
+      };
+    }
     if (route.endpoints.length === 0) {
       return { verdict: protocol === "UDP" ? "DROP" : "REJECT", endpoints: [], rules: [rule], by };
     }
@@ -237,6 +284,7 @@ export class UserspaceProxier extends BaseProxier {
         info.nodePort === 0 ? [] : this.#nodePortHosts,
         info.externalIPs,
         info.loadBalancerIPs,
+        info.hasSourceRanges ? info.loadBalancerSourceRanges : null,
       ]);
       const cur = this.#ports.get(key);
       if (info.protocol === "SCTP") {
@@ -255,22 +303,29 @@ export class UserspaceProxier extends BaseProxier {
           unopened.set(key, (e as Error).message);
         }
       }
-      // Traffic reaches us from inside the node (portals, or pods and hosts through NodePorts): the
-      // internal policy and topology choose; externalTrafficPolicy cannot apply to a proxy that is
-      // the source of every connection it makes.
+      // Each traffic class balances over the endpoints its policy chooses (`traffic_classes.ts`).
       const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.node.topology, this.log);
-      const eps = internalEndpoints(info, cat).map((e) => e.key);
-      this.#balancer.update(key, eps, info.stickyMaxAgeSeconds);
-      this.#udp.dropSessionsNotIn(key, new Set(eps));
-      const listen = this.#ports.get(key)?.workerListen;
-      // The order this thread shuffled, so every worker rotates over the same one.
-      if (listen !== undefined) workerPorts.push({ key, listen, endpoints: this.#balancer.endpoints(key) });
+      for (const c of this.#ports.get(key)?.classes ?? []) {
+        const eps = classEndpoints(c.plan.cls, info, cat).map((e) => e.key);
+        this.#balancer.update(c.plan.key, eps, info.stickyMaxAgeSeconds);
+        this.#udp.dropSessionsNotIn(c.plan.key, new Set(eps));
+        // The order this thread shuffled, so every worker rotates over the same one.
+        if (c.workerListen !== undefined) {
+          workerPorts.push({
+            key: c.plan.key,
+            listen: c.workerListen,
+            endpoints: this.#balancer.endpoints(c.plan.key),
+            ...(c.plan.allow === undefined ? {} : { allow: c.plan.allow }),
+          });
+        }
+      }
     }
     if (this.#pool !== undefined) {
       const failed = await this.#pool.sync(workerPorts, this.#limits);
-      for (const { key } of workerPorts) {
-        const error = failed.get(key) ?? failed.get("*");
-        if (error === undefined) continue;
+      for (const { key: classKey } of workerPorts) {
+        const error = failed.get(classKey) ?? failed.get("*");
+        const key = serviceKeyOf(classKey);
+        if (error === undefined || unopened.has(key)) continue;
         unopened.set(key, error);
         this.#closePort(key);
       }
@@ -325,78 +380,94 @@ export class UserspaceProxier extends BaseProxier {
   }
 
   #openPort(key: string, info: ServicePortInfo, spec: string): void {
+    const plans = trafficClasses(key, info, this.#iptables !== undefined);
     // ClientIP affinity needs one table for every connection of a client: those stay here.
-    if (this.#pool !== undefined && info.protocol === "TCP" && info.stickyMaxAgeSeconds === 0) {
-      return this.#openWorkerPort(key, info, spec);
-    }
-    const listeners: Listener[] = [];
-    let proxyPort = 0;
+    const workers = this.#pool !== undefined && info.protocol === "TCP" && info.stickyMaxAgeSeconds === 0;
+    const classes: ClassPort[] = [];
     try {
-      if (this.#iptables !== undefined) {
-        const want = this.#allocator.allocate();
-        if (want === undefined) throw new Error("--proxy-port-range is exhausted");
-        const l = this.#listen(info, this.#listenAddress, want);
-        listeners.push(l);
-        proxyPort = (l.addr as Deno.NetAddr).port;
-      }
-      if (info.nodePort !== 0) {
-        for (const addr of this.#nodePortHosts) listeners.push(this.#listen(info, addr, info.nodePort));
+      for (const plan of plans) {
+        classes.push(workers ? this.#probeClass(info, plan) : this.#openClass(info, plan));
       }
     } catch (e) {
-      for (const l of listeners) l.close();
+      for (const c of classes) this.#closeClass(c);
       throw e;
     }
-    this.#ports.set(key, { spec, info, proxyPort, listeners });
-    for (const l of listeners) {
-      if ("accept" in l) this.#serveTCP(l, key);
-      else this.#udp.serve(l, key, () => this.#listening(key, l));
+    this.#ports.set(key, { spec, info, classes });
+    for (const c of classes) {
+      for (const l of c.listeners) {
+        const admit = c.plan.allow === undefined ? undefined : (ip: string) => admits(c.plan, ip);
+        if ("accept" in l) this.#tcp.serve(l, c.plan.key, () => this.#listening(key, l), admit);
+        else this.#udp.serve(l, c.plan.key, () => this.#listening(key, l), admit);
+      }
     }
     // Without portals a ClusterIP-only port has nothing to listen on here; nothing worth a line.
-    if (listeners.length === 0) return;
+    if (classes.every((c) => c.listeners.length === 0 && (c.workerListen?.length ?? 0) === 0)) return;
     this.log.info("Opened proxy port", {
       service: servicePortNameString(info.name),
       protocol: info.protocol,
-      ...(proxyPort !== 0 ? { proxyPort } : {}),
+      ...Object.fromEntries(
+        classes.filter((c) => c.proxyPort !== 0).map((c) => [`${proxyPortField[c.plan.cls]}`, c.proxyPort]),
+      ),
       ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
     });
   }
 
+  /** The addresses class `plan` listens on: its portal port (any free one: 0) and its NodePorts. */
+  #classAddresses(
+    info: ServicePortInfo,
+    plan: ClassPlan,
+    portal: number,
+  ): Array<{ hostname: string; port: number }> {
+    return [
+      ...(plan.portalIPs.length > 0 ? [{ hostname: this.#listenAddress, port: portal }] : []),
+      ...(plan.nodePort ? this.#nodePortHosts.map((hostname) => ({ hostname, port: info.nodePort })) : []),
+    ];
+  }
+
+  /** Opens class `plan`'s listeners on this thread. */
+  #openClass(info: ServicePortInfo, plan: ClassPlan): ClassPort {
+    const portal = plan.portalIPs.length > 0 ? this.#allocator.allocate() : 0;
+    if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
+    const listeners: Listener[] = [];
+    try {
+      for (const a of this.#classAddresses(info, plan, portal)) {
+        listeners.push(this.#listen(info, a.hostname, a.port));
+      }
+    } catch (e) {
+      for (const l of listeners) l.close();
+      if (portal !== 0) this.#allocator.release(portal);
+      throw e;
+    }
+    const proxyPort = plan.portalIPs.length > 0 ? (listeners[0].addr as Deno.NetAddr).port : 0;
+    return { plan, proxyPort, listeners };
+  }
+
   /**
-   * Records a port the TCP workers serve. Each address is bound here once first (without
+   * Records a class the TCP workers serve. Each address is bound here once first (without
    * SO_REUSEPORT, then closed): that fails if anything else holds the port, where the workers'
    * shared binds could otherwise join another program's SO_REUSEPORT group, and it turns a portal's
    * "any port" into the one port every worker binds.
    */
-  #openWorkerPort(key: string, info: ServicePortInfo, spec: string): void {
-    const want: Array<{ hostname: string; port: number }> = [];
-    if (this.#iptables !== undefined) {
-      const port = this.#allocator.allocate();
-      if (port === undefined) throw new Error("--proxy-port-range is exhausted");
-      want.push({ hostname: this.#listenAddress, port });
-    }
-    if (info.nodePort !== 0) {
-      for (const hostname of this.#nodePortHosts) want.push({ hostname, port: info.nodePort });
-    }
+  #probeClass(info: ServicePortInfo, plan: ClassPlan): ClassPort {
+    const portal = plan.portalIPs.length > 0 ? this.#allocator.allocate() : 0;
+    if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
     const listen: Array<{ hostname: string; port: number }> = [];
     try {
-      for (const a of want) {
+      for (const a of this.#classAddresses(info, plan, portal)) {
         const probe = this.#listen(info, a.hostname, a.port);
         listen.push({ hostname: a.hostname, port: (probe.addr as Deno.NetAddr).port });
         probe.close();
       }
     } catch (e) {
-      if (this.#iptables !== undefined) this.#allocator.release(want[0].port);
+      if (portal !== 0) this.#allocator.release(portal);
       throw e;
     }
-    const proxyPort = this.#iptables !== undefined ? listen[0].port : 0;
-    this.#ports.set(key, { spec, info, proxyPort, listeners: [], workerListen: listen });
-    if (listen.length === 0) return;
-    this.log.info("Opened proxy port", {
-      service: servicePortNameString(info.name),
-      protocol: info.protocol,
-      ...(proxyPort !== 0 ? { proxyPort } : {}),
-      ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
-    });
+    return {
+      plan,
+      proxyPort: plan.portalIPs.length > 0 ? listen[0].port : 0,
+      listeners: [],
+      workerListen: listen,
+    };
   }
 
   #listen(info: ServicePortInfo, hostname: string, port: number): Listener {
@@ -404,36 +475,38 @@ export class UserspaceProxier extends BaseProxier {
     return this.#listenFn({ protocol: info.protocol, hostname, port });
   }
 
-  #closePort(key: string): void {
-    const p = this.#ports.get(key);
-    if (p === undefined) return;
-    this.#ports.delete(key);
-    for (const l of p.listeners) {
+  #closeClass(c: ClassPort): void {
+    for (const l of c.listeners) {
       try {
         l.close();
       } catch { /* already closed */ }
     }
-    if (p.proxyPort !== 0) this.#allocator.release(p.proxyPort);
-    this.#balancer.remove(key);
-    this.#udp.dropSessionsNotIn(key, new Set());
-    if (p.listeners.length > 0 || (p.workerListen?.length ?? 0) > 0) {
+    if (c.proxyPort !== 0) this.#allocator.release(c.proxyPort);
+    this.#balancer.remove(c.plan.key);
+    this.#udp.dropSessionsNotIn(c.plan.key, new Set());
+  }
+
+  #closePort(key: string): void {
+    const p = this.#ports.get(key);
+    if (p === undefined) return;
+    this.#ports.delete(key);
+    for (const c of p.classes) this.#closeClass(c);
+    if (p.classes.some((c) => c.listeners.length > 0 || (c.workerListen?.length ?? 0) > 0)) {
       this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
     }
   }
 
   /** True while `l` is one of the listeners of `key`'s open port (we have not closed it). */
   #listening(key: string, l: Listener): boolean {
-    return this.#ports.get(key)?.listeners.includes(l) ?? false;
-  }
-
-  #serveTCP(listener: Deno.TcpListener, key: string): void {
-    this.#tcp.serve(listener, key, () => this.#listening(key, listener));
+    return this.#ports.get(key)?.classes.some((c) => c.listeners.includes(l)) ?? false;
   }
 
   async #syncPortals(full: boolean): Promise<void> {
     const ipt = this.#iptables!;
     if (full) await ensurePortalJumps(ipt);
-    const text = portalRules([...this.#ports.values()]);
+    const text = portalRules(
+      [...this.#ports.values()].flatMap((p) => p.classes.map((c) => ({ info: p.info, ...c }))),
+    );
     if (!full && text === this.#portalText) return;
     await ipt.restoreAll(text, { flush: false, counters: false });
     this.#portalText = text;

@@ -13,6 +13,7 @@
  */
 /// <reference lib="deno.worker" />
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
+import { cidrContains } from "../net.ts";
 import { sharedRotation } from "../../loadbalancer/shared_rotation.ts";
 import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
 import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";
@@ -23,6 +24,7 @@ const events: ServingEvents = {
   dialFailed: (key, endpoint, error) => post({ type: "dialFailed", key, endpoint, error }),
   acceptFailed: (key, error, first) => post({ type: "acceptFailed", key, error, first }),
   acceptRecovered: (key, failures) => post({ type: "acceptRecovered", key, failures }),
+  refused: (key, client) => post({ type: "refused", key, client }),
 };
 const balancer = new RoundRobinBalancer({ clock: { now: () => Date.now() } });
 const open = new Map<string, { spec: string; listeners: Deno.TcpListener[] }>();
@@ -53,7 +55,8 @@ function sync(
   for (const key of [...open.keys()]) if (!want.has(key)) closePort(key);
   const failed: Array<{ key: string; error: string }> = [];
   for (const p of ports) {
-    const spec = JSON.stringify(p.listen);
+    // Whom it serves is decided at accept: new ranges mean new listeners.
+    const spec = JSON.stringify([p.listen, p.allow]);
     if (open.get(p.key)?.spec !== spec) {
       closePort(p.key);
       const listeners: Deno.TcpListener[] = [];
@@ -70,7 +73,9 @@ function sync(
       }
       const entry = { spec, listeners };
       open.set(p.key, entry);
-      for (const l of listeners) serving.serve(l, p.key, () => open.get(p.key) === entry);
+      const allow = p.allow;
+      const admit = allow === undefined ? undefined : (ip: string) => allow.some((c) => cidrContains(c, ip));
+      for (const l of listeners) serving.serve(l, p.key, () => open.get(p.key) === entry, admit);
     }
     balancer.update(p.key, p.endpoints, 0, { rotation: sharedRotation(rotations, p.slot), ordered: true });
   }

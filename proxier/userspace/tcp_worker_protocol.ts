@@ -13,6 +13,8 @@ export interface WorkerPort {
   readonly endpoints: readonly string[];
   /** This port's rotation position in the sync's `rotations` buffer (`shared_rotation.ts`). */
   readonly slot: number;
+  /** The clients it serves (`loadBalancerSourceRanges`); absent: every client. */
+  readonly allow?: readonly string[];
 }
 
 /** From the proxier to a worker. */
@@ -36,4 +38,5 @@ export type FromWorker =
   }
   | { readonly type: "dialFailed"; readonly key: string; readonly endpoint: string; readonly error: string }
   | { readonly type: "acceptFailed"; readonly key: string; readonly error: string; readonly first: boolean }
-  | { readonly type: "acceptRecovered"; readonly key: string; readonly failures: number };
+  | { readonly type: "acceptRecovered"; readonly key: string; readonly failures: number }
+  | { readonly type: "refused"; readonly key: string; readonly client: string };

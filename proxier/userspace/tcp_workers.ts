@@ -81,6 +81,8 @@ export class TcpWorkerPool {
           return this.#events.acceptFailed(m.key, m.error, m.first);
         case "acceptRecovered":
           return this.#events.acceptRecovered(m.key, m.failures);
+        case "refused":
+          return this.#events.refused?.(m.key, m.client);
       }
     };
     // A worker that died (an uncaught error) would never answer: end them all, fail the pending

@@ -179,8 +179,13 @@ async function answers(n: number, ask: () => Promise<string>): Promise<Set<strin
 const BOTH = new Set(["pod-a", "pod-b"]);
 /** Upstream's service chain of e2e/named's port p (`proxier/iptables/chain_name.ts`). */
 const SVC_NAMED = servicePortChainName("KUBE-SVC-", "e2e/named:p", "tcp");
-const USERSPACE_ETP =
-  "externalTrafficPolicy Local needs the client's address, which a userspace proxy cannot keep";
+/**
+ * Asserts that a client's connection was refused: the kernel modes drop or reject it (no answer);
+ * the userspace proxy accepts it and closes it at once (no pod answers either).
+ */
+function refusedAnswer(env: E2EEnv, answer: string): void {
+  assert(answer.startsWith("ERR") || (env.mode === "userspace" && answer === ""), `answered: ${answer}`);
+}
 
 /** A NodePort service with externalTrafficPolicy Local whose one endpoint is on node-b. */
 function metricsObjects({ pods }: E2EEnv): string {
@@ -311,11 +316,18 @@ export const SCENARIOS: readonly Scenario[] = [
         async () => assertMatch(await env.admitted.agent.tcp("192.168.99.26", 80), /^pod-[ab]$/),
         10_000,
       );
-      assertMatch(await env.refused.agent.tcp("192.168.99.26", 80, 1000), /^ERR/);
+      refusedAnswer(env, await env.refused.agent.tcp("192.168.99.26", 80, 1000));
       await traceAgrees(env, { client: env.refused }, "192.168.99.26", 80, "refused");
       await traceAgrees(env, { client: env.admitted }, "192.168.99.26", 80, BOTH);
+      if (env.mode === "userspace") {
+        // The proxy closed it at once and counted it.
+        const metrics = await env.node.http("127.0.0.1", 10249, 2000, "/metrics");
+        assertMatch(
+          metrics,
+          /\nkubeproxy_userspace_source_range_refused_total\{service="e2e\/ranged:p\/TCP"\} [1-9]/,
+        );
+      }
     },
-    notFor: { userspace: "loadBalancerSourceRanges are not enforced in userspace mode" },
   },
   {
     id: "affinity",
@@ -351,7 +363,7 @@ export const SCENARIOS: readonly Scenario[] = [
         CONVERGE_MS,
       );
       await traceAgrees(env, { client: admitted }, t.nodeIP, 30083, new Set(["pod-a"]));
-      assertMatch(await admitted.agent.tcp(node2!.ip, 30083, 1000), /^ERR/);
+      refusedAnswer(env, await admitted.agent.tcp(node2!.ip, 30083, 1000));
       await eventually(
         async () => assertMatch(await admitted.agent.http(t.nodeIP, 30007), /^200 .*"localEndpoints":1/),
         5000,
@@ -361,7 +373,6 @@ export const SCENARIOS: readonly Scenario[] = [
         5000,
       );
     },
-    notFor: { userspace: USERSPACE_ETP },
   },
   {
     id: "metrics",
@@ -781,7 +792,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
           if (c.expected.verdict === "DNAT") {
             const want = new Set(c.expected.endpoints.map((e) => name.get(e) ?? e));
             assertEquals(await answers(tries, ask), want, `${svc}, ${c.label}`);
-          } else assertMatch(await ask(), /^ERR/, `${svc}, ${c.label}: the model says ${c.expected.verdict}`);
+          } else refusedAnswer(env, await ask());
         }
       }
       // The command prints the same report, and exits 0 when everything agrees.
@@ -795,16 +806,14 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
       const client = (svc: string, label: string, via: string) =>
         reports.get(svc)!.ports[0].clients.find((c) => c.label === label && c.via === via)!;
       const local = client("ex-local", "an external client", "NodePort").expected;
-      if (mode !== "userspace") {
-        assertEquals([local.endpoints, local.excluded.map((x) => x.reason)], [[`${pods[0].ip}:8080`], [
-          "remote-external-local",
-        ]]);
-        assertEquals(
-          client("ex-lb", "an external client outside loadBalancerSourceRanges", "load balancer IP").expected
-            .reason,
-          "source-range",
-        );
-      }
+      assertEquals([local.endpoints, local.excluded.map((x) => x.reason)], [[`${pods[0].ip}:8080`], [
+        "remote-external-local",
+      ]]);
+      assertEquals(
+        client("ex-lb", "an external client outside loadBalancerSourceRanges", "load balancer IP").expected
+          .reason,
+        "source-range",
+      );
       const terminating = client("ex-terminating", "this node", "cluster IP").expected;
       assertEquals([
         terminating.endpoints,

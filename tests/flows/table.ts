@@ -48,8 +48,10 @@ export interface FlowRow {
    * (`proxier/commands/explain/expectation.ts`); none when it reaches them all or the address is no Service's.
    */
   readonly excluded?: Readonly<Record<string, ExclusionReason>>;
-  /** The same where a mode differs (merged over {@linkcode excluded}). */
-  readonly excludedIn?: Readonly<Partial<Record<ProxyMode, Readonly<Record<string, ExclusionReason>>>>>;
+  /** The same where a mode differs (merged over {@linkcode excluded}; null: reached in that mode). */
+  readonly excludedIn?: Readonly<
+    Partial<Record<ProxyMode, Readonly<Record<string, ExclusionReason | null>>>>
+  >;
   /**
    * The expectation where a mode does otherwise, with the reason in {@linkcode differs} (a
    * scheduler annotation one mode honours and another does not).
@@ -76,10 +78,11 @@ const dnat = (endpoints: string[], masquerade: boolean) => ({
   masquerade,
 });
 
-const ETP_LOCAL_USERSPACE =
-  "externalTrafficPolicy Local keeps the client's address, which a userspace proxy " +
-  "cannot: it balances external traffic over the same endpoints as internal traffic";
-const NO_SOURCE_RANGES_USERSPACE = "loadBalancerSourceRanges are not enforced in userspace mode";
+const USERSPACE_NO_SHORT_CIRCUIT = "a userspace proxy cannot tell a pod's or the node's connection through " +
+  "an external address from an outside one: with externalTrafficPolicy Local every client gets this node's " +
+  "endpoints only, and one that has none is refused (the connection closed at once)";
+const USERSPACE_CLOSES = "a userspace proxy accepts the connection and closes it at once; it cannot drop " +
+  "the packet";
 const NFT_REJECTS_UNSERVED_PORTS =
   "upstream's nftables mode rejects traffic to ports a cluster IP does not serve";
 const NFT_NO_LOCALHOST_NODEPORTS = "upstream's nftables mode serves NodePorts on 127.0.0.1 only when asked " +
@@ -162,7 +165,6 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(OUTSIDE, NODE_IP, 3001),
     expect: dnat(["10.180.0.2:80"], false),
     excluded: { "10.180.0.3:80": "remote-external-local" },
-    notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
     name: "ETP Local NodePort from a pod: short-circuit to all endpoints",
@@ -170,6 +172,9 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(POD, NODE_IP, 3001),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
     notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+    expectIn: { userspace: dnat(["10.180.0.2:80"], true) },
+    excludedIn: { userspace: { "10.180.0.3:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
   },
   {
     name: "ETP Local NodePort from the host: all endpoints, masqueraded",
@@ -177,6 +182,9 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(NODE_IP, NODE_IP, 3001, true),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
     notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+    expectIn: { userspace: dnat(["10.180.0.2:80"], true) },
+    excludedIn: { userspace: { "10.180.0.3:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
   },
   {
     name: "ETP Local NodePort on localhost",
@@ -187,6 +195,9 @@ export const FLOWS: readonly FlowRow[] = [
       nftables: NFT_NO_LOCALHOST_NODEPORTS,
       ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on 127.0.0.1",
     },
+    expectIn: { userspace: dnat(["10.180.0.2:80"], true) },
+    excludedIn: { userspace: { "10.180.0.3:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
   },
   {
     name: "no NodePorts on 127.0.0.1 (as upstream's nftables and ipvs modes)",
@@ -248,7 +259,6 @@ export const FLOWS: readonly FlowRow[] = [
     excluded: { "10.180.2.5:80": "remote-external-local" },
     notFor: {
       iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
-      userspace: ETP_LOCAL_USERSPACE,
       ipvs: IPVS_NO_LOCALHOST,
     },
   },
@@ -263,7 +273,6 @@ export const FLOWS: readonly FlowRow[] = [
     excluded: { "10.180.2.6:80": "remote-external-local" },
     notFor: {
       iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
-      userspace: ETP_LOCAL_USERSPACE,
       ipvs: IPVS_NO_LOCALHOST,
     },
   },
@@ -287,7 +296,6 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(OUTSIDE, "192.168.99.2", 80),
     expect: dnat(["10.180.0.2:80"], false),
     excluded: { "10.180.0.3:80": "remote-external-local" },
-    notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
     name: "AllowServiceExternalIPs=false: the external IP is not served",
@@ -321,7 +329,8 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp("192.168.99.100", "192.168.99.33", 80),
     expect: { verdict: "DROP" },
     excluded: { "10.180.0.4:80": "source-range", "10.180.0.5:80": "source-range" },
-    notFor: { userspace: NO_SOURCE_RANGES_USERSPACE },
+    expectIn: { userspace: { verdict: "REJECT" } },
+    differs: USERSPACE_CLOSES,
   },
   {
     name: "NodePort of a firewalled LB is not subject to source ranges",
@@ -402,7 +411,8 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(OUTSIDE, "192.168.99.77", 80),
     expect: { verdict: "DROP" },
     excluded: { "10.180.0.9:80": "remote-external-local" },
-    notFor: { userspace: ETP_LOCAL_USERSPACE },
+    expectIn: { userspace: { verdict: "REJECT" } },
+    differs: USERSPACE_CLOSES,
   },
   {
     name: "ETP Local LB without local endpoints: NodePort drops too",
@@ -410,19 +420,26 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(OUTSIDE, NODE_IP, 3007),
     expect: { verdict: "DROP" },
     excluded: { "10.180.0.9:80": "remote-external-local" },
-    notFor: { userspace: ETP_LOCAL_USERSPACE },
+    expectIn: { userspace: { verdict: "REJECT" } },
+    differs: USERSPACE_CLOSES,
   },
   {
     name: "ETP Local LB without local endpoints: pods still reach it",
     objects: REPRESENTATIVE,
     packet: tcp(POD, "192.168.99.77", 80),
     expect: dnat(["10.180.0.9:80"], false),
+    expectIn: { userspace: { verdict: "REJECT" } },
+    excludedIn: { userspace: { "10.180.0.9:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
   },
   {
     name: "ETP Local external IP, endpoint only elsewhere: the node reaches it, masqueraded",
     objects: ETP_LOCAL_ELSEWHERE,
     packet: tcp(NODE_IP, "192.168.99.22", 80, true),
     expect: dnat(["10.180.0.2:80"], true),
+    expectIn: { userspace: { verdict: "REJECT" } },
+    excludedIn: { userspace: { "10.180.0.2:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
     notFor: {
       nftables: "upstream's nftables mode checks no-endpoint-services in filter output, before DNAT: the " +
         "node's own connection is dropped too (its iptables and ipvs modes let the node through)",
@@ -433,6 +450,9 @@ export const FLOWS: readonly FlowRow[] = [
     objects: ETP_LOCAL_ELSEWHERE,
     packet: tcp(POD, "192.168.99.22", 80),
     expect: dnat(["10.180.0.2:80"], false),
+    expectIn: { userspace: { verdict: "REJECT" } },
+    excludedIn: { userspace: { "10.180.0.2:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
   },
   {
     name: "ETP Local external IP, endpoint only elsewhere: a client elsewhere is dropped",
@@ -440,7 +460,8 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(OUTSIDE, "192.168.99.22", 80),
     expect: { verdict: "DROP" },
     excluded: { "10.180.0.2:80": "remote-external-local" },
-    notFor: { userspace: ETP_LOCAL_USERSPACE },
+    expectIn: { userspace: { verdict: "REJECT" } },
+    differs: USERSPACE_CLOSES,
   },
   {
     name: "ETP Local LB cluster IP unaffected",
@@ -567,7 +588,6 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(OUTSIDE, NODE_IP, 3016),
     expect: dnat(["10.180.1.11:80"], false),
     excluded: { "10.180.1.12:80": "remote-external-local" },
-    notFor: { userspace: ETP_LOCAL_USERSPACE },
   },
   {
     name: "ETP Local with hints: a pod's NodePort traffic short-circuits to the hinted endpoints",
@@ -577,6 +597,9 @@ export const FLOWS: readonly FlowRow[] = [
     expect: dnat(["10.180.1.12:80"], false),
     excluded: { "10.180.1.11:80": "topology-zone" },
     notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+    expectIn: { userspace: dnat(["10.180.1.11:80"], true) },
+    excludedIn: { userspace: { "10.180.1.11:80": null, "10.180.1.12:80": "remote-external-local" } },
+    differs: USERSPACE_NO_SHORT_CIRCUIT,
   },
   ...schedulerRows(),
 ];

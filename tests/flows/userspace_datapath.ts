@@ -42,7 +42,8 @@ export const userspaceDatapath: Datapath = {
         ? proxier.route(protocol, p.dst, p.port)
         : undefined;
       if (route === undefined) return { endpoints: [], masquerade: false, verdict: "none" };
-      if (route.endpoints.length === 0) {
+      // Outside the port's source ranges: closed at once (a datagram dropped).
+      if (route.endpoints.length === 0 || route.admits?.(p.src) === false) {
         return { endpoints: [], masquerade: false, verdict: protocol === "UDP" ? "DROP" : "REJECT" };
       }
       if (p.again !== true) {

@@ -149,13 +149,16 @@ export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Co
     external && via === "load balancer IP" && svc.hasSourceRanges && traits.enforcesSourceRanges &&
     !svc.loadBalancerSourceRanges.some((r) => cidrContains(r, c.src))
   ) {
+    // A socket proxy closes the connection (drops the datagram) at once; the rules drop it.
     return {
       ...at,
-      verdict: "DROP",
+      verdict: sockets && svc.protocol !== "UDP" ? "REJECT" : "DROP",
       reason: "source-range",
       why: `the source ${c.src} is outside loadBalancerSourceRanges (${
         svc.loadBalancerSourceRanges.join(", ")
-      })`,
+      })${
+        sockets ? `: the ${mode.name} proxy ${svc.protocol === "UDP" ? "drops it" : "closes it at once"}` : ""
+      }`,
       excluded: eps.map((e) => ({
         endpoint: e.key,
         reason: "source-range",
@@ -164,7 +167,7 @@ export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Co
     };
   }
   // Which endpoints, and under which policy.
-  const local = external && svc.externalPolicyLocal && traits.externalLocal !== "ignored";
+  const local = external && svc.externalPolicyLocal;
   const socket = via === "NodePort" && view.loopbackNodePorts === "socket" && isLoopback(c.dst);
   let chosen: EndpointInfo[];
   let policy: "internal" | "external" | "cluster";
@@ -184,9 +187,6 @@ export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Co
   } else if (!external) {
     chosen = svc.internalPolicyLocal ? cat.local : cat.cluster;
     policy = svc.internalPolicyLocal ? "internal" : "cluster";
-  } else if (traits.externalLocal === "ignored") {
-    chosen = svc.internalPolicyLocal ? cat.local : cat.cluster;
-    policy = svc.internalPolicyLocal ? "internal" : "cluster";
   } else if (!local) {
     chosen = cat.cluster;
     policy = "cluster";
@@ -195,6 +195,9 @@ export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Co
     const noLocal = cat.local.length === 0 && cat.cluster.length > 0;
     chosen = noLocal && client !== "external" ? cat.cluster : cat.local;
     policy = noLocal && client !== "external" ? "cluster" : "external";
+  } else if (traits.externalLocal === "local-for-all") {
+    chosen = cat.local;
+    policy = "external";
   } else if (client === "pod" || client === "node") {
     // Short-circuit: pods and the node reach every endpoint, as if through the load balancer.
     chosen = cat.cluster;

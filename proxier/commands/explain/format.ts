@@ -46,6 +46,7 @@ function portLines(p: PortReport): string[] {
     ]),
   ];
   out.push(...wrap("  ", facts.join("; ")));
+  for (const l of p.limits) out.push(...wrap("  ", `not honoured here: ${l}`));
   if (p.endpoints.length === 0) out.push("  endpoints: none");
   else out.push("  endpoints:");
   for (const e of p.endpoints) {

@@ -80,6 +80,8 @@ export interface PortReport {
    * modes null, or what they do instead of an annotation they do not honour.
    */
   readonly scheduler: string | null;
+  /** What the mode cannot do of the port's fields here (a sessionAffinity it cannot program...). */
+  readonly limits: readonly string[];
   /** What the health check node port answers (externalTrafficPolicy Local); null without one. */
   readonly healthCheck: {
     readonly nodePort: number;
@@ -240,6 +242,7 @@ function portReport(
     internalTrafficPolicy: svc.internalPolicyLocal ? "Local" : "Cluster",
     affinitySeconds: svc.stickyMaxAgeSeconds === 0 ? null : svc.stickyMaxAgeSeconds,
     scheduler: view.scheduler(svc),
+    limits: view.limits(svc),
     healthCheck: svc.healthCheckNodePort === 0 ? null : {
       nodePort: svc.healthCheckNodePort,
       status: usableLocal > 0 ? 200 : 503,
