@@ -27,7 +27,7 @@ export interface DatapathJob {
 export type DatapathJobAnswer = { readonly results: TraceResult[] } | { readonly error: string };
 
 /** How long a report may take from its request's arrival, queue included. */
-export const DATAPATH_DEADLINE_MS = 20_000;
+export const DATAPATH_DEADLINE_MS = 60_000;
 
 /** Options of {@linkcode DatapathWorkers}. */
 export interface DatapathWorkersOptions {
