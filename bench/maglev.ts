@@ -189,7 +189,7 @@ if (import.meta.main) {
       const fullSyncS = (performance.now() - t) / 1000;
       firstSyncDone = true;
       const chains = await new NftRunner({ exec, family: "IPv4" }).listChains(TABLE);
-      const tables = (chains ?? []).filter((c) => c.startsWith("mh-")).length;
+      const tables = (chains ?? []).filter((c) => c.name.startsWith("mh-")).length;
       // One endpoint of a Maglev Service (the first) replaced: the slots that move, to the kernel.
       const c = performance.now();
       p.onEndpointSliceUpdate(slices[0], slice("svc-0", 0, 1));

@@ -19,6 +19,49 @@ export interface NftElement {
   readonly value: readonly string[];
 }
 
+/** A base chain's hook as the kernel holds it: priority is a number whatever name it was given. */
+export interface NftBaseHook {
+  readonly type: string;
+  readonly hook: string;
+  readonly priority: number;
+}
+
+/** One chain of a table as `nft -j list chains` lists it; `base` only for a base chain. */
+export interface NftChainInfo {
+  readonly name: string;
+  readonly base?: NftBaseHook;
+}
+
+/** nft's standard priority names in the ip and ip6 families. */
+const PRIORITY_NAMES: Readonly<Record<string, number>> = {
+  raw: -300,
+  mangle: -150,
+  dstnat: -100,
+  filter: 0,
+  security: 50,
+  srcnat: 100,
+};
+
+/**
+ * Returns the number a priority stands for: `-110`, `dstnat`, `dstnat - 10` (ip and ip6 names).
+ * @throws {Error} naming the text when it is none of these.
+ */
+export function priorityValue(text: string): number {
+  const m = /^\s*(?:([a-z]+)\s*(?:([+-])\s*(\d+))?|(-?\d+))\s*$/.exec(text);
+  const named = m?.[1] === undefined ? undefined : PRIORITY_NAMES[m[1]];
+  if (m === null || (m[1] !== undefined && named === undefined)) {
+    throw new Error(`not an nft priority: ${text}`);
+  }
+  if (m[4] !== undefined) return Number(m[4]);
+  return named! + (m[3] === undefined ? 0 : Number(m[3]) * (m[2] === "-" ? -1 : 1));
+}
+
+/** Parses a base chain's declaration (`type filter hook input priority -110; policy accept;`). */
+export function parseBaseHook(decl: string): NftBaseHook | undefined {
+  const m = /\btype (\S+) hook (\S+)(?: device \S+)? priority ([^;]+);/.exec(decl);
+  return m === null ? undefined : { type: m[1], hook: m[2], priority: priorityValue(m[3]) };
+}
+
 /** The operations the nftables mode needs, for one family. */
 export interface NFTables {
   readonly family: IPFamily;
@@ -29,8 +72,11 @@ export interface NFTables {
   apply(script: string, signal?: AbortSignal): Promise<void>;
   /** Checks `script` against the kernel without applying it (`nft -c`). @throws {NftError} */
   check(script: string): Promise<void>;
-  /** Names of the chains of `table` in this family, or undefined when it has none (or does not exist). */
-  listChains(table: string): Promise<string[] | undefined>;
+  /**
+   * The chains of `table` in this family, base chains with their hook and numeric priority, or
+   * undefined when it has none (or does not exist).
+   */
+  listChains(table: string): Promise<NftChainInfo[] | undefined>;
   /** The elements of map or set `name` of `table`; empty when it does not exist. */
   listElements(table: string, name: string): Promise<NftElement[]>;
   /** The number of rules of `chain` in `table`, or undefined when the chain does not exist. */
@@ -140,15 +186,22 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
-  async listChains(table: string): Promise<string[] | undefined> {
-    // The family's chains, names only: nft reads no rule, set or element of any table (even
+  async listChains(table: string): Promise<NftChainInfo[] | undefined> {
+    // The family's chains, without rules: nft reads no rule, set or element of any table (even
     // `list table -t` fetches every element: 1.5 s at a million), so this stays cheap at any scale
     // and whatever another program holds.
     const objects = await this.#list(["chains", this.#family]);
-    const chains = objects
-      .map((o) => (o as { chain?: { table?: string; name?: string } }).chain)
-      .filter((c) => c?.table === table && typeof c.name === "string")
-      .map((c) => c!.name!);
+    const chains: NftChainInfo[] = [];
+    for (const o of objects) {
+      const c =
+        (o as { chain?: { table?: string; name?: string; type?: string; hook?: string; prio?: number } })
+          .chain;
+      if (c?.table !== table || typeof c.name !== "string") continue;
+      const base = c.hook === undefined
+        ? undefined
+        : { type: c.type ?? "", hook: c.hook, priority: c.prio ?? 0 };
+      chains.push({ name: c.name, base });
+    }
     return chains.length === 0 ? undefined : chains;
   }
 

@@ -10,7 +10,7 @@
  * @module
  */
 import type { IPFamily } from "./ip.ts";
-import { type NftElement, NftError, nftFamily } from "./nft.ts";
+import { type NftChainInfo, type NftElement, NftError, nftFamily, parseBaseHook } from "./nft.ts";
 
 /** A chain: base chain properties (`type filter hook input priority -110`) and rules. */
 export interface NftChain {
@@ -72,6 +72,20 @@ export function splitTop(s: string, sep: string): string[] {
   }
   out.push(s.slice(start));
   return out.map((x) => x.trim()).filter((x) => x !== "");
+}
+
+/**
+ * Checks that `add chain NAME { want }` may meet the chain as it is, as the kernel does: the same
+ * hook at the same priority (by number: `dstnat - 10` is `-110`) is a no-op; another priority or
+ * hook, or a hook on a regular chain, is refused (EOPNOTSUPP), another type too (EEXIST).
+ */
+function sameHook(name: string, held: string | undefined, want: string): void {
+  const a = held === undefined ? undefined : parseBaseHook(held);
+  const b = parseBaseHook(want);
+  if (a === undefined || b === undefined || a.hook !== b.hook || a.priority !== b.priority) {
+    throw new Error(`Could not process rule: Operation not supported: chain ${name} { ${want} }`);
+  }
+  if (a.type !== b.type) throw new Error(`Could not process rule: File exists: chain ${name} { ${want} }`);
 }
 
 /** Returns the chains a rule or verdict text jumps or goes to. */
@@ -193,9 +207,7 @@ export class NftRuleset {
       const base = rest === undefined ? undefined : /^\{\s*(.*?)\s*\}$/.exec(rest)?.[1];
       if (rest !== undefined && base === undefined) throw new Error(`syntax error: chain ${name} ${rest}`);
       if (c === undefined) t.chains.set(name, { base, rules: [] });
-      else if ((c.base ?? undefined) !== base && base !== undefined) {
-        throw new Error(`Device or resource busy: chain ${name} exists with other properties`);
-      }
+      else if (base !== undefined) sameHook(name, c.base, base);
     } else if (verb === "flush") {
       if (c === undefined) throw new Error(`No such file or directory: chain ${name}`);
       c.rules = [];
@@ -286,6 +298,16 @@ export class NftRuleset {
   listChains(family: IPFamily, table: string): string[] | undefined {
     const t = this.table(family, table);
     return t === undefined ? undefined : [...t.chains.keys()];
+  }
+
+  /** `table`'s chains as `nft -j list chains` reports them, or undefined when it has none. */
+  chainInfos(family: IPFamily, table: string): NftChainInfo[] | undefined {
+    const t = this.table(family, table);
+    if (t === undefined || t.chains.size === 0) return undefined;
+    return [...t.chains].map(([name, c]) => ({
+      name,
+      base: c.base === undefined ? undefined : parseBaseHook(c.base),
+    }));
   }
 
   /** Elements of a set or map as `nft -j` reports them; empty when absent. */

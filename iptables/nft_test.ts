@@ -1,6 +1,6 @@
-import { assert, assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects, assertThrows } from "../tests/support/assert.ts";
 import { type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
-import { NftError, NftRunner, parseNftVersion, versionAtLeast } from "./nft.ts";
+import { NftError, NftRunner, parseBaseHook, parseNftVersion, priorityValue, versionAtLeast } from "./nft.ts";
 import { realKernel, withNamespace } from "../tests/support/namespace.ts";
 
 /** Answers every command with `result`, recording what was asked. */
@@ -48,6 +48,7 @@ Deno.test("NftRunner: lists one table's chains, reading that table alone (undefi
         nftables: [
           { chain: { family: "ip6", table: "other", name: "x" } },
           { chain: { family: "ip6", table: "t", name: "c" } },
+          { chain: { family: "ip6", table: "t", name: "h", type: "filter", hook: "input", prio: -110 } },
         ],
       }
       : {
@@ -63,7 +64,10 @@ Deno.test("NftRunner: lists one table's chains, reading that table alone (undefi
     return { code: 0, stdout: JSON.stringify(doc), stderr: "" };
   });
   const nft = new NftRunner({ exec, family: "IPv6" });
-  assertEquals(await nft.listChains("t"), ["c"]);
+  assertEquals(await nft.listChains("t"), [
+    { name: "c", base: undefined },
+    { name: "h", base: { type: "filter", hook: "input", priority: -110 } },
+  ]);
   assertEquals(await nft.listChains("missing"), undefined);
   // Chain names only: nft reads no rule, set or element of any table.
   assertEquals(exec.calls.slice(0, 2).map((c) => c.args.join(" ")), [
@@ -74,6 +78,25 @@ Deno.test("NftRunner: lists one table's chains, reading that table alone (undefi
     key: ["fd00::1", "fd00:30::1", "tcp", "80"],
     value: ["fd00:180::1", "8080"],
   }]);
+});
+
+Deno.test("nft priorities: numbers, names and offsets as nft prints them; anything else is an error", () => {
+  assertEquals(
+    ["-110", "0", "dstnat", "dstnat - 10", "dstnat + 10", "srcnat", "filter", "mangle", "raw", "security"]
+      .map(
+        priorityValue,
+      ),
+    [-110, 0, -100, -110, -90, 100, 0, -150, -300, 50],
+  );
+  for (const bad of ["", "nat", "dstnat -", "1e3"]) {
+    assertMatch(assertThrows(() => priorityValue(bad), Error).message, /not an nft priority/, bad);
+  }
+  assertEquals(parseBaseHook("type filter hook output priority -110; policy accept;"), {
+    type: "filter",
+    hook: "output",
+    priority: -110,
+  });
+  assertEquals(parseBaseHook('comment "x"'), undefined);
 });
 
 Deno.test("nft versions parse and compare", () => {
@@ -112,7 +135,7 @@ Deno.test({
       await nft.apply(
         "add table ip kube-proxy\nadd chain ip kube-proxy services\nadd set ip kube-proxy s { type ipv4_addr; }\n",
       );
-      assertEquals(await nft.listChains("kube-proxy"), ["services"]);
+      assertEquals(await nft.listChains("kube-proxy"), [{ name: "services", base: undefined }]);
       assertEquals(asked.filter((a) => a.includes(" list ")), [
         "nft -j list chains ip",
         "nft -j list chains ip",

@@ -29,7 +29,7 @@ export class FakeNft {
       family,
       apply: (script) => this.apply(script),
       check: (script) => this.#run(script, false),
-      listChains: (table) => Promise.resolve(this.listChains(family, table)),
+      listChains: (table) => Promise.resolve(this.#ruleset.chainInfos(family, table)),
       listElements: (table, name) => Promise.resolve(this.listElements(family, table, name)),
       countRules: (table, chain) =>
         Promise.resolve(this.table(family, table)?.chains.get(chain)?.rules.length),

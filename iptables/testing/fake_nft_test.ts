@@ -35,7 +35,10 @@ Deno.test("FakeNft: references hold chains and sets; elements behave as the kern
       ["delete element ip t m { 10.0.0.9 }", /No such file/],
       ["add element ip t m { 10.0.0.2 : goto gone }", /No such file/],
       ["add map ip t m { type ipv4_addr : verdict; flags interval; }", /another declaration/],
-      ["add chain ip t b { type filter hook input priority 10; policy accept; }", /other properties/],
+      ["add chain ip t b { type filter hook input priority 10; policy accept; }", /Operation not supported/],
+      ["add chain ip t b { type filter hook forward priority 0; policy accept; }", /Operation not supported/],
+      ["add chain ip t b { type nat hook input priority 0; policy accept; }", /File exists/],
+      ["add chain ip t a { type filter hook input priority 0; policy accept; }", /Operation not supported/],
     ] as const
   ) {
     assertMatch((await assertRejects(() => f.apply(bad + "\n"), NftError)).message, why, bad);
@@ -48,8 +51,12 @@ Deno.test("FakeNft: references hold chains and sets; elements behave as the kern
   await f.apply(
     "delete map ip t n\nadd map ip t n { typeof numgen random mod 1 : ip daddr . th dport; }\n" + readN,
   );
-  // Re-adding what exists is fine; an unreferenced chain may go with its rules.
+  // Re-adding what exists is fine (a priority by name is its number); an unreferenced chain may go
+  // with its rules.
   await f.apply("add element ip t m { 10.0.0.1 : goto a }\nadd chain ip t a\nadd rule ip t a drop\n");
+  await f.apply(
+    "add chain ip t b { type filter hook input priority filter; policy accept; }\nadd chain ip t b\n",
+  );
   await f.apply("delete element ip t m { 10.0.0.1 }\ndelete chain ip t a\n");
   assertEquals(f.listChains("IPv4", "t"), ["b"]);
 });
@@ -166,8 +173,10 @@ Deno.test({
             `${family} after transaction ${i + 1}`,
           );
           assertEquals(
-            (await real.listChains("kube-proxy"))?.sort(),
-            fake.listChains(family, "kube-proxy")?.sort(),
+            (await real.listChains("kube-proxy"))?.sort((a, b) => a.name.localeCompare(b.name)),
+            (await fake.forFamily(family).listChains("kube-proxy"))?.sort((a, b) =>
+              a.name.localeCompare(b.name)
+            ),
           );
         }
         // What nft lists, it can load again (an operator's `nft list ruleset` backup works).

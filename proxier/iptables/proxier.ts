@@ -31,6 +31,7 @@ import {
   type PortRules,
   SERVICE_CHAIN,
   servicePortRules,
+  syncMarkRule,
 } from "./rules.ts";
 import {
   CT_STATE_INVALID_DROPPED,
@@ -131,7 +132,7 @@ export class IptablesProxier extends BaseProxier {
       kernel = {
         chains: new Set(
           linesStartingWith(nat, ":").map((l) => l.slice(1, l.indexOf(" "))).filter((c) =>
-            SERVICE_CHAIN.test(c)
+            SERVICE_CHAIN.test(c) || c === KUBE_PROXY_DENO_SYNC
           ),
         ),
         missingJumps: [
@@ -188,8 +189,8 @@ export class IptablesProxier extends BaseProxier {
         return `the jump ${j.table} ${j.from} -> ${j.to} is gone`;
       }
     }
-    const sync = (await this.#ipt.listRules("nat", KUBE_PROXY_DENO_SYNC))?.join(" ") ?? "";
-    if (this.#generation > 0 && !sync.includes(`"sync ${this.#generation}"`)) {
+    const postrouting = (await this.#ipt.listRules("nat", KUBE_POSTROUTING)) ?? [];
+    if (this.#generation > 0 && !postrouting.includes(syncMarkRule(this.#generation))) {
       return `the last restore (sync ${this.#generation}) is not in the kernel (it exited 0 having done nothing?)`;
     }
     const services = (await this.#ipt.listRules("nat", KUBE_SERVICES))?.length ?? 0;
@@ -266,7 +267,6 @@ export class IptablesProxier extends BaseProxier {
       KUBE_POSTROUTING,
       KUBE_MARK_MASQ,
       KUBE_PROXY_CANARY,
-      KUBE_PROXY_DENO_SYNC,
     ];
     for (const key of keys) {
       const svc = ctx.services.get(key)!;
@@ -345,7 +345,7 @@ export class IptablesProxier extends BaseProxier {
         `-A ${KUBE_POSTROUTING} -j MARK --xor-mark ${m}`,
         `-A ${KUBE_POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
         `-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${m}`,
-        `-A ${KUBE_PROXY_DENO_SYNC} -m comment --comment "sync ${this.#generation + 1}"`,
+        syncMarkRule(this.#generation + 1),
       ]),
       ...parts.natServices,
       joinLines(this.#nodePortJumps()),

@@ -13,7 +13,13 @@ import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_TWO_IPS, NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { servicePortChainName } from "./chain_name.ts";
-import { JUMP_CHAINS, KUBE_PROXY_CANARY } from "./rules.ts";
+import {
+  JUMP_CHAINS,
+  KUBE_PROXY_CANARY,
+  KUBE_PROXY_DENO_SYNC,
+  SERVICE_CHAIN,
+  syncMarkRule,
+} from "./rules.ts";
 import { jumpRuleArgs, jumpRuleLine } from "../_common/iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { commandWorks, netnsAvailable, withNamespace } from "../../tests/support/namespace.ts";
@@ -456,4 +462,31 @@ Deno.test("nfacct counters: without the tool, or on a kernel whose iptables cann
   const registry = new ProxyMetrics().registry;
   nfacctMetrics(registry, nfacct, new Set());
   assertEquals((await registry.metrics()).includes("kubeproxy_iptables_"), false);
+});
+
+Deno.test("the sync mark is the last rule of KUBE-POSTROUTING; a chain of ours found beside upstream's is removed", async () => {
+  const { fake, proxier } = iptablesSetup();
+  await fake.restoreAll(
+    [`*nat\n:${KUBE_PROXY_DENO_SYNC} - [0:0]\n-A ${KUBE_PROXY_DENO_SYNC} -m comment --comment "sync 9"\nCOMMIT\n`],
+    { flush: false, counters: false },
+  );
+  await proxier.syncNow();
+  assertEquals(fake.chains("nat").filter((c) => !SERVICE_CHAIN.test(c)).sort(), [
+    "INPUT",
+    "KUBE-MARK-MASQ",
+    "KUBE-NODEPORTS",
+    "KUBE-POSTROUTING",
+    "KUBE-PROXY-CANARY",
+    "KUBE-SERVICES",
+    "OUTPUT",
+    "POSTROUTING",
+    "PREROUTING",
+  ]);
+  assertEquals((await fake.listRules("nat", "KUBE-POSTROUTING"))!.at(-1), syncMarkRule(1));
+  // What upstream's first restore does to the chain (rewrites it whole) leaves no mark behind.
+  await fake.restoreAll(
+    ["*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -j MASQUERADE\nCOMMIT\n"],
+    { flush: false, counters: false },
+  );
+  assert(!fake.saveSync("nat").includes("kube-proxy-deno"));
 });

@@ -34,10 +34,20 @@ export const KUBE_FIREWALL: Chain = "KUBE-FIREWALL";
 /** Exists in mangle, nat and filter; its disappearance means someone flushed the tables. */
 export const KUBE_PROXY_CANARY: Chain = "KUBE-PROXY-CANARY";
 /**
- * Ours, nat: one rule whose comment names the sync that wrote it. Every restore rewrites it, so the
- * drift check finds a restore that exited 0 having done nothing.
+ * A nat chain of ours that once held the sync marker: a full sync deletes it where it finds it, as
+ * `--cleanup` does. The marker now lives in upstream's {@linkcode KUBE_POSTROUTING}.
  */
 export const KUBE_PROXY_DENO_SYNC: Chain = "KUBE-PROXY-DENO-SYNC";
+
+/**
+ * The last rule of nat KUBE-POSTROUTING: a comment naming the sync that wrote it, after the
+ * MASQUERADE no packet passes. Every restore rewrites it, so the drift check finds a restore that
+ * exited 0 having done nothing; living in upstream's chain, it goes with upstream's first restore
+ * or cleanup, and a rollback leaves nothing of ours.
+ */
+export function syncMarkRule(generation: number): string {
+  return `-A ${KUBE_POSTROUTING} -m comment --comment "kube-proxy-deno sync ${generation}"`;
+}
 
 const NEW = ["-m", "conntrack", "--ctstate", "NEW"];
 

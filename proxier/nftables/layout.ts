@@ -9,14 +9,14 @@
  * chain and map of their own (`mh-...`, `maglev_maps.ts`): their lookup table.
  *
  * Packet path (every lookup keyed by destination address . protocol . port, "the entry"):
- * - filter, before DNAT: `firewall-check` (loadBalancerSourceRanges), `service-endpoints-check`
- *   (REJECT / DROP for services without usable endpoints), as upstream;
+ * - filter, before DNAT: `firewall-check` (loadBalancerSourceRanges), as upstream;
  * - nat: `services` -> `@service-ips` -> `internal` (cluster IPs), `external` (externalTrafficPolicy
  *   Cluster) or `external-local` (Local, with upstream's short-circuits for pods and the node)
  *   -> `@affinity-check` (a client already pinned) -> `@lb` -> `lb-N`, which DNATs to
  *   `@backends[entry . index]` with `index = numgen random mod N`;
- * - filter, after DNAT: `cluster-ips-check` (REJECT for ports a cluster IP does not serve, as
- *   upstream) and `affinity-record` (pins the client to the endpoint the DNAT chose);
+ * - filter, after DNAT: `service-endpoints-check` (REJECT / DROP for services without usable
+ *   endpoints) and `cluster-ips-check` (REJECT for ports a cluster IP does not serve), as upstream,
+ *   and `affinity-record` (pins the client to the endpoint the DNAT chose);
  * - nat postrouting: `masquerading` (the masquerade mark, and hairpin via `@hairpin`).
  *
  * Every rule is written in the form `nft list` prints it, so a listing reads back as sent.
@@ -24,6 +24,7 @@
  */
 import { type LocalDetector, nftLocalMatch } from "../_common/local_detector.ts";
 import type { NftHook, NftSetKind, NftTransaction } from "../../iptables/nft_transaction.ts";
+import { type NftBaseHook, type NftChainInfo, priorityValue } from "../../iptables/nft.ts";
 import type { IPFamily } from "../types.ts";
 
 /** A chain, set or map name in our table. */
@@ -33,22 +34,21 @@ export type NftName = string;
 export const TABLE: NftName = "kube-proxy";
 /**
  * An empty chain that marks the table as ours and names the layout version: a `kube-proxy` table
- * without it (upstream's, or an older layout) is replaced at the first full sync.
+ * without it (upstream's, an older layout) is replaced whole at the first full sync, as is one
+ * holding it beside what this layout never writes ({@linkcode foreignLayout}).
  */
-export const LAYOUT_MARKER: NftName = "kube-proxy-deno-layout-1";
+export const LAYOUT_MARKER: NftName = "kube-proxy-deno-layout-2";
 
 /** filter, prerouting, before DNAT: source-range firewall. */
-export const FILTER_PREROUTING: NftName = "filter-prerouting";
-/** filter, prerouting, after DNAT: affinity recording. */
-export const FILTER_PREROUTING_POST_DNAT: NftName = "filter-prerouting-post-dnat";
-/** filter, input: services without endpoints (also NodePorts on node addresses). */
+export const FILTER_PREROUTING_PRE_DNAT: NftName = "filter-prerouting-pre-dnat";
+/** filter, output, before DNAT: source-range firewall of the node's own traffic. */
+export const FILTER_OUTPUT_PRE_DNAT: NftName = "filter-output-pre-dnat";
+/** filter, input (after DNAT): services without endpoints (NodePorts on node addresses too), affinity recording. */
 export const FILTER_INPUT: NftName = "filter-input";
-/** filter, forward: services without endpoints, unserved cluster IP ports. */
+/** filter, forward (after DNAT): services without endpoints, unserved cluster IP ports, affinity recording. */
 export const FILTER_FORWARD: NftName = "filter-forward";
-/** filter, output, before DNAT: services without endpoints, firewall. */
+/** filter, output (after DNAT): services without endpoints, unserved cluster IP ports, affinity recording. */
 export const FILTER_OUTPUT: NftName = "filter-output";
-/** filter, output, after DNAT: unserved cluster IP ports, affinity recording. */
-export const FILTER_OUTPUT_POST_DNAT: NftName = "filter-output-post-dnat";
 /** nat, prerouting: service dispatch. */
 export const NAT_PREROUTING: NftName = "nat-prerouting";
 /** nat, output: service dispatch for the node's own traffic. */
@@ -133,14 +133,18 @@ export function seedHex(seed: number): string {
   return seed.toString(16).padStart(8, "0");
 }
 
-/** Base chains: name, type, hook, priority as written and as nft prints it. */
+/**
+ * Base chains: upstream's names, hooks and priorities, each priority written as nft prints it (nft
+ * takes no symbolic `dstnat` on the output hook). Being upstream's, each program's first sync finds
+ * the other's base chains already at the hook and priority it wants: the kernel refuses to move a
+ * base chain (EOPNOTSUPP), and an upstream that takes the table over leaves none of ours hooked.
+ */
 const BASE_CHAINS: ReadonlyArray<NftHook & { name: NftName }> = [
-  { name: FILTER_PREROUTING, type: "filter", hook: "prerouting", priority: "dstnat - 10" },
-  { name: FILTER_PREROUTING_POST_DNAT, type: "filter", hook: "prerouting", priority: "dstnat + 10" },
-  { name: FILTER_INPUT, type: "filter", hook: "input", priority: "-110" },
-  { name: FILTER_FORWARD, type: "filter", hook: "forward", priority: "-110" },
-  { name: FILTER_OUTPUT, type: "filter", hook: "output", priority: "-110" },
-  { name: FILTER_OUTPUT_POST_DNAT, type: "filter", hook: "output", priority: "-90" },
+  { name: FILTER_PREROUTING_PRE_DNAT, type: "filter", hook: "prerouting", priority: "dstnat - 10" },
+  { name: FILTER_OUTPUT_PRE_DNAT, type: "filter", hook: "output", priority: "-110" },
+  { name: FILTER_INPUT, type: "filter", hook: "input", priority: "filter" },
+  { name: FILTER_FORWARD, type: "filter", hook: "forward", priority: "filter" },
+  { name: FILTER_OUTPUT, type: "filter", hook: "output", priority: "filter" },
   { name: NAT_PREROUTING, type: "nat", hook: "prerouting", priority: "dstnat" },
   { name: NAT_OUTPUT, type: "nat", hook: "output", priority: "-100" },
   { name: NAT_POSTROUTING, type: "nat", hook: "postrouting", priority: "srcnat" },
@@ -168,6 +172,35 @@ export const FIXED_CHAINS: ReadonlySet<NftName> = new Set([
   ...BASE_CHAINS.map((c) => c.name),
   ...REGULAR_CHAINS,
 ]);
+
+const BASE_HOOKS: ReadonlyMap<NftName, NftBaseHook> = new Map(
+  BASE_CHAINS.map((c) => [c.name, { type: c.type, hook: c.hook, priority: priorityValue(c.priority) }]),
+);
+
+/**
+ * Returns why a `kube-proxy` table as listed is not this layout's to update in place, or undefined
+ * when it is. Another writer (upstream's nftables mode taking the table over, an older layout) may
+ * have removed the marker, added chains, or hooked a chain elsewhere, and the kernel refuses to move
+ * a base chain, so such a table is replaced whole, never patched.
+ */
+export function foreignLayout(chains: readonly NftChainInfo[]): string | undefined {
+  if (!chains.some((c) => c.name === LAYOUT_MARKER)) return `it has no ${LAYOUT_MARKER} chain`;
+  for (const c of chains) {
+    const want = BASE_HOOKS.get(c.name);
+    const held = c.base === undefined
+      ? "no hook"
+      : `${c.base.type} hook ${c.base.hook} priority ${c.base.priority}`;
+    if (want !== undefined) {
+      if (c.base?.type !== want.type || c.base.hook !== want.hook || c.base.priority !== want.priority) {
+        return `chain ${c.name} has ${held}, not ${want.type} hook ${want.hook} priority ${want.priority}`;
+      }
+    } else if (c.base !== undefined) return `chain ${c.name} (${held}) is not one of this layout's`;
+    else if (!FIXED_CHAINS.has(c.name) && !DYNAMIC_CHAIN.test(c.name)) {
+      return `chain ${c.name} is not one of this layout's`;
+    }
+  }
+  return undefined;
+}
 
 /** The fixed sets and maps whose elements the proxier manages (flushed and refilled by full syncs). */
 export const ELEMENT_CONTAINERS: readonly NftName[] = [
@@ -232,16 +265,19 @@ export function fixedLayout(tx: NftTransaction, o: LayoutOptions): void {
   ];
   for (const [kind, name, decl] of sets) tx.addSet(kind, name, `${decl};`).flushSet(kind, name);
   const rule = (chain: NftName, text: string) => tx.addRule(chain, text);
-  rule(FILTER_PREROUTING, `ct state new jump ${FIREWALL_CHECK}`);
-  rule(FILTER_PREROUTING_POST_DNAT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
+  rule(FILTER_PREROUTING_PRE_DNAT, `ct state new jump ${FIREWALL_CHECK}`);
+  rule(FILTER_OUTPUT_PRE_DNAT, `ct state new jump ${FIREWALL_CHECK}`);
+  // After DNAT a service without endpoints still has its own address (nothing rewrote it), so the
+  // check sees it; an endpoint's address is in no such map.
   rule(FILTER_INPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
+  rule(FILTER_INPUT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
   if (!o.conntrackTCPLiberal) rule(FILTER_FORWARD, "ct state invalid drop");
   rule(FILTER_FORWARD, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
   rule(FILTER_FORWARD, `ct state new jump ${CLUSTER_IPS_CHECK}`);
+  rule(FILTER_FORWARD, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
   rule(FILTER_OUTPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
-  rule(FILTER_OUTPUT, `ct state new jump ${FIREWALL_CHECK}`);
-  rule(FILTER_OUTPUT_POST_DNAT, `ct state new jump ${CLUSTER_IPS_CHECK}`);
-  rule(FILTER_OUTPUT_POST_DNAT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
+  rule(FILTER_OUTPUT, `ct state new jump ${CLUSTER_IPS_CHECK}`);
+  rule(FILTER_OUTPUT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
   rule(NAT_PREROUTING, `jump ${SERVICES}`);
   rule(NAT_OUTPUT, `jump ${SERVICES}`);
   rule(NAT_POSTROUTING, `jump ${MASQUERADING}`);

@@ -20,7 +20,7 @@ import {
   BACKENDS_CLUSTER,
   ELEMENT_CONTAINERS,
   fixedLayout,
-  LAYOUT_MARKER,
+  foreignLayout,
   type NftName,
   SERVICE_IPS,
   SERVICES,
@@ -196,9 +196,10 @@ export class NftablesProxier extends BaseProxier {
   }
 
   async #detectDrift(thorough: boolean): Promise<string | undefined> {
-    if ((await this.#nft.listChains(TABLE))?.includes(LAYOUT_MARKER) !== true) {
-      return `the ${TABLE} table is gone (ruleset flushed?)`;
-    }
+    const chains = await this.#nft.listChains(TABLE);
+    if (chains === undefined) return `the ${TABLE} table is gone (ruleset flushed?)`;
+    const foreign = foreignLayout(chains);
+    if (foreign !== undefined) return `another writer changed the ${TABLE} table: ${foreign}`;
     if (!thorough) return undefined;
     const held = (await this.#nft.listElements(TABLE, SERVICE_IPS)).length;
     const written = this.#book.size(SERVICE_IPS);
@@ -272,14 +273,16 @@ export class NftablesProxier extends BaseProxier {
 
   async #buildFull(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): Promise<void> {
     const existing = await this.#nft.listChains(TABLE);
-    const ours = existing?.includes(LAYOUT_MARKER) === true;
-    if (existing !== undefined && !ours) {
-      this.log.info("Replacing a kube-proxy nftables table of another layout (upstream's nftables mode?)", {
+    const foreign = existing === undefined ? undefined : foreignLayout(existing);
+    if (foreign !== undefined) {
+      this.log.info("Replacing the kube-proxy nftables table whole: another writer's layout", {
         family: this.family,
+        reason: foreign,
       });
       tx.deleteTable();
     }
-    this.#dynamic.resetFromKernel(ours ? existing! : []);
+    const ours = existing !== undefined && foreign === undefined;
+    this.#dynamic.resetFromKernel(ours ? existing.map((c) => c.name) : []);
     fixedLayout(tx, {
       family: this.family,
       masqueradeAll: this.#o.masqueradeAll,

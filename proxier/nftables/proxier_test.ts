@@ -7,6 +7,7 @@ import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_da
 import { NODE_IP } from "../../tests/flows/objects.ts";
 import { LAYOUT_MARKER, TABLE } from "./layout.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
+import { upstreamNftablesSync } from "../../tests/support/upstream_kube_proxy.ts";
 
 type Fake = ReturnType<typeof nftablesSetup>["fake"];
 const reach = (fake: Fake, dst: string, src = "10.180.5.5") =>
@@ -313,4 +314,63 @@ Deno.test("nftables detect-local-mode by interface: iifname decides masquerading
   const liberal = nftablesSetup({ conntrackTCPLiberal: true });
   await liberal.proxier.syncNow();
   assert(!liberal.fake.transactions.at(-1)!.includes("ct state invalid drop"));
+});
+
+const UPSTREAM_SVC1 = {
+  namespace: "ns1",
+  name: "svc1",
+  portName: "p80",
+  clusterIP: "172.30.0.41",
+  port: 80,
+  targetPort: 80,
+  endpoints: ["10.180.0.99"],
+};
+
+Deno.test("nftables hand-over: upstream's first sync over our table leaves none of our chains hooked; our next start replaces its table whole", async () => {
+  const { fake, proxier } = nftablesSetup();
+  await proxier.syncNow();
+  await fake.apply(upstreamNftablesSync([UPSTREAM_SVC1], "10.180.0.0/16"));
+  // Upstream rewrote every base chain (they share its names): only its rules are hooked.
+  const table = fake.table("IPv4", TABLE)!;
+  const hooked = [...table.chains].filter(([, c]) => c.base !== undefined).flatMap(([, c]) => c.rules).join(
+    "\n",
+  );
+  for (const ours of ["affinity-record", "internal", "lb"]) assert(!hooked.includes(ours), hooked);
+  assertEquals(table.sets.get("service-ips")!.elements.size, 1, "upstream's one service");
+
+  const again = nftablesSetup({ nft: fake.forFamily("IPv4") });
+  await again.proxier.syncNow();
+  assertEquals(lines(fake.transactions.at(-1)!).slice(0, 3), [
+    "add table ip kube-proxy",
+    "delete table ip kube-proxy",
+    "add table ip kube-proxy",
+  ]);
+  assertEquals(
+    fake.listChains("IPv4", TABLE)!.filter((c) => c.includes("/")),
+    [],
+    "upstream's service chains went",
+  );
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+  assertEquals(
+    again.log.records.filter((r) => r.msg.startsWith("Replacing")).map((r) => r.fields?.reason),
+    ["chain nodeport-endpoints-check is not one of this layout's"],
+  );
+  // Restarted over its own table, it updates in place.
+  const third = nftablesSetup({ nft: fake.forFamily("IPv4") });
+  await third.proxier.syncNow();
+  assert(!fake.transactions.at(-1)!.includes("delete table"), "its own table is kept");
+});
+
+Deno.test("nftables hand-over: a table holding our marker whose chain another writer hooked elsewhere is replaced, not refused", async () => {
+  const { fake, proxier } = nftablesSetup();
+  // As a writer whose filter-input sits at another priority leaves it: the kernel refuses to move
+  // a base chain (EOPNOTSUPP), so adding ours beside it fails every sync unless the table goes.
+  await fake.apply(
+    `add table ip kube-proxy\nadd chain ip kube-proxy ${LAYOUT_MARKER}\n` +
+      "add chain ip kube-proxy filter-input { type filter hook input priority -110; policy accept; }\n",
+  );
+  await proxier.syncNow();
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+  const input = fake.table("IPv4", TABLE)!.chains.get("filter-input")!;
+  assertEquals(input.base, "type filter hook input priority filter; policy accept;");
 });

@@ -10,6 +10,7 @@
  */
 import { addressFamily, inCIDR, type IPFamily } from "../../iptables/ip.ts";
 import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset.ts";
+import { parseBaseHook } from "../../iptables/nft.ts";
 import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
 import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
 import { dnatPick, pickIndices } from "./nft_picks.ts";
@@ -171,16 +172,12 @@ class Evaluator {
 
   /** Base chains on `hook`, in priority order. */
   baseChains(hook: string): string[] {
-    const prio = (base: string) => {
-      const p = /priority (.*?);/.exec(base)?.[1] ?? "0";
-      const named: Record<string, number> = { dstnat: -100, srcnat: 100, filter: 0 };
-      const m = /^([a-z]+)?\s*([+-])?\s*(-?\d+)?$/.exec(p.trim())!;
-      const baseValue = m[1] ? named[m[1]] : 0;
-      const off = m[3] ? Number(m[3]) * (m[2] === "-" ? -1 : 1) : 0;
-      return baseValue + off;
-    };
-    return [...this.#t.chains].filter(([, c]) => c.base !== undefined && c.base.includes(`hook ${hook} `))
-      .sort(([, a], [, b]) => prio(a.base!) - prio(b.base!)).map(([n]) => n);
+    const hooked: Array<[string, number]> = [];
+    for (const [name, c] of this.#t.chains) {
+      const h = c.base === undefined ? undefined : parseBaseHook(c.base);
+      if (h?.hook === hook) hooked.push([name, h.priority]);
+    }
+    return hooked.sort((a, b) => a[1] - b[1]).map(([n]) => n);
   }
 
   /** Runs `name`; returns every outcome (`end` undefined: fell off the end). */

@@ -1,0 +1,355 @@
+/**
+ * Upstream kube-proxy (1.36) as a hand-over meets it on a node, written from its documented layout
+ * (pkg/proxy/nftables/proxier.go: setupNFTables and the full sync; pkg/proxy/iptables/proxier.go:
+ * the jump chains and the full restore; pkg/proxy/iptables/cleanup.go and CleanupLeftovers of the
+ * nftables mode): what its start removes of the modes it does not run, and what its first full sync
+ * writes for ClusterIP Services. It is a stand-in, not upstream: ClusterIP Services only, no partial
+ * syncs, no comments on nft objects; what it writes, removes and leaves alone is what upstream does
+ * for the same Services.
+ * @module
+ */
+import type { Executor } from "../../iptables/executor.ts";
+import { hashPrefix } from "../../proxier/iptables/chain_name.ts";
+
+/** One ClusterIP Service port and its ready endpoints (pod addresses). */
+export interface UpstreamPort {
+  readonly namespace: string;
+  readonly name: string;
+  readonly portName: string;
+  readonly clusterIP: string;
+  readonly port: number;
+  readonly targetPort: number;
+  readonly endpoints: readonly string[];
+}
+
+/** Which upstream, and with what: the mode, the cluster CIDR, the iptables backend it finds. */
+export interface Upstream {
+  readonly mode: "iptables" | "nftables";
+  readonly clusterCIDR: string;
+  /** The backend upstream's iptables wrapper picks: the one holding rules. */
+  readonly backend: "nft" | "legacy";
+}
+
+const MARK = "0x4000";
+
+async function run(exec: Executor, cmd: string, args: string[], stdin?: string): Promise<string> {
+  const r = await exec.run(cmd, { args, stdin });
+  if (r.code !== 0) {
+    throw new Error(`upstream stand-in: ${cmd} ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
+  }
+  return r.stdout;
+}
+
+/** Upstream's start: it removes the other modes' objects, then its first full sync writes `ports`. */
+export async function upstreamStart(
+  exec: Executor,
+  up: Upstream,
+  ports: readonly UpstreamPort[],
+): Promise<void> {
+  if (up.mode === "nftables") {
+    await upstreamIptablesCleanup(exec, up.backend);
+    await run(exec, "nft", ["-f", "-"], upstreamNftablesSync(ports, up.clusterCIDR));
+  } else {
+    await upstreamNftablesCleanup(exec);
+    await upstreamIptablesSync(exec, up, ports);
+  }
+}
+
+/** The nftables mode's CleanupLeftovers: table `kube-proxy` goes whole, in each family that has it. */
+export async function upstreamNftablesCleanup(exec: Executor): Promise<void> {
+  for (const family of ["ip", "ip6"]) {
+    await exec.run("nft", { args: ["delete", "table", family, "kube-proxy"] });
+  }
+}
+
+const NAT_OWN = [
+  "KUBE-SERVICES",
+  "KUBE-NODEPORTS",
+  "KUBE-POSTROUTING",
+  "KUBE-MARK-MASQ",
+  "KUBE-PROXY-CANARY",
+];
+const FILTER_OWN = [
+  "KUBE-SERVICES",
+  "KUBE-EXTERNAL-SERVICES",
+  "KUBE-FORWARD",
+  "KUBE-NODEPORTS",
+  "KUBE-PROXY-FIREWALL",
+  "KUBE-PROXY-CANARY",
+];
+const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP)-/;
+
+/** Upstream's jumps from the built-in chains: table, chain, then the rule's arguments. */
+const JUMPS: ReadonlyArray<readonly [string, string, string]> = [
+  [
+    "filter",
+    "INPUT",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`,
+  ],
+  ["filter", "INPUT", `-m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS`],
+  [
+    "filter",
+    "INPUT",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES`,
+  ],
+  [
+    "filter",
+    "FORWARD",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`,
+  ],
+  ["filter", "FORWARD", `-m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD`],
+  [
+    "filter",
+    "FORWARD",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
+  ],
+  [
+    "filter",
+    "FORWARD",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES`,
+  ],
+  [
+    "filter",
+    "OUTPUT",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`,
+  ],
+  [
+    "filter",
+    "OUTPUT",
+    `-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
+  ],
+  ["nat", "OUTPUT", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`],
+  ["nat", "PREROUTING", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`],
+  ["nat", "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING`],
+];
+
+/** Splits a rule's arguments, keeping quoted ones whole. */
+function args(rule: string): string[] {
+  return [...rule.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]);
+}
+
+/** The chains an iptables-save of one table declares. */
+function declared(saved: string): string[] {
+  return saved.split("\n").filter((l) => l.startsWith(":")).map((l) => l.slice(1, l.indexOf(" ")));
+}
+
+/**
+ * The iptables mode's CleanupLeftovers on one backend: its jumps deleted, its own nat and filter
+ * chains and every per-service chain flushed and deleted in one restore per table, the mangle canary
+ * deleted. Chains it does not name stay.
+ */
+export async function upstreamIptablesCleanup(exec: Executor, backend: "nft" | "legacy"): Promise<void> {
+  const ipt = `iptables-${backend}`;
+  for (const [table, chain, rule] of JUMPS) {
+    await exec.run(ipt, { args: ["-t", table, "-D", chain, ...args(rule)] });
+  }
+  for (const [table, own] of [["nat", NAT_OWN], ["filter", FILTER_OWN]] as const) {
+    const existing = declared(await run(exec, `${ipt}-save`, ["-t", table]));
+    const gone = existing.filter((c) => own.includes(c) || (table === "nat" && SERVICE_CHAIN.test(c)));
+    const input = [
+      `*${table}`,
+      ...gone.map((c) => `:${c} - [0:0]`),
+      ...gone.map((c) => `-X ${c}`),
+      "COMMIT",
+      "",
+    ];
+    await run(exec, `${ipt}-restore`, ["--noflush"], input.join("\n"));
+  }
+  await exec.run(ipt, { args: ["-t", "mangle", "-X", "KUBE-PROXY-CANARY"] });
+}
+
+/** `ns/name:port` and the per-port chain names upstream's iptables mode derives from it. */
+function iptablesNames(p: UpstreamPort): { label: string; svc: string; sep: (ip: string) => string } {
+  const label = `${p.namespace}/${p.name}:${p.portName}`;
+  return {
+    label,
+    svc: `KUBE-SVC-${hashPrefix(label + "tcp")}`,
+    sep: (ip) => `KUBE-SEP-${hashPrefix(label + "tcp" + `${ip}:${p.targetPort}`)}`,
+  };
+}
+
+/**
+ * The iptables mode's first full sync on `up.backend`: canaries, jumps ensured (inserted at the
+ * top when missing), then one `--noflush` restore of filter and nat that rewrites its own chains
+ * and deletes every per-service chain it did not write.
+ */
+export async function upstreamIptablesSync(
+  exec: Executor,
+  up: Upstream,
+  ports: readonly UpstreamPort[],
+): Promise<void> {
+  const ipt = `iptables-${up.backend}`;
+  for (const table of ["mangle", "nat", "filter"]) {
+    await exec.run(ipt, { args: ["-t", table, "-N", "KUBE-PROXY-CANARY"] });
+  }
+  for (const [table, chain, rule] of JUMPS) {
+    const a = args(rule);
+    const own = a.at(-1)!;
+    await exec.run(ipt, { args: ["-t", table, "-N", own] });
+    if ((await exec.run(ipt, { args: ["-t", table, "-C", chain, ...a] })).code !== 0) {
+      await run(exec, ipt, ["-t", table, "-I", chain, ...a]);
+    }
+  }
+  const natChains = ["KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"];
+  const natRules = [
+    `-A KUBE-POSTROUTING -m mark ! --mark ${MARK}/${MARK} -j RETURN`,
+    `-A KUBE-POSTROUTING -j MARK --xor-mark ${MARK}`,
+    `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
+    `-A KUBE-MARK-MASQ -j MARK --or-mark ${MARK}`,
+  ];
+  for (const p of ports) {
+    const n = iptablesNames(p);
+    natChains.push(n.svc, ...p.endpoints.map(n.sep));
+    const match = `-m tcp -p tcp -d ${p.clusterIP}/32 --dport ${p.port}`;
+    natRules.push(`-A KUBE-SERVICES -m comment --comment "${n.label} cluster IP" ${match} -j ${n.svc}`);
+    natRules.push(
+      `-A ${n.svc} -m comment --comment "${n.label} cluster IP" ${match} ! -s ${up.clusterCIDR} -j KUBE-MARK-MASQ`,
+    );
+    p.endpoints.forEach((ip, i) => {
+      const left = p.endpoints.length - i;
+      const pick = left > 1 ? ` -m statistic --mode random --probability ${(1 / left).toFixed(10)}` : "";
+      natRules.push(
+        `-A ${n.svc} -m comment --comment "${n.label} -> ${ip}:${p.targetPort}"${pick} -j ${n.sep(ip)}`,
+      );
+      natRules.push(`-A ${n.sep(ip)} -m comment --comment ${n.label} -s ${ip}/32 -j KUBE-MARK-MASQ`);
+      natRules.push(
+        `-A ${
+          n.sep(ip)
+        } -m comment --comment ${n.label} -m tcp -p tcp -j DNAT --to-destination ${ip}:${p.targetPort}`,
+      );
+    });
+  }
+  natRules.push(
+    `-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
+  );
+  const stale = declared(await run(exec, `${ipt}-save`, ["-t", "nat"]))
+    .filter((c) => SERVICE_CHAIN.test(c) && !natChains.includes(c));
+  const input = [
+    "*filter",
+    ...["KUBE-NODEPORTS", "KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-PROXY-FIREWALL"]
+      .map((c) => `:${c} - [0:0]`),
+    "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP",
+    `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark ${MARK}/${MARK} -j ACCEPT`,
+    `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+    "COMMIT",
+    "*nat",
+    ...[...natChains, ...stale].map((c) => `:${c} - [0:0]`),
+    ...natRules,
+    ...stale.map((c) => `-X ${c}`),
+    "COMMIT",
+    "",
+  ];
+  await run(exec, `${ipt}-restore`, ["--noflush"], input.join("\n"));
+}
+
+/** The nftables mode's chain names for a port: `service-HASH-ns/name/tcp/port` and its endpoints'. */
+function nftNames(p: UpstreamPort): { svc: string; ep: (ip: string) => string } {
+  const base = `${p.namespace}/${p.name}/tcp/${p.portName}`;
+  const hash = (s: string) => hashPrefix(s).slice(0, 8);
+  return {
+    svc: `service-${hash(base)}-${base}`,
+    ep: (ip) => `endpoint-${hash(`${base}__${ip}/${p.targetPort}`)}-${base}__${ip}/${p.targetPort}`,
+  };
+}
+
+/**
+ * The nftables mode's first full sync (IPv4) as one `nft -f` transaction: the table added (never
+ * replaced), its base chains deleted and recreated once (another writer's hooks do not survive),
+ * its fixed chains flushed and rewritten, its maps and sets flushed and refilled, and a chain per
+ * service port and endpoint. Chains and maps it does not name stay as they were.
+ */
+export function upstreamNftablesSync(ports: readonly UpstreamPort[], clusterCIDR: string): string {
+  const t = "ip kube-proxy";
+  const base: Array<[string, string, string, string]> = [
+    ["filter-prerouting-pre-dnat", "filter", "prerouting", "-110"],
+    ["filter-output-pre-dnat", "filter", "output", "-110"],
+    ["filter-input", "filter", "input", "0"],
+    ["filter-forward", "filter", "forward", "0"],
+    ["filter-output", "filter", "output", "0"],
+    ["nat-prerouting", "nat", "prerouting", "-100"],
+    ["nat-output", "nat", "output", "-100"],
+    ["nat-postrouting", "nat", "postrouting", "100"],
+  ];
+  const out = [`add table ${t}`];
+  for (const [name] of base) out.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
+  for (const [name, type, hook, prio] of base) {
+    out.push(`add chain ${t} ${name} { type ${type} hook ${hook} priority ${prio}; policy accept; }`);
+    out.push(`flush chain ${t} ${name}`);
+  }
+  const fixed = [
+    "nodeport-endpoints-check",
+    "service-endpoints-check",
+    "firewall-check",
+    "services",
+    "masquerading",
+    "mark-for-masquerade",
+    "cluster-ips-check",
+    "reject-chain",
+  ];
+  for (const c of fixed) out.push(`add chain ${t} ${c}`, `flush chain ${t} ${c}`);
+  const entry = "ipv4_addr . inet_proto . inet_service";
+  out.push(
+    `add set ${t} cluster-ips { type ipv4_addr; }`,
+    `add map ${t} no-endpoint-services { type ${entry} : verdict; }`,
+    `add map ${t} no-endpoint-nodeports { type inet_proto . inet_service : verdict; }`,
+    `add map ${t} firewall-ips { type ${entry} : verdict; }`,
+    `add map ${t} service-ips { type ${entry} : verdict; }`,
+    `add map ${t} service-nodeports { type inet_proto . inet_service : verdict; }`,
+    // --nodeport-addresses unset: the set exists only to be deleted.
+    `add set ${t} nodeport-ips { type ipv4_addr; }`,
+    `delete set ${t} nodeport-ips`,
+  );
+  const key = "ip daddr . meta l4proto . th dport";
+  const rules: Array<[string, string]> = [
+    ["filter-input", "ct state new jump nodeport-endpoints-check"],
+    ["filter-input", "ct state new jump service-endpoints-check"],
+    ["filter-forward", "ct state new jump service-endpoints-check"],
+    ["filter-output", "ct state new jump service-endpoints-check"],
+    ["filter-prerouting-pre-dnat", "ct state new jump firewall-check"],
+    ["filter-output-pre-dnat", "ct state new jump firewall-check"],
+    ["nat-output", "jump services"],
+    ["nat-prerouting", "jump services"],
+    ["nat-postrouting", "jump masquerading"],
+    ["filter-forward", "ct state new jump cluster-ips-check"],
+    ["filter-output", "ct state new jump cluster-ips-check"],
+    ["mark-for-masquerade", `meta mark set meta mark | ${MARK}`],
+    ["masquerading", `meta mark & ${MARK} == 0x00000000 return`],
+    ["masquerading", `meta mark set meta mark ^ ${MARK}`],
+    ["masquerading", "masquerade fully-random"],
+    ["cluster-ips-check", "ip daddr @cluster-ips reject"],
+    ["reject-chain", "reject"],
+    ["service-endpoints-check", `${key} vmap @no-endpoint-services`],
+    [
+      "nodeport-endpoints-check",
+      "ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports",
+    ],
+    ["firewall-check", `${key} vmap @firewall-ips`],
+    ["services", `${key} vmap @service-ips`],
+    [
+      "services",
+      "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+    ],
+  ];
+  for (const [chain, rule] of rules) out.push(`add rule ${t} ${chain} ${rule}`);
+  for (const s of ["cluster-ips", "no-endpoint-services", "no-endpoint-nodeports", "firewall-ips"]) {
+    out.push(`flush ${s === "cluster-ips" ? "set" : "map"} ${t} ${s}`);
+  }
+  out.push(`flush map ${t} service-ips`, `flush map ${t} service-nodeports`);
+  for (const p of ports) {
+    const n = nftNames(p);
+    out.push(`add chain ${t} ${n.svc}`, `flush chain ${t} ${n.svc}`);
+    for (const ip of p.endpoints) {
+      out.push(`add chain ${t} ${n.ep(ip)}`, `flush chain ${t} ${n.ep(ip)}`);
+      out.push(`add rule ${t} ${n.ep(ip)} ip saddr ${ip} jump mark-for-masquerade`);
+      out.push(`add rule ${t} ${n.ep(ip)} meta l4proto tcp dnat to ${ip}:${p.targetPort}`);
+    }
+    out.push(
+      `add rule ${t} ${n.svc} ip daddr ${p.clusterIP} tcp dport ${p.port} ip saddr != ${clusterCIDR} jump mark-for-masquerade`,
+    );
+    const picks = p.endpoints.map((ip, i) => `${i} : goto ${n.ep(ip)}`).join(", ");
+    out.push(`add rule ${t} ${n.svc} numgen random mod ${p.endpoints.length} vmap { ${picks} }`);
+    out.push(`add element ${t} cluster-ips { ${p.clusterIP} }`);
+    out.push(`add element ${t} service-ips { ${p.clusterIP} . tcp . ${p.port} : goto ${n.svc} }`);
+  }
+  return out.join("\n") + "\n";
+}
