@@ -295,6 +295,7 @@ export abstract class BaseProxier implements Provider {
   /** Runs the sync loop until `signal` aborts, which also interrupts a sync in progress. */
   syncLoop(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
+    this.health.expect(this.family);
     // Drift heals within a sync period of its cause, beside the syncs, not in their path.
     this.#drift.watch(signal);
     return this.#runner.loop(signal);
@@ -362,6 +363,7 @@ export abstract class BaseProxier implements Provider {
       this.forgetKernelState();
       if (!this.#signal.aborted) {
         this.metrics.syncFailuresTotal.inc();
+        this.health.failed(this.family);
         this.countFailure(e, full);
         const line = (e as { line?: unknown }).line;
         this.log.error("Sync failed; the previous rules stay in place and the next sync is full", {

@@ -4,6 +4,9 @@
  * its sync completing; the proxy is healthy when every family is. `/healthz` also answers 503
  * while the Node is going away (a deletionTimestamp, or the cluster autoscaler's
  * `ToBeDeletedByClusterAutoscaler` taint), so load balancers drain it; `/livez` ignores that.
+ * `/readyz` (ours, for a DaemonSet's readiness probe) answers 200 once every family's first sync
+ * is in the kernel and while none's last sync failed: a rollout whose proxy cannot program the node
+ * stops at that node.
  * @module
  */
 import type { V1Node } from "@kubernetes/client-node";
@@ -30,6 +33,7 @@ export class ProxyHealth {
   readonly #timeoutMs: number;
   readonly #lastUpdated = new Map<IPFamily, number>();
   readonly #oldestPending = new Map<IPFamily, number>();
+  readonly #syncs = new Map<IPFamily, "waiting" | "synced" | "failing">();
   #node?: V1Node;
 
   /** `timeoutMs` is how long a queued update may wait before health fails. */
@@ -48,6 +52,30 @@ export class ProxyHealth {
   updated(family: IPFamily): void {
     this.#lastUpdated.set(family, this.#clock.now());
     this.#oldestPending.delete(family);
+    this.#syncs.set(family, "synced");
+  }
+
+  /** Records that `family`'s sync loop runs: the proxy is not ready until its first sync is in. */
+  expect(family: IPFamily): void {
+    if (!this.#syncs.has(family)) this.#syncs.set(family, "waiting");
+  }
+
+  /** Records a failed sync of `family`: not ready until one succeeds. */
+  failed(family: IPFamily): void {
+    this.#syncs.set(family, "failing");
+  }
+
+  /** Returns `/readyz`'s verdict and each family's state. */
+  readiness(): { ready: boolean; status: Partial<Record<IPFamily, string>> } {
+    const words = {
+      waiting: "waiting for the first sync",
+      synced: "synced",
+      failing: "the last sync failed",
+    };
+    const status: Partial<Record<IPFamily, string>> = {};
+    for (const [family, state] of this.#syncs) status[family] = words[state];
+    const ready = this.#syncs.size > 0 && [...this.#syncs.values()].every((s) => s === "synced");
+    return { ready, status };
   }
 
   /** The own Node as last seen (undefined: deleted or not known yet). */
@@ -89,8 +117,8 @@ export class ProxyHealth {
 }
 
 /**
- * Serves `/healthz` and `/livez` on `hostname:port`; 200 when healthy, 503 otherwise, with the
- * JSON body. Returns the server (its `finished` resolves after `signal` aborts).
+ * Serves `/healthz`, `/livez` and `/readyz` on `hostname:port`; 200 when healthy (ready), 503
+ * otherwise, with the JSON body. Returns the server (its `finished` resolves after `signal` aborts).
  */
 export function serveHealthz(
   health: ProxyHealth,
@@ -100,6 +128,13 @@ export function serveHealthz(
 ): Deno.HttpServer<Deno.NetAddr> {
   return Deno.serve({ ...addr, signal, onListen() {} }, (req) => {
     const path = new URL(req.url).pathname;
+    if (path === "/readyz") {
+      const r = health.readiness();
+      return Response.json(r, {
+        status: r.ready ? 200 : 503,
+        headers: { "X-Content-Type-Options": "nosniff" },
+      });
+    }
     if (path !== "/healthz" && path !== "/livez") return new Response("not found\n", { status: 404 });
     const status = health.status();
     let { healthy, body } = status;

@@ -84,3 +84,37 @@ Deno.test("serveHealthz: upstream's JSON; 503 when unhealthy; /healthz also 503 
     await server.finished;
   }
 });
+
+Deno.test("/readyz: 503 until every family's first sync is in, 503 while a family's syncs fail, 200 again after one succeeds", async () => {
+  const h = new ProxyHealth({ clock: new FakeClock(), timeoutMs: 1000 });
+  const ac = new AbortController();
+  const server = serveHealthz(h, { hostname: "127.0.0.1", port: 0 }, ac.signal);
+  const get = async () => {
+    const r = await fetch(`http://127.0.0.1:${server.addr.port}/readyz`);
+    return [r.status, await r.json()];
+  };
+  try {
+    assertEquals(await get(), [503, { ready: false, status: {} }], "no sync loop yet");
+    h.expect("IPv4");
+    h.expect("IPv6");
+    h.updated("IPv4");
+    assertEquals(await get(), [503, {
+      ready: false,
+      status: { IPv4: "synced", IPv6: "waiting for the first sync" },
+    }]);
+    h.updated("IPv6");
+    assertEquals((await get())[0], 200);
+    h.failed("IPv6");
+    assertEquals(await get(), [503, {
+      ready: false,
+      status: { IPv4: "synced", IPv6: "the last sync failed" },
+    }]);
+    h.expect("IPv6"); // a family already known keeps its state
+    assertEquals((await get())[0], 503);
+    h.updated("IPv6");
+    assertEquals(await get(), [200, { ready: true, status: { IPv4: "synced", IPv6: "synced" } }]);
+  } finally {
+    ac.abort();
+    await server.finished;
+  }
+});

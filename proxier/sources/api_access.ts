@@ -43,7 +43,8 @@ export async function loadApiAccess(i: ApiAccessInputs): Promise<ApiAccess> {
   const host = i.env("KUBERNETES_SERVICE_HOST");
   if (host !== undefined && host !== "") {
     const port = i.env("KUBERNETES_SERVICE_PORT") ?? "443";
-    const ca = await read(i, `${SERVICE_ACCOUNT}/ca.crt`, "in-cluster config");
+    const caFile = `${SERVICE_ACCOUNT}/ca.crt`;
+    const ca = { text: await read(i, caFile, "in-cluster config"), field: caFile };
     return build(i, {
       server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
       origin: "in-cluster",
@@ -61,14 +62,22 @@ export async function loadApiAccess(i: ApiAccessInputs): Promise<ApiAccess> {
   return await fromKubeconfig(i, path, "");
 }
 
+/** PEM material and the field (and file) it was read from, for errors that name it. */
+interface Pem {
+  readonly text: string;
+  readonly field: string;
+}
+
 interface Parts {
   server: string;
+  /** Where the server was given (`clusters["default"].server`); undefined: the label says it. */
+  serverField?: string;
   origin: string;
   /** Prefix of error messages: the flag or `kubeconfig PATH`. */
   label: string;
-  ca?: string;
-  cert?: string;
-  key?: string;
+  ca?: Pem;
+  cert?: Pem;
+  key?: Pem;
   token?: string;
   tokenFile?: string;
   basic?: { username: string; password: string };
@@ -116,18 +125,27 @@ async function fromKubeconfig(i: ApiAccessInputs, path: string, master: string):
     return v;
   };
   const file = (p: string) => p.startsWith("/") ? p : dir + p;
-  const data = async (o: Record<string, unknown>, dataKey: string, fileKey: string) => {
+  const data = async (
+    o: Record<string, unknown>,
+    at: string,
+    dataKey: string,
+    fileKey: string,
+  ): Promise<Pem | undefined> => {
     const inline = str(o, dataKey);
     if (inline !== undefined) {
       try {
-        return new TextDecoder().decode(Uint8Array.from(atob(inline), (c) => c.charCodeAt(0)));
+        const text = new TextDecoder().decode(Uint8Array.from(atob(inline), (c) => c.charCodeAt(0)));
+        return { text, field: `${at}.${dataKey}` };
       } catch (e) {
         throw new KubeconfigError(where(`${dataKey} is not base64`), { cause: e });
       }
     }
     const f = str(o, fileKey);
-    return f === undefined ? undefined : await read(i, file(f), where(fileKey));
+    if (f === undefined) return undefined;
+    return { text: await read(i, file(f), where(fileKey)), field: `${at}.${fileKey} (${file(f)})` };
   };
+  const atCluster = `clusters[${JSON.stringify(ctx?.cluster)}]`;
+  const atUser = `users[${JSON.stringify(ctx?.user)}]`;
   for (const k of ["exec", "auth-provider"]) {
     if (user[k] !== undefined && user[k] !== null) {
       throw new KubeconfigError(
@@ -145,23 +163,32 @@ async function fromKubeconfig(i: ApiAccessInputs, path: string, master: string):
     );
   }
   const server = master !== "" ? master : str(cluster, "server");
-  if (server === undefined) {
-    throw new KubeconfigError(where(`clusters[${JSON.stringify(ctx?.cluster)}].server is missing`));
-  }
+  if (server === undefined) throw new KubeconfigError(where(`${atCluster}.server is missing`));
   const username = str(user, "username");
   const tokenFile = str(user, "tokenFile");
   return build(i, {
     server,
+    serverField: master !== "" ? "--master" : `${atCluster}.server`,
     origin: path,
     label: `kubeconfig ${path}`,
-    ca: await data(cluster, "certificate-authority-data", "certificate-authority"),
-    cert: await data(user, "client-certificate-data", "client-certificate"),
-    key: await data(user, "client-key-data", "client-key"),
+    ca: await data(cluster, atCluster, "certificate-authority-data", "certificate-authority"),
+    cert: await data(user, atUser, "client-certificate-data", "client-certificate"),
+    key: await data(user, atUser, "client-key-data", "client-key"),
     token: str(user, "token"),
     tokenFile: tokenFile === undefined ? undefined : file(tokenFile),
     basic: username === undefined ? undefined : { username, password: str(user, "password") ?? "" },
     proxyURL: str(cluster, "proxy-url"),
   });
+}
+
+/**
+ * Returns the host of `server` when it is a placeholder left as shipped (`CONTROL-PLANE-ENDPOINT`:
+ * capital words joined by `-` or `_`, which no operator writes as a host name), else undefined.
+ * A real host that cannot be resolved or reached is not refused: an outage must not crash-loop.
+ */
+export function placeholderHost(server: string): string | undefined {
+  const host = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/([^/:?#]+)/.exec(server)?.[1];
+  return host !== undefined && /^[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+$/.test(host) ? host : undefined;
 }
 
 function build(i: ApiAccessInputs, p: Parts): ApiAccess {
@@ -174,17 +201,38 @@ function build(i: ApiAccessInputs, p: Parts): ApiAccess {
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new KubeconfigError(`${p.label}: server URL ${JSON.stringify(p.server)} is not http(s)`);
   }
+  const placeholder = placeholderHost(p.server);
+  if (placeholder !== undefined) {
+    throw new KubeconfigError(
+      `${p.label}: ${
+        p.serverField ?? "server"
+      } is the placeholder ${placeholder}: set it to the control plane's address`,
+    );
+  }
   if ((p.cert === undefined) !== (p.key === undefined)) {
     throw new KubeconfigError(`${p.label}: a client certificate needs its key, and a key its certificate`);
   }
+  for (
+    const [pem, kind] of [[p.ca, "CERTIFICATE"], [p.cert, "CERTIFICATE"], [p.key, "PRIVATE KEY"]] as const
+  ) {
+    if (pem !== undefined && !new RegExp(`-----BEGIN [A-Z ]*${kind}-----`).test(pem.text)) {
+      throw new KubeconfigError(`${p.label}: ${pem.field} is not PEM (no "-----BEGIN ${kind}-----" block)`);
+    }
+  }
   const needsClient = p.ca !== undefined || p.cert !== undefined || p.proxyURL !== undefined;
-  const client = needsClient
-    ? Deno.createHttpClient({
-      caCerts: p.ca === undefined ? undefined : [p.ca],
-      proxy: p.proxyURL === undefined ? undefined : { url: p.proxyURL },
-      ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert, key: p.key } : {}),
-    })
-    : undefined;
+  let client: Deno.HttpClient | undefined;
+  try {
+    client = needsClient
+      ? Deno.createHttpClient({
+        caCerts: p.ca === undefined ? undefined : [p.ca.text],
+        proxy: p.proxyURL === undefined ? undefined : { url: p.proxyURL },
+        ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert.text, key: p.key.text } : {}),
+      })
+      : undefined;
+  } catch (e) {
+    const fields = [p.ca, p.cert, p.key].filter((x) => x !== undefined).map((x) => x.field).join(", ");
+    throw new KubeconfigError(`${p.label}: ${fields}: ${(e as Error).message}`, { cause: e });
+  }
   let token = p.token;
   let tokenReadAt = -Infinity;
   return {

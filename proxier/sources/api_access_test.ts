@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { KubeconfigError } from "../errors.ts";
-import { type ApiAccessInputs, loadApiAccess } from "./api_access.ts";
+import { type ApiAccessInputs, loadApiAccess, placeholderHost } from "./api_access.ts";
 import { ApiClient } from "./api_client.ts";
 import { serveTls } from "../../tests/support/net_helpers.ts";
 
@@ -92,13 +92,49 @@ Deno.test("kubeconfig: what cannot work is refused up front, naming the file and
       kubeconfig("    token: x\n").replace("current-context: prod", "current-context: gone"),
       /current-context "gone"/,
     ],
+    // Left as shipped: a placeholder, not a host to retry for ever.
+    [
+      kubeconfig("    token: x\n", "    server: https://CONTROL-PLANE-ENDPOINT:6443\n"),
+      /clusters\["prod"\]\.server is the placeholder CONTROL-PLANE-ENDPOINT: set it/,
+    ],
+    [
+      kubeconfig("    token: x\n", "    server: https://10.0.0.1\n    certificate-authority: ca.crt\n"),
+      /clusters\["prod"\]\.certificate-authority \(\/ca\.crt\) is not PEM \(no "-----BEGIN CERTIFICATE-----" block\)/,
+    ],
+    [
+      kubeconfig(`    client-certificate-data: ${btoa("junk")}\n    client-key-data: ${btoa("junk")}\n`),
+      /users\["proxy"\]\.client-certificate-data is not PEM/,
+    ],
+    [
+      kubeconfig(
+        "    token: x\n",
+        `    server: https://10.0.0.1\n    certificate-authority-data: ${
+          btoa("-----BEGIN CERTIFICATE-----\nZZZZ\n-----END CERTIFICATE-----\n")
+        }\n`,
+      ),
+      /clusters\["prod"\]\.certificate-authority-data: invalid peer certificate/,
+    ],
   ];
   for (const [text, want] of cases) {
     const e = await assertRejects(
-      () => loadApiAccess(inputs({ "/k": text }, { kubeconfig: "/k" })),
+      () => loadApiAccess(inputs({ "/k": text, "/ca.crt": "not a certificate\n" }, { kubeconfig: "/k" })),
       KubeconfigError,
     );
     assert(want.test(e.message) && e.message.startsWith("kubeconfig /k: "), e.message);
+  }
+  const flag = await assertRejects(
+    () => loadApiAccess(inputs({}, { master: "https://CONTROL-PLANE-ENDPOINT:6443" })),
+    KubeconfigError,
+  );
+  assertEquals(
+    flag.message,
+    "--master: server is the placeholder CONTROL-PLANE-ENDPOINT: set it to the control plane's address",
+  );
+  // A host that may simply be unreachable now is not refused: an outage must not crash-loop a node.
+  for (
+    const server of ["https://api.example.internal:6443", "https://CONTROLPLANE:6443", "https://10.0.0.1"]
+  ) {
+    assertEquals(placeholderHost(server), undefined, server);
   }
   const none = await assertRejects(() => loadApiAccess(inputs({})), KubeconfigError);
   assertEquals(none.message, "no API server: give --kubeconfig or --master, or run in a cluster");

@@ -313,7 +313,7 @@ endpoints:
 );
 
 test(
-  "a bad kubeconfig exits 1 naming it, and the node keeps every rule and sysctl as it was",
+  "a bad kubeconfig (missing, its server a placeholder, its CA not PEM) exits 1 naming the file and field, and the node keeps every rule and sysctl as it was; a server that is down is retried",
   async (t, dir) => {
     await Deno.writeTextFile(
       `${dir}/kp.yaml`,
@@ -322,20 +322,63 @@ test(
         "mode: iptables\nclientConnection:\n  kubeconfig: /nonexistent/kubeconfig",
       ),
     );
+    // The shipped DaemonSet's kubeconfig with its placeholder left in, and one whose CA is no PEM.
+    const kubeconfig = (server: string, ca: string) =>
+      `apiVersion: v1
+kind: Config
+clusters: [{ name: c, cluster: { server: "${server}", certificate-authority: ${ca} } }]
+contexts: [{ name: x, context: { cluster: c, user: u } }]
+current-context: x
+users: [{ name: u, user: { token: t } }]
+`;
+    await Deno.writeTextFile(`${dir}/ca.crt`, "not a certificate\n");
+    await Deno.writeTextFile(
+      `${dir}/placeholder.conf`,
+      kubeconfig("https://CONTROL-PLANE-ENDPOINT:6443", "ca.crt"),
+    );
+    await Deno.writeTextFile(`${dir}/bad-ca.conf`, kubeconfig("https://10.0.0.1:6443", "ca.crt"));
     const before = await sysctls(t);
     const rulesBefore = await ruleset(t);
     for (
-      const args of [
-        ["--kubeconfig=/nonexistent/kubeconfig"],
-        ["--proxy-mode=nftables", "--kubeconfig=/nonexistent/kubeconfig"],
-        [`--config=${dir}/kp.yaml`],
-      ]
+      const [args, said] of [
+        [
+          ["--kubeconfig=/nonexistent/kubeconfig"],
+          /Cannot reach the API server as configured.*\/nonexistent\/kubeconfig/,
+        ],
+        [["--proxy-mode=nftables", "--kubeconfig=/nonexistent/kubeconfig"], /\/nonexistent\/kubeconfig/],
+        [[`--config=${dir}/kp.yaml`], /\/nonexistent\/kubeconfig/],
+        [
+          [`--kubeconfig=${dir}/placeholder.conf`],
+          /placeholder\.conf: clusters\[\\?"c\\?"\]\.server is the placeholder CONTROL-PLANE-ENDPOINT/,
+        ],
+        [
+          ["--proxy-mode=nftables", `--kubeconfig=${dir}/bad-ca.conf`],
+          /bad-ca\.conf: clusters\[\\?"c\\?"\]\.certificate-authority \(.*\/ca\.crt\) is not PEM/,
+        ],
+      ] as const
     ) {
       const r = await t.runProgram([...args, "--hostname-override=node-a"]);
       assertEquals(r.code, 1, r.stderr);
-      assertMatch(r.stderr, /Cannot reach the API server as configured.*\/nonexistent\/kubeconfig/);
+      assertMatch(r.stderr, said);
       assertEquals(await sysctls(t), before, args.join(" "));
       assertEquals(await ruleset(t), rulesBefore, args.join(" "));
+    }
+    // A valid kubeconfig whose server is down (an outage, not a mistake) is retried, never an exit.
+    await Deno.copyFile(new URL("../testdata/tls/ca.crt", import.meta.url), `${dir}/ca.crt`);
+    await Deno.writeTextFile(`${dir}/down.conf`, kubeconfig("https://127.0.0.1:1", "ca.crt"));
+    const down = t.startProxy([`--kubeconfig=${dir}/down.conf`, "--hostname-override=node-a"]);
+    try {
+      await eventually(
+        () => assertMatch(down.log(), /Watch failed; keeping the last known state and retrying/),
+        15_000,
+      );
+      const exited = await Promise.race([
+        down.exited,
+        new Promise((r) => setTimeout(() => r("running"), 2000)),
+      ]);
+      assertEquals(exited, "running", down.log());
+    } finally {
+      await down.stop();
     }
   },
 );

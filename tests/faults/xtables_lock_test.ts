@@ -1,7 +1,8 @@
 /**
  * The xtables lock held by another process for 10 s (iptables-legacy, the backend that takes it):
  * the Service keeps its previous rules meanwhile, the program says the lock is why its syncs wait or
- * fail, and an endpoint change made during the hold reaches the kernel once the lock is free.
+ * fail, and an endpoint change made during the hold reaches the kernel once the lock is free. Held
+ * at start, `/readyz` answers 503 until the first sync is in the kernel.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
@@ -73,7 +74,9 @@ Deno.test({
         { XTABLES_LOCKFILE: lock },
       );
       const answer = () => t.nodeAgent.tcp("172.30.61.1", 80, 500);
+      const readyz = async () => (await t.nodeAgent.http("127.0.0.1", 10256, 1000, "/readyz")).slice(0, 3);
       await eventually(async () => assertEquals(await answer(), "pod-a"), 20_000);
+      assertEquals(await readyz(), "200", "ready once the first sync is in");
 
       holder = await holdXtablesLock(lock, 10);
       const heldAt = performance.now();
@@ -84,6 +87,7 @@ Deno.test({
       await holder.status;
       const freedAfter = performance.now() - heldAt;
       await eventually(async () => assertEquals(await answer(), "pod-b"), 10_000);
+      await eventually(async () => assertEquals(await readyz(), "200"), 5_000);
       const landed = (performance.now() - heldAt) / 1000;
       assert(freedAfter >= 9_500, `the lock was held ${freedAfter} ms`);
       // The change waits for the lock, then the next retry (backoff) carries it.
@@ -96,6 +100,61 @@ Deno.test({
       );
       assert(said.length > 0, proxy.log());
       for (const l of said) assertMatch(l, /exited 4: .*Another app is currently holding the xtables lock/);
+    } catch (e) {
+      console.error(proxy?.log());
+      throw e;
+    } finally {
+      try {
+        holder?.kill();
+      } catch { /* ended */ }
+      await holder?.status;
+      await proxy?.stop("SIGKILL");
+      await t.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    `xtables lock held at start (legacy backend): /readyz 503 until the first sync is in, then 200${note}`,
+  ignore,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const t = new Topology();
+    const dir = await Deno.makeTempDir({ prefix: "kpd-xtables-ready-" });
+    let proxy: ProxyProcess | undefined;
+    let holder: Deno.ChildProcess | undefined;
+    try {
+      await t.init();
+      const pod = await t.addPod("pod-a", 8080);
+      await Deno.mkdir(`${dir}/objects`);
+      await Deno.writeTextFile(`${dir}/objects/objects.json`, JSON.stringify(objects(pod)));
+      holder = await holdXtablesLock(`${dir}/xtables.lock`, 8);
+      proxy = t.startProxy(
+        [
+          "--proxy-mode=iptables",
+          "--iptables-backend=legacy",
+          `--source=file:${dir}/objects`,
+          "--hostname-override=node-a",
+          "--healthz-bind-address=127.0.0.1:10256",
+          "--metrics-bind-address=127.0.0.1:10249",
+        ],
+        t.node,
+        { XTABLES_LOCKFILE: `${dir}/xtables.lock` },
+      );
+      const readyz = () => t.nodeAgent.http("127.0.0.1", 10256, 1000, "/readyz");
+      // Listening, and not ready: nothing of this proxy is in the kernel yet.
+      const before = await eventually(async () => {
+        const r = await readyz();
+        assert(r.startsWith("503"), r);
+        return r;
+      }, 6_000);
+      assertMatch(before, /"ready":false/);
+      await holder.status;
+      await eventually(async () => assertEquals((await readyz()).slice(0, 3), "200"), 20_000);
+      assertEquals(await t.nodeAgent.tcp("172.30.61.1", 80, 500), "pod-a");
     } catch (e) {
       console.error(proxy?.log());
       throw e;

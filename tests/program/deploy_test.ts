@@ -5,7 +5,8 @@
  * `/usr/local/bin/kube-proxy`, and the systemd unit.
  */
 import { loadAll } from "js-yaml";
-import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../support/assert.ts";
+import { KubeconfigError } from "../../proxier/errors.ts";
 import { loadApiAccess } from "../../proxier/sources/api_access.ts";
 import { parseCommandLine } from "../../proxier/cli/command_line.ts";
 import { defaultConfig } from "../../proxier/options/kube_proxy_configuration.ts";
@@ -36,6 +37,9 @@ Deno.test("deploy: the DaemonSet has kubeadm's shape: its command line, privileg
   assertEquals(c.env, [{ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }]);
   assertEquals(c.securityContext, { privileged: true });
   assertEquals(c.livenessProbe.httpGet, { path: "/livez", port: 10256, host: "127.0.0.1" });
+  // Ready once the first sync is in: with maxUnavailable 1 a proxy that cannot sync stops the rollout.
+  assertEquals(c.readinessProbe.httpGet, { path: "/readyz", port: 10256, host: "127.0.0.1" });
+  assertMatch(c.image, /^REGISTRY\/kube-proxy-deno:/);
   const mounts = Object.fromEntries(c.volumeMounts.map((m: Obj) => [m.name, m]));
   const volumes = Object.fromEntries(pod.volumes.map((v: Obj) => [v.name, v]));
   assertEquals(mounts["lib-modules"], { name: "lib-modules", mountPath: "/lib/modules", readOnly: true });
@@ -83,14 +87,26 @@ Deno.test("deploy: the ConfigMap's files start the program with the DaemonSet's 
     clusterCIDRs: ["10.244.0.0/16"],
     hostnameOverride: "node-1",
   });
-  const access = await loadApiAccess({
-    kubeconfig: cmd.config.kubeconfig,
-    master: "",
-    env: () => undefined,
-    readFile: (p) => Promise.resolve(files[p] ?? Promise.reject(new Deno.errors.NotFound(p))),
-  });
-  // The control-plane endpoint, never the `kubernetes` Service only a running proxy makes reachable.
-  assertEquals(access.server, "https://control-plane-endpoint:6443");
+  const load = () =>
+    loadApiAccess({
+      kubeconfig: cmd.config.kubeconfig,
+      master: "",
+      env: () => undefined,
+      readFile: (p) => Promise.resolve(files[p] ?? Promise.reject(new Deno.errors.NotFound(p))),
+    });
+  // As shipped, the placeholder is refused at start, naming it; replaced as deploy/README says, it is
+  // the control-plane endpoint, never the `kubernetes` Service only a running proxy makes reachable.
+  const shipped = await assertRejects(load, KubeconfigError);
+  assertMatch(
+    shipped.message,
+    /kubeconfig\.conf: clusters\["default"\]\.server is the placeholder CONTROL-PLANE-ENDPOINT/,
+  );
+  files["/var/lib/kube-proxy/kubeconfig.conf"] = cm.data["kubeconfig.conf"].replace(
+    "CONTROL-PLANE-ENDPOINT",
+    "192.168.0.10",
+  );
+  const access = await load();
+  assertEquals(access.server, "https://192.168.0.10:6443");
   assertEquals((await access.headers()).get("authorization"), "Bearer token-1");
   access.client?.close();
 });
