@@ -29,6 +29,9 @@ class NullIPTables implements IPTables {
   save(): Promise<string> {
     return Promise.resolve("");
   }
+  tables(): Promise<ReadonlySet<"nat">> {
+    return Promise.resolve(new Set());
+  }
   restoreAll(input: RestoreInput, _opts: RestoreOptions): Promise<void> {
     this.last = inputText(input);
     return Promise.resolve();

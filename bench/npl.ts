@@ -219,6 +219,7 @@ async function partialTexts(n: number, i: number): Promise<[string, string]> {
   const recorder = {
     family: "IPv4" as const,
     save: () => Promise.resolve(""),
+    tables: () => Promise.resolve(new Set<"nat">()),
     restoreAll: (input: RestoreInput, _o: RestoreOptions) => {
       texts.push(inputText(input));
       return Promise.resolve();

@@ -5,6 +5,7 @@
  */
 import { ExecError, type Executor } from "./executor.ts";
 import type { IPFamily } from "./ip.ts";
+import { linesStartingWith } from "./rule_args.ts";
 
 /** A netfilter table kube-proxy uses. */
 export type Table = "nat" | "filter" | "mangle";
@@ -38,6 +39,11 @@ export interface IPTables {
   readonly family: IPFamily;
   /** Returns `iptables-save -t table` output. */
   save(table: Table): Promise<string>;
+  /**
+   * The tables this backend holds now, from a save of all of them: naming a table to the legacy
+   * backend creates it, so cleanups ask this first and touch only what exists.
+   */
+  tables(): Promise<ReadonlySet<Table>>;
   /**
    * Applies a whole restore input (one text, or chunks that form it) atomically.
    * @throws {RestoreError} on failure.
@@ -106,6 +112,13 @@ export class IptablesRunner implements IPTables {
       throw new ExecError(`${this.#cmd} --version exited ${r.code}: ${r.stderr.trim()}`, r.code);
     }
     return r.stdout.trim();
+  }
+
+  /** @inheritdoc */
+  async tables(): Promise<ReadonlySet<Table>> {
+    const r = await this.#exec.run(`${this.#cmd}-save`, { args: [] });
+    if (r.code !== 0) throw new ExecError(`${this.#cmd}-save exited ${r.code}: ${r.stderr.trim()}`, r.code);
+    return new Set(linesStartingWith(r.stdout, "*").map((l) => l.slice(1).trim() as Table));
   }
 
   /** @inheritdoc */

@@ -309,6 +309,11 @@ export abstract class BaseProxier implements Provider {
     return this.#sync();
   }
 
+  /** Asks for a sync within `ms`, for work a mode can do only once a delay has passed. */
+  protected syncAfter(ms: number): void {
+    if (this.isInitialized) this.#runner.runAfter(ms);
+  }
+
   /** Requests that the next sync be full (e.g. the kernel state was lost). */
   protected requestFullSync(): void {
     this.#needFull = true;

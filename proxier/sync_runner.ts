@@ -30,6 +30,7 @@ export class SyncRunner {
   #active = false;
   #lastRun: number;
   #retryAt = Infinity;
+  #dueAt = Infinity;
   #backoffMs = 0;
   #cancelTimer?: () => void;
   #idle: Array<() => void> = [];
@@ -51,6 +52,16 @@ export class SyncRunner {
   /** Asks for a run; runs coalesce, so many requests before a run cause one run. */
   run(): void {
     this.#pending = true;
+    this.#schedule();
+  }
+
+  /**
+   * Asks for a run within `ms` (not sooner than the limits allow): work that becomes due later, such
+   * as objects that may be deleted once a delay has passed, is done then rather than at the
+   * periodic run. The earliest such request wins; any run satisfies it.
+   */
+  runAfter(ms: number): void {
+    this.#dueAt = Math.min(this.#dueAt, this.#o.clock.now() + ms);
     this.#schedule();
   }
 
@@ -87,7 +98,10 @@ export class SyncRunner {
     this.#cancelTimer = undefined;
     if (!this.#active || this.#running) return;
     const now = this.#o.clock.now();
-    if (!this.#pending && (now >= this.#retryAt || now - this.#lastRun >= this.#o.maxIntervalMs)) {
+    if (
+      !this.#pending &&
+      (now >= this.#retryAt || now >= this.#dueAt || now - this.#lastRun >= this.#o.maxIntervalMs)
+    ) {
       this.#pending = true;
     }
     if (this.#pending) {
@@ -101,7 +115,7 @@ export class SyncRunner {
       this.#arm(Math.ceil((1 - this.#tokens) * this.#o.minIntervalMs));
       return;
     }
-    const wake = Math.min(this.#retryAt, this.#lastRun + this.#o.maxIntervalMs);
+    const wake = Math.min(this.#retryAt, this.#dueAt, this.#lastRun + this.#o.maxIntervalMs);
     this.#arm(wake - now);
   }
 
@@ -115,6 +129,7 @@ export class SyncRunner {
   #start(): void {
     this.#running = true;
     this.#pending = false;
+    this.#dueAt = Infinity;
     this.#runs++;
     this.#lastRun = this.#o.clock.now();
     this.#o.fn().then(

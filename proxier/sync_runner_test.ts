@@ -78,3 +78,24 @@ Deno.test("SyncRunner.loop resolves after abort and runs no more", async () => {
   assertEquals(runs, [0]);
   assertEquals(clock.pendingTimers, 0);
 });
+
+Deno.test("SyncRunner.runAfter: a run is due by then, not at the periodic one; the earliest request wins and any run satisfies it", async () => {
+  const { clock, runs, runner, stop } = setup();
+  await settle();
+  await clock.advance(5000);
+  runner.runAfter(1500);
+  runner.runAfter(3000);
+  await clock.advance(1499);
+  assertEquals(runs, [0]);
+  await clock.advance(1);
+  assertEquals(runs, [0, 6500], "at the earliest request, far before the 30 s periodic run");
+  await clock.advance(5000);
+  assertEquals(runs.length, 2, "the later request was satisfied by that run");
+  runner.runAfter(2000);
+  runner.run();
+  await settle();
+  assertEquals(runs.length, 3);
+  await clock.advance(10_000);
+  assertEquals(runs.length, 3, "a run in between satisfied it");
+  await stop();
+});

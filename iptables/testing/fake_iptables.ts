@@ -74,6 +74,11 @@ export class FakeIPTables implements IPTables {
     return [...this.#state.get(table)!.keys()];
   }
 
+  /** @inheritdoc The fake holds every table from the start. */
+  tables(): Promise<ReadonlySet<Table>> {
+    return Promise.resolve(new Set(this.#state.keys()));
+  }
+
   /** @inheritdoc */
   save(table: Table): Promise<string> {
     return Promise.resolve(this.saveSync(table));

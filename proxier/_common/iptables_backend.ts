@@ -29,35 +29,37 @@ export async function chooseIptablesBackend(
   requested: IptablesBackend,
 ): Promise<BackendChoice> {
   if (requested !== "auto") return { backend: requested, reason: "--iptables-backend" };
-  const save = async (backend: IptablesBackendName, table?: string): Promise<string | undefined> => {
+  const save = async (backend: IptablesBackendName): Promise<string | undefined> => {
     let out: string | undefined;
     for (const family of ["IPv4", "IPv6"] as const) {
       const cmd = `${new IptablesRunner({ exec, family, backend }).command}-save`;
       try {
-        const r = await exec.run(cmd, { args: table === undefined ? [] : ["-t", table] });
+        const r = await exec.run(cmd, { args: [] });
         if (r.code === 0) out = (out ?? "") + r.stdout;
       } catch { /* not installed */ }
     }
     return out;
   };
-  const nftMangle = await save("nft", "mangle");
-  const legacyMangle = await save("legacy", "mangle");
-  if (nftMangle === undefined && legacyMangle === undefined) {
+  // Whole saves, never `-t mangle`: naming a table to the legacy backend creates it, and the probe
+  // must leave a backend the node does not use as it found it.
+  const nftAll = await save("nft");
+  const legacyAll = await save("legacy");
+  if (nftAll === undefined && legacyAll === undefined) {
     return { backend: undefined, reason: "no iptables-nft or iptables-legacy; using iptables" };
   }
-  if (nftMangle !== undefined && KUBELET_HINT.test(nftMangle)) {
+  if (nftAll !== undefined && KUBELET_HINT.test(nftAll)) {
     return { backend: "nft", reason: "kubelet's chains are in nf_tables" };
   }
-  if (legacyMangle !== undefined && KUBELET_HINT.test(legacyMangle)) {
+  if (legacyAll !== undefined && KUBELET_HINT.test(legacyAll)) {
     return { backend: "legacy", reason: "kubelet's chains are in legacy iptables" };
   }
   const rules = (text: string | undefined) => text?.split("\n").filter((l) => l.startsWith("-")).length ?? -1;
-  const legacy = rules(legacyMangle === undefined ? undefined : await save("legacy"));
-  const nft = rules(nftMangle === undefined ? undefined : await save("nft"));
+  const legacy = rules(legacyAll);
+  const nft = rules(nftAll);
   if (legacy > nft) {
     return { backend: "legacy", reason: `legacy iptables holds more rules (${legacy} > ${nft})` };
   }
-  if (nftMangle === undefined) return { backend: "legacy", reason: "no iptables-nft" };
+  if (nftAll === undefined) return { backend: "legacy", reason: "no iptables-nft" };
   return {
     backend: "nft",
     reason: `nf_tables holds as many rules or more (${nft} >= ${Math.max(legacy, 0)})`,

@@ -22,7 +22,7 @@ const rules = (n: number) =>
     Array.from({ length: n }, (_, i) => `-A INPUT -p tcp --dport ${i} -j ACCEPT`).join("\n")
   }\nCOMMIT\n`;
 
-Deno.test("iptables backend: auto follows kubelet's chains, then the rule count, else nft", async () => {
+Deno.test("iptables backend: auto follows kubelet's chains, then the rule count, else nft, naming no table", async () => {
   const cases: Array<[string, SaveOnly, string | undefined]> = [
     [
       "kubelet in nft",
@@ -55,6 +55,8 @@ Deno.test("iptables backend: auto follows kubelet's chains, then the rule count,
   for (const [name, exec, want] of cases) {
     const got = await chooseIptablesBackend(exec, "auto");
     assertEquals(got.backend, want, `${name}: ${got.reason}`);
+    // Naming a table to the legacy backend creates it: the probe saves whole backends only.
+    assertEquals(exec.ran.filter((c) => c.includes(" -t ")), [], name);
   }
 });
 

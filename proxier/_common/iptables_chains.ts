@@ -69,14 +69,17 @@ export interface ChainOwnership {
  * alone when it holds no chain only this mode creates (the names modes share, KUBE-SERVICES,
  * KUBE-MARK-MASQ..., must survive for a mode that runs). A chain of ours that a rule outside our
  * chains still jumps to (another mode's, kubelet's) stays for its owner. The chains go in one
- * atomic restore per table (flushed first: they reference each other). Running it twice is fine.
+ * atomic restore per table (flushed first: they reference each other). A table the backend does
+ * not hold is not named to it (that would create it). Running it twice is fine.
  */
 export async function removeOwnChains(
   ipt: IPTables,
   own: ChainOwnership,
   everything: boolean,
 ): Promise<void> {
+  const held = await ipt.tables();
   for (const table of ["nat", "filter"] as const) {
+    if (!held.has(table)) continue;
     let saved = await ipt.save(table);
     if (!everything && !declaredChains(saved).some((c) => own.onlyMine(table, c))) continue;
     // The jumps from the built-in chains go first: a chain cannot be deleted while one points at it.

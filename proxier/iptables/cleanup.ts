@@ -26,7 +26,7 @@ import {
  */
 export async function cleanupIptables(ipt: IPTables, everything = true): Promise<void> {
   await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
-  await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
+  if ((await ipt.tables()).has("mangle")) await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
 }
 
 /** The iptables mode's chains, for {@linkcode removeOwnChains}. */

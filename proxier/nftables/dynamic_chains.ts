@@ -131,13 +131,23 @@ export class DynamicChains {
     return this.#uses.has(name) || isPrecreated(name);
   }
 
-  /** After a sync: notes the names no port needs now; names needed again are no longer stale. */
-  markStale(): void {
+  /**
+   * After a sync: notes the names no port needs now (names needed again are no longer stale).
+   * Returns in how many ms the first of them may be deleted, or undefined when none waits (a name
+   * whose deletion failed is retried by the next sync, whenever it comes).
+   */
+  markStale(): number | undefined {
     const now = this.#o.clock.now();
+    let next: number | undefined;
     for (const name of this.#inKernel) {
       if (this.#needed(name)) this.#stale.delete(name);
       else if (!this.#stale.has(name)) this.#stale.set(name, now);
+      const at = this.#stale.get(name);
+      if (at !== undefined && at + STALE_DELAY_MS > now) {
+        next = Math.min(next ?? Infinity, at + STALE_DELAY_MS - now);
+      }
     }
+    return next;
   }
 
   /**

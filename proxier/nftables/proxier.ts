@@ -171,7 +171,10 @@ export class NftablesProxier extends BaseProxier {
       await this.#nft.apply(tx.text(), ctx.signal);
       this.#generation++;
     }
-    this.#dynamic.markStale();
+    // What no port uses any more goes a second later (the kernel may still see a deleted element
+    // pointing at it), in the sync asked for then rather than the next periodic one.
+    const deletable = this.#dynamic.markStale();
+    if (deletable !== undefined) this.syncAfter(deletable);
     this.#localhost?.feed(ctx, this.node.topology);
     await dropStalePins({
       ...this.#o,

@@ -7,6 +7,7 @@ import { nftJhash, portBytes } from "../../loadbalancer/jhash.ts";
 import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE, maglevTable } from "../../loadbalancer/maglev.ts";
 import { type NftTraceResult, traceNft } from "../trace/nft_walker.ts";
 import { TABLE } from "./layout.ts";
+import { settle } from "../runtime/clock.ts";
 
 /** A Service of `scheduler` (flags `flags`) at 172.30.7.1 with `eps`, in the order given. */
 function objects(scheduler: string, eps: string[], flags?: string): ObjectSet {
@@ -121,6 +122,30 @@ Deno.test("nftables schedulers: a Maglev Service scaled from 10 to 11 endpoints 
     tx.includes("delete element ip kube-proxy mh-internal/ns/web/p80/m1021-s6b707264-5t {"),
     tx.slice(0, 300),
   );
+});
+
+Deno.test("nftables schedulers: a Service leaving Maglev loses its chain and map a second later, in a sync of its own, with no other change", async () => {
+  const { fake, proxier, clock } = nftablesSetup({ maglevTableSize: 251 }, {
+    objects: objects("mh", EPS.slice(0, 3)),
+  });
+  const ac = new AbortController();
+  const loop = proxier.syncLoop(ac.signal);
+  try {
+    await settle();
+    assert(fake.listChains("IPv4", TABLE)!.includes(MH));
+    proxier.onServiceUpdate(
+      objects("mh", EPS.slice(0, 3)).build().services[0],
+      objects("rr", EPS.slice(0, 3)).build().services[0],
+    );
+    await clock.advance(990);
+    assert(fake.table("IPv4", TABLE)!.sets.has(MH), "kept while a deleted element may still point at it");
+    await clock.advance(20);
+    assert(!fake.table("IPv4", TABLE)!.sets.has(MH), "gone at the sync asked for, not the periodic one");
+    assert(!fake.listChains("IPv4", TABLE)!.includes(MH));
+  } finally {
+    ac.abort();
+    await loop;
+  }
 });
 
 Deno.test("nftables schedulers: a Service leaving Maglev for rr loses its chain and map once unused; rr reaches every endpoint in turn", async () => {

@@ -62,8 +62,12 @@ export function portalRules(
   return lines.join("\n");
 }
 
-/** Removes the portal chains and their jump rules; succeeds when they are already gone. */
+/**
+ * Removes the portal chains and their jump rules; succeeds when they are already gone, and names no
+ * table the backend does not hold (that would create it).
+ */
 export async function cleanupUserspace(ipt: IPTables): Promise<void> {
+  if (!(await ipt.tables()).has("nat")) return;
   for (const { from, to } of PORTAL_JUMPS) {
     await ipt.deleteRule("nat", from, jumpArgs(to));
     await ipt.deleteChain("nat", to);
