@@ -48,7 +48,19 @@ export async function upstreamStart(
 ): Promise<void> {
   if (up.mode === "nftables") {
     await upstreamIptablesCleanup(exec, up.backend);
-    await run(exec, "nft", ["-f", "-"], upstreamNftablesSync(ports, up.clusterCIDR));
+    const listed = await exec.run("nft", { args: ["-j", "list", "chains", "ip"] });
+    const existing = listed.code !== 0
+      ? []
+      : (JSON.parse(listed.stdout).nftables as Array<{ chain?: { table: string; name: string } }>)
+        .flatMap((o) => o.chain?.table === "kube-proxy" ? [o.chain.name] : []);
+    await run(exec, "nft", ["-f", "-"], upstreamNftablesSync(ports, up.clusterCIDR, existing));
+    // Its next sync, a second on (a deleted element may still point at a chain for that long),
+    // deletes the service chains the full sync found stale and flushed.
+    const stale = staleServiceChains(ports, existing);
+    if (stale.length > 0) {
+      await new Promise((r) => setTimeout(r, 1100));
+      await run(exec, "nft", ["-f", "-"], stale.map((c) => `delete chain ip kube-proxy ${c}\n`).join(""));
+    }
   } else {
     await upstreamNftablesCleanup(exec);
     await upstreamIptablesSync(exec, up, ports);
@@ -118,6 +130,9 @@ const JUMPS: ReadonlyArray<readonly [string, string, string]> = [
     "OUTPUT",
     `-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
   ],
+  // Its localhost NodePorts' martian guard (IPv4), jumped to without a comment.
+  ["filter", "INPUT", "-j KUBE-FIREWALL"],
+  ["filter", "OUTPUT", "-j KUBE-FIREWALL"],
   ["nat", "OUTPUT", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`],
   ["nat", "PREROUTING", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`],
   ["nat", "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING`],
@@ -140,7 +155,8 @@ function declared(saved: string): string[] {
  */
 export async function upstreamIptablesCleanup(exec: Executor, backend: "nft" | "legacy"): Promise<void> {
   const ipt = `iptables-${backend}`;
-  for (const [table, chain, rule] of JUMPS) {
+  // Its jump chains only: KUBE-FIREWALL and its jumps are kubelet's names too, and stay.
+  for (const [table, chain, rule] of JUMPS.filter(([, , r]) => !r.endsWith("KUBE-FIREWALL"))) {
     await exec.run(ipt, { args: ["-t", table, "-D", chain, ...args(rule)] });
   }
   for (const [table, own] of [["nat", NAT_OWN], ["filter", FILTER_OWN]] as const) {
@@ -226,8 +242,15 @@ export async function upstreamIptablesSync(
     .filter((c) => SERVICE_CHAIN.test(c) && !natChains.includes(c));
   const input = [
     "*filter",
-    ...["KUBE-NODEPORTS", "KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-PROXY-FIREWALL"]
-      .map((c) => `:${c} - [0:0]`),
+    ...[
+      "KUBE-NODEPORTS",
+      "KUBE-SERVICES",
+      "KUBE-EXTERNAL-SERVICES",
+      "KUBE-FIREWALL",
+      "KUBE-FORWARD",
+      "KUBE-PROXY-FIREWALL",
+    ].map((c) => `:${c} - [0:0]`),
+    `-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
     "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP",
     `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark ${MARK}/${MARK} -j ACCEPT`,
     `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
@@ -252,13 +275,27 @@ function nftNames(p: UpstreamPort): { svc: string; ep: (ip: string) => string } 
   };
 }
 
+/** Of `existing`, the service and endpoint chains (names with a `/`) that `ports` no longer need. */
+function staleServiceChains(ports: readonly UpstreamPort[], existing: readonly string[]): string[] {
+  const active = new Set(ports.flatMap((p) => {
+    const n = nftNames(p);
+    return [n.svc, ...p.endpoints.map(n.ep)];
+  }));
+  return existing.filter((c) => c.includes("/") && !active.has(c));
+}
+
 /**
  * The nftables mode's first full sync (IPv4) as one `nft -f` transaction: the table added (never
  * replaced), its base chains deleted and recreated once (another writer's hooks do not survive),
- * its fixed chains flushed and rewritten, its maps and sets flushed and refilled, and a chain per
- * service port and endpoint. Chains and maps it does not name stay as they were.
+ * its fixed chains flushed and rewritten, its maps and sets flushed and refilled, a chain per
+ * service port and endpoint, and the service chains of `existing` it no longer needs flushed (a
+ * later sync deletes them). Chains and maps it does not name stay as they were.
  */
-export function upstreamNftablesSync(ports: readonly UpstreamPort[], clusterCIDR: string): string {
+export function upstreamNftablesSync(
+  ports: readonly UpstreamPort[],
+  clusterCIDR: string,
+  existing: readonly string[] = [],
+): string {
   const t = "ip kube-proxy";
   const base: Array<[string, string, string, string]> = [
     ["filter-prerouting-pre-dnat", "filter", "prerouting", "-110"],
@@ -351,5 +388,6 @@ export function upstreamNftablesSync(ports: readonly UpstreamPort[], clusterCIDR
     out.push(`add element ${t} cluster-ips { ${p.clusterIP} }`);
     out.push(`add element ${t} service-ips { ${p.clusterIP} . tcp . ${p.port} : goto ${n.svc} }`);
   }
+  for (const c of staleServiceChains(ports, existing)) out.push(`flush chain ${t} ${c}`);
   return out.join("\n") + "\n";
 }
