@@ -11,7 +11,7 @@ import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains
 import { ipFamily } from "../net.ts";
 import { onEveryIptablesBackend } from "../_common/iptables_backend.ts";
 import type { IPFamily } from "../types.ts";
-import { CHAINS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
+import { CHAINS, FORMER_SETS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
 
 /**
  * Removes what the ipvs mode (ours or upstream's) creates in `family`: virtual servers on
@@ -40,7 +40,7 @@ export async function cleanupIpvs(exec: Executor, family: IPFamily, everything =
   );
   if (ours.length > 0) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
   await onEveryIptablesBackend(exec, family, (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything));
-  const present = SET_NAMES.map((n) => setName(n, family)).filter((n) => sets.has(n));
+  const present = [...SET_NAMES, ...FORMER_SETS].map((n) => setName(n, family)).filter((n) => sets.has(n));
   if (present.length > 0) await ipset.restore(present.map(destroySet));
   // kube-ipvs0 holds both families' addresses: it goes with the last family's cleanup.
   if (family === "IPv6") {

@@ -10,7 +10,7 @@ import type { IPSet } from "../../iptables/ipset.ts";
 import { type IPVS, type RealServer, rsKey, type VirtualServer, vsKey } from "../../iptables/ipvsadm.ts";
 import { cidrContains, ipFamily } from "../net.ts";
 import type { IPFamily } from "../types.ts";
-import { SET, SET_NAMES, type SetName, setName } from "./layout.ts";
+import { FORMER_SETS, SET, SET_NAMES, type SetName, setName } from "./layout.ts";
 
 /** The ipvs mode's kernel objects of one family. */
 export interface KernelState {
@@ -19,6 +19,8 @@ export interface KernelState {
   readonly entries: Map<SetName, Set<string>>;
   /** kube-ipvs0's addresses. */
   readonly binds: Set<string>;
+  /** {@linkcode FORMER_SETS} found, by kernel name. */
+  readonly former: readonly string[];
 }
 
 /** Reads {@linkcode KernelState}; `excludeCIDRs` (`--ipvs-exclude-cidrs`) are never ours. */
@@ -55,5 +57,6 @@ export async function readKernelState(
     if (!ours) continue;
     servers.set(vsKey(vs), { vs, reals: new Map(reals.map((r) => [rsKey(r), r])) });
   }
-  return { servers, entries, binds };
+  const former = FORMER_SETS.map((n) => setName(n, family)).filter((n) => sets.has(n));
+  return { servers, entries, binds, former };
 }

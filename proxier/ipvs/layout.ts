@@ -29,15 +29,6 @@ export const SET = {
   NODE_PORT_LOCAL_SCTP: "KUBE-NODE-PORT-LOCAL-SCTP-HASH",
   HEALTH_CHECK_NODE_PORT: "KUBE-HEALTH-CHECK-NODE-PORT",
   IPVS_IPS: "KUBE-IPVS-IPS",
-  /** Ours: service addresses without endpoints, REJECTed (upstream's ipvs mode lets them time out). */
-  NO_ENDPOINTS: "KUBE-IPVS-NO-ENDPOINTS",
-  /**
-   * Ours: external entries (external and LB IPs, NodePorts) of externalTrafficPolicy Local services
-   * with no local endpoint. As upstream their virtual servers take the cluster's endpoints, so pods
-   * and the node still reach them; traffic from elsewhere is DROPped here (upstream lets it through
-   * unmasqueraded, and the replies are lost).
-   */
-  NO_LOCAL_ENDPOINTS: "KUBE-IPVS-NO-LOCAL-ENDPOINTS",
 } as const;
 
 /** One of the ipsets, by its IPv4 name. */
@@ -61,17 +52,21 @@ const TYPES: Record<SetName, IpsetType> = {
   [SET.NODE_PORT_LOCAL_SCTP]: "hash:ip,port",
   [SET.HEALTH_CHECK_NODE_PORT]: "bitmap:port",
   [SET.IPVS_IPS]: "hash:ip",
-  [SET.NO_ENDPOINTS]: "hash:ip,port",
-  [SET.NO_LOCAL_ENDPOINTS]: "hash:ip,port",
 };
 
 /** Every set, in upstream's order. */
 export const SET_NAMES: readonly SetName[] = Object.values(SET);
 
 /** The kernel name of set `name` in `family` (upstream: `KUBE-` becomes `KUBE-6-`, cut to 31). */
-export function setName(name: SetName, family: IPFamily): string {
+export function setName(name: SetName | typeof FORMER_SETS[number], family: IPFamily): string {
   return family === "IPv4" ? name : name.replace(/^KUBE-/, "KUBE-6-").slice(0, 31);
 }
+
+/**
+ * Sets this program made when its guards were sets: a full sync and the cleanup destroy them where
+ * found, so none outlives an upgrade and then a rollback to upstream (whose cleanup knows them not).
+ */
+export const FORMER_SETS = ["KUBE-IPVS-NO-ENDPOINTS", "KUBE-IPVS-NO-LOCAL-ENDPOINTS"] as const;
 
 /** The spec of set `name` in `family`. */
 export function setSpec(name: SetName, family: IPFamily): IpsetSpec {
@@ -117,6 +112,27 @@ export const JUMPS: readonly BuiltinJump[] = [
   { table: "filter", from: "OUTPUT", to: KUBE_IPVS_OUT_FILTER, comment: "kubernetes ipvs access filter" },
 ];
 
+/**
+ * One entry guarded by a filter rule of its own in upstream's chains (so upstream's first restore
+ * or cleanup takes it, and nothing of ours outlives a rollback): `node`, an LB address the node must
+ * not reach (its source ranges exclude the node); `no-endpoints`, a service address without any
+ * usable endpoint (REJECTed at once, as the iptables mode; upstream's ipvs mode lets it time out);
+ * `no-local-endpoints`, an externalTrafficPolicy Local entry without a local endpoint (traffic from
+ * elsewhere dropped, as the iptables and nftables modes; upstream's ipvs mode lets it through
+ * unmasqueraded, and the replies are lost).
+ */
+export interface Guard {
+  readonly guard: "node" | "no-endpoints" | "no-local-endpoints";
+  readonly ip: string;
+  readonly protocol: string;
+  readonly port: number;
+}
+
+/** A guard's identity, for counting the ports that ask for it. */
+export function guardKey(g: Guard): string {
+  return `${g.guard} ${g.ip},${g.protocol}:${g.port}`;
+}
+
 /** What the fixed rules depend on. */
 export interface IptablesInputs {
   readonly family: IPFamily;
@@ -127,8 +143,8 @@ export interface IptablesInputs {
   readonly local?: LocalDetector;
   /** `0x4000` for bit 14. */
   readonly mark: string;
-  /** LB ingress `ip,proto,port` the node itself must not reach (a source range excludes it). */
-  readonly noNodeAccess: ReadonlyArray<{ ip: string; protocol: string; port: number }>;
+  /** Entries guarded by a rule of their own, in any order. */
+  readonly guards: readonly Guard[];
   /** Jumps missing from the built-in chains (full syncs insert them in the same restore). */
   readonly missingJumps: readonly BuiltinJump[];
 }
@@ -196,9 +212,12 @@ export function iptablesInput(o: IptablesInputs): string {
   nat.push(`-A ${KUBE_SERVICES} -m addrtype --dst-type LOCAL -j ${KUBE_NODE_PORT}`);
   nat.push(`-A ${KUBE_LOAD_BALANCER} -j ${KUBE_MARK_MASQ}`);
   filter.push(`-A ${KUBE_SOURCE_RANGES_FIREWALL} -j DROP`);
-  for (const e of o.noNodeAccess) {
+  const guards = [...o.guards].sort((a, b) => guardKey(a) < guardKey(b) ? -1 : 1);
+  const to = (g: Guard) =>
+    `-d ${g.ip}/${o.family === "IPv4" ? 32 : 128} -p ${g.protocol} -m ${g.protocol} --dport ${g.port}`;
+  for (const g of guards.filter((g) => g.guard === "node")) {
     filter.push(
-      `-A ${KUBE_IPVS_OUT_FILTER} -s ${e.ip} -m ipvs --vaddr ${e.ip} --vproto ${e.protocol} --vport ${e.port} -j DROP`,
+      `-A ${KUBE_IPVS_OUT_FILTER} -s ${g.ip} -m ipvs --vaddr ${g.ip} --vproto ${g.protocol} --vport ${g.port} -j DROP`,
     );
   }
   // Accept what IPVS serves, in case later rules would drop it (upstream keeps these last).
@@ -220,24 +239,24 @@ export function iptablesInput(o: IptablesInputs): string {
     } dst -j ACCEPT`,
   );
   // Ours, first in the filter: a service address without endpoints refuses at once.
-  if (has(SET.NO_ENDPOINTS)) {
+  for (const g of guards.filter((g) => g.guard === "no-endpoints")) {
     filter.push(
-      `-A ${KUBE_IPVS_FILTER} ${
-        comment(SET_COMMENTS[SET.NO_ENDPOINTS])
-      } -m conntrack --ctstate NEW -m set --match-set ${s(SET.NO_ENDPOINTS)} dst,dst -j REJECT`,
+      `-A ${KUBE_IPVS_FILTER} ${to(g)} ${
+        comment("kube-proxy-deno: no endpoints")
+      } -m conntrack --ctstate NEW -j REJECT`,
     );
   }
   // External traffic (not from this node, not from its pods) to a Local-policy entry without a local
   // endpoint has nowhere to go here: dropped, as the iptables and nftables modes do.
-  if (has(SET.NO_LOCAL_ENDPOINTS)) {
-    const fromOutside = o.local !== undefined
-      ? iptablesLocalMatch(o.local, false)
-      : "-m physdev ! --physdev-is-in";
+  const fromOutside = o.local !== undefined
+    ? iptablesLocalMatch(o.local, false)
+    : "-m physdev ! --physdev-is-in";
+  for (const g of guards.filter((g) => g.guard === "no-local-endpoints")) {
     filter.push(
-      `-A ${KUBE_IPVS_FILTER} ${comment(SET_COMMENTS[SET.NO_LOCAL_ENDPOINTS])} -m conntrack --ctstate NEW ` +
-        `-m set --match-set ${
-          s(SET.NO_LOCAL_ENDPOINTS)
-        } dst,dst ${fromOutside} -m addrtype ! --src-type LOCAL -j DROP`,
+      `-A ${KUBE_IPVS_FILTER} ${to(g)} ${
+        comment("kube-proxy-deno: no local endpoints")
+      } -m conntrack --ctstate NEW ` +
+        `${fromOutside} -m addrtype ! --src-type LOCAL -j DROP`,
     );
   }
   for (const set of [SET.LOAD_BALANCER, SET.CLUSTER_IP, SET.EXTERNAL_IP, SET.EXTERNAL_IP_LOCAL]) {
@@ -293,6 +312,4 @@ const SET_COMMENTS: Record<SetName, string> = {
     "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'",
   [SET.HEALTH_CHECK_NODE_PORT]: "Kubernetes health check node port",
   [SET.IPVS_IPS]: "Kubernetes service cluster ip + port for masquerade purpose",
-  [SET.NO_ENDPOINTS]: "kube-proxy-deno: service addresses without endpoints",
-  [SET.NO_LOCAL_ENDPOINTS]: "kube-proxy-deno: externalTrafficPolicy Local entries without local endpoints",
 };

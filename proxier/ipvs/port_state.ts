@@ -10,7 +10,7 @@ import type { Logger } from "../runtime/logger.ts";
 import { cidrContains, normalizeCIDR } from "../net.ts";
 import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "../topology.ts";
 import type { EndpointInfo, ServicePortInfo } from "../types.ts";
-import { SET, type SetName } from "./layout.ts";
+import { type Guard, SET, type SetName } from "./layout.ts";
 
 /** One virtual server a port wants, with its real servers. */
 export interface WantedServer {
@@ -25,8 +25,8 @@ export interface PortState {
   readonly entries: ReadonlyArray<readonly [SetName, string]>;
   /** Addresses to bind on kube-ipvs0. */
   readonly binds: readonly string[];
-  /** LB addresses the node must not reach (its source ranges exclude the node). */
-  readonly noNodeAccess: ReadonlyArray<{ ip: string; protocol: string; port: number }>;
+  /** Entries the filter guards with a rule of their own ({@linkcode Guard}). */
+  readonly guards: readonly Guard[];
 }
 
 /** What every port's state depends on besides its own objects. */
@@ -55,7 +55,7 @@ export function portState(
     list.map((e) => ({ address: e.ip, port: e.port, weight: 1 }));
   const internal = reals(internalEndpoints(svc, cat));
   // As upstream's syncEndpoint: a Local policy with no local endpoint takes the cluster's, so pods and
-  // the node still reach external entries (traffic from elsewhere is dropped by NO_LOCAL_ENDPOINTS).
+  // the node still reach external entries (traffic from elsewhere is dropped by its guard).
   const noLocal = svc.externalPolicyLocal && cat.local.length === 0 && cat.cluster.length > 0;
   const external = reals(svc.externalPolicyLocal && !noLocal ? cat.local : cat.cluster);
   const scheduler = svc.scheduler ?? o.scheduler;
@@ -73,17 +73,17 @@ export function portState(
   const servers: WantedServer[] = [];
   const entries: Array<[SetName, string]> = [];
   const binds: string[] = [];
-  const noNodeAccess: Array<{ ip: string; protocol: string; port: number }> = [];
+  const guards: Guard[] = [];
   const ipPort = (ip: string, port = svc.port) => `${ip},${protocol}:${port}`;
   // Without any usable endpoint a service refuses at once (as the iptables mode); with endpoints
   // elsewhere but none its policy allows here, IPVS has no real server and drops (as upstream).
   const serve = (address: string, port: number, r: RealServer[]) => {
     servers.push({ vs: vs(address, port), reals: r });
-    if (!cat.hasAny) entries.push([SET.NO_ENDPOINTS, ipPort(address, port)]);
+    if (!cat.hasAny) guards.push({ guard: "no-endpoints", ip: address, protocol, port });
   };
   const serveExternal = (address: string, port: number) => {
     serve(address, port, external);
-    if (noLocal) entries.push([SET.NO_LOCAL_ENDPOINTS, ipPort(address, port)]);
+    if (noLocal) guards.push({ guard: "no-local-endpoints", ip: address, protocol, port });
   };
 
   for (const e of eps) {
@@ -110,7 +110,7 @@ export function portState(
       const fromNode = o.nodeIP !== undefined &&
         svc.loadBalancerSourceRanges.some((c) => cidrContains(c, o.nodeIP!));
       if (fromNode) entries.push([SET.LOAD_BALANCER_SOURCE_IP, `${ipPort(ip)},${ip}`]);
-      else noNodeAccess.push({ ip, protocol, port: svc.port });
+      else guards.push({ guard: "node", ip, protocol, port: svc.port });
     }
     serveExternal(ip, svc.port);
     if (!o.nodeIPs.has(ip)) binds.push(ip);
@@ -135,7 +135,7 @@ export function portState(
     entries.push([SET.HEALTH_CHECK_NODE_PORT, String(svc.healthCheckNodePort)]);
   }
   for (const ip of binds) entries.push([SET.IPVS_IPS, ip]);
-  return { servers, entries, binds, noNodeAccess };
+  return { servers, entries, binds, guards };
 }
 
 /**

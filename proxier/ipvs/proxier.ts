@@ -8,7 +8,7 @@
  * @module
  */
 import type { DummyLink } from "../../iptables/ip_link.ts";
-import { addEntry, createSet, delEntry, type IPSet } from "../../iptables/ipset.ts";
+import { addEntry, createSet, delEntry, destroySet, type IPSet } from "../../iptables/ipset.ts";
 import { type IPTables, RestoreError } from "../../iptables/iptables.ts";
 import {
   addRealServer,
@@ -34,7 +34,7 @@ import { ipFamily, isLoopback } from "../net.ts";
 import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
 import { GracefulTermination } from "./graceful_termination.ts";
 import { readKernelState } from "./kernel_state.ts";
-import { iptablesInput, JUMPS, SET_NAMES, type SetName, setSpec } from "./layout.ts";
+import { type Guard, guardKey, iptablesInput, JUMPS, SET_NAMES, type SetName, setSpec } from "./layout.ts";
 import { type PortState, portState } from "./port_state.ts";
 
 /** Options of {@linkcode IpvsProxier}. */
@@ -52,7 +52,6 @@ export interface IpvsProxierOptions extends BaseProxierOptions {
 }
 
 /** A load-balancer address the node must not reach (its source ranges exclude the node). */
-type NoNodeAccess = PortState["noNodeAccess"][number];
 
 interface Wanted {
   vs: VirtualServer;
@@ -70,11 +69,12 @@ export class IpvsProxier extends BaseProxier {
   readonly #servers = new Map<string, Wanted>();
   readonly #entries = new Map<SetName, RefCounts<string>>();
   readonly #binds = new RefCounts<string>();
-  readonly #noNodeAccess = new RefCounts<string, NoNodeAccess>();
+  readonly #guards = new RefCounts<string, Guard>();
   /** What the kernel holds (this family), as the last successful sync left it. */
   #kernelServers = new Map<string, { vs: VirtualServer; reals: Map<string, RealServer> }>();
   #kernelEntries = new Map<SetName, Set<string>>();
   #kernelBinds = new Set<string>();
+  #formerSets: readonly string[] = [];
   /** Real servers at weight 0, waiting for their connections to end. */
   readonly #terminating = new GracefulTermination();
   #lastIptables = "";
@@ -185,10 +185,7 @@ export class IpvsProxier extends BaseProxier {
       masqueradeAll: this.#o.masqueradeAll,
       local: this.node.localDetector,
       mark: masqueradeMark(this.#o.masqueradeBit),
-      noNodeAccess: [...this.#noNodeAccess.values()].sort((
-        a,
-        b,
-      ) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : a.port - b.port)),
+      guards: [...this.#guards.values()],
       missingJumps: full ? await this.#missingJumps() : [],
     });
     // 3. kube-ipvs0 addresses.
@@ -207,6 +204,8 @@ export class IpvsProxier extends BaseProxier {
       await this.#o.iptables.restoreAll(iptablesText, { flush: false, counters: false, signal: ctx.signal });
       this.#lastIptables = iptablesText;
     }
+    // No rule names them now that the restore is in.
+    if (full) await ipset.restore(this.#formerSets.map(destroySet), ctx.signal);
     await link.apply(bind, unbind, ctx.signal);
     await ipvs.apply(ipvsLines.lines, ctx.signal);
     this.#commit(touched, ipvsLines.kernel);
@@ -264,7 +263,7 @@ export class IpvsProxier extends BaseProxier {
     this.#servers.clear();
     this.#entries.clear();
     this.#binds.clear();
-    this.#noNodeAccess.clear();
+    this.#guards.clear();
   }
 
   #touch(t: { entries: Map<SetName, Set<string>> }, set: SetName, entry: string): void {
@@ -304,10 +303,7 @@ export class IpvsProxier extends BaseProxier {
       this.#binds.add(ip);
       t.binds.add(ip);
     }
-    for (const n of state.noNodeAccess) {
-      const k = `${n.ip},${n.protocol}:${n.port}`;
-      this.#noNodeAccess.add(k, n);
-    }
+    for (const g of state.guards) this.#guards.add(guardKey(g), g);
   }
 
   /** Takes a port's old state out of the wanted totals. */
@@ -330,10 +326,7 @@ export class IpvsProxier extends BaseProxier {
       this.#binds.remove(ip);
       t.binds.add(ip);
     }
-    for (const n of state.noNodeAccess) {
-      const k = `${n.ip},${n.protocol}:${n.port}`;
-      this.#noNodeAccess.remove(k);
-    }
+    for (const g of state.guards) this.#guards.remove(guardKey(g));
   }
 
   /** Reads the kernel state of this family (full syncs). */
@@ -342,6 +335,7 @@ export class IpvsProxier extends BaseProxier {
     this.#kernelServers = k.servers;
     this.#kernelEntries = k.entries;
     this.#kernelBinds = k.binds;
+    this.#formerSets = k.former;
   }
 
   /** The jumps from the built-in chains missing from the kernel. */

@@ -46,7 +46,10 @@ export async function upstreamStart(
   up: Upstream,
   ports: readonly UpstreamPort[],
 ): Promise<void> {
+  // Its nftables mode removes both other modes; its iptables and ipvs modes share chain names and
+  // remove only the nftables mode's table.
   if (up.mode === "nftables") {
+    await upstreamIpvsCleanup(exec, up.backend);
     await upstreamIptablesCleanup(exec, up.backend);
     const listed = await exec.run("nft", { args: ["-j", "list", "chains", "ip"] });
     const existing = listed.code !== 0
@@ -64,6 +67,89 @@ export async function upstreamStart(
   } else {
     await upstreamNftablesCleanup(exec);
     await upstreamIptablesSync(exec, up, ports);
+  }
+}
+
+/** The ipvs mode's ipsets (IPv6: `KUBE-6-`), as its cleanup names them. */
+export const UPSTREAM_IPVS_SETS: readonly string[] = [
+  "KUBE-LOOP-BACK",
+  "KUBE-CLUSTER-IP",
+  "KUBE-EXTERNAL-IP",
+  "KUBE-EXTERNAL-IP-LOCAL",
+  "KUBE-LOAD-BALANCER",
+  "KUBE-LOAD-BALANCER-FW",
+  "KUBE-LOAD-BALANCER-LOCAL",
+  "KUBE-LOAD-BALANCER-SOURCE-IP",
+  "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+  "KUBE-NODE-PORT-TCP",
+  "KUBE-NODE-PORT-LOCAL-TCP",
+  "KUBE-NODE-PORT-UDP",
+  "KUBE-NODE-PORT-LOCAL-UDP",
+  "KUBE-NODE-PORT-SCTP-HASH",
+  "KUBE-NODE-PORT-LOCAL-SCTP-HASH",
+  "KUBE-HEALTH-CHECK-NODE-PORT",
+  "KUBE-IPVS-IPS",
+].flatMap((n) => [n, n.replace(/^KUBE-/, "KUBE-6-").slice(0, 31)]);
+
+/** The ipvs mode's iptables chains, by table. */
+export const UPSTREAM_IPVS_CHAINS: Readonly<Record<"nat" | "filter", readonly string[]>> = {
+  nat: ["KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-MARK-MASQ"],
+  filter: [
+    "KUBE-FORWARD",
+    "KUBE-NODE-PORT",
+    "KUBE-PROXY-FIREWALL",
+    "KUBE-SOURCE-RANGES-FIREWALL",
+    "KUBE-IPVS-FILTER",
+    "KUBE-IPVS-OUT-FILTER",
+  ],
+};
+
+const IPVS_JUMPS: ReadonlyArray<readonly [string, string, string]> = [
+  ["nat", "OUTPUT", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`],
+  ["nat", "PREROUTING", `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`],
+  ["nat", "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING`],
+  ["filter", "FORWARD", `-m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD`],
+  ["filter", "INPUT", `-m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT`],
+  ["filter", "INPUT", `-m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL`],
+  ["filter", "FORWARD", `-m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL`],
+  ["filter", "INPUT", `-m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER`],
+  ["filter", "OUTPUT", `-m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER`],
+];
+
+/**
+ * The ipvs mode's CleanupLeftovers, as upstream's other modes run it at start: every virtual server
+ * flushed, kube-ipvs0 deleted, its jumps and chains removed on `backend`, its sets destroyed. What
+ * the kernel lacks (no IPVS, no ipset) is skipped, as upstream skips it.
+ */
+export async function upstreamIpvsCleanup(exec: Executor, backend: "nft" | "legacy"): Promise<void> {
+  const tryRun = (cmd: string, args: string[]) => exec.run(cmd, { args }).catch(() => undefined);
+  await tryRun("ipvsadm", ["-C"]);
+  await tryRun("ip", ["link", "del", "kube-ipvs0"]);
+  for (const ipt of [`iptables-${backend}`, `ip6tables-${backend}`]) await ipvsChainsCleanup(exec, ipt);
+  for (const set of UPSTREAM_IPVS_SETS) await tryRun("ipset", ["destroy", set]);
+}
+
+async function ipvsChainsCleanup(exec: Executor, ipt: string): Promise<void> {
+  const tryRun = (cmd: string, args: string[]) => exec.run(cmd, { args }).catch(() => undefined);
+  const held = (await run(exec, `${ipt}-save`, [])).split("\n").filter((l) => l.startsWith("*"));
+  for (const [table, chain, rule] of IPVS_JUMPS) {
+    if (held.includes(`*${table}`)) await tryRun(ipt, ["-t", table, "-D", chain, ...args(rule)]);
+  }
+  for (const table of ["nat", "filter"] as const) {
+    if (!held.includes(`*${table}`)) continue;
+    const existing = declared(await run(exec, `${ipt}-save`, ["-t", table]));
+    const gone = UPSTREAM_IPVS_CHAINS[table].filter((c) => existing.includes(c));
+    if (gone.length === 0) continue;
+    const input = [
+      `*${table}`,
+      ...gone.map((c) => `:${c} - [0:0]`),
+      ...gone.map((c) => `-X ${c}`),
+      "COMMIT",
+      "",
+    ];
+    // A chain another mode's rules still use (KUBE-MARK-MASQ) fails the table's restore: upstream
+    // logs it and goes on, as here.
+    await exec.run(`${ipt}-restore`, { args: ["--noflush"], stdin: input.join("\n") }).catch(() => undefined);
   }
 }
 
@@ -154,7 +240,10 @@ function declared(saved: string): string[] {
  * deleted. Chains it does not name stay.
  */
 export async function upstreamIptablesCleanup(exec: Executor, backend: "nft" | "legacy"): Promise<void> {
-  const ipt = `iptables-${backend}`;
+  for (const ipt of [`iptables-${backend}`, `ip6tables-${backend}`]) await iptablesChainsCleanup(exec, ipt);
+}
+
+async function iptablesChainsCleanup(exec: Executor, ipt: string): Promise<void> {
   // Its jump chains only: KUBE-FIREWALL and its jumps are kubelet's names too, and stay.
   for (const [table, chain, rule] of JUMPS.filter(([, , r]) => !r.endsWith("KUBE-FIREWALL"))) {
     await exec.run(ipt, { args: ["-t", table, "-D", chain, ...args(rule)] });
@@ -162,6 +251,7 @@ export async function upstreamIptablesCleanup(exec: Executor, backend: "nft" | "
   for (const [table, own] of [["nat", NAT_OWN], ["filter", FILTER_OWN]] as const) {
     const existing = declared(await run(exec, `${ipt}-save`, ["-t", table]));
     const gone = existing.filter((c) => own.includes(c) || (table === "nat" && SERVICE_CHAIN.test(c)));
+    if (gone.length === 0) continue;
     const input = [
       `*${table}`,
       ...gone.map((c) => `:${c} - [0:0]`),

@@ -64,6 +64,17 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    `vm rollback ipvs: stopped, only upstream's names stay; upstream's nftables start leaves nothing of ipvs${note}`,
+  ignore,
+  async fn() {
+    const r = await guestTest(["tests/vm/guest/rollback_ipvs.guest.ts"], 2048);
+    assertEquals(r.code, 0, r.output);
+    assertMatch(r.output, /ok \| 1 passed \| 0 failed/);
+  },
+});
+
+Deno.test({
   name: `vm chaos ipvs: the fault schedule's short seed loses no update on a real IPVS kernel${note}`,
   ignore,
   async fn() {
