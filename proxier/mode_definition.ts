@@ -48,18 +48,20 @@ export interface ModeDeps {
 
 /**
  * Returns deps with health (the health timeout is 2 x syncPeriod, as upstream) and, unless given,
- * fresh metrics and no Events.
+ * fresh metrics and no Events; `warnAbout` limits the object warnings to the objects it accepts.
  */
 export function newModeDeps(
   config: ProxyConfig,
   o:
     & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer" | "renderNodeIPs">
-    & Partial<Pick<ModeDeps, "metrics" | "events">>,
+    & Partial<Pick<ModeDeps, "metrics" | "events">>
+    & { readonly warnAbout?: (key: string, o: object) => boolean },
 ): ModeDeps {
+  const { warnAbout, ...rest } = o;
   return {
     config,
-    ...o,
-    warnings: new ObjectWarnings(o.log, o.events),
+    ...rest,
+    warnings: new ObjectWarnings(o.log, o.events, warnAbout),
     metrics: o.metrics ?? new ProxyMetrics(),
     events: o.events ?? nullRecorder,
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),

@@ -36,10 +36,21 @@ export class ObjectWarnings {
   /** Per `Kind/namespace/name`: the version last reported on and the problems logged for it. */
   readonly #seen = new Map<string, { version: string; logged: Set<string> }>();
 
-  /** Logs through `log`; posts the problems that ask for one as Events through `events` (default none). */
-  constructor(log: Logger, events: EventRecorder = nullRecorder) {
+  readonly #about?: (key: string, o: object) => boolean;
+
+  /**
+   * Logs through `log`; posts the problems that ask for one as Events through `events` (default
+   * none). With `about`, only the objects it accepts are reported on (a command asked about one
+   * Service says nothing of the others).
+   */
+  constructor(
+    log: Logger,
+    events: EventRecorder = nullRecorder,
+    about?: (key: string, o: object) => boolean,
+  ) {
     this.#log = log;
     this.#events = events;
+    this.#about = about;
   }
 
   /**
@@ -54,6 +65,7 @@ export class ObjectWarnings {
     let entry = this.#seen.get(key);
     // The common case, a good object never reported on, costs nothing more.
     if (problems.length === 0 && entry === undefined) return;
+    if (this.#about !== undefined && !this.#about(key, o)) return;
     const version = versionOf(o);
     if (entry?.version !== version) {
       entry = { version, logged: new Set() };

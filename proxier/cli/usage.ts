@@ -71,7 +71,8 @@ function line(f: FlagDef): string {
   const head = `  ${f.shorthand ? `-${f.shorthand}, ` : ""}--${f.name}${f.bool ? "" : ` ${f.type}`}`;
   const def = f.default === "" ? "" : ` (default ${f.default})`;
   const help = `${f.help}${def}`;
-  return head.length < HELP_COLUMN
+  // At least two spaces between the flag and its help, as pflag prints them: one reads as one phrase.
+  return head.length + 2 <= HELP_COLUMN
     ? `${head.padEnd(HELP_COLUMN)}${help}`
     : `${head}\n${" ".repeat(HELP_COLUMN)}${help}`;
 }

@@ -41,13 +41,13 @@ Deno.test("each command's --help lists its own flags (and not the proxy's whole 
   assert(USAGE.startsWith("Usage: kube-proxy-deno [explain|trace|render] [flags]"), USAGE.split("\n")[0]);
 });
 
-Deno.test("--help keeps its columns: help starts in one column, below the flag when the flag is long; every default is said", () => {
+Deno.test("--help keeps its columns: help starts in one column, two spaces at least after the flag, below it when the flag is long; every default is said", () => {
   const lines = [USAGE, commandUsage("trace"), commandUsage("explain"), commandUsage("render")].join("\n")
     .split("\n");
   for (const [i, l] of lines.entries()) {
     if (!/^ {2}-/.test(l)) continue;
     const flagEnd = l.indexOf(" ", l.indexOf("--") + 2);
-    const column = l.length > 34 && l[33] === " " && l[34] !== " " ? 34 : undefined;
+    const column = l.length > 34 && l.slice(32, 34) === "  " && l[34] !== " " ? 34 : undefined;
     assert(column !== undefined || lines[i + 1].startsWith(" ".repeat(34)), `misaligned: ${l}`);
     assert(flagEnd < 34 || column === undefined, `misaligned: ${l}`);
   }

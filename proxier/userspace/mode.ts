@@ -57,19 +57,26 @@ export const userspaceMode: ProxyModeDefinition = {
     const c = d.config;
     // Loaded when this mode runs: the other modes' runs need none of its code.
     const { UserspaceProxier } = await import("./proxier.ts");
+    const iptables = c.userspacePortals
+      ? await probeIptables(
+        d.exec,
+        d.log,
+        "IPv4",
+        await probeIptablesBackend(d.exec, d.log, c.iptablesBackend),
+      )
+      : undefined;
     return new UserspaceProxier({
       ...proxierOptions(d, "IPv4", SCHEDULERS),
       portNotice: userspaceNotice,
       // externalTrafficPolicy Local is served here too: the load balancer asks which nodes have endpoints.
       healthServer: d.healthServer,
-      iptables: c.userspacePortals
-        ? await probeIptables(
-          d.exec,
-          d.log,
-          "IPv4",
-          await probeIptablesBackend(d.exec, d.log, c.iptablesBackend),
-        )
-        : undefined,
+      iptables,
+      // The one cause that holds: the probe logs its own failure.
+      noPortals: !c.userspacePortals
+        ? "--userspace-portals=false"
+        : Deno.uid() !== 0
+        ? "not running as root"
+        : "iptables is not usable (see above)",
       listenAddress: c.bindAddress,
       nodeIPs: Deno.networkInterfaces().filter((i) => i.family === "IPv4").map((i) => i.address),
       portRange: c.portRange,

@@ -34,6 +34,8 @@ import { servicePortNameString } from "../types.ts";
 export interface UserspaceProxierOptions extends BaseProxierOptions {
   /** iptables for portal rules; undefined serves NodePorts only. */
   readonly iptables?: IPTables;
+  /** Without `iptables`: why there are none (`--userspace-portals=false`, not root...), as said once. */
+  readonly noPortals?: string;
   /** Address the portal listeners bind (`--bind-address`). */
   readonly listenAddress: string;
   /**
@@ -250,7 +252,10 @@ export class UserspaceProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
-  readonly onStop = "closing the proxy ports (connections in flight finish; portal rules stay)";
+  get onStop(): string {
+    const portals = this.#iptables === undefined ? "" : "; portal rules stay";
+    return `closing the proxy ports (connections in flight finish${portals})`;
+  }
 
   /** Closes every listener (connections in flight keep going); the kernel rules stay. */
   close(): void {
@@ -264,9 +269,9 @@ export class UserspaceProxier extends BaseProxier {
   protected override async syncRules(ctx: SyncContext): Promise<void> {
     if (this.#iptables === undefined && !this.#warnedNoPortals) {
       this.#warnedNoPortals = true;
-      this.log.warn(
-        "No portal rules (iptables unavailable, not root, or --userspace-portals=false): only NodePorts are served",
-      );
+      this.log.warn("No portal rules: only NodePorts are served", {
+        reason: this.#o.noPortals ?? "no iptables",
+      });
     }
     for (const key of [...this.#ports.keys()]) {
       if (!ctx.services.has(key)) this.#closePort(key);

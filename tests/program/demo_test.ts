@@ -48,9 +48,15 @@ Deno.test({
       }).spawn();
       const pids = async () =>
         (await sh("ip", ["netns", "pids", exec.ns])).trim().split("\n").filter((l) => l);
+      let said = "";
+      const reading = launcher.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+        new WritableStream({ write: (t) => void (said += t) }),
+      ).catch(() => {});
       try {
         await eventually(async () => assertMatch(await get(exec), /^hello from backend-[ab]/), 20_000);
         assertEquals((await pids()).length, 3);
+        // The one cause that holds, not a list of possible ones.
+        assertMatch(said, /No portal rules: only NodePorts are served" reason="--userspace-portals=false"/);
         launcher.kill("SIGTERM");
         await launcher.status;
         // The runner is orphaned; the demo notices its grandparent is gone and exits.
@@ -61,7 +67,7 @@ Deno.test({
         assertMatch(await get(exec), /^ERR/, "nothing answers on 30080 any more");
       } finally {
         for (const pid of await pids()) await sh("kill", ["-KILL", pid], { allowFail: true });
-        await launcher.stderr.cancel().catch(() => {});
+        await reading;
       }
     });
   },

@@ -307,3 +307,16 @@ Deno.test("read side: masquerade reasons read the right way round", async () => 
     assertEquals(why("node"), "not from this node's pods (source outside 10.244.0.0/16): masqueraded");
   });
 });
+
+Deno.test("read side: explain warns only about the Service it was asked about; render, which renders them all, about each", async () => {
+  await withObjects(objects(), async (file) => {
+    const src = `--source=file:${file}`;
+    const web = await run(["explain", "shop/web", src, "--proxy-mode=iptables"]);
+    assert(!web.stderr.includes("default/cache"), web.stderr);
+    const cache = await run(["explain", "default/cache", src, "--proxy-mode=iptables"]);
+    assertMatch(cache.stderr, /default\/cache.*mh.* is not honoured in iptables mode/);
+    const render = await run(["render", src, "--proxy-mode=iptables"]);
+    assertEquals(render.code, 0, render.stderr);
+    assertMatch(render.stderr, /default\/cache.*mh.* is not honoured in iptables mode/);
+  });
+});

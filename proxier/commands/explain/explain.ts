@@ -58,7 +58,11 @@ export async function runExplain(r: ExplainRun): Promise<number> {
 
 /** The report over what `render` writes for the file source's objects. */
 async function offline(r: ExplainRun): Promise<ExplainReport | { missing: string } | number> {
-  const rendered = await renderFileSource({ ...r, nodeIPs: r.query.nodeIPs });
+  const rendered = await renderFileSource({
+    ...r,
+    nodeIPs: r.query.nodeIPs,
+    warnAbout: concerns(r.query.service),
+  });
   if ("error" in rendered) {
     r.stderr(`kube-proxy-deno: explain: ${rendered.error}\n`);
     return rendered.code;
@@ -84,6 +88,16 @@ async function offline(r: ExplainRun): Promise<ExplainReport | { missing: string
     r.query.port,
   );
   return report ?? { missing: whyNoReport(views, r.query.service, r.query.port) };
+}
+
+/** Whether an object warning concerns Service `namespace/name`: the Service or one of its slices. */
+export function concerns(service: string): (key: string, o: object) => boolean {
+  const [namespace, name] = service.split("/");
+  return (key, o) => {
+    if (key === `Service/${service}`) return true;
+    const labels = (o as { metadata?: { labels?: Record<string, string> } }).metadata?.labels;
+    return key.startsWith(`EndpointSlice/${namespace}/`) && labels?.["kubernetes.io/service-name"] === name;
+  };
 }
 
 /** The report the proxy running on this node answers on its metrics port. */

@@ -38,7 +38,10 @@ export interface Rendered {
  * not parse (naming the file and line).
  */
 export async function renderFileSource(
-  o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs">,
+  o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs"> & {
+    /** Only the objects this accepts are warned about (default: all, as a running proxy does). */
+    readonly warnAbout?: (key: string, o: object) => boolean;
+  },
 ): Promise<Rendered | { readonly error: string; readonly code: 1 | 2 }> {
   const { mode, config } = o;
   if (config.source.kind !== "file") return { error: "needs --source=file:PATH", code: 2 };
@@ -74,6 +77,7 @@ export async function renderFileSource(
     clock: realClock,
     exec: dryRun,
     renderNodeIPs: o.nodeIPs,
+    warnAbout: o.warnAbout,
   });
   const renderer = await mode.render(deps, dryRun);
   try {
