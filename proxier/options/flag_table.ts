@@ -270,7 +270,7 @@ export const FLAGS: readonly FlagDef[] = [
     type: "ipport",
     default: "0.0.0.0:10256",
     field: "healthzBindAddress",
-    help: "/healthz and /livez: IP or IP:PORT (an IP alone takes port 10256); empty disables",
+    help: "/healthz, /livez (and our /readyz): IP or IP:PORT (an IP alone takes port 10256); empty disables",
     apply: (c, s) => c.v.healthzBindAddress = ipPort("healthz-bind-address", s),
   },
   {

@@ -130,3 +130,33 @@ Deno.test("deploy: the systemd unit reads --config from /etc/kube-proxy-deno, OO
     assert(unit.includes(`\n${line}\n`), line);
   }
 });
+
+Deno.test("deploy: the README's commands replace every placeholder of the DaemonSet, and the result starts", async () => {
+  const readme = read("deploy/README.md");
+  const block = /```sh\n(REGISTRY=[^\n]*\nSERVER=[\s\S]*?)```/.exec(readme)![1];
+  // The block as written, up to its kubectl line (which needs a cluster).
+  const script = block.slice(0, block.indexOf("kubectl apply")).replace("> kube-proxy-deno.yaml", "");
+  const out = await new Deno.Command("sh", {
+    args: ["-c", script],
+    cwd: new URL("../..", import.meta.url).pathname,
+    stdout: "piped",
+  }).output();
+  assertEquals(out.code, 0);
+  const text = new TextDecoder().decode(out.stdout);
+  for (const placeholder of ["REGISTRY/", "CONTROL-PLANE-ENDPOINT"]) {
+    assert(!text.includes(placeholder), placeholder);
+  }
+  const [ds, cm] = ["DaemonSet", "ConfigMap"].map((k) => (loadAll(text) as Obj[]).find((d) => d.kind === k));
+  assertMatch(ds.spec.template.spec.containers[0].image, /^registry\.example\.com\/infra\/kube-proxy-deno:/);
+  const access = await loadApiAccess({
+    kubeconfig: "/k/kubeconfig.conf",
+    master: "",
+    env: () => undefined,
+    readFile: (p) =>
+      p === "/k/kubeconfig.conf"
+        ? Promise.resolve(cm.data["kubeconfig.conf"])
+        : Promise.resolve(read("tests/testdata/tls/ca.crt")),
+  });
+  assertEquals(access.server, "https://192.168.0.10:6443");
+  access.client?.close();
+});
