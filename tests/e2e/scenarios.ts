@@ -8,6 +8,7 @@ import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import type { Agent, Pod, Topology } from "./netns.ts";
 import { servicePortChainName } from "../../proxier/iptables/chain_name.ts";
+import { LAYOUT_MARKER } from "../../proxier/nftables/layout.ts";
 
 /** What a scenario reads of `explain --output=json` (schema kube-proxy-deno.explain/v1). */
 interface ExplainedService {
@@ -670,7 +671,7 @@ metadata: { name: node-a, labels: { topology.kubernetes.io/zone: zone-a } }
         assertMatch(text, /172\.30\.0\.28 \. tcp \. 80 : goto internal/);
         return text;
       }, CONVERGE_MS);
-      assert(listed.includes("chain kube-proxy-deno-layout-1") && listed.includes("map service-ips"), listed);
+      assert(listed.includes(`chain ${LAYOUT_MARKER}`) && listed.includes("map service-ips"), listed);
       // No iptables-mode chains: the mode's start removed what another mode left.
       assert(!(await t.exec(t.node, ["iptables-save"])).includes("KUBE-SERVICES"));
     },
