@@ -5,7 +5,7 @@
  * @module
  */
 import { inCIDR } from "../../iptables/ip.ts";
-import type { NftSet } from "../../iptables/nft_ruleset.ts";
+import { type NftSet, splitTop } from "../../iptables/nft_ruleset.ts";
 
 /** Returns the value `values` (a concatenation's parts) finds in `s` ("" for a set), or undefined. */
 export function lookupElement(s: NftSet, values: readonly string[]): string | undefined {
@@ -52,3 +52,23 @@ function intervalIndex(s: NftSet): IntervalIndex {
   intervalIndexes.set(s, index);
   return index;
 }
+
+/**
+ * The anonymous map of a rule (`{ 0 : goto endpoint-a, 1 : goto endpoint-b }`, upstream's endpoint
+ * choice) as a set to look values up in; memoized per text (a listing repeats each rule's text).
+ */
+export function inlineMap(text: string): NftSet {
+  let s = inlineMaps.get(text);
+  if (s === undefined) {
+    const elements = new Map<string, { value: string }>();
+    for (const e of splitTop(text.slice(1, -1), ",")) {
+      const colon = e.indexOf(" : ");
+      if (colon < 0) elements.set(e.trim(), { value: "" });
+      else elements.set(e.slice(0, colon).trim(), { value: e.slice(colon + 3).trim() });
+    }
+    inlineMaps.set(text, s = { kind: "map", decl: [], elements });
+  }
+  return s;
+}
+
+const inlineMaps = new Map<string, NftSet>();

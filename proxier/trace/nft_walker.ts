@@ -14,7 +14,7 @@ import { parseBaseHook } from "../../iptables/nft.ts";
 import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
 import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
 import { dnatPick, pickIndices } from "./nft_picks.ts";
-import { lookupElement } from "./nft_sets.ts";
+import { inlineMap, lookupElement } from "./nft_sets.ts";
 
 /** A packet opening a connection, as the rule walker takes it (`fromHost`: the output hook). */
 export type NftPacket = Pick<
@@ -268,6 +268,11 @@ class Evaluator {
         this.#update(tokens.slice(i), st, rule);
         return miss();
       }
+      // `numgen random mod N vmap { 0 : goto a, ... }` (upstream's endpoint choice): every branch.
+      if ((tk === "numgen" || tk === "jhash") && tokens.includes("vmap", i)) {
+        act();
+        return this.#pickVerdict(tokens.slice(i), st, depth, rule);
+      }
       // Matches: an expression, then how it is tested.
       const { values, next } = this.#expr(tokens, i, st, rule);
       i = next;
@@ -275,7 +280,7 @@ class Evaluator {
       if (values.includes(ABSENT)) return miss();
       const op = tokens[i];
       if (op === "vmap") {
-        const map = this.#set(tokens[i + 1], rule);
+        const map = tokens[i + 1].startsWith("{") ? inlineMap(tokens[i + 1]) : this.#set(tokens[i + 1], rule);
         const hit = this.#lookup(map, values);
         if (hit === undefined) return miss();
         if (tokens[i + 1] === "@affinity-check") this.affinity = true;
@@ -283,6 +288,8 @@ class Evaluator {
         return this.#verdict(hit, st, depth);
       }
       if (op?.startsWith("@")) {
+        // Upstream's ClientIP affinity: `ip saddr @affinity-... goto endpoint-...`.
+        if (op.startsWith("@affinity-")) this.affinity = true;
         if (this.#lookup(this.#set(op, rule), values) === undefined) return miss();
         i++;
         continue;
@@ -358,6 +365,9 @@ class Evaluator {
     if (t === "fib" && tokens[i + 1] === "saddr" && tokens[i + 2] === "type") {
       return [p.fromHost || this.#isLocal(p.src) ? "local" : "unicast", i + 3];
     }
+    if (t === "fib" && tokens[i + 1] === "daddr" && tokens[i + 2] === "type") {
+      return [this.#isLocal(st.dst) ? "local" : "unicast", i + 3];
+    }
     throw new Error(
       `nft tracer: unsupported expression at "${tokens.slice(i, i + 3).join(" ")}" in: ${rule}`,
     );
@@ -381,6 +391,15 @@ class Evaluator {
   #dnat(tokens: string[], st: State, rule: string, chain: string): Outcome[] {
     const to = tokens.indexOf("to");
     const mapAt = tokens.lastIndexOf("map");
+    if (mapAt < 0) {
+      // `dnat to 10.0.0.1:80` / `dnat ip6 to [fd00::1]:80`: one endpoint.
+      const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(tokens[to + 1] ?? "");
+      if (m === null) throw new Error(`nft tracer: unsupported dnat in: ${rule}`);
+      return [{
+        st: { ...st, dst: m[1], port: Number(m[2]), dnat: endpointOf(`${m[1]} . ${m[2]}`) },
+        end: "accept",
+      }];
+    }
     const keyTokens = tokens.slice(to + 1, mapAt);
     const p0 = this.#pkt;
     const pick = dnatPick(keyTokens, {
@@ -439,14 +458,43 @@ class Evaluator {
     ];
   }
 
-  /** `update @m { key : value }`: records into the fake's map when asked to. */
+  /**
+   * A verdict map read by a pick (`numgen random mod N vmap { ... }`): each index the pick can give
+   * takes an equal share of this path, as {@linkcode #dnat}'s map does.
+   */
+  #pickVerdict(tokens: string[], st: State, depth: number, rule: string): Outcome[] {
+    const at = tokens.indexOf("vmap");
+    const p0 = this.#pkt;
+    const input = {
+      fam: this.#fam,
+      protocol: p0.protocol,
+      saddr: p0.src,
+      daddr: st.dst,
+      sport: p0.sport ?? DEFAULT_SOURCE_PORT,
+      dport: st.port,
+    };
+    const pick = dnatPick(tokens.slice(0, at), input, rule)!;
+    const map = tokens[at + 1].startsWith("{") ? inlineMap(tokens[at + 1]) : this.#set(tokens[at + 1], rule);
+    const indices = pickIndices(pick, this.#exploreHashes);
+    const out: Outcome[] = [];
+    for (const k of indices) {
+      const hit = this.#lookup(map, [String(k)]);
+      const branch = { ...st, p: st.p / indices.length };
+      out.push(
+        ...(hit === undefined ? [{ st: branch, end: undefined as End }] : this.#verdict(hit, branch, depth)),
+      );
+    }
+    return out;
+  }
+
+  /** `update @m { key : value }` (a map) or `update @s { key }` (a set): recorded when asked to. */
   #update(tokens: string[], st: State, rule: string): void {
     if (!this.#record) return;
     const map = this.#set(tokens[1], rule);
     const body = tokens[2].slice(1, -1);
     const [k, v] = body.split(" : ");
     const key = this.#expr(tokenize(k), 0, st, rule).values.join(" . ");
-    const value = this.#expr(tokenize(v), 0, st, rule).values.join(" . ");
+    const value = v === undefined ? "" : this.#expr(tokenize(v), 0, st, rule).values.join(" . ");
     map.elements.set(key, { value });
   }
 }

@@ -20,6 +20,15 @@ export interface UpstreamPort {
   readonly port: number;
   readonly targetPort: number;
   readonly endpoints: readonly string[];
+  /** The nftables stand-in only: the port's NodePort, external and load-balancer IPs. */
+  readonly nodePort?: number;
+  readonly externalIPs?: readonly string[];
+  readonly loadBalancerIPs?: readonly string[];
+  readonly sourceRanges?: readonly string[];
+  /** externalTrafficPolicy Local, with the endpoints of `endpoints` on this node. */
+  readonly localEndpoints?: readonly string[];
+  /** ClientIP affinity timeout in seconds. */
+  readonly affinitySeconds?: number;
 }
 
 /** Which upstream, and with what: the mode, the cluster CIDR, the iptables backend it finds. */
@@ -369,7 +378,11 @@ function nftNames(p: UpstreamPort): { svc: string; ep: (ip: string) => string } 
 function staleServiceChains(ports: readonly UpstreamPort[], existing: readonly string[]): string[] {
   const active = new Set(ports.flatMap((p) => {
     const n = nftNames(p);
-    return [n.svc, ...p.endpoints.map(n.ep)];
+    return [
+      n.svc,
+      ...["external-", "local-", "firewall-"].map((k) => n.svc.replace(/^service-/, k)),
+      ...p.endpoints.map(n.ep),
+    ];
   }));
   return existing.filter((c) => c.includes("/") && !active.has(c));
 }
@@ -462,22 +475,96 @@ export function upstreamNftablesSync(
     out.push(`flush ${s === "cluster-ips" ? "set" : "map"} ${t} ${s}`);
   }
   out.push(`flush map ${t} service-ips`, `flush map ${t} service-nodeports`);
-  for (const p of ports) {
-    const n = nftNames(p);
-    out.push(`add chain ${t} ${n.svc}`, `flush chain ${t} ${n.svc}`);
-    for (const ip of p.endpoints) {
-      out.push(`add chain ${t} ${n.ep(ip)}`, `flush chain ${t} ${n.ep(ip)}`);
-      out.push(`add rule ${t} ${n.ep(ip)} ip saddr ${ip} jump mark-for-masquerade`);
-      out.push(`add rule ${t} ${n.ep(ip)} meta l4proto tcp dnat to ${ip}:${p.targetPort}`);
-    }
-    out.push(
-      `add rule ${t} ${n.svc} ip daddr ${p.clusterIP} tcp dport ${p.port} ip saddr != ${clusterCIDR} jump mark-for-masquerade`,
-    );
-    const picks = p.endpoints.map((ip, i) => `${i} : goto ${n.ep(ip)}`).join(", ");
-    out.push(`add rule ${t} ${n.svc} numgen random mod ${p.endpoints.length} vmap { ${picks} }`);
-    out.push(`add element ${t} cluster-ips { ${p.clusterIP} }`);
-    out.push(`add element ${t} service-ips { ${p.clusterIP} . tcp . ${p.port} : goto ${n.svc} }`);
-  }
+  for (const p of ports) out.push(...nftServicePort(t, p, clusterCIDR));
   for (const c of staleServiceChains(ports, existing)) out.push(`flush chain ${t} ${c}`);
   return out.join("\n") + "\n";
+}
+
+/**
+ * One service port's chains and elements in upstream's nftables layout: `service-` (masquerade
+ * from outside the cluster CIDR, affinity, then `numgen` over `endpoint-` chains), `external-` (the
+ * Cluster policy masquerades; the Local policy short-circuits pods and the node, then `local-`),
+ * `firewall-` for source ranges, and the no-endpoint verdicts.
+ */
+function nftServicePort(t: string, p: UpstreamPort, clusterCIDR: string): string[] {
+  const out: string[] = [];
+  const n = nftNames(p);
+  const rule = (chain: string, text: string) => out.push(`add rule ${t} ${chain} ${text}`);
+  const chain = (name: string) => out.push(`add chain ${t} ${name}`, `flush chain ${t} ${name}`);
+  const affinity = (ip: string) => n.ep(ip).replace(/^endpoint-/, "affinity-");
+  const pickFrom = (c: string, eps: readonly string[]) => {
+    if (p.affinitySeconds !== undefined) {
+      for (const ip of eps) rule(c, `ip saddr @${affinity(ip)} goto ${n.ep(ip)}`);
+    }
+    rule(
+      c,
+      `numgen random mod ${eps.length} vmap { ${eps.map((ip, i) => `${i} : goto ${n.ep(ip)}`).join(", ")} }`,
+    );
+  };
+  const entries = [
+    ...(p.externalIPs ?? []).map((ip) => `${ip} . tcp . ${p.port}`),
+    ...(p.loadBalancerIPs ?? []).map((ip) => `${ip} . tcp . ${p.port}`),
+  ];
+  out.push(`add element ${t} cluster-ips { ${p.clusterIP} }`);
+  if (p.endpoints.length === 0) {
+    for (const e of [`${p.clusterIP} . tcp . ${p.port}`, ...entries]) {
+      out.push(`add element ${t} no-endpoint-services { ${e} : goto reject-chain }`);
+    }
+    if (p.nodePort !== undefined) {
+      out.push(`add element ${t} no-endpoint-nodeports { tcp . ${p.nodePort} : goto reject-chain }`);
+    }
+    return out;
+  }
+  chain(n.svc);
+  for (const ip of p.endpoints) {
+    if (p.affinitySeconds !== undefined) {
+      out.push(
+        `add set ${t} ${
+          affinity(ip)
+        } { type ipv4_addr; flags dynamic,timeout; timeout ${p.affinitySeconds}s; }`,
+      );
+    }
+    chain(n.ep(ip));
+    rule(n.ep(ip), `ip saddr ${ip} jump mark-for-masquerade`);
+    if (p.affinitySeconds !== undefined) rule(n.ep(ip), `update @${affinity(ip)} { ip saddr }`);
+    rule(n.ep(ip), `meta l4proto tcp dnat to ${ip}:${p.targetPort}`);
+  }
+  rule(n.svc, `ip daddr ${p.clusterIP} ip saddr != ${clusterCIDR} jump mark-for-masquerade`);
+  pickFrom(n.svc, p.endpoints);
+  out.push(`add element ${t} service-ips { ${p.clusterIP} . tcp . ${p.port} : goto ${n.svc} }`);
+  if (entries.length === 0 && p.nodePort === undefined) return out;
+  const external = n.svc.replace(/^service-/, "external-");
+  chain(external);
+  if (p.localEndpoints === undefined) {
+    rule(external, "jump mark-for-masquerade");
+    rule(external, `goto ${n.svc}`);
+  } else {
+    rule(external, `ip saddr ${clusterCIDR} goto ${n.svc}`);
+    rule(external, "fib saddr type local jump mark-for-masquerade");
+    rule(external, `fib saddr type local goto ${n.svc}`);
+    if (p.localEndpoints.length > 0) {
+      const local = n.svc.replace(/^service-/, "local-");
+      chain(local);
+      pickFrom(local, p.localEndpoints);
+      rule(external, `goto ${local}`);
+    } else {
+      for (const e of entries) out.push(`add element ${t} no-endpoint-services { ${e} : drop }`);
+      if (p.nodePort !== undefined) {
+        out.push(`add element ${t} no-endpoint-nodeports { tcp . ${p.nodePort} : drop }`);
+      }
+    }
+  }
+  for (const e of entries) out.push(`add element ${t} service-ips { ${e} : goto ${external} }`);
+  if (p.nodePort !== undefined) {
+    out.push(`add element ${t} service-nodeports { tcp . ${p.nodePort} : goto ${external} }`);
+  }
+  if ((p.sourceRanges ?? []).length > 0) {
+    const firewall = n.svc.replace(/^service-/, "firewall-");
+    chain(firewall);
+    rule(firewall, `ip saddr != { ${p.sourceRanges!.join(", ")} } drop`);
+    for (const ip of p.loadBalancerIPs ?? []) {
+      out.push(`add element ${t} firewall-ips { ${ip} . tcp . ${p.port} : goto ${firewall} }`);
+    }
+  }
+  return out;
 }
