@@ -17,7 +17,10 @@ import { ProxyMetrics } from "./proxier/metrics.ts";
 import { ApiEventRecorder, type EventRecorder, nodeRef, nullRecorder } from "./proxier/runtime/events.ts";
 import { writeConfigFile } from "./proxier/options/write_config.ts";
 import { exitOnConfigChange } from "./proxier/options/config_watch.ts";
-import { type ApiAccess, loadApiAccess } from "./proxier/sources/api_access.ts";
+import { type ApiAccess, type ApiAccessInputs, loadApiAccess } from "./proxier/sources/api_access.ts";
+import { listOnce } from "./proxier/sources/list_once.ts";
+import { runMigrate } from "./proxier/commands/migrate/migrate.ts";
+import type { EventHandler } from "./proxier/sources/handlers.ts";
 import { newApiClient, startApiSource } from "./proxier/sources/api_source.ts";
 import { FileSource } from "./proxier/sources/file.ts";
 import { KubeconfigError, ModeUnavailableError, UsageError } from "./proxier/errors.ts";
@@ -100,6 +103,22 @@ export async function main(argv: readonly string[], opts: { stop?: AbortSignal }
   if (cmd.command === "explain") {
     return await runExplain({ mode, config, query: cmd.explain!, exec, log, stdout, stderr });
   }
+  if (cmd.command === "migrate") {
+    const nodeName = config.hostnameOverride || Deno.hostname().toLowerCase();
+    const listApi = async (node: string, h: EventHandler) =>
+      listOnce(await loadApiAccess(apiInputs(config)), node, h);
+    return await runMigrate({
+      modes: MODES,
+      query: cmd.migrate!,
+      configFor: cmd.configFor,
+      nodeName,
+      listApi,
+      exec,
+      log,
+      stdout,
+      stderr,
+    });
+  }
   for (const n of cmd.notApplying) log.warn(n);
   return await run(mode, config, exec, log, {
     initOnly: cmd.command === "init-only",
@@ -145,12 +164,7 @@ async function run(
   let access: ApiAccess | undefined;
   if (config.source.kind === "kubernetes") {
     try {
-      access = await loadApiAccess({
-        kubeconfig: config.kubeconfig,
-        master: config.master,
-        env: (name) => Deno.env.get(name),
-        readFile: (path) => Deno.readTextFile(path),
-      });
+      access = await loadApiAccess(apiInputs(config));
     } catch (e) {
       if (!(e instanceof KubeconfigError)) throw e;
       log.error("Cannot reach the API server as configured", { error: e.message });
@@ -288,6 +302,16 @@ async function run(
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
   return code;
+}
+
+/** What the API access is read from: the flags' kubeconfig or master, this process's environment and files. */
+function apiInputs(config: ProxyConfig): ApiAccessInputs {
+  return {
+    kubeconfig: config.kubeconfig,
+    master: config.master,
+    env: (name) => Deno.env.get(name),
+    readFile: (path) => Deno.readTextFile(path),
+  };
 }
 
 if (import.meta.main) {

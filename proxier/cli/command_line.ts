@@ -8,9 +8,11 @@
 import { UsageError } from "../errors.ts";
 import { parseTraceQuery } from "./trace_flags.ts";
 import { parseExplainQuery } from "./explain_flags.ts";
+import { parseMigrateQuery } from "./migrate_flags.ts";
+import type { MigrateQuery } from "../commands/migrate/migrate.ts";
 import type { ExplainQuery } from "../commands/explain/explain.ts";
 import type { TraceQuery } from "../trace/packet.ts";
-import type { ProxyConfig } from "../options/config.ts";
+import type { ProxyConfig, ProxyMode } from "../options/config.ts";
 import { decodeConfigFile } from "../options/config_file.ts";
 import { ACTING_FEATURES } from "../options/feature_gates.ts";
 import { FLAG_BY_NAME, type FlagCommand, type FlagContext, FLAGS } from "../options/flag_table.ts";
@@ -40,6 +42,7 @@ export interface ParsedCommand {
     | "render"
     | "trace"
     | "explain"
+    | "migrate"
     | "cleanup"
     | "init-only"
     | "write-config"
@@ -49,6 +52,10 @@ export interface ParsedCommand {
   readonly trace?: TraceQuery;
   /** Set for `explain`. */
   readonly explain?: ExplainQuery;
+  /** Set for `migrate`. */
+  readonly migrate?: MigrateQuery;
+  /** The configuration the command line gives, for `mode` instead of its own (`migrate` compares two). */
+  readonly configFor: (mode: ProxyMode) => ProxyConfig;
   /** For `help`: the program's usage, or the command's (`render --help`). */
   readonly usage: string;
   /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
@@ -70,7 +77,7 @@ export interface ParsedCommand {
 }
 
 /** The commands the first argument may name. */
-const COMMANDS: readonly string[] = ["render", "trace", "explain"];
+const COMMANDS: readonly string[] = ["render", "trace", "explain", "migrate"];
 
 /**
  * Said when the mode was left to its default, as upstream 1.37 (KEP-5343: the default moves to
@@ -88,7 +95,9 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   const given = (name: string) => flags.findLast((f) => f.name === name)?.value;
   const command0 = positionals[0];
   if (command0 !== undefined && !COMMANDS.includes(command0)) {
-    throw new UsageError(`unknown command ${JSON.stringify(command0)} ("render", "trace" or "explain")`);
+    throw new UsageError(
+      `unknown command ${JSON.stringify(command0)} ("render", "trace", "explain" or "migrate")`,
+    );
   }
   // explain takes the Service's name.
   const maxPositionals = command0 === "explain" ? 2 : 1;
@@ -115,6 +124,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     );
   }
   const explain = command0 === "explain" && !help ? parseExplainQuery(positionals[1], given) : undefined;
+  const migrate = command0 === "migrate" && !help ? parseMigrateQuery(given) : undefined;
   const configFile = given("config");
   const writeConfigTo = given("write-config-to");
   const warnings: string[] = [];
@@ -157,6 +167,7 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     );
   }
   const modeChosen = ctx.v.mode !== "";
+  const given0 = structuredClone(ctx.v);
   const v = platformDefaults(ctx.v);
   const errors = validate(v);
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
@@ -176,6 +187,8 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     configFile: configFile === undefined ? undefined : { path: configFile, text: configText },
     trace: trace === undefined ? undefined : { ...trace, modeChosen },
     explain,
+    migrate,
+    configFor: (mode) => toProxyConfig(platformDefaults({ ...structuredClone(given0), mode }), ctx.own),
     usage: command0 === undefined ? USAGE : commandUsage(command0 as FlagCommand),
     renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
       ? parseIPList("--node-ip", given("node-ip")!)
@@ -216,7 +229,10 @@ function chooseCommand(
   if (given("write-config-to") !== undefined) return "write-config";
   if (bool(given, "cleanup")) return "cleanup";
   if (bool(given, "init-only")) return "init-only";
-  return positional === "render" || positional === "trace" || positional === "explain" ? positional : "run";
+  return positional === "render" || positional === "trace" || positional === "explain" ||
+      positional === "migrate"
+    ? positional
+    : "run";
 }
 
 function bool(given: (name: string) => string | undefined, name: string): boolean {

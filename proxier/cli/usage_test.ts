@@ -24,7 +24,7 @@ Deno.test("the flag reference and --help name every flag, upstream's and ours, a
 });
 
 Deno.test("each command's --help lists its own flags (and not the proxy's whole list); the general --help names every command", () => {
-  for (const command of ["explain", "trace", "render"] as const) {
+  for (const command of ["explain", "trace", "migrate", "render"] as const) {
     const text = commandUsage(command);
     assert(text.startsWith(`Usage: kube-proxy-deno ${command} `), text);
     assert(text.includes(`deno task start ${command} `), "the form from a checkout");
@@ -38,7 +38,11 @@ Deno.test("each command's --help lists its own flags (and not the proxy's whole 
   assert(commandUsage("trace").includes("\n  --in-interface NAME"), "trace --help names --in-interface");
   assert(commandUsage("trace").includes("\n  --proxy-mode "), "trace --help names --proxy-mode");
   assert(commandUsage("explain").includes("\n  --client-ip IP"), "explain --help names --client-ip");
-  assert(USAGE.startsWith("Usage: kube-proxy-deno [explain|trace|render] [flags]"), USAGE.split("\n")[0]);
+  assert(commandUsage("migrate").includes("\n  --to MODE"), "migrate --help names --to");
+  assert(
+    USAGE.startsWith("Usage: kube-proxy-deno [explain|trace|migrate|render] [flags]"),
+    USAGE.split("\n")[0],
+  );
 });
 
 Deno.test("--help keeps its columns: help starts in one column, two spaces at least after the flag, below it when the flag is long; every default is said", () => {

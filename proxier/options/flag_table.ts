@@ -34,11 +34,11 @@ export interface FlagContext {
   readonly notes: string[];
 }
 
-/** Who defines a flag: upstream, this program, or one of this program's commands (`trace`, `explain`). */
+/** Who defines a flag: upstream, this program, or one of this program's commands (`trace`, `explain`, `migrate`). */
 export type FlagOrigin = "upstream" | "ours" | "command";
 
 /** The commands that take flags of their own. */
-export type FlagCommand = "trace" | "render" | "explain";
+export type FlagCommand = "trace" | "render" | "explain" | "migrate";
 
 /** One flag: its shape, help, and what it does. */
 export interface FlagDef extends FlagShape {
@@ -822,10 +822,18 @@ export const FLAGS: readonly FlagDef[] = [
     ],
     [
       "rules",
-      ["trace"],
+      ["trace", "migrate"],
       "FILE",
       "",
-      "trace the rules of a file (a render output, iptables-save, nft list table, ipvsadm -S) instead of the live ones",
+      "read the rules of a file (a render output, iptables-save, nft list ruleset, ipvsadm -S) instead of the live ones",
+    ],
+    ["to", ["migrate"], "MODE", "", "the mode to move to: iptables, nftables, ipvs or userspace"],
+    [
+      "from-mode",
+      ["migrate"],
+      "MODE",
+      "",
+      "the mode programming the node now (default: the first whose rules are found)",
     ],
     ["port", ["explain"], "NAME|NUMBER", "", "one port of the Service (default: every port)"],
     [
@@ -835,10 +843,10 @@ export const FLAGS: readonly FlagDef[] = [
       "",
       "ask about this client's connections (a real external client or pod) instead of a synthetic one",
     ],
-    ["output", ["trace", "explain"], "text|json", "text", "the report's format"],
+    ["output", ["trace", "explain", "migrate"], "text|json", "text", "the report's format"],
     [
       "node-ip",
-      ["trace", "render", "explain"],
+      ["trace", "render", "explain", "migrate"],
       "IP[,IP]",
       "",
       "the node's addresses: the rendered node's with --source (default: its Node object's), the live " +

@@ -69,6 +69,30 @@ export async function renderFileSource(
     }
     nodeName = nodes[0];
   }
+  const path = config.source.path;
+  return await renderObjects({
+    ...o,
+    nodeName,
+    load: (handler, log) => new FileSource({ path, nodeName: nodeName!, handler, log, strict: true }).load(),
+  });
+}
+
+/**
+ * Builds `mode`'s proxiers on a dry run for node `nodeName`, feeds them what `load` gives (a file
+ * source's objects, or the API's listed once) and syncs once; returns them, or exit 1 with the
+ * error when `load` fails.
+ */
+export async function renderObjects(
+  o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs"> & {
+    readonly nodeName: string;
+    readonly load: (handler: ModeRenderer["handler"], log: Logger) => Promise<void>;
+    readonly warnAbout?: (key: string, o: object) => boolean;
+  },
+): Promise<Rendered | { readonly error: string; readonly code: 1 | 2 }> {
+  const { mode, config, nodeName } = o;
+  if (mode.render === undefined) {
+    return { error: `--proxy-mode: not supported in mode "${mode.name}"`, code: 2 };
+  }
   const dryRun = new DryRunExecutor();
   const log = warningsOnly(o.log);
   const deps = newModeDeps(config, {
@@ -81,8 +105,7 @@ export async function renderFileSource(
   });
   const renderer = await mode.render(deps, dryRun);
   try {
-    await new FileSource({ path: config.source.path, nodeName, handler: renderer.handler, log, strict: true })
-      .load();
+    await o.load(renderer.handler, log);
   } catch (e) {
     return { error: `--source: ${(e as Error).message}`, code: 1 };
   }

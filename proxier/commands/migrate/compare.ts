@@ -1,0 +1,280 @@
+/**
+ * `migrate`'s comparison: for every Service port and every kind of client (`explain`'s list, drawn
+ * from both modes' views of the node, so a client only one of them serves is asked of both), the
+ * answer of the rules that program the node now beside the answer of the target's rendered rules,
+ * and each port's scheduler and limits in both modes. What differs is grouped by cause, each cause
+ * with what would keep today's behaviour where there is something. Pure: the command asks the
+ * datapaths (`migrate.ts`).
+ * @module
+ */
+import type { DatapathAnswer, FamilyView } from "../../family_view.ts";
+import { isLoopback } from "../../net.ts";
+import { usableEndpoints } from "../../topology.ts";
+import type { ServicePortInfo } from "../../types.ts";
+import { type Client, clientsOf } from "../explain/clients.ts";
+import type { ProxyMode } from "../../options/config.ts";
+
+/** The schema name of `migrate --output=json`. */
+export const MIGRATE_SCHEMA = "kube-proxy-deno.migrate/v1";
+
+/** One client of one port, asked of both datapaths. */
+export interface Pair {
+  readonly service: string;
+  /** `name port/PROTOCOL` of the port (`http 80/TCP`), and its family. */
+  readonly port: string;
+  readonly family: FamilyView["family"];
+  readonly svc: ServicePortInfo;
+  readonly view: FamilyView;
+  readonly client: Client;
+}
+
+/** Why a difference is there (stable codes of the JSON schema). */
+export type Cause =
+  | "localhost-nodeport"
+  | "source-ranges"
+  | "no-endpoints"
+  | "external-traffic-policy-local"
+  | "masquerade"
+  | "scheduler"
+  | "limits"
+  | "endpoints";
+
+/** One thing a client (or a port) would see change. */
+export interface Difference {
+  readonly service: string;
+  readonly port: string;
+  /** The client, for a connection's difference; absent for a port's (scheduler, limits). */
+  readonly client?: string;
+  readonly before: string;
+  readonly after: string;
+}
+
+/** The differences of one cause. */
+export interface DifferenceGroup {
+  readonly cause: Cause;
+  /** One line: what changes, with the number of Services. */
+  readonly title: string;
+  /** The Services concerned, sorted. */
+  readonly services: readonly string[];
+  readonly differences: readonly Difference[];
+  /** What would keep today's behaviour, where something can. */
+  readonly keep?: string;
+}
+
+/** `migrate`'s report: the schema `kube-proxy-deno.migrate/v1`. */
+export interface MigrationReport {
+  readonly schema: typeof MIGRATE_SCHEMA;
+  readonly node: string;
+  readonly from: { readonly mode: ProxyMode; readonly rules: string };
+  readonly to: { readonly mode: ProxyMode; readonly rules: string };
+  readonly groups: readonly DifferenceGroup[];
+  /** Connections compared and found the same. */
+  readonly unchanged: number;
+  /** Connections one datapath could not answer (a rule the tracer does not know), each with why. */
+  readonly unanswered: readonly Difference[];
+}
+
+/**
+ * Returns every client to ask, for every port either mode's views hold: `explain`'s clients of the
+ * port in each view, the same connection asked once.
+ */
+export function pairsOf(before: readonly FamilyView[], after: readonly FamilyView[]): Pair[] {
+  const out: Pair[] = [];
+  for (const view of after) {
+    const other = before.find((v) => v.family === view.family);
+    for (const [key, svc] of [...view.services].sort(([a], [b]) => (a < b ? -1 : 1))) {
+      const seen = new Set<string>();
+      const port = `${svc.name.port === "" ? "" : `${svc.name.port} `}${svc.port}/${svc.protocol}`;
+      const fromBoth = [view, ...(other?.services.has(key) ? [other] : [])];
+      for (const v of fromBoth) {
+        for (const client of clientsOf(v.services.get(key)!, v).clients) {
+          const c = client.connection;
+          const id = `${client.label}|${c.src}|${c.dst}|${c.port}`;
+          if (seen.has(id)) continue;
+          seen.add(id);
+          out.push({ service: svc.service, port, family: view.family, svc, view, client });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** How an answer reads in a report: `DNAT to 10.0.0.1:80, 10.0.0.2:80 (masqueraded)`, `REJECT`. */
+export function answerText(a: DatapathAnswer | undefined): string {
+  if (a === undefined) return "not answered";
+  if (a.verdict !== "DNAT") return a.verdict === "none" ? "not a service (passes untouched)" : a.verdict;
+  const masq = a.masquerade === undefined ? "" : a.masquerade ? " (masqueraded)" : " (source kept)";
+  return `DNAT to ${a.endpoints.join(", ") || "nothing"}${masq}`;
+}
+
+/** Whether two answers differ in what a client would notice: verdict, endpoints, masquerading. */
+function differ(a: DatapathAnswer, b: DatapathAnswer): boolean {
+  if (a.verdict !== b.verdict) return true;
+  if (a.verdict !== "DNAT") return false;
+  if (a.endpoints.join() !== b.endpoints.join()) return true;
+  return a.masquerade !== undefined && b.masquerade !== undefined && a.masquerade !== b.masquerade;
+}
+
+/** The cause of a connection's difference, from the connection and the port (first that holds). */
+function causeOf(p: Pair, a: DatapathAnswer, b: DatapathAnswer): Cause {
+  const c = p.client.connection;
+  if (p.client.via === "NodePort" && isLoopback(c.dst)) return "localhost-nodeport";
+  if (p.client.via === "load balancer IP" && p.svc.loadBalancerSourceRanges.length > 0) {
+    return "source-ranges";
+  }
+  if (usableEndpoints(p.view.endpoints.get(portKey(p)) ?? []).length === 0) return "no-endpoints";
+  if (p.svc.externalPolicyLocal && p.client.via !== "cluster IP") return "external-traffic-policy-local";
+  if (a.verdict === b.verdict && a.endpoints.join() === b.endpoints.join()) return "masquerade";
+  return "endpoints";
+}
+
+function portKey(p: Pair): string {
+  for (const [k, s] of p.view.services) if (s === p.svc) return k;
+  return "";
+}
+
+/**
+ * The algorithm a mode's description of a port's balancing names (`sh: hash of the source address`,
+ * `random (the default)`, `random; mh is not honoured here`, ipvs's `rr`): what two modes compare.
+ */
+function algorithm(described: string): string {
+  return described.split(/[:;( ]/)[0];
+}
+
+const TITLES: Readonly<Record<Cause, string>> = {
+  "localhost-nodeport": "NodePorts on the loopback address",
+  "source-ranges": "loadBalancerSourceRanges",
+  "no-endpoints": "Services without usable endpoints",
+  "external-traffic-policy-local": "externalTrafficPolicy Local",
+  "masquerade": "source address kept or masqueraded",
+  "scheduler": "how new connections are balanced",
+  "limits": "what the mode cannot program",
+  "endpoints": "endpoints reached",
+};
+
+/** What keeps today's behaviour for a cause, moving from `from` to `to`, when something does. */
+function keepFor(cause: Cause, from: ProxyMode, to: ProxyMode, d: readonly Difference[]): string | undefined {
+  const reachedBefore = d.some((x) => x.before.startsWith("DNAT"));
+  switch (cause) {
+    case "localhost-nodeport":
+      if (!reachedBefore) return undefined;
+      if (to === "nftables") {
+        return "add `--nodeport-addresses=primary,localhost` with `--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true` " +
+          "(a socket proxy then serves 127.0.0.1 and ::1)";
+      }
+      return to === "ipvs"
+        ? "none in ipvs mode (it never serves NodePorts on loopback): use the node's address"
+        : "include `localhost` in `--nodeport-addresses`";
+    case "scheduler":
+      return to === "nftables"
+        ? "annotate the Service `kube-router.io/service.scheduler` with rr, sh, dh or mh (nftables honours them); " +
+          "the connection-counting schedulers (lc, wlc...) exist only in IPVS"
+        : to === "ipvs"
+        ? "set `--ipvs-scheduler`, or annotate the Service `kube-router.io/service.scheduler`"
+        : undefined;
+    case "masquerade":
+      return "check `--cluster-cidr` / `--detect-local-mode` (and `--masquerade-all`) for the target";
+    case "source-ranges":
+      return from === "userspace" || to === "userspace"
+        ? undefined
+        : "the target enforces the ranges as listed: add the sources that must stay admitted";
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Compares the two datapaths' answers (`before[i]`, `after[i]` for `pairs[i]`) and the ports'
+ * schedulers and limits in both modes' views; returns the report.
+ */
+export function compareMigration(o: {
+  readonly node: string;
+  readonly from: MigrationReport["from"];
+  readonly to: MigrationReport["to"];
+  readonly pairs: readonly Pair[];
+  readonly before: ReadonlyArray<DatapathAnswer | undefined>;
+  readonly after: ReadonlyArray<DatapathAnswer | undefined>;
+  readonly beforeViews: readonly FamilyView[];
+}): MigrationReport {
+  const groups = new Map<Cause, Difference[]>();
+  const add = (cause: Cause, d: Difference) => {
+    let list = groups.get(cause);
+    if (list === undefined) groups.set(cause, list = []);
+    list.push(d);
+  };
+  let unchanged = 0;
+  const unanswered: Difference[] = [];
+  o.pairs.forEach((p, i) => {
+    const [a, b] = [o.before[i], o.after[i]];
+    const base = { service: p.service, port: `${p.port} ${p.family}`, client: p.client.label };
+    if (a === undefined || b === undefined || a.verdict === "UNKNOWN" || b.verdict === "UNKNOWN") {
+      unanswered.push({ ...base, before: a?.note ?? answerText(a), after: b?.note ?? answerText(b) });
+      return;
+    }
+    if (!differ(a, b)) {
+      unchanged++;
+      return;
+    }
+    add(causeOf(p, a, b), { ...base, before: answerText(a), after: answerText(b) });
+  });
+  // A port's own differences: how it balances, what the mode cannot program of it.
+  const ports = new Map<string, Pair>();
+  for (const p of o.pairs) ports.set(`${p.family}|${p.service}|${p.port}`, p);
+  for (const p of ports.values()) {
+    const key = portKey(p);
+    const old = o.beforeViews.find((v) => v.family === p.family);
+    const svc = old?.services.get(key);
+    if (old === undefined || svc === undefined) continue;
+    const at = { service: p.service, port: `${p.port} ${p.family}` };
+    const [sa, sb] = [old.scheduler(svc) ?? "random", p.view.scheduler(p.svc) ?? "random"];
+    if (algorithm(sa) !== algorithm(sb)) add("scheduler", { ...at, before: sa, after: sb });
+    const [la, lb] = [old.limits(svc).join("; "), p.view.limits(p.svc).join("; ")];
+    if (la !== lb) add("limits", { ...at, before: la || "none", after: lb || "none" });
+  }
+  const order = Object.keys(TITLES) as Cause[];
+  return {
+    schema: MIGRATE_SCHEMA,
+    node: o.node,
+    from: o.from,
+    to: o.to,
+    groups: [...groups].sort(([x], [y]) => order.indexOf(x) - order.indexOf(y)).map(
+      ([cause, differences]) => {
+        const services = [...new Set(differences.map((d) => d.service))].sort();
+        const keep = keepFor(cause, o.from.mode, o.to.mode, differences);
+        return {
+          cause,
+          title: `${TITLES[cause]} (${services.length} Service${services.length === 1 ? "" : "s"})`,
+          services,
+          differences,
+          ...(keep === undefined ? {} : { keep }),
+        };
+      },
+    ),
+    unchanged,
+    unanswered,
+  };
+}
+
+/** The report as people read it: each group, its differences, then what would keep today's behaviour. */
+export function formatMigration(r: MigrationReport): string {
+  const out = [
+    `node ${r.node}: ${r.from.mode} (${r.from.rules}) -> ${r.to.mode} (${r.to.rules})`,
+  ];
+  if (r.groups.length === 0) out.push("nothing changes for any Service's clients");
+  for (const g of r.groups) {
+    out.push("", `${g.title}:`);
+    for (const d of g.differences) {
+      out.push(
+        `  ${d.service} ${d.port}${d.client === undefined ? "" : `, ${d.client}`}: ${d.before} -> ${d.after}`,
+      );
+    }
+    if (g.keep !== undefined) out.push(`  to keep today's behaviour: ${g.keep}`);
+  }
+  out.push("", `${r.unchanged} connections unchanged`);
+  if (r.unanswered.length > 0) {
+    out.push(`${r.unanswered.length} not compared (a datapath could not answer):`);
+    for (const d of r.unanswered) out.push(`  ${d.service} ${d.port}, ${d.client}: ${d.before} / ${d.after}`);
+  }
+  return out.join("\n") + "\n";
+}
