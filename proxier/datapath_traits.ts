@@ -38,6 +38,11 @@ export interface DatapathTraits {
   /** An address of a ServiceCIDR that no Service holds is dropped (nftables). */
   readonly dropsUnallocatedServiceIPs: boolean;
   /**
+   * Forwarded packets conntrack finds INVALID (out-of-window TCP) are dropped, as upstream's iptables
+   * and nftables modes do, unless `conntrack.tcpBeLiberal` makes none INVALID.
+   */
+  readonly dropsInvalid: boolean;
+  /**
    * Which endpoints are masqueraded when they reach themselves through the Service (hairpin):
    * any (`every-endpoint`, iptables marks by source) or this node's only (`local-endpoints`).
    */

@@ -69,6 +69,7 @@ export const iptablesMode: ProxyModeDefinition = {
     externalLocal: "short-circuit",
     rejectsUnservedPorts: "none",
     dropsUnallocatedServiceIPs: false,
+    dropsInvalid: true,
     hairpin: "every-endpoint",
   },
   schedulers: () => SCHEDULERS,

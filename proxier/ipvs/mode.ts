@@ -100,6 +100,7 @@ export const ipvsMode: ProxyModeDefinition = {
     externalLocal: "local-first",
     rejectsUnservedPorts: "service-ips",
     dropsUnallocatedServiceIPs: false,
+    dropsInvalid: false,
     hairpin: "local-endpoints",
   },
   schedulers: (c) => ipvsSchedulers(c.ipvs.scheduler),

@@ -21,6 +21,7 @@ import {
 } from "../mode_definition.ts";
 import type { IPFamily } from "../types.ts";
 import { nftablesSchedulers } from "./schedulers.ts";
+import { unboundListen } from "../socket_proxy/listen.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
 import { addAffinity } from "./affinity.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
@@ -126,6 +127,7 @@ export const nftablesMode: ProxyModeDefinition = {
     externalLocal: "short-circuit-node-drops",
     rejectsUnservedPorts: "cluster-ips",
     dropsUnallocatedServiceIPs: true,
+    dropsInvalid: true,
     hairpin: "local-endpoints",
   },
   schedulers: (c) => nftablesSchedulers(c.maglevTableSize),
@@ -218,11 +220,16 @@ export const nftablesMode: ProxyModeDefinition = {
   },
 
   async render(d, dryRun) {
+    const localhost = localhostFamilies(d);
     const families = await Promise.all(
       (["IPv4", "IPv6"] as const).map((family) =>
         newProxier(d, family, new NftRunner({ exec: dryRun, family }), {
           ...renderNodeAddresses(d),
           affinitySupported: true,
+          // The loopback NodePorts' socket proxy as the rules see it, listening on nothing.
+          localhostNodePorts: localhost.has(family)
+            ? { udpIdleTimeoutMs: d.config.udpIdleTimeoutMs, listen: unboundListen }
+            : undefined,
         })
       ),
     );
@@ -232,7 +239,7 @@ export const nftablesMode: ProxyModeDefinition = {
       const inputs = dryRun.commands.slice(seen).filter((c) => c.cmd === "nft" && c.stdin !== undefined);
       seen = dryRun.commands.length;
       return inputs.map((c) => `# nft -f - input (${nftFamily(p.family)})\n${c.stdin}`).join("");
-    });
+    }, { answer: (c, family) => families.find((p) => p.family === family)?.localhostAnswer(c) });
   },
 
   trace: async (q, d) => (await import("./trace.ts")).traceNftables(q, d),

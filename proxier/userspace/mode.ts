@@ -47,6 +47,7 @@ export const userspaceMode: ProxyModeDefinition = {
     externalLocal: "local-for-all",
     rejectsUnservedPorts: "none",
     dropsUnallocatedServiceIPs: false,
+    dropsInvalid: false,
     hairpin: "local-endpoints",
   },
   schedulers: () => SCHEDULERS,

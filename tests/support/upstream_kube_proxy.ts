@@ -305,6 +305,18 @@ export async function upstreamIptablesSync(
       await run(exec, ipt, ["-t", table, "-I", chain, ...a]);
     }
   }
+  const { natChains } = iptablesTables(up, ports);
+  const stale = declared(await run(exec, `${ipt}-save`, ["-t", "nat"]))
+    .filter((c) => SERVICE_CHAIN.test(c) && !natChains.includes(c));
+  const { filter, nat } = iptablesTables(up, ports, stale);
+  await run(exec, `${ipt}-restore`, ["--noflush"], [...filter, ...nat, ""].join("\n"));
+}
+
+/**
+ * What the iptables mode's first restore holds: filter and nat, each from `*table` to `COMMIT`,
+ * its own chains declared (flushed) and written, `stale` per-service chains deleted.
+ */
+function iptablesTables(up: Upstream, ports: readonly UpstreamPort[], stale: readonly string[] = []) {
   const natChains = ["KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"];
   const natRules = [
     `-A KUBE-POSTROUTING -m mark ! --mark ${MARK}/${MARK} -j RETURN`,
@@ -337,31 +349,53 @@ export async function upstreamIptablesSync(
   natRules.push(
     `-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`,
   );
-  const stale = declared(await run(exec, `${ipt}-save`, ["-t", "nat"]))
-    .filter((c) => SERVICE_CHAIN.test(c) && !natChains.includes(c));
-  const input = [
-    "*filter",
-    ...[
-      "KUBE-NODEPORTS",
-      "KUBE-SERVICES",
-      "KUBE-EXTERNAL-SERVICES",
-      "KUBE-FIREWALL",
-      "KUBE-FORWARD",
-      "KUBE-PROXY-FIREWALL",
-    ].map((c) => `:${c} - [0:0]`),
-    `-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
-    "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP",
-    `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark ${MARK}/${MARK} -j ACCEPT`,
-    `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
-    "COMMIT",
-    "*nat",
-    ...[...natChains, ...stale].map((c) => `:${c} - [0:0]`),
-    ...natRules,
-    ...stale.map((c) => `-X ${c}`),
-    "COMMIT",
-    "",
+  return {
+    natChains,
+    filter: [
+      "*filter",
+      ...[
+        "KUBE-NODEPORTS",
+        "KUBE-SERVICES",
+        "KUBE-EXTERNAL-SERVICES",
+        "KUBE-FIREWALL",
+        "KUBE-FORWARD",
+        "KUBE-PROXY-FIREWALL",
+      ].map((c) => `:${c} - [0:0]`),
+      `-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
+      "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP",
+      `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark ${MARK}/${MARK} -j ACCEPT`,
+      `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+      "COMMIT",
+    ],
+    nat: [
+      "*nat",
+      ...[...natChains, ...stale].map((c) => `:${c} - [0:0]`),
+      ...natRules,
+      ...stale.map((c) => `-X ${c}`),
+      "COMMIT",
+    ],
+  };
+}
+
+/**
+ * What `iptables-save` prints after the iptables mode's first sync on a node without other rules:
+ * the built-in chains with upstream's jumps at their top, then its own chains and rules.
+ */
+export function upstreamIptablesSave(up: Upstream, ports: readonly UpstreamPort[]): string {
+  const { filter, nat } = iptablesTables(up, ports);
+  const builtin: Record<string, string[]> = {
+    filter: ["INPUT", "FORWARD", "OUTPUT"],
+    nat: ["PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"],
+  };
+  const table = (name: "filter" | "nat", lines: string[]) => [
+    lines[0],
+    ...builtin[name].map((c) => `:${c} ACCEPT [0:0]`),
+    ...lines.slice(1).filter((l) => l.startsWith(":")),
+    // -I puts each jump at the top: the last ensured is first.
+    ...JUMPS.filter(([t]) => t === name).reverse().map(([, chain, rule]) => `-A ${chain} ${rule}`),
+    ...lines.slice(1).filter((l) => !l.startsWith(":")),
   ];
-  await run(exec, `${ipt}-restore`, ["--noflush"], input.join("\n"));
+  return [...table("filter", filter), ...table("nat", nat), ""].join("\n");
 }
 
 /** The nftables mode's chain names for a port: `service-HASH-ns/name/tcp/port` and its endpoints'. */

@@ -13,6 +13,7 @@ import { usableEndpoints } from "../../topology.ts";
 import type { ServicePortInfo } from "../../types.ts";
 import { type Client, clientsOf } from "../explain/clients.ts";
 import type { ProxyMode } from "../../options/config.ts";
+import type { DatapathTraits } from "../../datapath_traits.ts";
 
 /** The schema name of `migrate --output=json`. */
 export const MIGRATE_SCHEMA = "kube-proxy-deno.migrate/v1";
@@ -30,6 +31,9 @@ export interface Pair {
 
 /** Why a difference is there (stable codes of the JSON schema). */
 export type Cause =
+  | "invalid-drop"
+  | "unserved-ports"
+  | "unallocated-service-ips"
   | "localhost-nodeport"
   | "source-ranges"
   | "no-endpoints"
@@ -143,6 +147,9 @@ function algorithm(described: string): string {
 }
 
 const TITLES: Readonly<Record<Cause, string>> = {
+  "invalid-drop": "forwarded packets conntrack finds INVALID (out-of-window TCP)",
+  "unserved-ports": "a port no Service serves on a service address",
+  "unallocated-service-ips": "service-CIDR addresses no Service holds",
   "localhost-nodeport": "NodePorts on the loopback address",
   "source-ranges": "loadBalancerSourceRanges",
   "no-endpoints": "Services without usable endpoints",
@@ -173,6 +180,10 @@ function keepFor(cause: Cause, from: ProxyMode, to: ProxyMode, d: readonly Diffe
         : to === "ipvs"
         ? "set `--ipvs-scheduler`, or annotate the Service `kube-router.io/service.scheduler`"
         : undefined;
+    case "invalid-drop":
+      return d.some((x) => x.before === "kept")
+        ? "set `conntrack.tcpBeLiberal: true` (`--conntrack-tcp-be-liberal`): no packet is then INVALID for being out of window"
+        : undefined;
     case "masquerade":
       return "check `--cluster-cidr` / `--detect-local-mode` (and `--masquerade-all`) for the target";
     case "source-ranges":
@@ -182,6 +193,38 @@ function keepFor(cause: Cause, from: ProxyMode, to: ProxyMode, d: readonly Diffe
     default:
       return undefined;
   }
+}
+
+/** What a mode does for every Service where modes differ: its traits, and whether it is liberal. */
+export interface ModeWide {
+  readonly traits: DatapathTraits;
+  /** `conntrack.tcpBeLiberal`: no rule drops INVALID packets. */
+  readonly liberal: boolean;
+}
+
+const EVERY = "(every Service)";
+
+/** The differences that hold for every Service: the modes' traits no client of `explain` shows. */
+function modeWide(a: ModeWide, b: ModeWide, serviceCIDRs: boolean): Array<[Cause, Difference]> {
+  const out: Array<[Cause, Difference]> = [];
+  const differs = (cause: Cause, f: (m: ModeWide) => string) => {
+    if (f(a) !== f(b)) out.push([cause, { service: EVERY, port: "", before: f(a), after: f(b) }]);
+  };
+  differs("invalid-drop", (m) => m.traits.dropsInvalid && !m.liberal ? "dropped" : "kept");
+  const unserved = {
+    "none": "passes",
+    "cluster-ips": "REJECT on cluster IPs",
+    "service-ips": "REJECT on every service address",
+  };
+  differs("unserved-ports", (m) => unserved[m.traits.rejectsUnservedPorts]);
+  // Only where the cluster's ServiceCIDRs are known (the API serves them): without them nothing is dropped.
+  if (serviceCIDRs) {
+    differs(
+      "unallocated-service-ips",
+      (m) => m.traits.dropsUnallocatedServiceIPs ? "DROP" : "passes (routed on)",
+    );
+  }
+  return out;
 }
 
 /**
@@ -196,6 +239,8 @@ export function compareMigration(o: {
   readonly before: ReadonlyArray<DatapathAnswer | undefined>;
   readonly after: ReadonlyArray<DatapathAnswer | undefined>;
   readonly beforeViews: readonly FamilyView[];
+  /** What each mode does for every Service. */
+  readonly wide: { readonly before: ModeWide; readonly after: ModeWide };
 }): MigrationReport {
   const groups = new Map<Cause, Difference[]>();
   const add = (cause: Cause, d: Difference) => {
@@ -203,6 +248,8 @@ export function compareMigration(o: {
     if (list === undefined) groups.set(cause, list = []);
     list.push(d);
   };
+  const cidrs = [...o.beforeViews, ...o.pairs.map((p) => p.view)].some((v) => v.serviceCIDRs.length > 0);
+  for (const [cause, d] of modeWide(o.wide.before, o.wide.after, cidrs)) add(cause, d);
   let unchanged = 0;
   const unanswered: Difference[] = [];
   o.pairs.forEach((p, i) => {
@@ -244,7 +291,11 @@ export function compareMigration(o: {
         const keep = keepFor(cause, o.from.mode, o.to.mode, differences);
         return {
           cause,
-          title: `${TITLES[cause]} (${services.length} Service${services.length === 1 ? "" : "s"})`,
+          title: `${TITLES[cause]} (${
+            services[0] === EVERY
+              ? "every Service"
+              : `${services.length} Service${services.length === 1 ? "" : "s"}`
+          })`,
           services,
           differences,
           ...(keep === undefined ? {} : { keep }),
@@ -265,9 +316,8 @@ export function formatMigration(r: MigrationReport): string {
   for (const g of r.groups) {
     out.push("", `${g.title}:`);
     for (const d of g.differences) {
-      out.push(
-        `  ${d.service} ${d.port}${d.client === undefined ? "" : `, ${d.client}`}: ${d.before} -> ${d.after}`,
-      );
+      const where = [d.service, d.port].filter((x) => x !== "").join(" ");
+      out.push(`  ${where}${d.client === undefined ? "" : `, ${d.client}`}: ${d.before} -> ${d.after}`);
     }
     if (g.keep !== undefined) out.push(`  to keep today's behaviour: ${g.keep}`);
   }

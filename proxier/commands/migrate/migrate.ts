@@ -101,6 +101,10 @@ export async function runMigrate(r: MigrateRun): Promise<number> {
     before: beforeAnswers,
     after: afterAnswers,
     beforeViews: b.renderer.explain.views(),
+    wide: {
+      before: { traits: from.traits, liberal: r.configFor(from.name).conntrack.tcpBeLiberal },
+      after: { traits: to.traits, liberal: r.configFor(to.name).conntrack.tcpBeLiberal },
+    },
   });
   r.stdout(q.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatMigration(report));
   return report.groups.length === 0 ? 0 : 1;
