@@ -8,7 +8,7 @@ import { DenoExecutor, type Executor } from "./iptables/executor.ts";
 import { realClock } from "./proxier/runtime/clock.ts";
 import { retryStart } from "./proxier/runtime/start_retry.ts";
 import { tuneConntrack } from "./proxier/conntrack/sysctls.ts";
-import { cleanupModes, runCleanup } from "./proxier/commands/cleanup/cleanup.ts";
+import { modeSwitch, runCleanup } from "./proxier/commands/cleanup/cleanup.ts";
 import { runRender } from "./proxier/commands/render/render.ts";
 import { SysctlRunner } from "./iptables/sysctl.ts";
 import { ListenError } from "./proxier/healthcheck/listener.ts";
@@ -226,9 +226,13 @@ async function run(
     log.error(e.message);
     return 1;
   }
-  // Switching modes: what another mode (ours or upstream's) left would shadow or fight ours. It
-  // runs while the source loads; the first sync waits for it.
-  const cleaned = Promise.all([cleanupModes(MODES.values(), exec, log, mode), proxier.removeLeftovers?.()]);
+  // Switching modes: what another mode (ours or upstream's) left goes once this one's first sync is
+  // in (new connections are this mode's from then on), its datapath once its connections drain; a
+  // mode writing the same chains goes first (`commands/cleanup/cleanup.ts`).
+  const drainMs = config.migrationDrainTimeoutMs;
+  const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+  const switching = modeSwitch(MODES.values(), mode, { exec, log, clock, drainMs, nodeIPs });
+  const cleaned = Promise.all([switching.beforeFirstSync(), proxier.removeLeftovers?.()]);
 
   const ac = new AbortController();
   const stop = () => {
@@ -268,6 +272,12 @@ async function run(
     source: config.source.kind,
   });
   tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
+  const stopped = new Promise<void>((resolve) => onAbort(ac.signal, resolve));
+  tasks.push(
+    Promise.race([deps.health.whenReady(), stopped]).then(() =>
+      ac.signal.aborted ? undefined : switching.afterFirstSync(ac.signal)
+    ),
+  );
   let code = 0;
   if (o.configFile !== undefined) {
     tasks.push(exitOnConfigChange({ ...o.configFile, signal: ac.signal, log, stop }).then((c) => code = c));

@@ -203,6 +203,16 @@ export interface CleanupOptions {
    * this mode's own chains show it ran, so a running mode never loses them.
    */
   readonly everything: boolean;
+  /** Keep what {@linkcode ProxyModeDefinition.drain} keeps (its datapath); remove the rest. */
+  readonly keepDatapath?: boolean;
+}
+
+/** A mode's datapath kept for the connections only it carries while another mode takes over. */
+export interface ModeDrain {
+  /** Connections it still carries. */
+  connections(): Promise<number>;
+  /** Removes what was kept. */
+  finish(): Promise<void>;
 }
 
 /** One datapath, as the program sees it; its tracer (`trace`, `recognizes`) as {@linkcode ModeTracer}. */
@@ -212,6 +222,17 @@ export interface ProxyModeDefinition extends ModeTracer {
   readonly traits: DatapathTraits;
   /** What it does with a Service's scheduler annotation, under `config`. */
   schedulers(config: ProxyConfig): SchedulerPolicy;
+  /**
+   * It writes kube-proxy's shared iptables chains (nat KUBE-SERVICES, KUBE-POSTROUTING...): another
+   * such mode's start removes its rules before its own first sync, which writes those chains.
+   */
+  readonly sharesKubeChains?: boolean;
+  /**
+   * What another mode taking the node over keeps of this one for the connections only its datapath
+   * carries (ipvs: the virtual servers and kube-ipvs0), undefined when there is nothing; its cleanup
+   * then runs with `keepDatapath`, and the drain ends with {@linkcode ModeDrain.finish}.
+   */
+  drain?(exec: Executor, nodeIPs: readonly string[]): Promise<ModeDrain | undefined>;
   /**
    * Returns why this configuration cannot run the mode at all (a feature gate that turns it off),
    * checked before anything touches the node; undefined when it can.

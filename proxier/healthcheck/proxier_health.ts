@@ -34,6 +34,7 @@ export class ProxyHealth {
   readonly #lastUpdated = new Map<IPFamily, number>();
   readonly #oldestPending = new Map<IPFamily, number>();
   readonly #syncs = new Map<IPFamily, "waiting" | "synced" | "failing">();
+  #ready: Array<() => void> = [];
   #node?: V1Node;
 
   /** `timeoutMs` is how long a queued update may wait before health fails. */
@@ -53,6 +54,12 @@ export class ProxyHealth {
     this.#lastUpdated.set(family, this.#clock.now());
     this.#oldestPending.delete(family);
     this.#syncs.set(family, "synced");
+    if (this.readiness().ready) { for (const r of this.#ready.splice(0)) r(); }
+  }
+
+  /** Resolves once the proxy is first ready: every family's first sync in the kernel. */
+  whenReady(): Promise<void> {
+    return this.readiness().ready ? Promise.resolve() : new Promise((r) => this.#ready.push(r));
   }
 
   /** Records that `family`'s sync loop runs: the proxy is not ready until its first sync is in. */

@@ -118,3 +118,18 @@ Deno.test("/readyz: 503 until every family's first sync is in, 503 while a famil
     await server.finished;
   }
 });
+
+Deno.test("whenReady resolves once every expected family's first sync is in, not before", async () => {
+  const h = new ProxyHealth({ clock: new FakeClock(), timeoutMs: 1000 });
+  h.expect("IPv4");
+  h.expect("IPv6");
+  let ready = false;
+  const p = h.whenReady().then(() => ready = true);
+  h.updated("IPv4");
+  await Promise.resolve();
+  assertEquals(ready, false);
+  h.updated("IPv6");
+  await p;
+  assertEquals(ready, true);
+  await h.whenReady(); // already ready: at once
+});

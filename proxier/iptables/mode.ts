@@ -166,6 +166,8 @@ export const iptablesMode: ProxyModeDefinition = {
     return /^:KUBE-SERVICES /m.test(saved);
   },
 
+  sharesKubeChains: true,
+
   cleanup(exec, family, opts) {
     return onEveryIptablesBackend(exec, family, (ipt) => cleanupIptables(ipt, opts?.everything ?? true));
   },

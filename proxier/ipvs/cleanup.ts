@@ -16,10 +16,16 @@ import { CHAINS, FORMER_SETS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts
 /**
  * Removes what the ipvs mode (ours or upstream's) creates in `family`: virtual servers on
  * kube-ipvs0's addresses or on node ports in our sets (nothing else), the chains and jumps on every
- * iptables backend, then our sets, then kube-ipvs0 (with the IPv6 cleanup, the last). Does nothing
+ * iptables backend, then our sets, then kube-ipvs0 (with the IPv6 cleanup, the last). With
+ * `keepDatapath` the virtual servers and kube-ipvs0 stay (they drain: `drain.ts`). Does nothing
  * where nothing of it exists; running it twice is fine.
  */
-export async function cleanupIpvs(exec: Executor, family: IPFamily, everything = true): Promise<void> {
+export async function cleanupIpvs(
+  exec: Executor,
+  family: IPFamily,
+  everything = true,
+  keepDatapath = false,
+): Promise<void> {
   const link = new IpLinkRunner({ exec });
   const bound = new Set((await link.addresses()).filter((ip) => ipFamily(ip) === family));
   const ipset = new IpsetRunner({ exec });
@@ -38,12 +44,12 @@ export async function cleanupIpvs(exec: Executor, family: IPFamily, everything =
     ipFamily(vs.address) === family &&
     (bound.has(vs.address) || (nodeIPs.includes(vs.address) && nodePorts.has(vs.port)))
   );
-  if (ours.length > 0) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
+  if (ours.length > 0 && !keepDatapath) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
   await onEveryIptablesBackend(exec, family, (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything));
   const present = [...SET_NAMES, ...FORMER_SETS].map((n) => setName(n, family)).filter((n) => sets.has(n));
   if (present.length > 0) await ipset.restore(present.map(destroySet));
   // kube-ipvs0 holds both families' addresses: it goes with the last family's cleanup.
-  if (family === "IPv6") {
+  if (family === "IPv6" && !keepDatapath) {
     const r = await exec.run("ip", { args: ["-o", "link", "show", "dev", KUBE_IPVS_INTERFACE] });
     if (r.code === 0) await link.remove();
   }

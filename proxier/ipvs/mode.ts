@@ -227,7 +227,13 @@ export const ipvsMode: ProxyModeDefinition = {
     return r.code === 0;
   },
 
+  sharesKubeChains: true,
+
+  async drain(exec, nodeIPs) {
+    return (await import("./drain.ts")).ipvsDrain(exec, nodeIPs);
+  },
+
   cleanup(exec, family, opts) {
-    return cleanupIpvs(exec, family, opts?.everything ?? true);
+    return cleanupIpvs(exec, family, opts?.everything ?? true, opts?.keepDatapath ?? false);
   },
 };

@@ -103,6 +103,11 @@ export interface ProxyConfig {
   userspacePortals: boolean;
   /** Ours: `--kernel-tool-timeout` (ms; 0: never). */
   kernelToolTimeoutMs: number;
+  /**
+   * Ours: `--migration-drain-timeout` (ms; 0: none): how long another mode's connections that only
+   * its own datapath carries (ipvs) keep that datapath after this mode takes the node over.
+   */
+  migrationDrainTimeoutMs: number;
   detectLocalMode: LocalMode;
   detectLocal: { bridgeInterface: string; interfaceNamePrefix: string };
   /** The mode's sync period (its own section of the config file, or its `--*-sync-period` flag). */

@@ -701,6 +701,16 @@ export const FLAGS: readonly FlagDef[] = [
     apply: (c, s) => c.own.kernelToolTimeoutMs = dur("kernel-tool-timeout", s),
   },
   {
+    name: "migration-drain-timeout",
+    origin: "ours",
+    type: "duration",
+    default: "15m0s",
+    withConfig: true,
+    help:
+      "taking a node over from the ipvs mode, keep its virtual servers and kube-ipvs0 addresses for the connections they carry until none is left or this long (0: remove them at once)",
+    apply: (c, s) => c.own.migrationDrainTimeoutMs = dur("migration-drain-timeout", s),
+  },
+  {
     name: "userspace-portals",
     origin: "ours",
     bool: true,

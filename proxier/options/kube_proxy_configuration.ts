@@ -299,6 +299,13 @@ export function platformDefaults(c: KubeProxyConfiguration): KubeProxyConfigurat
  */
 export const KERNEL_TOOL_TIMEOUT_MS = 300_000;
 
+/**
+ * `--migration-drain-timeout`'s default: IPVS's own timeout of an idle established TCP connection
+ * (900 s), so every connection idle since the switch has expired from IPVS by then anyway; one
+ * still busy after it is cut.
+ */
+export const MIGRATION_DRAIN_TIMEOUT_MS = 900_000;
+
 /** Settings that are this program's own and not in the file: `--source`, `--iptables-backend`... */
 export interface OwnFlags {
   source: SourceSpec;
@@ -306,6 +313,8 @@ export interface OwnFlags {
   userspacePortals: boolean;
   /** `--kernel-tool-timeout`: a kernel tool still running after this long is killed (0: never). */
   kernelToolTimeoutMs: number;
+  /** `--migration-drain-timeout` (0: none). */
+  migrationDrainTimeoutMs: number;
   /** `--master`: applies beside `--config`, as upstream's. */
   master: string;
 }
@@ -317,6 +326,7 @@ export function defaultOwnFlags(): OwnFlags {
     iptablesBackend: "auto",
     userspacePortals: true,
     kernelToolTimeoutMs: KERNEL_TOOL_TIMEOUT_MS,
+    migrationDrainTimeoutMs: MIGRATION_DRAIN_TIMEOUT_MS,
     master: "",
   };
 }
@@ -356,6 +366,7 @@ export function toProxyConfig(c: KubeProxyConfiguration, own: OwnFlags = default
     iptablesBackend: own.iptablesBackend,
     userspacePortals: own.userspacePortals,
     kernelToolTimeoutMs: own.kernelToolTimeoutMs,
+    migrationDrainTimeoutMs: own.migrationDrainTimeoutMs,
     detectLocalMode: c.detectLocalMode as LocalMode,
     detectLocal: { ...c.detectLocal },
     syncPeriodMs: section.syncPeriod,
