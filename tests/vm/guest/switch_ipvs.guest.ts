@@ -1,0 +1,61 @@
+/**
+ * Runs inside the VM (tests/vm/ipvs_vm_test.ts starts it there): taking a node over from the ipvs
+ * mode with the nftables mode, with established TCP connections and UDP flows through IPVS and a
+ * stream of new connections (`tests/e2e/switch_scenario.ts`). With the drain the virtual servers
+ * and kube-ipvs0 stay while the connections live, and nothing breaks; they go once the connections
+ * are closed. Without it (--migration-drain-timeout=0) the counts show what the drain is for.
+ */
+import { assert, assertEquals } from "../../support/assert.ts";
+import { eventually } from "../../support/net_helpers.ts";
+import { Topology } from "../../e2e/netns.ts";
+import { describeCounts, switchScenario } from "../../e2e/switch_scenario.ts";
+
+for (const drain of ["15m", "0s"]) {
+  Deno.test({
+    name: `switch ipvs -> nftables, --migration-drain-timeout=${drain}`,
+    ignore: Deno.env.get("KPD_IN_VM") !== "1",
+    sanitizeResources: false,
+    sanitizeOps: false,
+    async fn() {
+      const t = new Topology();
+      const dir = await Deno.makeTempDir();
+      const ipvs0 = async () =>
+        (await t.exec(t.node, ["ip", "-o", "link", "show", "kube-ipvs0"], { allowFail: true })).trim() !== "";
+      const servers = async () => (await t.exec(t.node, ["ipvsadm", "-Sn"])).trim() !== "";
+      try {
+        await t.init();
+        const counts = await switchScenario(
+          t,
+          dir,
+          // A UDP entry lives 60 s after its last datagram (past the switch, which takes ~20 s in
+          // this guest; the kernel's default is 300 s), so the drain ends a minute after the test's.
+          { mode: "ipvs", args: ["--ipvs-udp-timeout=60s"] },
+          { mode: "nftables", args: [`--migration-drain-timeout=${drain}`] },
+          async () => {
+            // The rules and sets go once nftables serves; the datapath stays while connections use
+            // it (with the drain), or goes with them (without).
+            await eventually(async () => {
+              assertEquals((await t.exec(t.node, ["ipset", "list", "-n"])).trim(), "");
+              assertEquals([await ipvs0(), await servers()], [drain !== "0s", drain !== "0s"]);
+            }, 60_000);
+          },
+          async () => {
+            if (drain === "0s") return;
+            await eventually(
+              async () => assertEquals([await ipvs0(), await servers()], [false, false]),
+              150_000,
+            );
+          },
+        );
+        console.log(describeCounts(`switch ipvs -> nftables, drain ${drain}`, counts));
+        assertEquals(counts.failed, 0, "new connections are served throughout");
+        if (drain === "0s") {
+          assert(counts.tcpBroken > 0, "without the drain established IPVS connections break");
+        } else assertEquals([counts.tcpBroken, counts.udpLost], [0, 0]);
+      } finally {
+        await t.close();
+        await Deno.remove(dir, { recursive: true });
+      }
+    },
+  });
+}
