@@ -53,7 +53,7 @@ ${pods.map((p) => `  - { addresses: [${p.ip}], conditions: { ready: true }, node
  * Runs `from` on the topology's node, opens the connections, stops it, starts `to` (each with its
  * `args`), waits for `to` to be ready and for `settled` (the old mode's objects gone, say), then
  * uses every connection, closes them and waits for `closed` (with `to` still running); returns the
- * counts. The topology is the caller's (it closes it).
+ * counts. `running` runs once `from` serves, before anything is opened. The topology is the caller's (it closes it).
  */
 export async function switchScenario(
   t: Topology,
@@ -62,6 +62,7 @@ export async function switchScenario(
   to: { mode: string; args?: string[] },
   settled: () => Promise<void>,
   closed: () => Promise<void> = () => Promise.resolve(),
+  running: () => Promise<void> = () => Promise.resolve(),
 ): Promise<SwitchCounts> {
   const pods = [await t.addPod("pod-a", 8080), await t.addPod("pod-b", 8080)];
   const [client, streamer] = [await t.addBridgePod("kpdsw0"), await t.addBridgePod("kpdsw0")];
@@ -84,6 +85,7 @@ export async function switchScenario(
   let proxy = start(from);
   try {
     await ready();
+    await running();
     const kept: Array<[Agent, string]> = [];
     for (const [who, agent] of [["pod", client.agent], ["node", t.nodeAgent]] as const) {
       for (let i = 0; i < 3; i++) {

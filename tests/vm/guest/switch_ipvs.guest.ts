@@ -10,6 +10,9 @@ import { eventually } from "../../support/net_helpers.ts";
 import { Topology } from "../../e2e/netns.ts";
 import { describeCounts, switchScenario } from "../../e2e/switch_scenario.ts";
 
+/** ipvs <-> nftables: the INVALID drop, the unserved ports, every Service's scheduler (rr, random). */
+const GROUPS = ["invalid-drop", "unserved-ports", "scheduler"];
+
 for (const drain of ["15m", "0s"]) {
   Deno.test({
     name: `switch ipvs -> nftables, --migration-drain-timeout=${drain}`,
@@ -24,6 +27,19 @@ for (const drain of ["15m", "0s"]) {
       const servers = async () => (await t.exec(t.node, ["ipvsadm", "-Sn"])).trim() !== "";
       try {
         await t.init();
+        const migrate = async (to: string, fromMode?: string) => {
+          const r = await t.runProgram([
+            "migrate",
+            `--to=${to}`,
+            ...(fromMode === undefined ? [] : [`--from-mode=${fromMode}`]),
+            `--source=file:${dir}`,
+            "--hostname-override=node-a",
+            "--cluster-cidr=10.180.0.0/16",
+            "--output=json",
+          ]);
+          const report = JSON.parse(r.stdout);
+          return [report.from.mode, report.groups.map((g: { cause: string }) => g.cause)];
+        };
         const counts = await switchScenario(
           t,
           dir,
@@ -32,6 +48,11 @@ for (const drain of ["15m", "0s"]) {
           { mode: "ipvs", args: ["--ipvs-udp-timeout=60s"] },
           { mode: "nftables", args: [`--migration-drain-timeout=${drain}`] },
           async () => {
+            if (drain !== "0s") {
+              // What the nftables mode's migrate says of the ipvs mode, and after the switch the other way.
+              // Both are on the node while the ipvs datapath drains: the mode that programs it is named.
+              assertEquals(await migrate("ipvs", "nftables"), ["nftables", GROUPS]);
+            }
             // The rules and sets go once nftables serves; the datapath stays while connections use
             // it (with the drain), or goes with them (without).
             await eventually(async () => {
@@ -45,6 +66,9 @@ for (const drain of ["15m", "0s"]) {
               async () => assertEquals([await ipvs0(), await servers()], [false, false]),
               150_000,
             );
+          },
+          async () => {
+            if (drain !== "0s") assertEquals(await migrate("nftables"), ["ipvs", GROUPS]);
           },
         );
         console.log(describeCounts(`switch ipvs -> nftables, drain ${drain}`, counts));
