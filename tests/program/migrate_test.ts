@@ -120,7 +120,7 @@ Deno.test("migrate iptables <-> nftables: loopback NodePorts, the scheduler, uns
     assertEquals(text.code, 1);
     assertMatch(
       text.stdout,
-      /NodePorts on the loopback address \(1 Service\):\n  shop\/web p 80\/TCP IPv4, this node on 127\.0\.0\.1: DNAT to 10\.180\.1\.2:8080, 10\.180\.2\.2:8080 \(masqueraded\) -> not a service/,
+      /NodePorts on the loopback address \(1 Service\):\n {2}shop\/web p 80\/TCP IPv4, this node on 127\.0\.0\.1: DNAT to 10\.180\.1\.2:8080, 10\.180\.2\.2:8080 \(masqueraded\) -> not a service/,
     );
     assertMatch(
       text.stdout,
