@@ -401,15 +401,7 @@ class Evaluator {
       }];
     }
     const keyTokens = tokens.slice(to + 1, mapAt);
-    const p0 = this.#pkt;
-    const pick = dnatPick(keyTokens, {
-      fam: this.#fam,
-      protocol: p0.protocol,
-      saddr: p0.src,
-      daddr: st.dst,
-      sport: p0.sport ?? DEFAULT_SOURCE_PORT,
-      dport: st.port,
-    }, rule);
+    const pick = dnatPick(keyTokens, this.#hashInput(st), rule);
     const keys: string[][] = [];
     if (pick !== undefined) {
       // The key: the values before the pick (if any), then the index.
@@ -464,16 +456,7 @@ class Evaluator {
    */
   #pickVerdict(tokens: string[], st: State, depth: number, rule: string): Outcome[] {
     const at = tokens.indexOf("vmap");
-    const p0 = this.#pkt;
-    const input = {
-      fam: this.#fam,
-      protocol: p0.protocol,
-      saddr: p0.src,
-      daddr: st.dst,
-      sport: p0.sport ?? DEFAULT_SOURCE_PORT,
-      dport: st.port,
-    };
-    const pick = dnatPick(tokens.slice(0, at), input, rule)!;
+    const pick = dnatPick(tokens.slice(0, at), this.#hashInput(st), rule)!;
     const map = tokens[at + 1].startsWith("{") ? inlineMap(tokens[at + 1]) : this.#set(tokens[at + 1], rule);
     const indices = pickIndices(pick, this.#exploreHashes);
     const out: Outcome[] = [];
@@ -485,6 +468,19 @@ class Evaluator {
       );
     }
     return out;
+  }
+
+  /** The packet's fields a hash reads, as this path has rewritten them. */
+  #hashInput(st: State) {
+    const p = this.#pkt;
+    return {
+      fam: this.#fam,
+      protocol: p.protocol,
+      saddr: p.src,
+      daddr: st.dst,
+      sport: p.sport ?? DEFAULT_SOURCE_PORT,
+      dport: st.port,
+    };
   }
 
   /** `update @m { key : value }` (a map) or `update @s { key }` (a set): recorded when asked to. */

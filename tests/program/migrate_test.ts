@@ -5,7 +5,7 @@
  * that matches the target says nothing changes (no false difference).
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
-import { startArgs } from "../support/program.ts";
+import { runOnce } from "../support/program.ts";
 import {
   type Upstream,
   upstreamIptablesSave,
@@ -13,16 +13,7 @@ import {
   type UpstreamPort,
 } from "../support/upstream_kube_proxy.ts";
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: startArgs(args),
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+const run = runOnce;
 
 const NODE = `apiVersion: v1
 kind: Node

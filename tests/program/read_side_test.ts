@@ -7,18 +7,9 @@
  * and errors say what the user needs.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
-import { startArgs } from "../support/program.ts";
+import { runOnce } from "../support/program.ts";
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: startArgs(args),
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+const run = runOnce;
 
 const NODE_A = `apiVersion: v1
 kind: Node

@@ -32,6 +32,20 @@ export function hostStartArgs(args: readonly string[] = []): string[] {
   return startArgs([...args, ...HOST_SAFE_FLAGS]);
 }
 
+/** Runs the program as `deno task start ARGS` runs it, to completion; returns its exit code and output. */
+export async function runOnce(
+  args: readonly string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: startArgs(args),
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
 /** A running program: its log so far, and a stop that can be called any number of times. */
 export class ProxyProcess {
   readonly #child: Deno.ChildProcess;
