@@ -215,6 +215,14 @@ export interface ModeDrain {
   finish(): Promise<void>;
 }
 
+/** For `migrate`: what keeps today's behaviour when a node moves to a mode, per cause it can keep. */
+export interface MigrationAdvice {
+  /** NodePorts answered on loopback today. */
+  readonly localhostNodePorts?: string;
+  /** A Service's balancing today. */
+  readonly scheduler?: string;
+}
+
 /** One datapath, as the program sees it; its tracer (`trace`, `recognizes`) as {@linkcode ModeTracer}. */
 export interface ProxyModeDefinition extends ModeTracer {
   readonly name: ProxyMode;
@@ -227,6 +235,8 @@ export interface ProxyModeDefinition extends ModeTracer {
    * such mode's start removes its rules before its own first sync, which writes those chains.
    */
   readonly sharesKubeChains?: boolean;
+  /** What `migrate` tells a node moving to this mode; absent: nothing to keep with. */
+  readonly migrationAdvice?: MigrationAdvice;
   /**
    * What another mode taking the node over keeps of this one for the connections only its datapath
    * carries (ipvs: the virtual servers and kube-ipvs0), undefined when there is nothing; its cleanup

@@ -72,6 +72,7 @@ export const iptablesMode: ProxyModeDefinition = {
     dropsInvalid: true,
     hairpin: "every-endpoint",
   },
+  migrationAdvice: { localhostNodePorts: "include `localhost` in `--nodeport-addresses`" },
   schedulers: () => SCHEDULERS,
   tools: [
     {

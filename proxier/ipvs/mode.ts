@@ -103,6 +103,10 @@ export const ipvsMode: ProxyModeDefinition = {
     dropsInvalid: false,
     hairpin: "local-endpoints",
   },
+  migrationAdvice: {
+    localhostNodePorts: "none in ipvs mode (it never serves NodePorts on loopback): use the node's address",
+    scheduler: "set `--ipvs-scheduler`, or annotate the Service `kube-router.io/service.scheduler`",
+  },
   schedulers: (c) => ipvsSchedulers(c.ipvs.scheduler),
   refuse: (config) =>
     config.features.enabled(KUBE_PROXY_IPVS)

@@ -130,6 +130,13 @@ export const nftablesMode: ProxyModeDefinition = {
     dropsInvalid: true,
     hairpin: "local-endpoints",
   },
+  migrationAdvice: {
+    localhostNodePorts: "add `--nodeport-addresses=primary,localhost` with " +
+      "`--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true` (a socket proxy then serves 127.0.0.1 and ::1)",
+    scheduler:
+      "annotate the Service `kube-router.io/service.scheduler` with rr, sh, dh or mh (nftables honours " +
+      "them); the connection-counting schedulers (lc, wlc...) exist only in IPVS",
+  },
   schedulers: (c) => nftablesSchedulers(c.maglevTableSize),
   tools: [
     { tool: "nft", required: true, without: "writes the rules (Debian/Ubuntu package nftables)" },

@@ -50,6 +50,7 @@ export const userspaceMode: ProxyModeDefinition = {
     dropsInvalid: false,
     hairpin: "local-endpoints",
   },
+  migrationAdvice: { localhostNodePorts: "include `localhost` in `--nodeport-addresses`" },
   schedulers: () => SCHEDULERS,
   // Its one tool, iptables for the portals, is probed at start; the proxier says what is lost.
   tools: [],

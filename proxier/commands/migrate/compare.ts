@@ -14,6 +14,7 @@ import type { ServicePortInfo } from "../../types.ts";
 import { type Client, clientsOf } from "../explain/clients.ts";
 import type { ProxyMode } from "../../options/config.ts";
 import type { DatapathTraits } from "../../datapath_traits.ts";
+import type { MigrationAdvice } from "../../mode_definition.ts";
 
 /** The schema name of `migrate --output=json`. */
 export const MIGRATE_SCHEMA = "kube-proxy-deno.migrate/v1";
@@ -160,26 +161,16 @@ const TITLES: Readonly<Record<Cause, string>> = {
   "endpoints": "endpoints reached",
 };
 
-/** What keeps today's behaviour for a cause, moving from `from` to `to`, when something does. */
-function keepFor(cause: Cause, from: ProxyMode, to: ProxyMode, d: readonly Difference[]): string | undefined {
-  const reachedBefore = d.some((x) => x.before.startsWith("DNAT"));
+/**
+ * What keeps today's behaviour for a cause, when something does; `advice` is the target mode's own
+ * word on the causes it can keep ({@linkcode MigrationAdvice}).
+ */
+function keepFor(cause: Cause, advice: MigrationAdvice, d: readonly Difference[]): string | undefined {
   switch (cause) {
     case "localhost-nodeport":
-      if (!reachedBefore) return undefined;
-      if (to === "nftables") {
-        return "add `--nodeport-addresses=primary,localhost` with `--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true` " +
-          "(a socket proxy then serves 127.0.0.1 and ::1)";
-      }
-      return to === "ipvs"
-        ? "none in ipvs mode (it never serves NodePorts on loopback): use the node's address"
-        : "include `localhost` in `--nodeport-addresses`";
+      return d.some((x) => x.before.startsWith("DNAT")) ? advice.localhostNodePorts : undefined;
     case "scheduler":
-      return to === "nftables"
-        ? "annotate the Service `kube-router.io/service.scheduler` with rr, sh, dh or mh (nftables honours them); " +
-          "the connection-counting schedulers (lc, wlc...) exist only in IPVS"
-        : to === "ipvs"
-        ? "set `--ipvs-scheduler`, or annotate the Service `kube-router.io/service.scheduler`"
-        : undefined;
+      return advice.scheduler;
     case "invalid-drop":
       return d.some((x) => x.before === "kept")
         ? "set `conntrack.tcpBeLiberal: true` (`--conntrack-tcp-be-liberal`): no packet is then INVALID for being out of window"
@@ -187,9 +178,7 @@ function keepFor(cause: Cause, from: ProxyMode, to: ProxyMode, d: readonly Diffe
     case "masquerade":
       return "check `--cluster-cidr` / `--detect-local-mode` (and `--masquerade-all`) for the target";
     case "source-ranges":
-      return from === "userspace" || to === "userspace"
-        ? undefined
-        : "the target enforces the ranges as listed: add the sources that must stay admitted";
+      return "the target enforces the ranges as listed: add the sources that must stay admitted";
     default:
       return undefined;
   }
@@ -241,6 +230,8 @@ export function compareMigration(o: {
   readonly beforeViews: readonly FamilyView[];
   /** What each mode does for every Service. */
   readonly wide: { readonly before: ModeWide; readonly after: ModeWide };
+  /** The target mode's word on keeping today's behaviour. */
+  readonly advice?: MigrationAdvice;
 }): MigrationReport {
   const groups = new Map<Cause, Difference[]>();
   const add = (cause: Cause, d: Difference) => {
@@ -288,7 +279,7 @@ export function compareMigration(o: {
     groups: [...groups].sort(([x], [y]) => order.indexOf(x) - order.indexOf(y)).map(
       ([cause, differences]) => {
         const services = [...new Set(differences.map((d) => d.service))].sort();
-        const keep = keepFor(cause, o.from.mode, o.to.mode, differences);
+        const keep = keepFor(cause, o.advice ?? {}, differences);
         return {
           cause,
           title: `${TITLES[cause]} (${

@@ -101,6 +101,7 @@ export async function runMigrate(r: MigrateRun): Promise<number> {
     before: beforeAnswers,
     after: afterAnswers,
     beforeViews: b.renderer.explain.views(),
+    advice: to.migrationAdvice,
     wide: {
       before: { traits: from.traits, liberal: r.configFor(from.name).conntrack.tcpBeLiberal },
       after: { traits: to.traits, liberal: r.configFor(to.name).conntrack.tcpBeLiberal },
