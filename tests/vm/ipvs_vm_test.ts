@@ -17,12 +17,27 @@ const { ignore, note } = await realKernel([
   "ipset",
 ]);
 
-/** Runs `deno test` on `files` (relative to the checkout) inside the VM; returns its exit code and output. */
-export async function guestTest(files: string[], mem = 1024): Promise<{ code: number; output: string }> {
-  const out = await new Deno.Command(RUN, {
+/** Seconds a guest run may take before its first scenario: boot, deno's start, the program's first start. */
+const BOOT_S = 120;
+/** Seconds each scenario may take: a busy host slows the emulated guest several times over. */
+const PER_SCENARIO_S = 60;
+
+/**
+ * Runs `deno test` on `files` (relative to the checkout) inside the VM; returns its exit code and
+ * output. The run's cap follows its `scenarios` (tests and steps); a run that hits it says which
+ * scenario was running and for how long.
+ */
+export async function guestTest(
+  files: string[],
+  o: { mem?: number; scenarios: number },
+): Promise<{ code: number; output: string }> {
+  const cap = BOOT_S + PER_SCENARIO_S * o.scenarios;
+  const child = new Deno.Command(RUN, {
     args: [
       "--mem",
-      String(mem),
+      String(o.mem ?? 1024),
+      "--timeout",
+      String(cap),
       "--",
       "env",
       "KPD_IN_VM=1",
@@ -37,9 +52,33 @@ export async function guestTest(files: string[], mem = 1024): Promise<{ code: nu
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1" },
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, output: dec.decode(out.stdout) + dec.decode(out.stderr) };
+  }).spawn();
+  const lines: string[] = [];
+  let running: { name: string; since: number } | undefined;
+  const read = async (stream: ReadableStream<Uint8Array>) => {
+    let rest = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      rest += chunk;
+      for (let nl; (nl = rest.indexOf("\n")) >= 0; rest = rest.slice(nl + 1)) {
+        const line = rest.slice(0, nl);
+        lines.push(line);
+        // `name ...` starts a test or step; `name ... ok (1s)` ends it.
+        if (/ \.\.\.$/.test(line)) running = { name: line.trim().slice(0, -4), since: performance.now() };
+        else if (/ \.\.\. (ok|FAILED|ignored)/.test(line)) running = undefined;
+      }
+    }
+    if (rest !== "") lines.push(rest);
+  };
+  await Promise.all([read(child.stdout), read(child.stderr)]);
+  const { code } = await child.status;
+  if (code === 125 && running !== undefined) {
+    lines.push(
+      `vm: the run hit its cap of ${cap} s (${o.scenarios} scenarios) while "${running.name}" had run ${
+        Math.round((performance.now() - running.since) / 1000)
+      } s`,
+    );
+  }
+  return { code, output: lines.join("\n") };
 }
 
 Deno.test({
@@ -47,7 +86,9 @@ Deno.test({
     `vm: ipvsadm, ipset and ip (kube-ipvs0) agree with their fakes on a real IPVS kernel; IPv6 through it${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/ipvs_tools.guest.ts", "tests/vm/guest/ipvs_ipv6.guest.ts"]);
+    const r = await guestTest(["tests/vm/guest/ipvs_tools.guest.ts", "tests/vm/guest/ipvs_ipv6.guest.ts"], {
+      scenarios: 6,
+    });
     assertEquals(r.code, 0, r.output);
     assertMatch(r.output, /ok \| 6 passed \| 0 failed/);
   },
@@ -57,7 +98,7 @@ Deno.test({
   name: `vm e2e ipvs: the real program sends real packets through a real IPVS kernel${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/e2e_ipvs.guest.ts"], 2048);
+    const r = await guestTest(["tests/vm/guest/e2e_ipvs.guest.ts"], { mem: 2048, scenarios: 19 });
     console.log(r.output.split("\n").filter((l) => /\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
     assertEquals(r.code, 0, r.output);
   },
@@ -68,7 +109,7 @@ Deno.test({
     `vm rollback ipvs: stopped, only upstream's names stay; upstream's nftables start leaves nothing of ipvs${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/rollback_ipvs.guest.ts"], 2048);
+    const r = await guestTest(["tests/vm/guest/rollback_ipvs.guest.ts"], { mem: 2048, scenarios: 1 });
     assertEquals(r.code, 0, r.output);
     assertMatch(r.output, /ok \| 1 passed \| 0 failed/);
   },
@@ -79,7 +120,7 @@ Deno.test({
     `vm switch ipvs -> nftables: with the drain no established connection breaks; without it they do${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/switch_ipvs.guest.ts"], 2048);
+    const r = await guestTest(["tests/vm/guest/switch_ipvs.guest.ts"], { mem: 2048, scenarios: 6 });
     console.log(r.output.split("\n").filter((l) => /^switch |\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
     assertEquals(r.code, 0, r.output);
   },
@@ -89,7 +130,7 @@ Deno.test({
   name: `vm chaos ipvs: the fault schedule's short seed loses no update on a real IPVS kernel${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/chaos_ipvs.guest.ts"], 2048);
+    const r = await guestTest(["tests/vm/guest/chaos_ipvs.guest.ts"], { mem: 2048, scenarios: 4 });
     console.log(r.output.split("\n").filter((l) => /^\{|\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
     assertEquals(r.code, 0, r.output);
   },
