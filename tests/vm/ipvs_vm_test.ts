@@ -1,9 +1,10 @@
 /**
- * Starts the guest-side ipvs tests (tests/vm/guest/*.guest.ts, named so that `deno test` on the
- * host does not pick them up) in the VM: the real IPVS kernel this machine's kernel lacks. The
- * guest's deno test must pass.
+ * The VM harness (`run.sh`: a guest with its own kernel, IPVS, ipset and dummy interfaces, running
+ * a command from the host's filesystem), and in it the guest-side ipvs tests
+ * (tests/vm/guest/*.guest.ts, named so that `deno test` on the host does not pick them up): the real
+ * IPVS kernel this machine's kernel lacks. The guest's deno test must pass.
  */
-import { assertEquals, assertMatch } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { realKernel } from "../support/namespace.ts";
 
 const RUN = new URL("./run.sh", import.meta.url).pathname;
@@ -133,5 +134,44 @@ Deno.test({
     const r = await guestTest(["tests/vm/guest/chaos_ipvs.guest.ts"], { mem: 2048, scenarios: 4 });
     console.log(r.output.split("\n").filter((l) => /^\{|\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
     assertEquals(r.code, 0, r.output);
+  },
+});
+
+// The harness itself. Every guest run of the suite is in this one file, so no two guests ever run at
+// once (deno test runs one file's tests in turn): each has the host's cores to itself.
+
+async function vm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(RUN, { args, stdout: "piped", stderr: "piped" }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test({
+  name: `vm: the guest runs a host command with its output and exit code, on a kernel with IPVS${note}`,
+  ignore,
+  async fn() {
+    const r = await vm(["--", "sh", "-c", "echo out; echo err >&2; pwd; exit 7"]);
+    assertEquals([r.code, r.stdout, r.stderr], [7, `out\n${Deno.cwd()}\n`, "err\n"]);
+    const ipvs = await vm([
+      "--",
+      "sh",
+      "-c",
+      "ipvsadm -A -t 10.0.0.1:80 -s rr && ipvsadm -S -n && ip link add kube-ipvs0 type dummy && " +
+      "ipset create KUBE-CLUSTER-IP hash:ip,port && ipset list -n && deno eval 'console.log(Deno.version.deno)'",
+    ]);
+    assertEquals(ipvs.code, 0, ipvs.stderr);
+    assertEquals(ipvs.stdout, `-A -t 10.0.0.1:80 -s rr\nKUBE-CLUSTER-IP\n${Deno.version.deno}\n`);
+  },
+});
+
+Deno.test({
+  name: `vm: a command that outlives the timeout ends with a message and exit 125${note}`,
+  ignore,
+  async fn() {
+    const started = Date.now();
+    const r = await vm(["--timeout", "15", "--", "sleep", "600"]);
+    assertEquals(r.code, 125);
+    assertMatch(r.stderr, /vm: no result within 15s/);
+    assert(Date.now() - started < 40_000);
   },
 });
