@@ -106,6 +106,17 @@ export async function switchScenario(
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
+    // The UDP flows keep sending through the switch, as a client's would: a kernel's UDP entry lives
+    // from one datagram to the next, so the flow after the switch is the one from before it however
+    // long the switch takes.
+    const keepAlive = (agent: Agent) =>
+      (async () => {
+        while (!stop) {
+          await udp(agent);
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      })();
+    const flows = [keepAlive(client.agent), keepAlive(t.nodeAgent)];
     await proxy.stop();
     proxy = start(to);
     try {
@@ -114,7 +125,7 @@ export async function switchScenario(
       await new Promise((r) => setTimeout(r, 500));
     } finally {
       stop = true;
-      await stream;
+      await Promise.all([stream, ...flows]);
     }
     let tcpBroken = 0;
     for (const [agent, id] of kept) {
