@@ -22,6 +22,10 @@ export interface SwitchCounts {
   readonly udpMoved: number;
   readonly opened: number;
   readonly failed: number;
+  /** From the old mode's stop until the new one was ready and settled. */
+  readonly switchMs: number;
+  /** From the connections' close until `closed` held. */
+  readonly closedMs: number;
 }
 
 function objects(pods: Array<{ ip: string }>): string {
@@ -117,11 +121,14 @@ export async function switchScenario(
         }
       })();
     const flows = [keepAlive(client.agent), keepAlive(t.nodeAgent)];
+    const switchStart = performance.now();
     await proxy.stop();
     proxy = start(to);
+    let switchMs = 0;
     try {
       await ready();
       await settled();
+      switchMs = performance.now() - switchStart;
       await new Promise((r) => setTimeout(r, 500));
     } finally {
       stop = true;
@@ -135,8 +142,10 @@ export async function switchScenario(
     const udpLost = udpAfter.filter((r) => !/^pod-[ab]$/.test(r)).length;
     const udpMoved = udpAfter.filter((r, i) => /^pod-[ab]$/.test(r) && r !== udpBefore[i]).length;
     for (const [agent, id] of kept) await agent.request({ op: "close", id, port: 0 });
+    const closeStart = performance.now();
     await closed();
-    return { tcp: kept.length, tcpBroken, udp: 2, udpLost, udpMoved, opened, failed };
+    const closedMs = performance.now() - closeStart;
+    return { tcp: kept.length, tcpBroken, udp: 2, udpLost, udpMoved, opened, failed, switchMs, closedMs };
   } catch (e) {
     console.error(proxy.log());
     throw e;
@@ -145,9 +154,12 @@ export async function switchScenario(
   }
 }
 
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
 /** One line of the counts, as the README records them. */
 export function describeCounts(what: string, c: SwitchCounts): string {
   return `${what}: ${c.tcp} TCP connections, ${c.tcpBroken} broken; ${c.udp} UDP flows, ${c.udpLost} lost, ` +
     `${c.udpMoved} answered by another endpoint; ` +
-    `${c.opened} new connections, ${c.failed} failed`;
+    `${c.opened} new connections, ${c.failed} failed; switched in ${seconds(c.switchMs)}, ` +
+    `settled ${seconds(c.closedMs)} after the close`;
 }

@@ -20,19 +20,23 @@ const { ignore, note } = await realKernel([
 
 /** Seconds a guest run may take before its first scenario: boot, deno's start, the program's first start. */
 const BOOT_S = 120;
-/** Seconds each scenario may take: a busy host slows the emulated guest several times over. */
+/**
+ * Seconds a scenario may take unless its run says otherwise: a busy host slows the emulated guest
+ * four times over and more, so a scenario's bound is about eight times what it takes on an idle host.
+ */
 const PER_SCENARIO_S = 60;
 
 /**
  * Runs `deno test` on `files` (relative to the checkout) inside the VM; returns its exit code and
- * output. The run's cap follows its `scenarios` (tests and steps); a run that hits it says which
- * scenario was running and for how long.
+ * output. The run's cap follows its `scenarios` (tests and steps), each given `scenarioS` seconds
+ * (a scenario that starts several programs and waits out a kernel timeout takes more than one that
+ * sends a few packets); a run that hits it says which scenario was running and for how long.
  */
 export async function guestTest(
   files: string[],
-  o: { mem?: number; scenarios: number },
+  o: { mem?: number; scenarios: number; scenarioS?: number },
 ): Promise<{ code: number; output: string }> {
-  const cap = BOOT_S + PER_SCENARIO_S * o.scenarios;
+  const cap = BOOT_S + (o.scenarioS ?? PER_SCENARIO_S) * o.scenarios;
   const child = new Deno.Command(RUN, {
     args: [
       "--mem",
@@ -110,7 +114,12 @@ Deno.test({
     `vm rollback ipvs: stopped, only upstream's names stay; upstream's nftables start leaves nothing of ipvs${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/rollback_ipvs.guest.ts"], { mem: 2048, scenarios: 1 });
+    const r = await guestTest(["tests/vm/guest/rollback_ipvs.guest.ts"], {
+      mem: 2048,
+      // Three program starts and upstream's stand-in: ~40 s idle.
+      scenarios: 1,
+      scenarioS: 300,
+    });
     assertEquals(r.code, 0, r.output);
     assertMatch(r.output, /ok \| 1 passed \| 0 failed/);
   },
@@ -121,7 +130,13 @@ Deno.test({
     `vm switch ipvs -> nftables: with the drain no established connection breaks; without it they do${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/switch_ipvs.guest.ts"], { mem: 2048, scenarios: 6 });
+    const r = await guestTest(["tests/vm/guest/switch_ipvs.guest.ts"], {
+      mem: 2048,
+      // Each: two program starts, two migrate runs (one without the drain) and a 20 s UDP timeout
+      // waited out: ~55 s idle.
+      scenarios: 2,
+      scenarioS: 420,
+    });
     console.log(r.output.split("\n").filter((l) => /^switch |\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
     assertEquals(r.code, 0, r.output);
   },
@@ -131,7 +146,12 @@ Deno.test({
   name: `vm chaos ipvs: the fault schedule's short seed loses no update on a real IPVS kernel${note}`,
   ignore,
   async fn() {
-    const r = await guestTest(["tests/vm/guest/chaos_ipvs.guest.ts"], { mem: 2048, scenarios: 4 });
+    const r = await guestTest(["tests/vm/guest/chaos_ipvs.guest.ts"], {
+      mem: 2048,
+      // 30 s of faults with a restart after each SIGKILL, then convergence: ~90 s idle.
+      scenarios: 1,
+      scenarioS: 720,
+    });
     console.log(r.output.split("\n").filter((l) => /^\{|\.\.\. |^ok |^FAILED /.test(l)).join("\n"));
     assertEquals(r.code, 0, r.output);
   },
