@@ -7,8 +7,16 @@
 
 import { ProxyProcess, startArgs } from "../support/program.ts";
 import { sh } from "../support/namespace.ts";
+import { ANSWER_MS, IN_VM } from "../support/bounds.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
+
+/**
+ * A request's default bound (a datagram's, half of it): 2 s on the host; in the emulated guest,
+ * where a connection through the program's rules can take seconds, {@linkcode ANSWER_MS}. A check
+ * that expects no answer passes its own, short bound.
+ */
+const WAIT_MS = IN_VM ? ANSWER_MS : 2000;
 
 /** A JSON-lines helper process (`agent.ts`) running inside a namespace. */
 export class Agent {
@@ -55,7 +63,7 @@ export class Agent {
   }
 
   /** TCP request: what the server answered, or `ERR <reason>`. */
-  async tcp(host: string, port: number, timeoutMs = 2000): Promise<string> {
+  async tcp(host: string, port: number, timeoutMs = WAIT_MS): Promise<string> {
     const r = await this.request({ op: "tcp", host, port, timeoutMs });
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
@@ -70,7 +78,7 @@ export class Agent {
       op: "udp",
       host,
       port,
-      timeoutMs: opts.timeoutMs ?? 1000,
+      timeoutMs: opts.timeoutMs ?? WAIT_MS / 2,
       srcPort: opts.srcPort ?? 0,
       ...(opts.srcHost === undefined ? {} : { srcHost: opts.srcHost }),
     });
@@ -78,25 +86,25 @@ export class Agent {
   }
 
   /** Connects and returns the first chunk the server sends, or `ERR <reason>`. */
-  async hello(host: string, port: number, timeoutMs = 2000): Promise<string> {
+  async hello(host: string, port: number, timeoutMs = WAIT_MS): Promise<string> {
     const r = await this.request({ op: "hello", host, port, timeoutMs });
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
 
   /** Opens a connection kept as `id`; returns its first chunk, or `ERR <reason>`. */
-  async open(id: string, host: string, port: number, timeoutMs = 2000): Promise<string> {
+  async open(id: string, host: string, port: number, timeoutMs = WAIT_MS): Promise<string> {
     const r = await this.request({ op: "open", id, host, port, timeoutMs });
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
 
   /** Sends `data` on kept connection `id`; returns the reply chunk, or `ERR <reason>`. */
-  async say(id: string, data: string, timeoutMs = 2000): Promise<string> {
+  async say(id: string, data: string, timeoutMs = WAIT_MS): Promise<string> {
     const r = await this.request({ op: "say", id, data, timeoutMs });
     return r.ok ? r.data! : `ERR ${r.error}`;
   }
 
   /** HTTP GET `path`: `status body`, or `ERR <reason>`. */
-  async http(host: string, port: number, timeoutMs = 2000, path = "/"): Promise<string> {
+  async http(host: string, port: number, timeoutMs = WAIT_MS, path = "/"): Promise<string> {
     const r = await this.request({ op: "http", host, port, timeoutMs, path });
     return r.ok ? `${r.status} ${r.data}` : `ERR ${r.error}`;
   }

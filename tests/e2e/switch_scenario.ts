@@ -7,6 +7,7 @@
  */
 import { assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
+import { ANSWER_MS, CONVERGE_MS } from "../support/bounds.ts";
 import type { Agent, Topology } from "./netns.ts";
 
 const VIP = "172.30.0.10";
@@ -85,7 +86,7 @@ export async function switchScenario(
     eventually(async () => {
       assertEquals((await t.nodeAgent.http("127.0.0.1", 10256, 1000, "/readyz")).slice(0, 3), "200");
       assertEquals(/^pod-[ab]$/.test(await t.nodeAgent.tcp(VIP, 80)), true);
-    }, 60_000);
+    }, CONVERGE_MS);
   let proxy = start(from);
   try {
     await ready();
@@ -94,17 +95,17 @@ export async function switchScenario(
     for (const [who, agent] of [["pod", client.agent], ["node", t.nodeAgent]] as const) {
       for (let i = 0; i < 3; i++) {
         const id = `${who}-${i}`;
-        const first = await agent.open(id, VIP, 81, 5000);
+        const first = await agent.open(id, VIP, 81, ANSWER_MS);
         assertEquals(/^pod-[ab]$/.test(first), true, `${id}: ${first}`);
         kept.push([agent, id]);
       }
     }
-    const udp = (agent: Agent) => agent.udp(VIP, 53, { srcPort: 45053, timeoutMs: 5000 });
+    const udp = (agent: Agent) => agent.udp(VIP, 53, { srcPort: 45053, timeoutMs: ANSWER_MS });
     const udpBefore = [await udp(client.agent), await udp(t.nodeAgent)];
     let stop = false, opened = 0, failed = 0;
     const stream = (async () => {
       while (!stop) {
-        const r = await streamer.agent.tcp(VIP, 80, 5000);
+        const r = await streamer.agent.tcp(VIP, 80, ANSWER_MS);
         opened++;
         if (!/^pod-[ab]$/.test(r)) failed++;
         await new Promise((r) => setTimeout(r, 50));
@@ -136,7 +137,7 @@ export async function switchScenario(
     }
     let tcpBroken = 0;
     for (const [agent, id] of kept) {
-      if (!/^pod-[ab]:after$/.test(await agent.say(id, "after", 5000))) tcpBroken++;
+      if (!/^pod-[ab]:after$/.test(await agent.say(id, "after", ANSWER_MS))) tcpBroken++;
     }
     const udpAfter = [await udp(client.agent), await udp(t.nodeAgent)];
     const udpLost = udpAfter.filter((r) => !/^pod-[ab]$/.test(r)).length;

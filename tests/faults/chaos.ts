@@ -18,6 +18,7 @@
  */
 import { assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
+import { IN_VM } from "../support/bounds.ts";
 import type { Pod } from "../e2e/netns.ts";
 import type { ProxyProcess } from "../support/program.ts";
 import { Topology } from "../e2e/netns.ts";
@@ -106,7 +107,7 @@ const KERNEL_BEHIND =
   /Could not process rule: (No such file or directory|File exists|Device or resource busy)|No such (destination|service)|already exists|does not exist|Couldn't load target `[^']*':No such file or directory/;
 const SERVICES = 12;
 /** In the emulated VM (ipvs) every tool and start is 10-20x slower: the bounds that wait scale. */
-const SLOW = Deno.env.get("KPD_IN_VM") === "1" ? 5 : 1;
+const SLOW = IN_VM ? 5 : 1;
 const SYNC_PERIOD_MS = 1000 * SLOW;
 /** The program's --kernel-tool-timeout here: a hung tool is killed after this long. */
 const TOOL_TIMEOUT_MS = 2000 * SLOW;

@@ -8,6 +8,7 @@ import { Agent } from "../../e2e/netns.ts";
 import { sh } from "../../support/namespace.ts";
 import { startArgs } from "../../support/program.ts";
 import { eventually } from "../../support/net_helpers.ts";
+import { CONVERGE_MS } from "../../support/bounds.ts";
 
 Deno.test({
   name: "ipvs IPv6: a cluster IP and a NodePort reach the pod over IPv6",
@@ -93,7 +94,7 @@ endpoints:
         stdout: "null",
         stderr: "inherit",
       }).spawn();
-      await eventually(async () => assertEquals(await nodeAgent.tcp("fd00:30::10", 80), "pod6"), 60_000);
+      await eventually(async () => assertEquals(await nodeAgent.tcp("fd00:30::10", 80), "pod6"), CONVERGE_MS);
       assertEquals(await podAgent.tcp("fd00:30::10", 80), "pod6", "from the pod (hairpin)");
       assertEquals(await podAgent.tcp("fd00:1::1", 30086), "pod6", "the NodePort on the node's IPv6 address");
       assertMatch(await inNs(node, ["ipset", "list", "-n"]), /KUBE-6-CLUSTER-IP/);

@@ -7,6 +7,7 @@
  */
 import { assert, assertEquals } from "../../support/assert.ts";
 import { eventually } from "../../support/net_helpers.ts";
+import { CONVERGE_MS } from "../../support/bounds.ts";
 import { Topology } from "../../e2e/netns.ts";
 import { NetnsExecutor } from "../../support/namespace.ts";
 import {
@@ -81,7 +82,10 @@ Deno.test({
         "--metrics-bind-address=127.0.0.1:10249",
       ]);
       try {
-        await eventually(async () => assertEquals(await t.nodeAgent.tcp("172.30.0.10", 80), "pod-a"), 20_000);
+        await eventually(
+          async () => assertEquals(await t.nodeAgent.tcp("172.30.0.10", 80), "pod-a"),
+          CONVERGE_MS,
+        );
         // The guard of the Service without endpoints answers at once.
         const refused = await t.nodeAgent.tcp("172.30.0.11", 80, 2000);
         assert(/refused/i.test(refused), refused);
@@ -125,7 +129,10 @@ Deno.test({
         targetPort: 8080,
         endpoints: [pod.ip],
       }]);
-      await eventually(async () => assertEquals(await t.nodeAgent.tcp("172.30.0.10", 80), "pod-a"), 10_000);
+      await eventually(
+        async () => assertEquals(await t.nodeAgent.tcp("172.30.0.10", 80), "pod-a"),
+        CONVERGE_MS,
+      );
       assertEquals(await t.exec(t.node, ["ipset", "list", "-n"]), "");
       assertEquals((await t.exec(t.node, ["ipvsadm", "-Sn"])).trim(), "");
       assertEquals(

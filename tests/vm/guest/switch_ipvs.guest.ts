@@ -7,6 +7,7 @@
  */
 import { assert, assertEquals } from "../../support/assert.ts";
 import { eventually } from "../../support/net_helpers.ts";
+import { CONVERGE_MS } from "../../support/bounds.ts";
 import { Topology } from "../../e2e/netns.ts";
 import { describeCounts, switchScenario } from "../../e2e/switch_scenario.ts";
 
@@ -58,13 +59,13 @@ for (const drain of ["15m", "0s"]) {
             await eventually(async () => {
               assertEquals((await t.exec(t.node, ["ipset", "list", "-n"])).trim(), "");
               assertEquals([await ipvs0(), await servers()], [drain !== "0s", drain !== "0s"]);
-            }, 60_000);
+            }, CONVERGE_MS);
           },
           async () => {
             if (drain === "0s") return;
             await eventually(
               async () => assertEquals([await ipvs0(), await servers()], [false, false]),
-              150_000,
+              CONVERGE_MS,
             );
           },
           async () => {
