@@ -18,7 +18,7 @@
  */
 import { assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
-import { IN_VM } from "../support/bounds.ts";
+import { IN_VM, pace } from "../support/bounds.ts";
 import type { Pod } from "../e2e/netns.ts";
 import type { ProxyProcess } from "../support/program.ts";
 import { Topology } from "../e2e/netns.ts";
@@ -33,6 +33,8 @@ export interface ChaosFigures {
   readonly iptablesBackend?: IptablesBackendName;
   readonly seed: number;
   readonly seconds: number;
+  /** How much slower than the idle host the schedule ran (the VM's factor times the machine's pace). */
+  readonly slowdown: number;
   /** Faults injected, by kind. */
   readonly faults: Readonly<Record<string, number>>;
   /** Object changes written (endpoints moved, Services added and deleted). */
@@ -106,11 +108,14 @@ const LOCK_HOLD_MS = 10_000;
 const KERNEL_BEHIND =
   /Could not process rule: (No such file or directory|File exists|Device or resource busy)|No such (destination|service)|already exists|does not exist|Couldn't load target `[^']*':No such file or directory/;
 const SERVICES = 12;
-/** In the emulated VM (ipvs) every tool and start is 10-20x slower: the bounds that wait scale. */
-const SLOW = IN_VM ? 5 : 1;
-const SYNC_PERIOD_MS = 1000 * SLOW;
+/**
+ * In the emulated VM (ipvs) every tool and start is 10-20x slower, and a busy machine slows both:
+ * the schedule's pace, the program's sync period and the bounds that wait scale with it.
+ */
+const SLOW = (IN_VM ? 5 : 1) * pace();
+const SYNC_PERIOD_MS = Math.round(1000 * SLOW);
 /** The program's --kernel-tool-timeout here: a hung tool is killed after this long. */
-const TOOL_TIMEOUT_MS = 2000 * SLOW;
+const TOOL_TIMEOUT_MS = Math.round(2000 * SLOW);
 /** /healthz turns 503 two sync periods after a change waits (upstream's healthTimeout); slack for backoff. */
 const HEALTH_GRACE_MS = 2 * SYNC_PERIOD_MS + 4000 * SLOW;
 
@@ -445,6 +450,7 @@ export async function runChaos(
       ...backend !== undefined ? { iptablesBackend: backend } : {},
       seed,
       seconds,
+      slowdown: Math.round(SLOW * 10) / 10,
       faults,
       changes,
       recoveries,

@@ -16,3 +16,29 @@ export const CONVERGE_MS = IN_VM ? 300_000 : 60_000;
 
 /** How long a connection or request that should be answered may take to be. */
 export const ANSWER_MS = IN_VM ? 30_000 : 10_000;
+
+/** What {@linkcode pace}'s work takes on an idle machine of these (2 cores, no virtualization): host, guest. */
+const IDLE_WORK_MS = IN_VM ? 210 : 15;
+
+/** A fixed piece of CPU work (arrays filled and sorted); returns the milliseconds it took. */
+function work(): number {
+  const start = performance.now();
+  let keep = 0;
+  for (let round = 0; round < 5; round++) {
+    const a = Array.from({ length: 20_000 }, (_, i) => (i * 2654435761) % 1000003);
+    a.sort((p, q) => p - q);
+    keep += a[1000];
+  }
+  return performance.now() - start + (keep < 0 ? 1 : 0);
+}
+
+/**
+ * How many times slower than idle this machine runs now (at least 1): a fixed piece of work, timed
+ * after a warm-up against what it takes on an idle machine. For a test whose own pace (a schedule,
+ * the program's sync period) must follow the machine, not only its bounds.
+ */
+export function pace(): number {
+  work();
+  const ms = (work() + work() + work()) / 3;
+  return Math.max(1, ms / IDLE_WORK_MS);
+}
