@@ -107,7 +107,7 @@ export async function probeIptablesBackend(
 export async function onEveryIptablesBackend(
   exec: Executor,
   family: IPFamily,
-  fn: (ipt: IptablesRunner) => Promise<void>,
+  fn: (ipt: IptablesRunner) => Promise<unknown>,
 ): Promise<void> {
   let ran = false;
   for (const backend of ["nft", "legacy"] as const) {

@@ -70,13 +70,14 @@ export interface ChainOwnership {
  * KUBE-MARK-MASQ..., must survive for a mode that runs). A chain of ours that a rule outside our
  * chains still jumps to (another mode's, kubelet's) stays for its owner. The chains go in one
  * atomic restore per table (flushed first: they reference each other). A table the backend does
- * not hold is not named to it (that would create it). Running it twice is fine.
+ * not hold is not named to it (that would create it). Running it twice is fine. Returns the tables
+ * the backend held, so a caller asks no second time.
  */
 export async function removeOwnChains(
   ipt: IPTables,
   own: ChainOwnership,
   everything: boolean,
-): Promise<void> {
+): Promise<ReadonlySet<Table>> {
   const held = await ipt.tables();
   for (const table of ["nat", "filter"] as const) {
     if (!held.has(table)) continue;
@@ -104,4 +105,5 @@ export async function removeOwnChains(
     ];
     await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
   }
+  return held;
 }

@@ -25,8 +25,8 @@ import {
  * family; running it again finds nothing to do.
  */
 export async function cleanupIptables(ipt: IPTables, everything = true): Promise<void> {
-  await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
-  if ((await ipt.tables()).has("mangle")) await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
+  const held = await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
+  if (held.has("mangle")) await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
 }
 
 /** The iptables mode's chains, for {@linkcode removeOwnChains}. */

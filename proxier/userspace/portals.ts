@@ -5,6 +5,7 @@
  */
 import type { Chain, IPTables } from "../../iptables/iptables.ts";
 import { hostPrefix } from "../net.ts";
+import { declaredChains } from "../_common/iptables_chains.ts";
 import type { ServicePortInfo } from "../types.ts";
 import { servicePortNameString } from "../types.ts";
 import type { ClassPlan } from "./traffic_classes.ts";
@@ -63,12 +64,16 @@ export function portalRules(
 }
 
 /**
- * Removes the portal chains and their jump rules; succeeds when they are already gone, and names no
- * table the backend does not hold (that would create it).
+ * Removes the portal chains and their jump rules; succeeds when they are already gone, names no
+ * table the backend does not hold (that would create it), and runs nothing more than two reads on a
+ * node that has no portal chain (every start of another mode asks).
  */
 export async function cleanupUserspace(ipt: IPTables): Promise<void> {
   if (!(await ipt.tables()).has("nat")) return;
+  // A jump needs its chain: where the table declares no portal chain, there is no jump either.
+  const declared = new Set(declaredChains(await ipt.save("nat")));
   for (const { from, to } of PORTAL_JUMPS) {
+    if (!declared.has(to)) continue;
     await ipt.deleteRule("nat", from, jumpArgs(to));
     await ipt.deleteChain("nat", to);
   }
