@@ -132,8 +132,8 @@ Deno.test({
   async fn() {
     const r = await guestTest(["tests/vm/guest/switch_ipvs.guest.ts"], {
       mem: 2048,
-      // Each: two program starts, two migrate runs (one without the drain) and a 20 s UDP timeout
-      // waited out: ~55 s idle.
+      // Each: two program starts, and with the drain two migrate runs and a 20 s UDP timeout waited
+      // out: 45-65 s idle.
       scenarios: 2,
       scenarioS: 420,
     });
