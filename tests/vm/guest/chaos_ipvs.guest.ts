@@ -4,11 +4,12 @@
  */
 import { assertEquals } from "../../support/assert.ts";
 import { runChaos } from "../../faults/chaos.ts";
+import { IN_VM } from "../../support/bounds.ts";
 
 Deno.test({
   name:
     "chaos ipvs: API server faults, failing, no-op and hung tools, SIGKILLs and drift under churn lose no update",
-  ignore: Deno.env.get("KPD_IN_VM") !== "1",
+  ignore: !IN_VM,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

@@ -4,7 +4,8 @@
  */
 import { E2E_MODES } from "../../e2e/modes.ts";
 import { e2eTest } from "../../e2e/mode_test_body.ts";
+import { IN_VM } from "../../support/bounds.ts";
 
-if (Deno.env.get("KPD_IN_VM") === "1") {
+if (IN_VM) {
   await e2eTest("ipvs", [...E2E_MODES.ipvs.args], [...E2E_MODES.ipvs.tools]);
 }

@@ -8,11 +8,11 @@ import { Agent } from "../../e2e/netns.ts";
 import { sh } from "../../support/namespace.ts";
 import { startArgs } from "../../support/program.ts";
 import { eventually } from "../../support/net_helpers.ts";
-import { CONVERGE_MS } from "../../support/bounds.ts";
+import { CONVERGE_MS, IN_VM } from "../../support/bounds.ts";
 
 Deno.test({
   name: "ipvs IPv6: a cluster IP and a NodePort reach the pod over IPv6",
-  ignore: Deno.env.get("KPD_IN_VM") !== "1",
+  ignore: !IN_VM,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

@@ -18,8 +18,9 @@ import { IpsetError, IpsetRunner } from "../../../iptables/ipset.ts";
 import { FakeIpset } from "../../../iptables/testing/fake_ipset.ts";
 import { IpLinkRunner } from "../../../iptables/ip_link.ts";
 import { FakeIpLink } from "../../../iptables/testing/fake_ip_link.ts";
+import { IN_VM } from "../../support/bounds.ts";
 
-const ignore = Deno.env.get("KPD_IN_VM") !== "1";
+const ignore = !IN_VM;
 const exec = new DenoExecutor();
 
 async function clear(): Promise<void> {

@@ -7,7 +7,7 @@
  */
 import { assert, assertEquals } from "../../support/assert.ts";
 import { eventually } from "../../support/net_helpers.ts";
-import { CONVERGE_MS } from "../../support/bounds.ts";
+import { CONVERGE_MS, IN_VM } from "../../support/bounds.ts";
 import { Topology } from "../../e2e/netns.ts";
 import { NetnsExecutor } from "../../support/namespace.ts";
 import {
@@ -63,7 +63,7 @@ endpoints:
 Deno.test({
   name:
     "ipvs rollback: only upstream's names stay when stopped; upstream's nftables start leaves nothing of ipvs",
-  ignore: Deno.env.get("KPD_IN_VM") !== "1",
+  ignore: !IN_VM,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

@@ -7,7 +7,7 @@
  */
 import { assert, assertEquals } from "../../support/assert.ts";
 import { eventually } from "../../support/net_helpers.ts";
-import { CONVERGE_MS } from "../../support/bounds.ts";
+import { CONVERGE_MS, IN_VM } from "../../support/bounds.ts";
 import { Topology } from "../../e2e/netns.ts";
 import { describeCounts, switchScenario } from "../../e2e/switch_scenario.ts";
 
@@ -17,7 +17,7 @@ const GROUPS = ["invalid-drop", "unserved-ports", "scheduler"];
 for (const drain of ["15m", "0s"]) {
   Deno.test({
     name: `switch ipvs -> nftables, --migration-drain-timeout=${drain}`,
-    ignore: Deno.env.get("KPD_IN_VM") !== "1",
+    ignore: !IN_VM,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn() {
