@@ -8,7 +8,7 @@
  */
 import { ConntrackRunner } from "../iptables/conntrack.ts";
 import { reconcileConntrack } from "../proxier/conntrack/reconciler.ts";
-import type { EndpointInfo, EndpointsMap, ServicePortInfo, ServicePortMap } from "../proxier/types.ts";
+import type { EndpointInfo, EndpointsMap, ServicePortInfo, ServicePortMap } from "../proxier/model/types.ts";
 import { withNamespace } from "../tests/support/namespace.ts";
 
 const flows = Number(Deno.args[0] ?? "10000");

@@ -17,7 +17,8 @@
  * @module
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
-import { listingStatements, NftRuleset } from "../iptables/nft_ruleset.ts";
+import { NftRuleset } from "../iptables/nft_ruleset.ts";
+import { listingStatements } from "../iptables/nft_listing.ts";
 import { newModeDeps } from "../proxier/mode_definition.ts";
 import { MODES } from "../proxier/modes.ts";
 import type { ProxyMode } from "../proxier/options/config.ts";
@@ -28,10 +29,10 @@ import { traceNft } from "../proxier/trace/nft_walker.ts";
 import { parseRules, tracePacket } from "../proxier/trace/iptables_walker.ts";
 import type { Packet } from "../proxier/trace/packet.ts";
 import { renderedIpvsState, traceIpvs } from "../proxier/ipvs/trace.ts";
-import { datapathCheck } from "../proxier/commands/explain/check.ts";
-import { explainService } from "../proxier/commands/explain/report.ts";
+import { datapathCheck } from "../proxier/read_side/datapath_check.ts";
+import { explainService } from "../proxier/read_side/report.ts";
 import { benchConfig, generate, peakRssMiB } from "./objects.ts";
-import { DatapathWorkers } from "../proxier/commands/explain/datapath_workers.ts";
+import { DatapathWorkers } from "../proxier/read_side/datapath_workers.ts";
 
 /** The node the rules are rendered for. */
 const NODE_IP = "192.168.0.2";

@@ -11,6 +11,7 @@
  * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
  * | `nft.ts`        | `nft -f` transactions and listings                                        |
  * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
+ * | `nft_listing.ts`| reading `nft list` output back into statements; listings compared        |
  * | `ipvsadm.ts`    | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
  * | `ipset.ts`      | `ipset restore` batches and `ipset save`                                  |
  * | `ip_link.ts`    | `ip`: the `kube-ipvs0` dummy interface and its addresses                  |
@@ -29,6 +30,7 @@ export * from "./iptables.ts";
 export * from "./rule_args.ts";
 export * from "./nft.ts";
 export * from "./nft_ruleset.ts";
+export * from "./nft_listing.ts";
 export * from "./ipvsadm.ts";
 export * from "./ipset.ts";
 export * from "./ip_link.ts";

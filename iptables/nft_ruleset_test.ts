@@ -1,5 +1,6 @@
 import { assertEquals } from "../tests/support/assert.ts";
-import { listingStatements, NftRuleset, normalizeListing } from "./nft_ruleset.ts";
+import { NftRuleset } from "./nft_ruleset.ts";
+import { listingStatements, normalizeListing } from "./nft_listing.ts";
 
 const TRANSACTION = `add table ip t
 add chain ip t a

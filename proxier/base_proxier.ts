@@ -8,29 +8,29 @@
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import { ConntrackReconciler } from "./conntrack/reconciler.ts";
 import { DriftWatch } from "./drift.ts";
-import { show } from "./errors.ts";
+import { show } from "./model/errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 import type { FamilyMetrics } from "./metrics.ts";
-import { cidrFamily, ipFamily, isLoopback, normalizeCIDR } from "./net.ts";
+import { familyCIDRs } from "./model/net.ts";
 import { NodeManager } from "./node_manager.ts";
-import { ObjectWarnings } from "./object_warnings.ts";
+import { ObjectWarnings } from "./model/object_warnings.ts";
 import type { Clock } from "./runtime/clock.ts";
 import { type EventRecorder, nullRecorder } from "./runtime/events.ts";
 import { Exclusive } from "./runtime/exclusive.ts";
 import { SyncMemory } from "./runtime/gc.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
-import { type AppliedChanges, PendingChanges } from "./pending_changes.ts";
+import { type AppliedChanges, PendingChanges } from "./model/pending_changes.ts";
 import type { FamilyView } from "./family_view.ts";
 import { ServiceTimings } from "./service_timings.ts";
 import type { Provider } from "./provider.ts";
 import type { BaseProxierOptions } from "./proxier_options.ts";
 import { SyncRunner } from "./sync_runner.ts";
-import { countNoLocalEndpoints } from "./topology.ts";
-import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
+import { countNoLocalEndpoints } from "./model/topology.ts";
+import type { EndpointsMap, IPFamily, ServicePortMap } from "./model/types.ts";
 
-/** Everything a mode needs to program one sync: the model, and what changed in it (`pending_changes.ts`). */
+/** Everything a mode needs to program one sync: the model, and what changed in it (`model/pending_changes.ts`). */
 export interface SyncContext extends AppliedChanges {
   /** Rewrite everything (first sync, after a failure, every fullSyncPeriodMs). */
   readonly full: boolean;
@@ -231,11 +231,10 @@ export abstract class BaseProxier implements Provider {
    * full sync when this family's set changes ({@linkcode usesServiceCIDRs}).
    */
   onServiceCIDRsChanged(cidrs: readonly string[]): void {
-    const bad = cidrs.filter((c) => cidrFamily(c) === undefined);
+    const { mine, bad } = familyCIDRs(cidrs, this.family);
     if (bad.length > 0 && this.family === "IPv4") {
       this.log.warn("Ignoring malformed ServiceCIDR CIDRs", { cidrs: bad.map((c) => show(c)).join(", ") });
     }
-    const mine = cidrs.filter((c) => cidrFamily(c) === this.family).map(normalizeCIDR);
     if (mine.join(",") === this.serviceCIDRs.join(",")) return;
     this.serviceCIDRs = mine;
     if (this.usesServiceCIDRs) {
@@ -411,18 +410,12 @@ export abstract class BaseProxier implements Provider {
    * rules were written from. Modes add what only they know ({@linkcode explainExtras}).
    */
   explainView(): FamilyView {
-    const npa = this.node.nodePortAddresses();
     return {
       family: this.family,
       services: this.serviceMap,
       endpoints: this.endpointsMap,
-      topology: this.node.topology,
-      nodeIPs: this.node.ips.filter((ip) => ipFamily(ip) === this.family && !isLoopback(ip)),
-      nodePortIPs: npa.nodeIPs(this.node.ips).filter((ip) => !isLoopback(ip)),
-      nodePortsOnEveryAddress: npa.matchAll,
+      ...this.node.viewFacts(),
       loopbackNodePorts: "none",
-      podCIDRs: this.node.podCIDRs,
-      localDetector: this.node.localDetector,
       masqueradeAll: false,
       serviceCIDRs: this.serviceCIDRs,
       scheduler: (svc) => this.#policy.schedulers?.describe(svc) ?? null,

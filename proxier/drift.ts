@@ -9,7 +9,7 @@
 import type { Clock } from "./runtime/clock.ts";
 import type { Exclusive } from "./runtime/exclusive.ts";
 import type { Logger } from "./runtime/logger.ts";
-import type { IPFamily } from "./types.ts";
+import type { IPFamily } from "./model/types.ts";
 import { onAbort } from "./runtime/abort.ts";
 
 /** Options of {@linkcode DriftWatch}. */

@@ -6,8 +6,8 @@
  * @module
  */
 import type { LocalDetector } from "./_common/local_detector.ts";
-import type { NodeTopology } from "./topology.ts";
-import type { EndpointInfo, IPFamily, ServicePortInfo } from "./types.ts";
+import type { NodeTopology } from "./model/topology.ts";
+import type { EndpointInfo, IPFamily, ServicePortInfo } from "./model/types.ts";
 
 /** A new connection, as `explain` and the flow table ask about it. */
 export interface Connection {

@@ -12,7 +12,7 @@ import {
   Registry,
 } from "./runtime/prometheus.ts";
 import { registerProcessMetrics } from "./runtime/process_metrics.ts";
-import type { IPFamily } from "./types.ts";
+import type { IPFamily } from "./model/types.ts";
 import { VERSION } from "./runtime/version.ts";
 
 /** The label every per-family series carries, as upstream (1.31+). */

@@ -16,11 +16,11 @@ import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import type { ToolNeed } from "./runtime/kernel_tools.ts";
 import type { Logger } from "./runtime/logger.ts";
 import { ProxyMetrics } from "./metrics.ts";
-import { ObjectWarnings } from "./object_warnings.ts";
+import { ObjectWarnings } from "./model/object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
 import { ALLOW_SERVICE_EXTERNAL_IPS } from "./options/feature_gates.ts";
 import type { ModeTracer } from "./trace/packet.ts";
-import type { IPFamily } from "./types.ts";
+import type { IPFamily } from "./model/types.ts";
 import type { SchedulerPolicy } from "./scheduler_policy.ts";
 import type { Connection, DatapathAnswer, ExplainSource } from "./family_view.ts";
 import type { DatapathTraits } from "./datapath_traits.ts";
@@ -44,6 +44,8 @@ export interface ModeDeps {
   readonly events: EventRecorder;
   /** For `render`: `--node-ip`'s addresses; undefined takes the Node object's from the source. */
   readonly renderNodeIPs?: readonly string[];
+  /** This machine's interface addresses (a live node's; none for `render`). */
+  readonly interfaceIPs: () => readonly string[];
 }
 
 /**
@@ -54,7 +56,7 @@ export function newModeDeps(
   config: ProxyConfig,
   o:
     & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer" | "renderNodeIPs">
-    & Partial<Pick<ModeDeps, "metrics" | "events">>
+    & Partial<Pick<ModeDeps, "metrics" | "events" | "interfaceIPs">>
     & { readonly warnAbout?: (key: string, o: object) => boolean },
 ): ModeDeps {
   const { warnAbout, ...rest } = o;
@@ -64,6 +66,7 @@ export function newModeDeps(
     warnings: new ObjectWarnings(o.log, o.events, warnAbout),
     metrics: o.metrics ?? new ProxyMetrics(),
     events: o.events ?? nullRecorder,
+    interfaceIPs: o.interfaceIPs ?? (() => []),
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
   };
 }
@@ -205,6 +208,8 @@ export interface CleanupOptions {
   readonly everything: boolean;
   /** Keep what {@linkcode ProxyModeDefinition.drain} keeps (its datapath); remove the rest. */
   readonly keepDatapath?: boolean;
+  /** This machine's interface addresses, where a mode's NodePorts answered (none given: none known). */
+  readonly interfaceIPs?: readonly string[];
 }
 
 /** A mode's datapath kept for the connections only it carries while another mode takes over. */
@@ -249,7 +254,7 @@ export interface ProxyModeDefinition extends ModeTracer {
    */
   refuse?(config: ProxyConfig): string | undefined;
   /** The kernel tools it runs: checked at start, each missing one reported once. */
-  readonly tools: readonly ToolNeed[];
+  readonly tools: readonly ToolNeed<ProxyConfig>[];
   /**
    * The privileged set-up this mode needs before any rule (its sysctls, kernel checks), run at start
    * and by `--init-only`; writes no rule.

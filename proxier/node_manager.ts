@@ -12,12 +12,13 @@ import {
   type LocalDetector,
   localDetector,
 } from "./_common/local_detector.ts";
-import { cidrFamily, ipFamily } from "./net.ts";
-import { NodePortAddresses } from "./nodeport_addresses.ts";
+import { cidrFamily, ipFamily, isLoopback } from "./model/net.ts";
+import type { FamilyView } from "./family_view.ts";
+import { NodePortAddresses } from "./model/nodeport_addresses.ts";
 import type { Clock } from "./runtime/clock.ts";
 import type { Logger } from "./runtime/logger.ts";
-import { type NodeTopology, ZONE_LABEL } from "./topology.ts";
-import type { IPFamily } from "./types.ts";
+import { type NodeTopology, ZONE_LABEL } from "./model/topology.ts";
+import type { IPFamily } from "./model/types.ts";
 
 /** Options of {@linkcode NodeManager}. */
 export interface NodeManagerOptions {
@@ -139,7 +140,7 @@ export class NodeManager {
     return (n.spec?.podCIDRs?.length ?? 0) > 0 || (n.spec?.podCIDR ?? "") !== "";
   }
 
-  /** This node's name and zone, for endpoint selection (`proxier/topology.ts`). */
+  /** This node's name and zone, for endpoint selection (`proxier/model/topology.ts`). */
   get topology(): NodeTopology {
     return { nodeName: this.#o.nodeName, zone: this.#node?.metadata?.labels?.[ZONE_LABEL] ?? "" };
   }
@@ -191,7 +192,8 @@ export class NodeManager {
 
   /**
    * Returns where NodePorts (and health check node ports) answer for this family
-   * (`proxier/nodeport_addresses.ts`), `primary` resolved to the Node's primary address as known now.
+   * (`proxier/model/nodeport_addresses.ts`), `primary` resolved to the Node's primary address as
+   * known now.
    * `allowIPv4Localhost`: the mode can serve NodePorts on 127.0.0.0/8.
    */
   nodePortAddresses(allowIPv4Localhost = false): NodePortAddresses {
@@ -201,6 +203,22 @@ export class NodeManager {
       this.primaryIP,
       allowIPv4Localhost,
     );
+  }
+
+  /** The node facts `explain` reads beside the model (`family_view.ts`), as known now. */
+  viewFacts(): Pick<
+    FamilyView,
+    "topology" | "nodeIPs" | "nodePortIPs" | "nodePortsOnEveryAddress" | "podCIDRs" | "localDetector"
+  > {
+    const npa = this.nodePortAddresses();
+    return {
+      topology: this.topology,
+      nodeIPs: this.ips.filter((ip) => ipFamily(ip) === this.#o.family && !isLoopback(ip)),
+      nodePortIPs: npa.nodeIPs(this.ips).filter((ip) => !isLoopback(ip)),
+      nodePortsOnEveryAddress: npa.matchAll,
+      podCIDRs: this.podCIDRs,
+      localDetector: this.localDetector,
+    };
   }
 
   /**

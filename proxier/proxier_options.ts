@@ -8,13 +8,13 @@ import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import type { NodeManagerOptions } from "./node_manager.ts";
-import type { ObjectWarnings } from "./object_warnings.ts";
+import type { ObjectWarnings } from "./model/object_warnings.ts";
 import type { Clock } from "./runtime/clock.ts";
 import type { EventRecorder } from "./runtime/events.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { SchedulerPolicy } from "./scheduler_policy.ts";
-import type { ServicePortsOptions } from "./service_port.ts";
-import type { IPFamily } from "./types.ts";
+import type { ServicePortsOptions } from "./model/service_port.ts";
+import type { IPFamily } from "./model/types.ts";
 
 /** Full resyncs once an hour, as upstream's FullSyncPeriod (a constant there too). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;

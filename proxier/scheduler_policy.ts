@@ -5,7 +5,7 @@
  * proxier speaks it through the Service's warnings and `explain`'s view.
  * @module
  */
-import type { ServicePortInfo } from "./types.ts";
+import type { ServicePortInfo } from "./model/types.ts";
 
 /** One mode's answer to a scheduler annotation. */
 export interface SchedulerPolicy {

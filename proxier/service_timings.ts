@@ -5,7 +5,7 @@
  * @module
  */
 import type { ServiceTiming } from "./family_view.ts";
-import type { AppliedChanges } from "./pending_changes.ts";
+import type { AppliedChanges } from "./model/pending_changes.ts";
 
 /** One family's timings, per Service (`namespace/name`) with ports. */
 export class ServiceTimings {

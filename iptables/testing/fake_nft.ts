@@ -7,7 +7,8 @@ import type { IPFamily } from "../ip.ts";
 import { type NFTables, type NftElement, NftError } from "../nft.ts";
 import { type NftChain, NftRuleset, type NftSet, type NftTable } from "../nft_ruleset.ts";
 
-export { formatSeconds, normalizeListing, splitTop } from "../nft_ruleset.ts";
+export { formatSeconds, splitTop } from "../nft_ruleset.ts";
+export { normalizeListing } from "../nft_listing.ts";
 /** A chain of the fake's tables. */
 export type FakeChain = NftChain;
 /** A set or map of the fake's tables. */

@@ -7,7 +7,7 @@ import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { type IptablesBackendName, IptablesRunner } from "../../iptables/iptables.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IptablesBackend } from "../options/config.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** Chains kubelet (1.17+) creates in mangle: where they are is the backend the host uses. */
 const KUBELET_HINT = /^:(KUBE-IPTABLES-HINT|KUBE-KUBELET-CANARY) /m;

@@ -6,9 +6,9 @@
  * @module
  */
 import type { V1Node } from "@kubernetes/client-node";
-import { cidrFamily } from "../net.ts";
+import { cidrFamily } from "../model/net.ts";
 import type { LocalMode } from "../options/config.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** A way to recognise local pod traffic; undefined where the mode cannot tell (no CIDR of this family). */
 export type LocalDetector =

@@ -2,20 +2,18 @@
  * The command line, as upstream's `cmd/kube-proxy/app/options.go` reads it: without `--config` the
  * flags (`flag_table.ts`) fill in a defaulted KubeProxyConfiguration; with it the file does, and only
  * the logging flags, `--hostname-override`, `--master` and the process flags still apply (the others
- * are named in one warning). Then upstream's platform defaults and validation, and the command.
+ * are named in one warning). Then upstream's platform defaults and validation, and the command: the
+ * first argument names it (the registry, `commands.ts`, knows each one's flags and arguments), else
+ * it is the proxy.
  * @module
  */
-import { UsageError } from "../errors.ts";
-import { parseTraceQuery } from "./trace_flags.ts";
-import { parseExplainQuery } from "./explain_flags.ts";
-import { parseMigrateQuery } from "./migrate_flags.ts";
-import type { MigrateQuery } from "../commands/migrate/migrate.ts";
-import type { ExplainQuery } from "../commands/explain/explain.ts";
-import type { TraceQuery } from "../trace/packet.ts";
+import { UsageError } from "../model/errors.ts";
+import type { CommandDefinition, CommandLineFacts } from "../command_definition.ts";
+import { COMMANDS, DEFAULT_COMMAND } from "../commands.ts";
 import type { ProxyConfig, ProxyMode } from "../options/config.ts";
 import { decodeConfigFile } from "../options/config_file.ts";
 import { ACTING_FEATURES } from "../options/feature_gates.ts";
-import { FLAG_BY_NAME, type FlagCommand, type FlagContext, FLAGS } from "../options/flag_table.ts";
+import { FLAG_BY_NAME, type FlagContext, type FlagDef, FLAGS } from "../options/flag_table.ts";
 import {
   appendPortIfNeeded,
   defaultKubeProxyConfiguration,
@@ -31,100 +29,83 @@ import {
   toProxyConfig,
 } from "../options/kube_proxy_configuration.ts";
 import { type FlagUse, parseBool, scanArgs } from "../options/pflag.ts";
-import { commandUsage, USAGE } from "./usage.ts";
 import { type FieldError, validate } from "../options/validation.ts";
-import { parseIPList, parseNodeName } from "../options/values.ts";
+import { parseNodeName } from "../options/values.ts";
 
 /** What the command line asks for. */
-export interface ParsedCommand {
-  readonly command:
-    | "run"
-    | "render"
-    | "trace"
-    | "explain"
-    | "migrate"
-    | "cleanup"
-    | "init-only"
-    | "write-config"
-    | "version"
-    | "help";
-  /** Set for `trace`. */
-  readonly trace?: TraceQuery;
-  /** Set for `explain`. */
-  readonly explain?: ExplainQuery;
-  /** Set for `migrate`. */
-  readonly migrate?: MigrateQuery;
-  /** The configuration the command line gives, for `mode` instead of its own (`migrate` compares two). */
-  readonly configFor: (mode: ProxyMode) => ProxyConfig;
-  /** For `help`: the program's usage, or the command's (`render --help`). */
-  readonly usage: string;
-  /** `render --node-ip`: the node's addresses to render with (else the Node object's). */
-  readonly renderNodeIPs?: readonly string[];
+export interface CommandLine {
+  /** Run the command, or only print the help or the version, or write the configuration file. */
+  readonly action: "run" | "help" | "version" | "write-config";
+  /** The command named by the first argument, else the proxy. */
+  readonly command: CommandDefinition;
+  /** True when the first argument named the command (`render --help` is render's help). */
+  readonly named: boolean;
+  /** What the command reads from its arguments (for `action: "run"`). */
+  readonly query: unknown;
   /** What the program runs with. */
   readonly config: ProxyConfig;
-  /** The same settings in upstream's format (`--write-config-to` writes it). */
-  readonly kubeProxyConfiguration: KubeProxyConfiguration;
+  /** The configuration the command line gives, for `mode` instead of its own (`migrate` compares two). */
+  readonly configFor: (mode: ProxyMode) => ProxyConfig;
+  /** What the proxy's pages and start need beyond the configuration. */
+  readonly facts: CommandLineFacts;
   /** `--write-config-to`'s path. */
   readonly writeConfigTo?: string;
   /** Non-fatal remarks to log once logging is set up (flags ignored because of --config, unknown fields). */
   readonly warnings: string[];
-  /** Settings given that do nothing in this program, each with why; named once at start. */
-  readonly notApplying: string[];
-  /** `--config`, if given: its path and the text read (already merged into `config`). */
-  readonly configFile?: { readonly path: string; readonly text: string };
-  /** Every flag (but trace's) with its value as given, else its default: what `/flagz` lists. */
-  readonly flagValues: ReadonlyArray<readonly [name: string, value: string]>;
 }
 
-/** The commands the first argument may name. */
-const COMMANDS: readonly string[] = ["render", "trace", "explain", "migrate"];
+/** Every command's own flags, each name once (commands that share a flag share its definition's shape). */
+const COMMAND_FLAGS: ReadonlyMap<string, FlagDef> = new Map(
+  [...COMMANDS.values()].flatMap((c) => c.flags.map((f) => [f.name, f] as const)),
+);
+
+/** The commands a first argument may name, for its error. */
+const NAMED = [...COMMANDS.values()].filter((c) => c !== DEFAULT_COMMAND).map((c) => c.name);
+
+/** Joins names as a sentence does: `a, b and c`. */
+const sentence = (names: readonly string[], last = "and") =>
+  names.join(", ").replace(/, ([^,]*)$/, ` ${last} $1`);
 
 /**
- * Said when the mode was left to its default, as upstream 1.37 (KEP-5343: the default moves to
- * nftables in 1.40). The wording is ours.
- */
-export const DEFAULT_MODE_WARNING = "No proxy mode set (--proxy-mode, mode:): using iptables. Upstream's " +
-  "default becomes nftables in Kubernetes 1.40; set the mode to keep iptables";
-
-/**
- * Parses the command line (without the program name) into the configuration to run with.
+ * Parses the command line (without the program name) into the configuration to run with and the
+ * command to run.
  * @throws {UsageError} for any unknown flag or bad value; the message names both.
  */
-export function parseCommandLine(argv: readonly string[], readFile = Deno.readTextFileSync): ParsedCommand {
-  const { flags, positionals } = scanArgs(argv, FLAGS);
+export function parseCommandLine(argv: readonly string[], readFile = Deno.readTextFileSync): CommandLine {
+  const { flags, positionals } = scanArgs(argv, [...FLAGS, ...COMMAND_FLAGS.values()]);
   const given = (name: string) => flags.findLast((f) => f.name === name)?.value;
-  const command0 = positionals[0];
-  if (command0 !== undefined && !COMMANDS.includes(command0)) {
+  const first = positionals[0];
+  const named = first !== undefined;
+  const command = named
+    ? [...COMMANDS.values()].find((c) => c.name === first && c !== DEFAULT_COMMAND)
+    : DEFAULT_COMMAND;
+  if (command === undefined) {
     throw new UsageError(
-      `unknown command ${JSON.stringify(command0)} ("render", "trace", "explain" or "migrate")`,
+      `unknown command ${JSON.stringify(first)} (${sentence(NAMED.map((n) => JSON.stringify(n)), "or")})`,
     );
   }
-  // explain takes the Service's name.
-  const maxPositionals = command0 === "explain" ? 2 : 1;
-  if (positionals.length > maxPositionals) {
+  const args = positionals.slice(named ? 1 : 0);
+  if (args.length > command.maxPositionals) {
     throw new UsageError(
-      `${command0}: unexpected argument ${JSON.stringify(positionals[maxPositionals])} (${
-        command0 === "explain" ? "explain takes one NAMESPACE/NAME" : `${command0} takes flags only`
-      })`,
+      `${command.name}: unexpected argument ${
+        JSON.stringify(args[command.maxPositionals])
+      } (${command.positionalsSay})`,
+    );
+  }
+  const misplaced = flags.find((f) =>
+    COMMAND_FLAGS.has(f.name) && !command.flags.some((d) => d.name === f.name)
+  );
+  if (misplaced !== undefined) {
+    const takers = [...COMMANDS.values()].filter((c) => c.flags.some((d) => d.name === misplaced.name));
+    throw new UsageError(
+      `--${misplaced.name}: only the ${sentence(takers.map((c) => c.name))} command${
+        takers.length > 1 ? "s take" : " takes"
+      } it`,
     );
   }
   const help = bool(given, "help");
   // `trace --help` explains trace; its flags need not be complete for that.
-  const trace = positionals[0] === "trace" && !help ? parseTraceQuery(given) : undefined;
-  const misplaced = flags.find((f) => {
-    const cmds = FLAG_BY_NAME.get(f.name)!.commands;
-    return cmds !== undefined && !cmds.includes(command0 as FlagCommand);
-  });
-  if (misplaced !== undefined) {
-    const cmds = FLAG_BY_NAME.get(misplaced.name)!.commands!;
-    throw new UsageError(
-      `--${misplaced.name}: only the ${cmds.join(", ").replace(/, ([^,]*)$/, " and $1")} command${
-        cmds.length > 1 ? "s take" : " takes"
-      } it`,
-    );
-  }
-  const explain = command0 === "explain" && !help ? parseExplainQuery(positionals[1], given) : undefined;
-  const migrate = command0 === "migrate" && !help ? parseMigrateQuery(given) : undefined;
+  const query = help ? undefined : command.parse({ positionals: args, given });
   const configFile = given("config");
   const writeConfigTo = given("write-config-to");
   const warnings: string[] = [];
@@ -141,13 +122,14 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
     metricsPort: METRICS_PORT,
     notes: warnings,
   };
+  const proxyFlags = flags.filter((f) => !COMMAND_FLAGS.has(f.name));
   if (fromFile) {
     const ignored = [
-      ...new Set(flags.filter((f) => !FLAG_BY_NAME.get(f.name)!.withConfig).map((f) => `--${f.name}`)),
+      ...new Set(proxyFlags.filter((f) => !FLAG_BY_NAME.get(f.name)!.withConfig).map((f) => `--${f.name}`)),
     ];
     if (ignored.length > 0) warnings.push(`--config is set: ignoring flags ${ignored.join(", ")}`);
   }
-  for (const f of flags) {
+  for (const f of proxyFlags) {
     const def = FLAG_BY_NAME.get(f.name)!;
     if (fromFile && !def.withConfig) continue;
     def.apply?.(ctx, f.value);
@@ -172,27 +154,29 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   const errors = validate(v);
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
   const config = toProxyConfig(v, ctx.own);
-  const command = chooseCommand(given, positionals[0], help);
-  if (!modeChosen && (command === "run" || command === "init-only")) warnings.push(DEFAULT_MODE_WARNING);
+  const version = given("version");
   return {
+    action: help
+      ? "help"
+      : version !== undefined && version !== "false"
+      ? "version"
+      : writeConfigTo !== undefined
+      ? "write-config"
+      : "run",
     command,
+    named,
+    query,
     config,
-    kubeProxyConfiguration: v,
+    configFor: (mode) => toProxyConfig(platformDefaults({ ...structuredClone(given0), mode }), ctx.own),
+    facts: {
+      kubeProxyConfiguration: v,
+      flagValues: FLAGS.map((f) => [`--${f.name}`, given(f.name) ?? f.default]),
+      configFile: configFile === undefined ? undefined : { path: configFile, text: configText },
+      notApplying: notApplying(config, v.featureGates, proxyFlags),
+      modeChosen,
+    },
     writeConfigTo,
     warnings,
-    notApplying: notApplying(config, v.featureGates, flags),
-    flagValues: FLAGS.filter((f) => f.origin !== "command").map((
-      f,
-    ) => [`--${f.name}`, given(f.name) ?? f.default]),
-    configFile: configFile === undefined ? undefined : { path: configFile, text: configText },
-    trace: trace === undefined ? undefined : { ...trace, modeChosen },
-    explain,
-    migrate,
-    configFor: (mode) => toProxyConfig(platformDefaults({ ...structuredClone(given0), mode }), ctx.own),
-    usage: command0 === undefined ? USAGE : commandUsage(command0 as FlagCommand),
-    renderNodeIPs: positionals[0] === "render" && given("node-ip") !== undefined
-      ? parseIPList("--node-ip", given("node-ip")!)
-      : undefined,
   };
 }
 
@@ -215,24 +199,6 @@ function readConfigFile(
   const decoded = decodeConfigFile(text, path);
   warnings.push(...decoded.warnings);
   return setDefaults(decoded.config);
-}
-
-/** Which command the flags and the positional argument ask for (the first that applies, as upstream's order). */
-function chooseCommand(
-  given: (name: string) => string | undefined,
-  positional: string | undefined,
-  help: boolean,
-): ParsedCommand["command"] {
-  if (help) return "help";
-  const version = given("version");
-  if (version !== undefined && version !== "false") return "version";
-  if (given("write-config-to") !== undefined) return "write-config";
-  if (bool(given, "cleanup")) return "cleanup";
-  if (bool(given, "init-only")) return "init-only";
-  return positional === "render" || positional === "trace" || positional === "explain" ||
-      positional === "migrate"
-    ? positional
-    : "run";
 }
 
 function bool(given: (name: string) => string | undefined, name: string): boolean {

@@ -1,9 +1,9 @@
 import { load } from "js-yaml";
 import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
-import { UsageError } from "../errors.ts";
+import { UsageError } from "../model/errors.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";
-import { DEFAULT_MODE_WARNING, parseCommandLine } from "./command_line.ts";
+import { parseCommandLine } from "./command_line.ts";
 import { FLAGS } from "../options/flag_table.ts";
 import { encodeConfig } from "../options/write_config.ts";
 
@@ -157,8 +157,8 @@ winkernel:
 /** The file `--write-config-to` would write for `argv`, parsed back. */
 function written(argv: string[], read = noFile): Record<string, unknown> {
   const cmd = parseCommandLine([...argv, "--write-config-to=/out.yaml"], read);
-  assertEquals(cmd.command, "write-config");
-  return load(encodeConfig(cmd.kubeProxyConfiguration)) as Record<string, unknown>;
+  assertEquals(cmd.action, "write-config");
+  return load(encodeConfig(cmd.facts.kubeProxyConfiguration)) as Record<string, unknown>;
 }
 
 /** `path` (dotted) of `o`. */
@@ -271,12 +271,12 @@ Deno.test("flags: each upstream flag sets upstream's field, as --write-config-to
 
 Deno.test("flags: the rest parse with upstream's meaning", () => {
   const p = (...argv: string[]) => parseCommandLine(argv, noFile);
-  assertEquals(p("--cleanup").command, "cleanup");
-  assertEquals(p("--init-only").command, "init-only");
-  assertEquals(p("--help").command, "help");
-  assertEquals(p("-h").command, "help");
-  assertEquals(p("--version").command, "version");
-  assertEquals(p("--version=raw").command, "version");
+  assertEquals(p("--cleanup").query, { cleanup: true, initOnly: false });
+  assertEquals(p("--init-only").query, { cleanup: false, initOnly: true });
+  assertEquals(p("--help").action, "help");
+  assertEquals(p("-h").action, "help");
+  assertEquals(p("--version").action, "version");
+  assertEquals(p("--version=raw").action, "version");
   assertEquals(p("--hostname-override", " Node-A ").config.hostnameOverride, "node-a");
   assertEquals(p("--master=https://10.0.0.1:6443").config.master, "https://10.0.0.1:6443");
   // ipvs periods apply in ipvs mode only; every mode starts from iptables' defaulted periods.
@@ -314,7 +314,7 @@ Deno.test("flags: the rest parse with upstream's meaning", () => {
   assertEquals(p("--healthz-port=0").config.healthzBindAddress, undefined);
   assertEquals(p("--metrics-port=0").config.metricsBindAddress, undefined);
   assertMatch(p("--healthz-port=9000").warnings.join(), /--healthz-port has been deprecated/);
-  const named = p("--boot-id-file=/x", "--machine-id-file=/y", "--profiling").notApplying;
+  const named = p("--boot-id-file=/x", "--machine-id-file=/y", "--profiling").facts.notApplying;
   assertEquals(named.length, 3);
   assertMatch(named.join("\n"), /--boot-id-file does not apply/);
   assertMatch(named.join("\n"), /--machine-id-file does not apply/);
@@ -339,7 +339,7 @@ Deno.test("flags: pflag's spellings: -v=2, -v 2, -v2, underscores, --flag value,
   assertEquals(parseCommandLine(["--masquerade-all=t"], noFile).config.masqueradeAll, true);
   assertEquals(
     parseCommandLine(["--feature-gates=AllAlpha=true", "--feature-gates=AllBeta=false"], noFile)
-      .kubeProxyConfiguration.featureGates,
+      .facts.kubeProxyConfiguration.featureGates,
     {
       AllAlpha: true,
       AllBeta: false,
@@ -349,7 +349,7 @@ Deno.test("flags: pflag's spellings: -v=2, -v 2, -v2, underscores, --flag value,
 
 Deno.test("flags: k3s's kube-proxy command line starts, with upstream's meaning", () => {
   // As k3s starts kube-proxy (its agent's flags, 1.3x).
-  const { command, config } = parseCommandLine([
+  const { action, named, config } = parseCommandLine([
     "--cluster-cidr=10.42.0.0/16",
     "--conntrack-max-per-core=0",
     "--conntrack-tcp-timeout-close-wait=0s",
@@ -359,7 +359,7 @@ Deno.test("flags: k3s's kube-proxy command line starts, with upstream's meaning"
     "--kubeconfig=/var/lib/rancher/k3s/agent/kubeproxy.kubeconfig",
     "--proxy-mode=iptables",
   ], noFile);
-  assertEquals(command, "run");
+  assertEquals([action, named], ["run", false]);
   const want: ProxyConfig = {
     ...defaultConfig(),
     clusterCIDRs: ["10.42.0.0/16"],
@@ -619,7 +619,7 @@ Deno.test("config: kubeadm's file (zeros, nulls, empty strings, a field this ver
     ["--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node-1"],
     file(KUBEADM),
   );
-  assertEquals(cmd.command, "run");
+  assertEquals([cmd.action, cmd.named], ["run", false]);
   assertEquals(cmd.config, {
     ...defaultConfig(),
     kubeconfig: "/var/lib/kube-proxy/kubeconfig.conf",
@@ -628,10 +628,10 @@ Deno.test("config: kubeadm's file (zeros, nulls, empty strings, a field this ver
   });
   assertEquals(cmd.warnings, [
     '--config: /var/lib/kube-proxy/config.conf: unknown field "futureField" (not a field of KubeProxyConfiguration kubeproxy.config.k8s.io/v1alpha1); ignored, as upstream\'s lenient decoding does',
-    // `mode: ""` is the default, which upstream 1.37 warns will change.
-    DEFAULT_MODE_WARNING,
   ]);
-  assertEquals(cmd.notApplying, []);
+  // `mode: ""` is the default, which upstream 1.37 warns will change (the proxy says so at start).
+  assertEquals(cmd.facts.modeChosen, false);
+  assertEquals(cmd.facts.notApplying, []);
   // The same file in nftables mode: its section's zero periods default too, NodePorts on primary.
   const nft = parseCommandLine(["--config=c"], file(KUBEADM.replace('mode: ""', "mode: nftables"))).config;
   assertEquals([nft.mode, nft.syncPeriodMs, nft.minSyncPeriodMs, nft.nodePortAddresses], [
@@ -672,13 +672,13 @@ Deno.test("config: what --write-config-to writes reads back to the same configur
     ]
   ) {
     const first = parseCommandLine(argv, noFile);
-    const text = encodeConfig(first.kubeProxyConfiguration);
+    const text = encodeConfig(first.facts.kubeProxyConfiguration);
     const again = parseCommandLine(["--config=w.yaml"], file(text));
     assertEquals(again.config, first.config, argv.join(" "));
     assertEquals(again.warnings, [], argv.join(" "));
   }
   // Our own fields appear only when not at their defaults: a default file is upstream's.
-  assert(!encodeConfig(parseCommandLine([], noFile).kubeProxyConfiguration).includes("udpIdleTimeout"));
+  assert(!encodeConfig(parseCommandLine([], noFile).facts.kubeProxyConfiguration).includes("udpIdleTimeout"));
 });
 
 Deno.test("config: with --config, other proxy flags are ignored (named once); logging, hostname and master flags apply", () => {
@@ -702,11 +702,10 @@ Deno.test("config: with --config, other proxy flags are ignored (named once); lo
     "json",
     "http://10.0.0.1:8080",
   ]);
-  assertEquals(cmd.warnings, [
-    "--config is set: ignoring flags --proxy-mode, --udp-timeout",
-    DEFAULT_MODE_WARNING,
-  ]);
-  // A mode given, by flag or file, is not warned about; nor is one for render or trace.
+  assertEquals(cmd.warnings, ["--config is set: ignoring flags --proxy-mode, --udp-timeout"]);
+  assertEquals(cmd.facts.modeChosen, false);
+  // A mode given by flag is chosen; render and trace warn of nothing.
+  assertEquals(parseCommandLine(["--proxy-mode=iptables"], noFile).facts.modeChosen, true);
   for (const args of [["--proxy-mode=iptables"], ["render"], ["trace", "--dst=10.0.0.1", "--dport=80"]]) {
     assertEquals(parseCommandLine(args, noFile).warnings, [], args.join(" "));
   }
@@ -746,7 +745,7 @@ detectLocal: {bridgeInterface: cbr0}
     burst: 100,
   });
   assertEquals([c.detectLocalMode, c.detectLocal.bridgeInterface], ["BridgeInterface", "cbr0"]);
-  const notes = cmd.notApplying.join("\n");
+  const notes = cmd.facts.notApplying.join("\n");
   for (
     const re of [
       /profiling .* does not apply/,
@@ -758,7 +757,7 @@ detectLocal: {bridgeInterface: cbr0}
       /info buffer sizes .* do not apply/,
     ]
   ) assertMatch(notes, re);
-  assertEquals(cmd.notApplying.length, 7);
+  assertEquals(cmd.facts.notApplying.length, 7);
 });
 
 Deno.test("config: errors name the file and the field, with upstream's messages", () => {

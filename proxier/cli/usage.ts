@@ -1,84 +1,19 @@
 /**
- * What the flag table says to people: `--help`'s text, each command's `--help`, and the flag
- * reference (`docs/flags.md`, written by `deno task docs`), all from the one table.
+ * What the flag table and the commands' definitions say to people: `--help`'s text, each command's
+ * `--help`, and the flag reference (`docs/flags.md`, written by `deno task docs`). Loaded only to
+ * print them.
  * @module
  */
-import { FLAG_BY_NAME, type FlagCommand, type FlagDef, FLAGS } from "../options/flag_table.ts";
+import type { CommandDefinition, CommandHelp } from "../command_definition.ts";
+import { COMMANDS } from "../commands.ts";
+import { FLAG_BY_NAME, type FlagDef, FLAGS } from "../options/flag_table.ts";
 
 /** Where help starts, after the flag and its value. */
 const HELP_COLUMN = 34;
 
-/** The commands, in `--help`'s order: how each is called, what it does, and the proxy flags it reads. */
-const COMMANDS: ReadonlyArray<{
-  readonly name: FlagCommand;
-  readonly synopsis: string;
-  readonly summary: string;
-  readonly about: string;
-  /** The proxy's flags that shape what the command reads or renders (as the running proxy takes them). */
-  readonly related: readonly string[];
-}> = [
-  {
-    name: "explain",
-    synopsis: "explain NAMESPACE/NAME [flags]",
-    summary: "why each kind of client reaches the pods it reaches through a Service, proven by a trace",
-    about: `For each port of the Service and each kind of client (a pod on this node, the node itself,
-an external client on the NodePort, each external IP and each load-balancer IP, inside and outside
-loadBalancerSourceRanges), prints the endpoints reached, why every other endpoint is not, what
-happens instead when none is (REJECT, DROP), whether the source is masqueraded and why, and the
-datapath's own answer: a trace of the connection through the rules. A difference is a
-DISAGREEMENT, and the exit code is 1; clients it cannot ask about are named, with why.
-
-With --source=file:PATH it explains the rules render would write for those objects, for the
-file's one Node (or --hostname-override's): no root, nothing touched. Otherwise it asks the proxy
-running on this node at its metrics address (--metrics-bind-address; give the flags or --config
-the proxy runs with), which answers from its own view and this node's live rules; the same JSON is
-served there at GET /debug/services/NAMESPACE/NAME.`,
-    related: ["source", "proxy-mode", "hostname-override", "cluster-cidr", "metrics-bind-address", "config"],
-  },
-  {
-    name: "trace",
-    synopsis: "trace --dst IP --dport N [flags]",
-    summary: "where one new connection goes through the rules: each rule hit, the endpoints, the verdict",
-    about: `Prints the rules one new connection hits, the endpoints it can reach with their shares,
-whether it is masqueraded, and the verdict (DNAT, REJECT, DROP, or not a service). Reads this
-node's live rules (read only; needs root), a file of rules (--rules), or, with
---source=file:PATH, the rules render writes for those objects; changes nothing.`,
-    related: [
-      "source",
-      "proxy-mode",
-      "hostname-override",
-      "iptables-backend",
-      "detect-local-mode",
-      "pod-bridge-interface",
-      "pod-interface-name-prefix",
-      "config",
-    ],
-  },
-  {
-    name: "migrate",
-    synopsis: "migrate --to=MODE [flags]",
-    summary: "what moving this node to another mode or configuration would change, before it happens",
-    about: `Reads what programs this node now (the live rules of this program's or upstream's iptables,
-ipvs or nftables mode, read only; or a saved listing, --rules), renders --to's rules for the same
-objects and the configuration the flags or --config give, and traces every Service port for every
-kind of client explain knows through both. Prints only what differs (endpoints reached, verdict,
-masquerading, scheduler, what a mode cannot program), grouped by cause, each with what would keep
-today's behaviour. Exit 0 when nothing changes, 1 when something does, 2 on bad input. The
-objects come from --source (file:PATH, or the API with the proxy's kubeconfig, listed once).
---to the mode the node runs now compares a configuration change within it.`,
-    related: ["source", "config", "hostname-override", "cluster-cidr", "nodeport-addresses", "feature-gates"],
-  },
-  {
-    name: "render",
-    synopsis: "render --source=file:PATH [flags]",
-    summary: "the exact batches a full sync of --proxy-mode would apply, touching nothing",
-    about: `Prints on stdout exactly what a full sync of --proxy-mode would apply for the objects of
-the file source, computed by the real proxier on a dry run: no root, nothing touched. It acts for
-the file's one Node (or --hostname-override's); the node addresses it used, and the warnings a
-running proxy would log, go to stderr. A file that does not parse is an error naming its line.`,
-    related: ["source", "proxy-mode", "hostname-override", "cluster-cidr", "config"],
-  },
-];
+/** The commands `--help` lists (every one with help: all but the proxy itself), in the registry's order. */
+const HELPED: ReadonlyArray<CommandDefinition & { readonly help: CommandHelp }> = [...COMMANDS.values()]
+  .filter((c): c is CommandDefinition & { readonly help: CommandHelp } => c.help !== undefined);
 
 /** One flag as `--help` shows it: the flag and its value, then its help (below when too long). */
 function line(f: FlagDef): string {
@@ -92,14 +27,14 @@ function line(f: FlagDef): string {
 }
 
 /** The general `--help`: the commands, then every flag of upstream's and this program's own. */
-export const USAGE = `Usage: kube-proxy-deno [${COMMANDS.map((c) => c.name).join("|")}] [flags]
+export const USAGE = `Usage: kube-proxy-deno [${HELPED.map((c) => c.name).join("|")}] [flags]
        deno task start [COMMAND] [flags]   (from a checkout: the same program and permission set)
 
 Makes Kubernetes Services reachable on this node (a drop-in kube-proxy).
 
 Commands ('kube-proxy-deno COMMAND --help' lists a command's own flags):
   (none)      run the proxy
-${COMMANDS.map((c) => `  ${c.name.padEnd(10)}  ${c.summary}`).join("\n")}
+${HELPED.map((c) => `  ${c.name.padEnd(10)}  ${c.help.summary}`).join("\n")}
 
 Flags of upstream kube-proxy 1.37 (same names, defaults and meanings; "_" and "-" alike):
 ${FLAGS.filter((f) => f.origin === "upstream").map(line).join("\n")}
@@ -108,24 +43,23 @@ This program's own flags:
 ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
 `;
 
-/** The flags `command` takes of its own. */
-function ownFlags(command: FlagCommand): FlagDef[] {
-  return FLAGS.filter((f) => f.commands?.includes(command) === true);
-}
+/**
+ * Returns `--help`'s text for `command`: for a command with help of its own, how it is called, what
+ * it does, its own flags and the proxy's it reads; for the proxy, the general usage.
+ */
+export function usageOf(command: CommandDefinition): string {
+  const h = command.help;
+  if (h === undefined) return USAGE;
+  return `Usage: kube-proxy-deno ${h.synopsis}
+       deno task start ${h.synopsis}   (from a checkout)
 
-/** Returns `COMMAND --help`: how it is called, what it does, its own flags and the proxy's it reads. */
-export function commandUsage(command: FlagCommand): string {
-  const c = COMMANDS.find((x) => x.name === command)!;
-  return `Usage: kube-proxy-deno ${c.synopsis}
-       deno task start ${c.synopsis}   (from a checkout)
-
-${c.about}
+${h.about}
 
 Flags:
-${ownFlags(command).map(line).join("\n")}
+${command.flags.map(line).join("\n")}
 
 The proxy's flags it reads (as the running proxy takes them; --config for its file):
-${c.related.map((n) => line(FLAG_BY_NAME.get(n)!)).join("\n")}
+${h.related.map((n) => line(FLAG_BY_NAME.get(n)!)).join("\n")}
 `;
 }
 
@@ -157,18 +91,18 @@ export function flagReference(): string {
     `| \`--${f.name}\` | ${cell(f.type)} | ${f.default === "" ? "" : `\`${cell(f.default)}\``} | ${
       cell(f.help)
     } |`;
-  const commands = COMMANDS.map((c) =>
-    `### \`${c.name}\`
+  const commands = HELPED.map(({ name, help: h, flags }) =>
+    `### \`${name}\`
 
-\`kube-proxy-deno ${c.synopsis}\` (from a checkout: \`deno task start ${c.synopsis}\`): ${c.summary}.
+\`kube-proxy-deno ${h.synopsis}\` (from a checkout: \`deno task start ${h.synopsis}\`): ${h.summary}.
 
-${c.about.replaceAll("\n", " ")}
+${h.about.replaceAll("\n", " ")}
 
 | flag | type | default | meaning |
 | --- | --- | --- | --- |
-${ownFlags(c.name).map(commandRow).join("\n")}
+${flags.map(commandRow).join("\n")}
 
-It reads these of the proxy's flags: ${c.related.map((n) => `\`--${n}\``).join(", ")}.`
+It reads these of the proxy's flags: ${h.related.map((n) => `\`--${n}\``).join(", ")}.`
   ).join("\n\n");
   return `# Flag reference
 

@@ -11,7 +11,13 @@ import { Counter, exponentialBuckets, Histogram, type Registry } from "../runtim
 import type { Conntrack, FlowFilter, FlowProtocol } from "../../iptables/conntrack.ts";
 import { IP_FAMILY_LABEL, registeredOnce } from "../metrics.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { EndpointInfo, EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "../types.ts";
+import type {
+  EndpointInfo,
+  EndpointsMap,
+  IPFamily,
+  ServicePortInfo,
+  ServicePortMap,
+} from "../model/types.ts";
 import type { ToolNeed } from "../runtime/kernel_tools.ts";
 
 /** The tool the reconciler runs; every mode that NATs in the kernel names it among its tools. */

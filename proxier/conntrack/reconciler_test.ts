@@ -1,10 +1,10 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { ep, makeEndpointSlice, makeService, NODE } from "../../tests/support/fixtures.ts";
-import { sliceEndpoints } from "../endpoint.ts";
-import { servicePorts } from "../service_port.ts";
-import type { EndpointsMap, ServicePortMap } from "../types.ts";
-import { servicePortKey } from "../types.ts";
+import { sliceEndpoints } from "../model/endpoint.ts";
+import { servicePorts } from "../model/service_port.ts";
+import type { EndpointsMap, ServicePortMap } from "../model/types.ts";
+import { servicePortKey } from "../model/types.ts";
 import { reconcileConntrack } from "./reconciler.ts";
 
 /** A UDP Service with a cluster IP, an external IP, a LB IP and a node port, and its endpoints. */

@@ -7,7 +7,7 @@
  * @module
  */
 import type { ProxyMetrics } from "../metrics.ts";
-import { ipFamily } from "../net.ts";
+import { ipFamily } from "../model/net.ts";
 
 /** What the status pages show; fixed for the life of the process. */
 export interface StatusPages {

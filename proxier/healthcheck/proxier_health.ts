@@ -12,7 +12,7 @@
 import type { V1Node } from "@kubernetes/client-node";
 import type { Counter } from "../runtime/prometheus.ts";
 import type { Clock } from "../runtime/clock.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** The cluster autoscaler's taint on a node it is about to delete. */
 export const TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler";

@@ -6,7 +6,7 @@
  */
 import { type EventRecorder, nullRecorder } from "../runtime/events.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { EndpointsMap, ServicePortMap } from "../types.ts";
+import type { EndpointsMap, ServicePortMap } from "../model/types.ts";
 
 /** What one health check port reports. */
 export interface ServiceHealth {

@@ -6,7 +6,7 @@
 import type { Nfacct } from "../../iptables/nfacct.ts";
 import { Counter, Gauge, type Registry } from "../runtime/prometheus.ts";
 import { IP_FAMILY_LABEL, registeredOnce, restoreFailureCounters } from "../metrics.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** What the iptables proxier of one family counts. */
 export interface IptablesMetrics {

@@ -9,7 +9,7 @@ import { ExecError } from "../../iptables/executor.ts";
 import { type Nfacct, NfacctRunner } from "../../iptables/nfacct.ts";
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
-import { ModeUnavailableError } from "../errors.ts";
+import { ModeUnavailableError } from "../model/errors.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -26,7 +26,7 @@ import {
 } from "../_common/iptables_backend.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { oneWayPolicy } from "../scheduler_policy.ts";
 import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import { cleanupIptables } from "./cleanup.ts";
@@ -102,7 +102,7 @@ export const iptablesMode: ProxyModeDefinition = {
   },
 
   async create(d) {
-    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const nodeIPs = d.interfaceIPs();
     const conntrackTCPLiberal = await kernelTCPLiberal(new SysctlRunner({ exec: d.exec }), d.log);
     const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
     const families: IptablesProxier[] = [];

@@ -7,11 +7,11 @@
 import { iptablesLocalMatch, type LocalDetector } from "../_common/local_detector.ts";
 import type { Chain } from "../../iptables/iptables.ts";
 import type { BuiltinJump } from "../_common/iptables_chains.ts";
-import { cidrContains, hostPrefix } from "../net.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
-import { servicePortNameString } from "../types.ts";
+import { cidrContains, hostPrefix } from "../model/net.ts";
+import type { EndpointInfo, ServicePortInfo } from "../model/types.ts";
+import { servicePortNameString } from "../model/types.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { categorizeEndpoints, externallyAccessible, type NodeTopology } from "../topology.ts";
+import { categorizeEndpoints, externallyAccessible, type NodeTopology } from "../model/topology.ts";
 import { endpointChainName, servicePortChainName } from "./chain_name.ts";
 import { LOCALHOST_NODEPORTS_ACCEPTED } from "./metrics.ts";
 

@@ -7,7 +7,7 @@ import type { Executor } from "../../iptables/executor.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
 import { lastParsed } from "../trace/parse_memo.ts";
-import { ipFamily } from "../net.ts";
+import { ipFamily } from "../model/net.ts";
 import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
 import {
   queryPacket,
@@ -16,7 +16,7 @@ import {
   type TracerConfig,
   type TraceResult,
 } from "../trace/packet.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */
 export async function traceIptables(

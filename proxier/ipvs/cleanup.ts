@@ -8,23 +8,24 @@ import { ExecError, type Executor } from "../../iptables/executor.ts";
 import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
 import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvsadm.ts";
 import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains.ts";
-import { ipFamily } from "../net.ts";
+import { ipFamily } from "../model/net.ts";
 import { onEveryIptablesBackend } from "../_common/iptables_backend.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { CHAINS, FORMER_SETS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
 
 /**
  * Removes what the ipvs mode (ours or upstream's) creates in `family`: virtual servers on
- * kube-ipvs0's addresses or on node ports in our sets (nothing else), the chains and jumps on every
- * iptables backend, then our sets, then kube-ipvs0 (with the IPv6 cleanup, the last). With
- * `keepDatapath` the virtual servers and kube-ipvs0 stay (they drain: `drain.ts`). Does nothing
- * where nothing of it exists; running it twice is fine.
+ * kube-ipvs0's addresses or on node ports in our sets at `interfaceIPs` (nothing else), the chains
+ * and jumps on every iptables backend, then our sets, then kube-ipvs0 (with the IPv6 cleanup, the
+ * last). With `keepDatapath` the virtual servers and kube-ipvs0 stay (they drain: `drain.ts`). Does
+ * nothing where nothing of it exists; running it twice is fine.
  */
 export async function cleanupIpvs(
   exec: Executor,
   family: IPFamily,
   everything = true,
   keepDatapath = false,
+  interfaceIPs: readonly string[] = [],
 ): Promise<void> {
   const link = new IpLinkRunner({ exec });
   const bound = new Set((await link.addresses()).filter((ip) => ipFamily(ip) === family));
@@ -39,10 +40,9 @@ export async function cleanupIpvs(
   }
   const ipvs = new IpvsadmRunner({ exec });
   const table = await ipvs.read().catch(() => []); // no IPVS in the kernel: nothing to remove
-  const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
   const ours = table.filter(({ vs }) =>
     ipFamily(vs.address) === family &&
-    (bound.has(vs.address) || (nodeIPs.includes(vs.address) && nodePorts.has(vs.port)))
+    (bound.has(vs.address) || (interfaceIPs.includes(vs.address) && nodePorts.has(vs.port)))
   );
   if (ours.length > 0 && !keepDatapath) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
   await onEveryIptablesBackend(exec, family, (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything));

@@ -12,7 +12,7 @@ import { IpLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/ip_link.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { IpsetRunner } from "../../iptables/ipset.ts";
 import { deleteVirtualServer, IpvsadmRunner, type VirtualServer, vsKey } from "../../iptables/ipvsadm.ts";
-import { ipFamily } from "../net.ts";
+import { ipFamily } from "../model/net.ts";
 import { SET, setName } from "./layout.ts";
 
 /** The ipvs datapath kept for connections in flight, and how it ends. */

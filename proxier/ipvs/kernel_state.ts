@@ -8,8 +8,8 @@
 import type { DummyLink } from "../../iptables/ip_link.ts";
 import type { IPSet } from "../../iptables/ipset.ts";
 import { type IPVS, type RealServer, rsKey, type VirtualServer, vsKey } from "../../iptables/ipvsadm.ts";
-import { cidrContains, ipFamily } from "../net.ts";
-import type { IPFamily } from "../types.ts";
+import { cidrContains, ipFamily } from "../model/net.ts";
+import type { IPFamily } from "../model/types.ts";
 import { FORMER_SETS, SET, SET_NAMES, type SetName, setName } from "./layout.ts";
 
 /** The ipvs mode's kernel objects of one family. */

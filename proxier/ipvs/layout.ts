@@ -8,7 +8,7 @@ import { iptablesLocalMatch, type LocalDetector } from "../_common/local_detecto
 import type { Chain, Table } from "../../iptables/iptables.ts";
 import type { IpsetSpec, IpsetType } from "../../iptables/ipset.ts";
 import { type BuiltinJump, jumpRuleLine } from "../_common/iptables_chains.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** The ipsets, by their IPv4 (upstream) name. */
 export const SET = {

@@ -11,7 +11,7 @@ import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
 import { IpvsadmRunner } from "../../iptables/ipvsadm.ts";
 import { ensureSysctl, type SysctlKey, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
-import { ModeUnavailableError } from "../errors.ts";
+import { ModeUnavailableError } from "../model/errors.ts";
 import { nodeRef } from "../runtime/events.ts";
 import {
   familyProvider,
@@ -23,7 +23,7 @@ import {
 } from "../mode_definition.ts";
 import { probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import type { SchedulerPolicy } from "../scheduler_policy.ts";
 import { KUBE_PROXY_IPVS } from "../options/feature_gates.ts";
 import { cleanupIpvs } from "./cleanup.ts";
@@ -188,7 +188,7 @@ export const ipvsMode: ProxyModeDefinition = {
   },
 
   async create(d) {
-    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const nodeIPs = d.interfaceIPs();
     const backend = await probeIptablesBackend(d.exec, d.log, d.config.iptablesBackend);
     const families: IpvsProxier[] = [];
     for (const family of ["IPv4", "IPv6"] as const) {
@@ -238,6 +238,12 @@ export const ipvsMode: ProxyModeDefinition = {
   },
 
   cleanup(exec, family, opts) {
-    return cleanupIpvs(exec, family, opts?.everything ?? true, opts?.keepDatapath ?? false);
+    return cleanupIpvs(
+      exec,
+      family,
+      opts?.everything ?? true,
+      opts?.keepDatapath ?? false,
+      opts?.interfaceIPs,
+    );
   },
 };

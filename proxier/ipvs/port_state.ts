@@ -7,9 +7,9 @@
  */
 import type { IpvsProtocol, RealServer, VirtualServer } from "../../iptables/ipvsadm.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { cidrContains, normalizeCIDR } from "../net.ts";
-import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "../topology.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { cidrContains, normalizeCIDR } from "../model/net.ts";
+import { categorizeEndpoints, internalEndpoints, type NodeTopology } from "../model/topology.ts";
+import type { EndpointInfo, ServicePortInfo } from "../model/types.ts";
 import { type Guard, SET, type SetName } from "./layout.ts";
 
 /** One virtual server a port wants, with its real servers. */

@@ -30,7 +30,7 @@ import { BaseProxier, type SyncContext } from "../base_proxier.ts";
 import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { FamilyView } from "../family_view.ts";
 import { restoreFailureCounters } from "../metrics.ts";
-import { ipFamily, isLoopback } from "../net.ts";
+import { ipFamily, isLoopback } from "../model/net.ts";
 import { addIpvsCounters, type IpvsServiceCounters } from "./metrics.ts";
 import { GracefulTermination } from "./graceful_termination.ts";
 import { readKernelState } from "./kernel_state.ts";

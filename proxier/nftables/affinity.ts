@@ -7,7 +7,7 @@
 import type { NFTables } from "../../iptables/nft.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import type { PortUses } from "./dynamic_chains.ts";
 import type { ElementBook } from "./element_book.ts";
 import {

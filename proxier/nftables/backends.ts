@@ -7,7 +7,7 @@
  * @module
  */
 import type { NftAlgorithm } from "./schedulers.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { BACKENDS, BACKENDS_CLUSTER, type NftName, seedHex } from "./layout.ts";
 import { nftFamily } from "../../iptables/nft.ts";
 import type { NftTransaction } from "../../iptables/nft_transaction.ts";

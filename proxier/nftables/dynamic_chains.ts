@@ -11,7 +11,7 @@ import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { RefCounts } from "../_common/ref_counts.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { isPrecreated, type LbChain, lbChainName, parseLbChain, PRECREATED_LB_COUNTS } from "./backends.ts";
 import { affinityName, affinityRecordChain, DYNAMIC_CHAIN, type NftName, TABLE } from "./layout.ts";
 import { MAGLEV_PREFIX } from "./maglev_maps.ts";

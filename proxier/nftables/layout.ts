@@ -25,7 +25,7 @@
 import { type LocalDetector, nftLocalMatch } from "../_common/local_detector.ts";
 import type { NftHook, NftSetKind, NftTransaction } from "../../iptables/nft_transaction.ts";
 import { type NftBaseHook, type NftChainInfo, priorityValue } from "../../iptables/nft.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** A chain, set or map name in our table. */
 export type NftName = string;

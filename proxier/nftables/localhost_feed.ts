@@ -8,11 +8,11 @@
  */
 import type { SyncContext } from "../base_proxier.ts";
 import type { Connection, DatapathAnswer } from "../family_view.ts";
-import { isLoopback } from "../net.ts";
+import { isLoopback } from "../model/net.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { LocalhostNodePort, LocalhostNodePorts } from "../socket_proxy/localhost_node_ports.ts";
-import { categorizeEndpoints, externalEndpoints, type NodeTopology } from "../topology.ts";
-import { servicePortNameString } from "../types.ts";
+import { categorizeEndpoints, externalEndpoints, type NodeTopology } from "../model/topology.ts";
+import { servicePortNameString } from "../model/types.ts";
 
 /** Options of {@linkcode LocalhostFeed}. */
 export interface LocalhostFeedOptions {

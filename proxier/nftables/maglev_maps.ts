@@ -11,7 +11,7 @@
  * @module
  */
 import { maglevLookup } from "../../loadbalancer/maglev.ts";
-import type { IPFamily, ServicePortName } from "../types.ts";
+import type { IPFamily, ServicePortName } from "../model/types.ts";
 import { type NftName, seedHex } from "./layout.ts";
 import { nftFamily } from "../../iptables/nft.ts";
 import type { NftTransaction } from "../../iptables/nft_transaction.ts";

@@ -8,7 +8,7 @@
  */
 import type { NFTables } from "../../iptables/nft.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import type { DynamicChains } from "./dynamic_chains.ts";
 import { TABLE } from "./layout.ts";
 import type { MaglevMaps, MaglevWant } from "./maglev_maps.ts";

@@ -6,7 +6,7 @@
 import { Gauge, type Registry } from "../runtime/prometheus.ts";
 import { familyCounter, IP_FAMILY_LABEL, registeredOnce } from "../metrics.ts";
 import type { LocalhostNodePortMetrics } from "../socket_proxy/localhost_node_ports.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** Returns the nftables failure counters of `family` on `registry`, registering them once. */
 export function nftablesMetrics(

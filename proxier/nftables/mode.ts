@@ -7,7 +7,7 @@ import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
-import { ModeUnavailableError } from "../errors.ts";
+import { ModeUnavailableError } from "../model/errors.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import { SysctlRunner } from "../../iptables/sysctl.ts";
 import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
@@ -19,7 +19,7 @@ import {
   type ProxyModeDefinition,
   renderNodeAddresses,
 } from "../mode_definition.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { nftablesSchedulers } from "./schedulers.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
@@ -28,7 +28,7 @@ import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import type { NftablesProxier, NftablesProxierOptions } from "./proxier.ts";
 import { KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS } from "../options/feature_gates.ts";
-import { NodePortAddresses } from "../nodeport_addresses.ts";
+import { NodePortAddresses } from "../model/nodeport_addresses.ts";
 
 /** The oldest nft the layout is known to need features of (upstream's minimum too). */
 export const MIN_NFT_VERSION: readonly [number, number, number] = [1, 0, 1];
@@ -167,7 +167,7 @@ export const nftablesMode: ProxyModeDefinition = {
       );
     }
     d.log.info("Using nft", { version: version.text });
-    const nodeIPs = Deno.networkInterfaces().map((i) => i.address);
+    const nodeIPs = d.interfaceIPs();
     const conntrackTCPLiberal = await kernelTCPLiberal(new SysctlRunner({ exec: d.exec }), d.log);
     const families: NftablesProxier[] = [];
     const localhost = localhostFamilies(d);

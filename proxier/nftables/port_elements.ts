@@ -5,15 +5,15 @@
  * @module
  */
 import type { Logger } from "../runtime/logger.ts";
-import { cidrContains } from "../net.ts";
+import { cidrContains } from "../model/net.ts";
 import {
   type CategorizedEndpoints,
   categorizeEndpoints,
   internalEndpoints,
   type NodeTopology,
-} from "../topology.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
-import { servicePortNameString } from "../types.ts";
+} from "../model/topology.ts";
+import type { EndpointInfo, ServicePortInfo } from "../model/types.ts";
+import { servicePortNameString } from "../model/types.ts";
 import { nftablesScheduler } from "./schedulers.ts";
 import { type LbChain, lbChainName } from "./backends.ts";
 import { type MaglevClass, maglevName, type MaglevParams, type MaglevWant } from "./maglev_maps.ts";

@@ -5,7 +5,8 @@
  */
 import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
-import { listingStatements, NftRuleset } from "../../iptables/nft_ruleset.ts";
+import { NftRuleset } from "../../iptables/nft_ruleset.ts";
+import { listingStatements } from "../../iptables/nft_listing.ts";
 import { traceNft } from "../trace/nft_walker.ts";
 import { lastParsed } from "../trace/parse_memo.ts";
 import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";

@@ -73,5 +73,5 @@ Deno.test("feature gates: a bad gate on the command line or in --config is a usa
   );
   const ok = parseCommandLine([`--feature-gates=${ALLOW_SERVICE_EXTERNAL_IPS}=false`], noFile);
   assertEquals(ok.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS), false);
-  assertEquals(ok.notApplying.filter((n) => n.includes("featureGates")), []);
+  assertEquals(ok.facts.notApplying.filter((n) => n.includes("featureGates")), []);
 });

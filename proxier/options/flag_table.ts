@@ -1,12 +1,13 @@
 /**
  * The flag table: every flag of upstream kube-proxy 1.37 (Linux) with its name, type, default, help
- * and what it sets, then this program's own flags, then `trace`'s. `--help`, the generated flag
- * reference (`deno task docs`) and the command line (`command_line.ts`) all read it.
+ * and what it sets, then this program's own flags: the configuration's flags only (a command's own
+ * flags are in its folder). `--help`, the generated flag reference (`deno task docs`) and the
+ * command line (`cli/command_line.ts`) all read it.
  * @module
  */
-import { UsageError } from "../errors.ts";
-import { ipFamily } from "../net.ts";
-import { DEFAULT_SOURCE_PORT, MAX_TCP_WORKERS } from "./config.ts";
+import { UsageError } from "../model/errors.ts";
+import { ipFamily } from "../model/net.ts";
+import { MAX_TCP_WORKERS } from "./config.ts";
 import {
   DEFAULT_MAGLEV_SEED,
   DEFAULT_MAGLEV_TABLE_SIZE,
@@ -34,17 +35,12 @@ export interface FlagContext {
   readonly notes: string[];
 }
 
-/** Who defines a flag: upstream, this program, or one of this program's commands (`trace`, `explain`, `migrate`). */
+/** Who defines a flag: upstream, this program, or one of this program's commands (in its own folder). */
 export type FlagOrigin = "upstream" | "ours" | "command";
-
-/** The commands that take flags of their own. */
-export type FlagCommand = "trace" | "render" | "explain" | "migrate";
 
 /** One flag: its shape, help, and what it does. */
 export interface FlagDef extends FlagShape {
   readonly origin: FlagOrigin;
-  /** For a command's flag: the commands that take it. */
-  readonly commands?: readonly FlagCommand[];
   /** The value type and default as `--help` shows them (`duration`, `30s`). */
   readonly type: string;
   readonly default: string;
@@ -105,7 +101,7 @@ function vmodule(s: string): Array<{ filePattern: string; verbosity: number }> {
   });
 }
 
-/** Every flag, upstream's first (in `kube-proxy --help` order), then ours, then trace's. */
+/** Every flag, upstream's first (in `kube-proxy --help` order), then ours. */
 export const FLAGS: readonly FlagDef[] = [
   // Upstream kube-proxy 1.37.
   {
@@ -789,88 +785,6 @@ export const FLAGS: readonly FlagDef[] = [
       c.v.portRange = s;
     },
   },
-  // The commands' own flags: each command's --help lists its own (cli/usage.ts).
-  ...([
-    [
-      "dst",
-      ["trace"],
-      "IP",
-      "",
-      "destination address (a cluster IP, node address, external or load-balancer IP)",
-    ],
-    ["dport", ["trace"], "N", "", "destination port"],
-    ["proto", ["trace"], "tcp|udp|sctp", "tcp", "the protocol"],
-    [
-      "from",
-      ["trace"],
-      "node|pod|external",
-      "",
-      "who opens the connection: a process on this node (the default without --src), a pod on this node " +
-      "(the default with --src), or another host",
-    ],
-    [
-      "src",
-      ["trace"],
-      "IP",
-      "",
-      "source address (default for --from=node: the node's address of the family)",
-    ],
-    [
-      "sport",
-      ["trace"],
-      "N",
-      String(DEFAULT_SOURCE_PORT),
-      "source port, which the sh and mh schedulers hash",
-    ],
-    [
-      "in-interface",
-      ["trace"],
-      "NAME",
-      "",
-      "the interface a packet from a pod or another host comes in on, for rules that tell pod traffic by " +
-      "interface; default: the one the route to --src uses, else for --from=pod the bridge, or the prefix with 0",
-    ],
-    [
-      "rules",
-      ["trace", "migrate"],
-      "FILE",
-      "",
-      "read the rules of a file (a render output, iptables-save, nft list ruleset, ipvsadm -S) instead of the live ones",
-    ],
-    ["to", ["migrate"], "MODE", "", "the mode to move to: iptables, nftables, ipvs or userspace"],
-    [
-      "from-mode",
-      ["migrate"],
-      "MODE",
-      "",
-      "the mode programming the node now (default: the first whose rules are found)",
-    ],
-    ["port", ["explain"], "NAME|NUMBER", "", "one port of the Service (default: every port)"],
-    [
-      "client-ip",
-      ["explain"],
-      "IP",
-      "",
-      "ask about this client's connections (a real external client or pod) instead of a synthetic one",
-    ],
-    ["output", ["trace", "explain", "migrate"], "text|json", "text", "the report's format"],
-    [
-      "node-ip",
-      ["trace", "render", "explain", "migrate"],
-      "IP[,IP]",
-      "",
-      "the node's addresses: the rendered node's with --source (default: its Node object's), the live " +
-      "node's for trace (default: this machine's interfaces)",
-    ],
-  ] as const).map(([name, commands, type, def, help]) => ({
-    name,
-    origin: "command" as const,
-    commands,
-    type,
-    default: def,
-    withConfig: true,
-    help,
-  })),
 ];
 
 /** The flags by name. */

@@ -14,10 +14,10 @@ import type {
   ProxyMode,
   SourceSpec,
 } from "./config.ts";
-import { ipFamily, normalizeCIDR } from "../net.ts";
+import { ipFamily, normalizeCIDR } from "../model/net.ts";
 import { parsePortRange } from "./values.ts";
 import { FeatureGates } from "./feature_gates.ts";
-import { NODE_PORT_KEYWORDS } from "../nodeport_addresses.ts";
+import { NODE_PORT_KEYWORDS } from "../model/nodeport_addresses.ts";
 import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 
 /** The group/version this program reads and writes. */

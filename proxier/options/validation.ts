@@ -4,9 +4,9 @@
  * batch (interface names, schedulers).
  * @module
  */
-import { SCHEDULERS } from "../service_port.ts";
-import { cidrFamily, ipFamily } from "../net.ts";
-import { NODE_PORT_KEYWORDS } from "../nodeport_addresses.ts";
+import { SCHEDULERS } from "../model/service_port.ts";
+import { cidrFamily, ipFamily } from "../model/net.ts";
+import { NODE_PORT_KEYWORDS } from "../model/nodeport_addresses.ts";
 import { MAX_TCP_WORKERS, PROXY_MODES, UPSTREAM_VERSION } from "./config.ts";
 import { formatDuration } from "./duration.ts";
 import { FeatureGates } from "./feature_gates.ts";

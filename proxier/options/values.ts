@@ -3,8 +3,8 @@
  * value, so main can print it and exit 2.
  * @module
  */
-import { UsageError } from "../errors.ts";
-import { ipFamily } from "../net.ts";
+import { UsageError } from "../model/errors.ts";
+import { ipFamily } from "../model/net.ts";
 import type { IptablesBackend, PortRange, SourceSpec } from "./config.ts";
 
 /** Parses `MIN-MAX`, `MIN+COUNT` or a single port (empty: any port); returns undefined when malformed. */

@@ -4,39 +4,20 @@
  * @module
  */
 import type { Logger } from "./logger.ts";
-import type { ProxyConfig } from "../options/config.ts";
 
-/** A kernel tool a mode runs, and what stops working without it. */
-export interface ToolNeed {
+/**
+ * A kernel tool a mode runs, and what stops working without it; `C` is the configuration that
+ * decides whether it is needed.
+ */
+export interface ToolNeed<C = unknown> {
   readonly tool: string;
   /** True: the mode cannot run without it. */
   readonly required: boolean;
   /** What an operator loses without it (for optional tools), or what it does (required ones). */
   readonly without: string;
   /** Set: only needed when this holds for the configuration (e.g. portals enabled). */
-  readonly when?: (config: ProxyConfig) => boolean;
+  readonly when?: (config: C) => boolean;
 }
-
-/** Tools the program runs in every mode for its process-wide set-up (upstream's platformSetup). */
-export const PROCESS_TOOLS: readonly ToolNeed[] = [
-  {
-    tool: "sysctl",
-    required: false,
-    without:
-      "the conntrack settings (--conntrack-*, conntrack:) cannot be made (Debian/Ubuntu package procps)",
-    when: (c) => {
-      const t = c.conntrack;
-      return [t.tcpEstablishedTimeoutMs, t.tcpCloseWaitTimeoutMs, t.udpTimeoutMs, t.udpStreamTimeoutMs]
-        .some((ms) => (ms ?? 0) > 0) || t.tcpBeLiberal || (t.maxPerCore ?? 0) > 0;
-    },
-  },
-  {
-    tool: "choom",
-    required: false,
-    without: "--oom-score-adj cannot be applied (Debian/Ubuntu package util-linux)",
-    when: (c) => c.oomScoreAdj !== null,
-  },
-];
 
 /** Returns true when an executable file `name` is in one of `path`'s directories. */
 export async function onPath(name: string, path: string | undefined): Promise<boolean> {
@@ -55,13 +36,13 @@ export async function onPath(name: string, path: string | undefined): Promise<bo
  * logging one line per missing optional tool saying what stops working. Required ones are for
  * the caller to report (the mode cannot start).
  */
-export async function checkTools(
-  needs: readonly ToolNeed[],
-  config: ProxyConfig,
+export async function checkTools<C>(
+  needs: readonly ToolNeed<C>[],
+  config: C,
   found: (tool: string) => Promise<boolean>,
   log: Logger,
-): Promise<ToolNeed[]> {
-  const missing: ToolNeed[] = [];
+): Promise<ToolNeed<C>[]> {
+  const missing: ToolNeed<C>[] = [];
   for (const n of needs) {
     if (n.when !== undefined && !n.when(config)) continue;
     if (missing.some((m) => m.tool === n.tool) || await found(n.tool)) continue;
@@ -72,17 +53,18 @@ export async function checkTools(
 }
 
 /**
- * Checks the tools `mode` runs (and the process's own) on `PATH`: a missing optional one is one
- * warning saying what stops working; a missing required one is one error naming each. Returns
- * false when a required one is missing (the mode cannot run).
+ * Checks the tools `mode` runs (and the process's own, `process`) on `PATH`: a missing optional one
+ * is one warning saying what stops working; a missing required one is one error naming each.
+ * Returns false when a required one is missing (the mode cannot run).
  */
-export async function modeToolsPresent(
-  mode: { readonly name: string; readonly tools: readonly ToolNeed[] },
-  config: ProxyConfig,
+export async function modeToolsPresent<C>(
+  mode: { readonly name: string; readonly tools: readonly ToolNeed<C>[] },
+  process: readonly ToolNeed<C>[],
+  config: C,
   path: string | undefined,
   log: Logger,
 ): Promise<boolean> {
-  const missing = await checkTools([...PROCESS_TOOLS, ...mode.tools], config, (t) => onPath(t, path), log);
+  const missing = await checkTools([...process, ...mode.tools], config, (t) => onPath(t, path), log);
   const required = missing.filter((m) => m.required);
   if (required.length === 0) return true;
   log.error(`${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`, {

@@ -12,7 +12,7 @@
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { DialWarnings } from "./dial_warnings.ts";
 import { denoListen, type Listener, type ListenFn } from "./listen.ts";
 import type { SpliceLimits } from "./tcp_copy.ts";

@@ -10,7 +10,7 @@ import {
   udpNameServer,
 } from "../../tests/support/net_helpers.ts";
 import { realClock } from "../runtime/clock.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { type LocalhostNodePort, LocalhostNodePorts } from "./localhost_node_ports.ts";
 
 /** Loopback listeners on the real sockets, with their log and metrics. */

@@ -7,7 +7,7 @@
 import type { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 import { DatagramSender } from "./datagram_sender.ts";
 import { splitEndpoint } from "./dial.ts";
 import { AcceptRetry, type Admit, type ServingEvents } from "./tcp_serve.ts";

@@ -7,8 +7,8 @@ import type { KubernetesObject } from "@kubernetes/client-node";
 import { loadAll as loadAllYaml } from "js-yaml";
 import { type Clock, realClock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { objectName } from "../errors.ts";
-import { type ObjectProblem, ObjectWarnings } from "../object_warnings.ts";
+import { objectName } from "../model/errors.ts";
+import { type ObjectProblem, ObjectWarnings } from "../model/object_warnings.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
 import { KIND_SHAPES, unknownFields } from "./known_fields.ts";
 import { onAbort } from "../runtime/abort.ts";
@@ -68,30 +68,6 @@ export async function sourceFiles(path: string): Promise<string[]> {
 function sourcePath(path: string, name: string, dirMode: boolean): string | undefined {
   if (!dirMode) return name === basename(path) ? path : undefined;
   return /\.(ya?ml|json)$/.test(name) && !name.startsWith(".") ? `${path}/${name}` : undefined;
-}
-
-/**
- * Returns the names of the Nodes the source at `path` defines, sorted (the offline commands act
- * for the one Node a file holds).
- * @throws {SourceFileError} for a file that cannot be read or does not parse.
- */
-export async function sourceNodeNames(path: string): Promise<string[]> {
-  const names = new Set<string>();
-  for (const f of await sourceFiles(path)) {
-    let text: string;
-    try {
-      text = await Deno.readTextFile(f);
-    } catch (e) {
-      throw new SourceFileError(f, undefined, (e as Error).message);
-    }
-    for (const doc of parseSourceText(text, f)) {
-      for (const item of expandList(doc)) {
-        const o = item as KubernetesObject | null;
-        if (o?.kind === "Node" && typeof o.metadata?.name === "string") names.add(o.metadata.name);
-      }
-    }
-  }
-  return [...names].sort();
 }
 
 const KINDS = new Set(["Service", "EndpointSlice", "Node", "ServiceCIDR"]);
@@ -432,7 +408,8 @@ export function documentLines(text: string, count: number): number[] | undefined
   return starts.length === count ? starts : undefined;
 }
 
-function expandList(doc: unknown): unknown[] {
+/** A document's objects: a `List`'s items, else the document itself. */
+export function expandList(doc: unknown): unknown[] {
   const d = doc as { kind?: string; items?: unknown[] } | null;
   return d !== null && typeof d === "object" && typeof d.kind === "string" && d.kind.endsWith("List") &&
       Array.isArray(d.items)

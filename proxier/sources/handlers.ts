@@ -11,7 +11,7 @@ import type {
   V1Service,
   V1ServiceCIDR,
 } from "@kubernetes/client-node";
-import { SERVICE_NAME_LABEL } from "../endpoint.ts";
+import { SERVICE_NAME_LABEL } from "../model/endpoint.ts";
 
 /**
  * Receives Service events; `onServicesSynced` once the initial list is in. An old or deleted

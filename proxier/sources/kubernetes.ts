@@ -6,7 +6,7 @@ import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-
 import type { ApiAccess } from "./api_access.ts";
 import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
 import type { Clock } from "../runtime/clock.ts";
-import { describeError } from "../errors.ts";
+import { describeError } from "../model/errors.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers } from "./handlers.ts";
 import { Reflector } from "./reflector.ts";

@@ -13,8 +13,19 @@ import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset
 import { parseBaseHook } from "../../iptables/nft.ts";
 import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
 import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
-import { dnatPick, pickIndices } from "./nft_picks.ts";
+import type { HashInput } from "./nft_picks.ts";
 import { inlineMap, lookupElement } from "./nft_sets.ts";
+import {
+  dnatStatement,
+  type End,
+  type Evaluation,
+  markStatement,
+  type Outcome,
+  type PathState as State,
+  pickVerdict,
+  tokenize,
+  updateStatement,
+} from "./nft_statements.ts";
 
 /** A packet opening a connection, as the rule walker takes it (`fromHost`: the output hook). */
 export type NftPacket = Pick<
@@ -45,26 +56,6 @@ export interface NftTraceResult {
 
 /** The value of a header the packet does not have. */
 const ABSENT = "\0absent";
-
-interface State {
-  dst: string;
-  port: number;
-  mark: number;
-  dnat?: string;
-  masq: boolean;
-  trail: string[];
-  /** The share of new connections on this path. */
-  p: number;
-  /** The rules this path acted on. */
-  steps: TraceStep[];
-}
-
-type End = "accept" | "drop" | "reject" | "return" | undefined;
-
-interface Outcome {
-  st: State;
-  end: End;
-}
 
 /** Traces `pkt` through `table` of `family`; `nodeIPs` are this node's addresses. */
 export function traceNft(
@@ -139,7 +130,8 @@ export function traceNft(
   };
 }
 
-class Evaluator {
+/** One trace's interpreter over one table: chains, rules, matches (statements: `nft_statements.ts`). */
+class Evaluator implements Evaluation {
   /** Some path looked a client up in `affinity-check` and found its service there. */
   affinity = false;
   /** Every DNAT choice made, once each. */
@@ -149,8 +141,8 @@ class Evaluator {
   readonly #fam: "ip" | "ip6";
   readonly #pkt: NftPacket;
   readonly #isLocal: (ip: string) => boolean;
-  readonly #record: boolean;
-  readonly #exploreHashes: boolean;
+  readonly record: boolean;
+  readonly exploreHashes: boolean;
 
   constructor(
     t: NftTable,
@@ -166,8 +158,8 @@ class Evaluator {
     this.#table = `${this.#fam} ${tableName}`;
     this.#pkt = pkt;
     this.#isLocal = isLocal;
-    this.#record = record;
-    this.#exploreHashes = exploreHashes;
+    this.record = record;
+    this.exploreHashes = exploreHashes;
   }
 
   /** Base chains on `hook`, in priority order. */
@@ -202,7 +194,7 @@ class Evaluator {
   }
 
   /** Applies a verdict; `jump` returns to the caller on fall-through or return. */
-  #verdict(v: string, st: State, depth: number): Outcome[] {
+  verdict(v: string, st: State, depth: number): Outcome[] {
     const [kind, target] = v.split(" ");
     if (kind === "drop" || kind === "reject" || kind === "accept" || kind === "return") {
       return [{ st, end: kind }];
@@ -235,11 +227,11 @@ class Evaluator {
       // Statements.
       if (tk === "jump" || tk === "goto") {
         act();
-        return this.#verdict(`${tk} ${tokens[i + 1]}`, st, depth);
+        return this.verdict(`${tk} ${tokens[i + 1]}`, st, depth);
       }
       if (tk === "drop" || tk === "reject" || tk === "accept" || tk === "return") {
         act();
-        return this.#verdict(tk, st, depth);
+        return this.verdict(tk, st, depth);
       }
       if (tk === "masquerade") {
         act();
@@ -247,17 +239,13 @@ class Evaluator {
       }
       if (tk === "meta" && tokens[i + 1] === "mark" && tokens[i + 2] === "set") {
         act();
-        // meta mark set meta mark | M  /  ^ M
-        const op = tokens[i + 5];
-        const m = Number(tokens[i + 6]);
-        const mark = op === "|" ? st.mark | m : op === "^" ? st.mark ^ m : NaN;
-        if (Number.isNaN(mark)) throw new Error(`nft tracer: unsupported mark statement in: ${rule}`);
+        const { mark, took } = markStatement(tokens.slice(i), st, rule);
         st = { ...st, mark };
-        i += 7;
+        i += took;
         continue;
       }
       if (tk === "dnat") {
-        const out = this.#dnat(tokens.slice(i), st, rule, name);
+        const out = dnatStatement(this, tokens.slice(i), st, rule, name);
         if (out.some((o) => o.end !== undefined)) {
           act();
           return out.map((o) => ({ ...o, st: { ...o.st, steps: st.steps } }));
@@ -265,32 +253,32 @@ class Evaluator {
         return out;
       }
       if (tk === "update") {
-        this.#update(tokens.slice(i), st, rule);
+        updateStatement(this, tokens.slice(i), st, rule);
         return miss();
       }
       // `numgen random mod N vmap { 0 : goto a, ... }` (upstream's endpoint choice): every branch.
       if ((tk === "numgen" || tk === "jhash") && tokens.includes("vmap", i)) {
         act();
-        return this.#pickVerdict(tokens.slice(i), st, depth, rule);
+        return pickVerdict(this, tokens.slice(i), st, depth, rule);
       }
       // Matches: an expression, then how it is tested.
-      const { values, next } = this.#expr(tokens, i, st, rule);
+      const { values, next } = this.expr(tokens, i, st, rule);
       i = next;
       // A header of another protocol is absent: nothing about it matches, negated or not.
       if (values.includes(ABSENT)) return miss();
       const op = tokens[i];
       if (op === "vmap") {
-        const map = tokens[i + 1].startsWith("{") ? inlineMap(tokens[i + 1]) : this.#set(tokens[i + 1], rule);
-        const hit = this.#lookup(map, values);
+        const map = tokens[i + 1].startsWith("{") ? inlineMap(tokens[i + 1]) : this.set(tokens[i + 1], rule);
+        const hit = lookupElement(map, values);
         if (hit === undefined) return miss();
         if (tokens[i + 1] === "@affinity-check") this.affinity = true;
         act();
-        return this.#verdict(hit, st, depth);
+        return this.verdict(hit, st, depth);
       }
       if (op?.startsWith("@")) {
         // Upstream's ClientIP affinity: `ip saddr @affinity-... goto endpoint-...`.
         if (op.startsWith("@affinity-")) this.affinity = true;
-        if (this.#lookup(this.#set(op, rule), values) === undefined) return miss();
+        if (lookupElement(this.set(op, rule), values) === undefined) return miss();
         i++;
         continue;
       }
@@ -322,7 +310,7 @@ class Evaluator {
   }
 
   /** Evaluates a (possibly concatenated) expression starting at `i`. */
-  #expr(tokens: string[], i: number, st: State, rule: string): { values: string[]; next: number } {
+  expr(tokens: string[], i: number, st: State, rule: string): { values: string[]; next: number } {
     const values: string[] = [];
     for (;;) {
       const [v, n] = this.#value(tokens, i, st, rule);
@@ -373,105 +361,15 @@ class Evaluator {
     );
   }
 
-  #set(ref: string, rule: string): NftSet {
+  /** The named set or map `ref`. @throws {Error} naming `rule` when the table has none. */
+  set(ref: string, rule: string): NftSet {
     const s = this.#t.sets.get(ref.replace(/^@/, ""));
     if (s === undefined) throw new Error(`nft tracer: missing set ${ref} in: ${rule}`);
     return s;
   }
 
-  /** Looks `values` up in a set or map (interval parts match CIDRs); returns the value ("" for sets). */
-  #lookup(s: NftSet, values: string[]): string | undefined {
-    return lookupElement(s, values);
-  }
-
-  /**
-   * `dnat ip to <expr> map @m`: one outcome per reachable value. `numgen` explores every branch; a
-   * `jhash` gives the one index the kernel computes for this packet (`nft_picks.ts`).
-   */
-  #dnat(tokens: string[], st: State, rule: string, chain: string): Outcome[] {
-    const to = tokens.indexOf("to");
-    const mapAt = tokens.lastIndexOf("map");
-    if (mapAt < 0) {
-      // `dnat to 10.0.0.1:80` / `dnat ip6 to [fd00::1]:80`: one endpoint.
-      const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(tokens[to + 1] ?? "");
-      if (m === null) throw new Error(`nft tracer: unsupported dnat in: ${rule}`);
-      return [{
-        st: { ...st, dst: m[1], port: Number(m[2]), dnat: endpointOf(`${m[1]} . ${m[2]}`) },
-        end: "accept",
-      }];
-    }
-    const keyTokens = tokens.slice(to + 1, mapAt);
-    const pick = dnatPick(keyTokens, this.#hashInput(st), rule);
-    const keys: string[][] = [];
-    if (pick !== undefined) {
-      // The key: the values before the pick (if any), then the index.
-      const head = pick.at === 0 ? [] : this.#expr(keyTokens.slice(0, pick.at - 1), 0, st, rule).values;
-      for (const k of pickIndices(pick, this.#exploreHashes)) keys.push([...head, String(k)]);
-    } else keys.push(this.#expr(keyTokens, 0, st, rule).values);
-    // Each index takes an equal share of this path's connections; indices that lead to the same
-    // endpoint are one path (a Maglev table's 16,381 slots are a few endpoints, not 16,381 paths).
-    const map = this.#set(tokens[mapAt + 1], rule);
-    const hits = new Map<string | undefined, number>();
-    for (const key of keys) {
-      const hit = this.#lookup(map, key);
-      hits.set(hit, (hits.get(hit) ?? 0) + 1);
-    }
-    const out: Outcome[] = [];
-    for (const [hit, count] of hits) {
-      const p = (st.p * count) / keys.length;
-      // A miss breaks the rule: evaluation goes on with the next one.
-      if (hit === undefined) {
-        out.push({ st: { ...st, p }, end: undefined });
-        continue;
-      }
-      const [ip, port] = hit.split(" . ");
-      out.push({ st: { ...st, p, dst: ip, port: Number(port), dnat: endpointOf(hit) }, end: "accept" });
-    }
-    if (pick !== undefined && !this.picks.some((x) => x.chain === chain && x.expr === pick.expr)) {
-      const at = pick.slot === undefined
-        ? undefined
-        : this.#lookup(map, [...keys[0].slice(0, -1), String(pick.slot)]);
-      const endpoint = at === undefined ? undefined : endpointOf(at);
-      const { expr, of, slot } = pick;
-      this.picks.push({
-        chain,
-        expr,
-        of,
-        ...(slot === undefined ? {} : { slot }),
-        ...(endpoint === undefined ? {} : { endpoint }),
-      });
-    }
-    // Branches that all missed are one fall-through, with their shares together.
-    const falls = out.filter((o) => o.end === undefined);
-    const fallP = falls.reduce((sum, o) => sum + o.st.p, 0);
-    return [
-      ...out.filter((o) => o.end !== undefined),
-      ...(falls.length > 0 ? [{ st: { ...st, p: fallP }, end: undefined as End }] : []),
-    ];
-  }
-
-  /**
-   * A verdict map read by a pick (`numgen random mod N vmap { ... }`): each index the pick can give
-   * takes an equal share of this path, as {@linkcode #dnat}'s map does.
-   */
-  #pickVerdict(tokens: string[], st: State, depth: number, rule: string): Outcome[] {
-    const at = tokens.indexOf("vmap");
-    const pick = dnatPick(tokens.slice(0, at), this.#hashInput(st), rule)!;
-    const map = tokens[at + 1].startsWith("{") ? inlineMap(tokens[at + 1]) : this.#set(tokens[at + 1], rule);
-    const indices = pickIndices(pick, this.#exploreHashes);
-    const out: Outcome[] = [];
-    for (const k of indices) {
-      const hit = this.#lookup(map, [String(k)]);
-      const branch = { ...st, p: st.p / indices.length };
-      out.push(
-        ...(hit === undefined ? [{ st: branch, end: undefined as End }] : this.#verdict(hit, branch, depth)),
-      );
-    }
-    return out;
-  }
-
   /** The packet's fields a hash reads, as this path has rewritten them. */
-  #hashInput(st: State) {
+  hashInput(st: State): HashInput {
     const p = this.#pkt;
     return {
       fam: this.#fam,
@@ -482,38 +380,4 @@ class Evaluator {
       dport: st.port,
     };
   }
-
-  /** `update @m { key : value }` (a map) or `update @s { key }` (a set): recorded when asked to. */
-  #update(tokens: string[], st: State, rule: string): void {
-    if (!this.#record) return;
-    const map = this.#set(tokens[1], rule);
-    const body = tokens[2].slice(1, -1);
-    const [k, v] = body.split(" : ");
-    const key = this.#expr(tokenize(k), 0, st, rule).values.join(" . ");
-    const value = v === undefined ? "" : this.#expr(tokenize(v), 0, st, rule).values.join(" . ");
-    map.elements.set(key, { value });
-  }
-}
-
-/** `ip:port` (`[ip]:port` for IPv6) of a DNAT map value `ip . port`. */
-function endpointOf(value: string): string {
-  const [ip, port] = value.split(" . ");
-  return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
-}
-
-/** Splits a rule into tokens; `{ ... }` groups stay one token. */
-function tokenize(rule: string): string[] {
-  const out: string[] = [];
-  let cur = "";
-  let depth = 0;
-  for (const ch of rule) {
-    if (ch === "{") depth++;
-    if (ch === "}") depth--;
-    if (ch === " " && depth === 0) {
-      if (cur !== "") out.push(cur);
-      cur = "";
-    } else cur += ch;
-  }
-  if (cur !== "") out.push(cur);
-  return out;
 }

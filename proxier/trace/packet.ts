@@ -7,9 +7,9 @@
  * @module
  */
 import type { Executor } from "../../iptables/executor.ts";
-import { ipFamily } from "../net.ts";
+import { ipFamily } from "../model/net.ts";
 import type { ProxyConfig } from "../options/config.ts";
-import type { IPFamily } from "../types.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** What `trace` is asked: one new connection, and where the rules come from. */
 export interface TraceQuery {

@@ -14,8 +14,9 @@ import { IptablesRunner } from "../../iptables/iptables.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
 import { cleanupUserspace } from "./portals.ts";
 import { oneWayPolicy } from "../scheduler_policy.ts";
-import { externallyAccessible } from "../topology.ts";
-import type { ServicePortInfo } from "../types.ts";
+import { externallyAccessible } from "../model/topology.ts";
+import type { ServicePortInfo } from "../model/types.ts";
+import { ipFamily } from "../model/net.ts";
 
 /** The listeners balance round robin; an rr or wrr annotation asks for just that. */
 const SCHEDULERS = oneWayPolicy("userspace", "round robin", ["rr", "wrr"]);
@@ -80,7 +81,7 @@ export const userspaceMode: ProxyModeDefinition = {
         ? "not running as root"
         : "iptables is not usable (see above)",
       listenAddress: c.bindAddress,
-      nodeIPs: Deno.networkInterfaces().filter((i) => i.family === "IPv4").map((i) => i.address),
+      nodeIPs: d.interfaceIPs().filter((ip) => ipFamily(ip) === "IPv4"),
       portRange: c.portRange,
       udpIdleTimeoutMs: c.udpIdleTimeoutMs,
       tcpLimits: { idleTimeoutMs: c.tcpIdleTimeoutMs, writeTimeoutMs: c.tcpWriteTimeoutMs },

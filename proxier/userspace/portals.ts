@@ -4,10 +4,10 @@
  * @module
  */
 import type { Chain, IPTables } from "../../iptables/iptables.ts";
-import { hostPrefix } from "../net.ts";
+import { hostPrefix } from "../model/net.ts";
 import { declaredChains } from "../_common/iptables_chains.ts";
-import type { ServicePortInfo } from "../types.ts";
-import { servicePortNameString } from "../types.ts";
+import type { ServicePortInfo } from "../model/types.ts";
+import { servicePortNameString } from "../model/types.ts";
 import type { ClassPlan } from "./traffic_classes.ts";
 
 /** nat chain for traffic arriving from other hosts and pods (PREROUTING). */

@@ -15,20 +15,14 @@ import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
 import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";
 import { TcpWorkerPool } from "./tcp_workers.ts";
 import type { WorkerPort } from "./tcp_worker_protocol.ts";
+import { PortListeners, type UserspaceRoute } from "./port_listeners.ts";
 import { UdpServing } from "../socket_proxy/udp_serve.ts";
 import { DialWarnings } from "../socket_proxy/dial_warnings.ts";
-import { denoListen, type Listener, type ListenFn } from "../socket_proxy/listen.ts";
+import { denoListen, type ListenFn } from "../socket_proxy/listen.ts";
 import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
-import { categorizeEndpoints } from "../topology.ts";
-import {
-  admits,
-  classEndpoints,
-  type ClassPlan,
-  type TrafficClass,
-  trafficClasses,
-} from "./traffic_classes.ts";
-import type { ServicePortInfo } from "../types.ts";
-import { servicePortNameString } from "../types.ts";
+import { categorizeEndpoints } from "../model/topology.ts";
+import { classEndpoints, type TrafficClass } from "./traffic_classes.ts";
+import { servicePortNameString } from "../model/types.ts";
 
 /** Options of {@linkcode UserspaceProxier}. */
 export interface UserspaceProxierOptions extends BaseProxierOptions {
@@ -39,7 +33,7 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
   /** Address the portal listeners bind (`--bind-address`). */
   readonly listenAddress: string;
   /**
-   * `--nodeport-addresses` as configured (`proxier/nodeport_addresses.ts` reads it; loopback
+   * `--nodeport-addresses` as configured (`proxier/model/nodeport_addresses.ts` reads it; loopback
    * addresses included, as a socket serves them): NodePorts listen on every address (`0.0.0.0`) or
    * on those of `nodeIPs` inside it.
    */
@@ -58,41 +52,6 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
   readonly tcpWorkers?: number;
 }
 
-/** Where a connection to one of our listening addresses goes. */
-export interface UserspaceRoute {
-  /** The rotation's key: the service port key, with its traffic class but for internal traffic. */
-  readonly service: string;
-  /** The endpoints new connections are balanced over (`ip:port`), in rotation order. */
-  readonly endpoints: readonly string[];
-  /** Whom it serves (`loadBalancerSourceRanges`); absent: every client. */
-  readonly admits?: (clientIP: string) => boolean;
-}
-
-/** One traffic class of a service port, as opened. */
-interface ClassPort {
-  readonly plan: ClassPlan;
-  /** The bound portal port, 0 without portal addresses. */
-  readonly proxyPort: number;
-  readonly listeners: Listener[];
-  /** Served by the TCP workers on these addresses (then `listeners` is empty). */
-  readonly workerListen?: WorkerPort["listen"];
-}
-
-interface PortProxy {
-  /** The fields that decide the listeners; a change reopens them. */
-  readonly spec: string;
-  readonly info: ServicePortInfo;
-  /** Its traffic classes (`traffic_classes.ts`), each with its own listeners and rotation. */
-  readonly classes: readonly ClassPort[];
-}
-
-/** The log field naming each class's portal port. */
-const proxyPortField: Readonly<Record<TrafficClass, string>> = {
-  internal: "proxyPort",
-  external: "externalProxyPort",
-  "load-balancer": "loadBalancerProxyPort",
-};
-
 /** The service port key of a rotation's key (`ns/name:port|external` -> `ns/name:port`). */
 function serviceKeyOf(classKey: string): string {
   const bar = classKey.indexOf("|");
@@ -105,17 +64,13 @@ export class UserspaceProxier extends BaseProxier {
   readonly #listenAddress: string;
   readonly #o: UserspaceProxierOptions;
   readonly #metrics: UserspaceMetrics;
-  /** Where NodePorts listen, as of the sync in progress. */
-  #nodePortHosts: readonly string[] = [];
-  readonly #ports = new Map<string, PortProxy>();
-  readonly #allocator: PortAllocator;
+  readonly #listeners: PortListeners;
   readonly #limits?: SpliceLimits;
   readonly #balancer: RoundRobinBalancer;
   readonly #udp: UdpServing;
   readonly #events: ServingEvents;
   readonly #tcp: TcpServing;
   readonly #pool?: TcpWorkerPool;
-  readonly #listenFn: ListenFn;
   #portalText = "";
   #warnedNoPortals = false;
   readonly #warnedSctp = new Set<string>();
@@ -132,10 +87,8 @@ export class UserspaceProxier extends BaseProxier {
     this.#metrics = userspaceMetrics(this.registry);
     this.#iptables = o.iptables;
     this.#listenAddress = o.listenAddress;
-    this.#allocator = new PortAllocator(o.portRange);
     this.#limits = o.tcpLimits;
     this.#balancer = new RoundRobinBalancer({ clock: o.clock, random: o.random });
-    this.#listenFn = o.listen ?? denoListen;
     this.#dialWarnings = new DialWarnings(o);
     this.#events = {
       dialFailed: (key, endpoint, error) => {
@@ -165,6 +118,17 @@ export class UserspaceProxier extends BaseProxier {
       idleTimeoutMs: o.udpIdleTimeoutMs,
     });
     if ((o.tcpWorkers ?? 0) > 0) this.#pool = new TcpWorkerPool(o.tcpWorkers!, this.#events);
+    this.#listeners = new PortListeners({
+      listenAddress: o.listenAddress,
+      portals: o.iptables !== undefined,
+      workers: this.#pool !== undefined,
+      allocator: new PortAllocator(o.portRange),
+      listen: o.listen ?? denoListen,
+      balancer: this.#balancer,
+      tcp: this.#tcp,
+      udp: this.#udp,
+      log: o.log,
+    });
   }
 
   /**
@@ -173,24 +137,7 @@ export class UserspaceProxier extends BaseProxier {
    * nothing of ours listens there.
    */
   route(protocol: "TCP" | "UDP" | "SCTP", hostname: string, port: number): UserspaceRoute | undefined {
-    const bound = (addr: string) => addr === hostname || addr === "0.0.0.0" || addr === "::";
-    for (const p of this.#ports.values()) {
-      if (p.info.protocol !== protocol) continue;
-      for (const c of p.classes) {
-        const portal = c.proxyPort !== 0 && c.proxyPort === port && bound(this.#listenAddress);
-        const nodePort = c.plan.nodePort && p.info.nodePort === port && this.#nodePortHosts.some(bound);
-        if (portal || nodePort) return this.#routeOf(c.plan);
-      }
-    }
-    return undefined;
-  }
-
-  #routeOf(plan: ClassPlan): UserspaceRoute {
-    return {
-      service: plan.key,
-      endpoints: this.#balancer.endpoints(plan.key),
-      ...(plan.allow === undefined ? {} : { admits: (ip: string) => admits(plan, ip) }),
-    };
+    return this.#listeners.route(protocol, hostname, port);
   }
 
   /**
@@ -203,7 +150,7 @@ export class UserspaceProxier extends BaseProxier {
 
   /** Returns the portal port of a service port key's traffic class (default internal); 0 when none. */
   proxyPort(key: string, cls: TrafficClass = "internal"): number {
-    return this.#ports.get(key)?.classes.find((c) => c.plan.cls === cls)?.proxyPort ?? 0;
+    return this.#listeners.proxyPort(key, cls);
   }
 
   /** @inheritdoc */
@@ -227,11 +174,11 @@ export class UserspaceProxier extends BaseProxier {
     let route = this.route(protocol, c.dst, c.port);
     let rule = `listener ${c.dst}:${c.port}/${protocol}`;
     if (route === undefined && this.#iptables !== undefined) {
-      for (const p of this.#ports.values()) {
+      for (const p of this.#listeners.values()) {
         if (p.info.protocol !== protocol || p.info.port !== c.port) continue;
         const cls = p.classes.find((x) => x.proxyPort !== 0 && x.plan.portalIPs.includes(c.dst));
         if (cls === undefined) continue;
-        route = this.#routeOf(cls.plan);
+        route = this.#listeners.routeOf(cls.plan);
         rule = `portal ${c.dst}:${c.port}/${protocol} -> ${this.#listenAddress}:${cls.proxyPort}`;
         break;
       }
@@ -260,7 +207,7 @@ export class UserspaceProxier extends BaseProxier {
   /** Closes every listener (connections in flight keep going); the kernel rules stay. */
   close(): void {
     this.#retry?.cancel();
-    for (const key of [...this.#ports.keys()]) this.#closePort(key);
+    for (const [key] of [...this.#listeners.entries()]) this.#listeners.close(key);
     this.#tcp.close();
     this.#pool?.close();
   }
@@ -273,11 +220,12 @@ export class UserspaceProxier extends BaseProxier {
         reason: this.#o.noPortals ?? "no iptables",
       });
     }
-    for (const key of [...this.#ports.keys()]) {
-      if (!ctx.services.has(key)) this.#closePort(key);
+    for (const [key] of [...this.#listeners.entries()]) {
+      if (!ctx.services.has(key)) this.#listeners.close(key);
     }
     const npa = this.node.nodePortAddresses(true);
-    this.#nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
+    const nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
+    this.#listeners.nodePortHosts = nodePortHosts;
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {
@@ -286,12 +234,12 @@ export class UserspaceProxier extends BaseProxier {
         info.clusterIP,
         info.port,
         info.nodePort,
-        info.nodePort === 0 ? [] : this.#nodePortHosts,
+        info.nodePort === 0 ? [] : nodePortHosts,
         info.externalIPs,
         info.loadBalancerIPs,
         info.hasSourceRanges ? info.loadBalancerSourceRanges : null,
       ]);
-      const cur = this.#ports.get(key);
+      const cur = this.#listeners.get(key);
       if (info.protocol === "SCTP") {
         // Not a failure to retry: this mode cannot proxy SCTP at all (said once per service port).
         if (!this.#warnedSctp.has(key)) {
@@ -301,16 +249,16 @@ export class UserspaceProxier extends BaseProxier {
         continue;
       }
       if (cur?.spec !== spec) {
-        if (cur !== undefined) this.#closePort(key);
+        if (cur !== undefined) this.#listeners.close(key);
         try {
-          this.#openPort(key, info, spec);
+          this.#listeners.open(key, info, spec);
         } catch (e) {
           unopened.set(key, (e as Error).message);
         }
       }
       // Each traffic class balances over the endpoints its policy chooses (`traffic_classes.ts`).
       const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.node.topology, this.log);
-      for (const c of this.#ports.get(key)?.classes ?? []) {
+      for (const c of this.#listeners.get(key)?.classes ?? []) {
         const eps = classEndpoints(c.plan.cls, info, cat).map((e) => e.key);
         this.#balancer.update(c.plan.key, eps, info.stickyMaxAgeSeconds);
         this.#udp.dropSessionsNotIn(c.plan.key, new Set(eps));
@@ -332,7 +280,7 @@ export class UserspaceProxier extends BaseProxier {
         const key = serviceKeyOf(classKey);
         if (error === undefined || unopened.has(key)) continue;
         unopened.set(key, error);
-        this.#closePort(key);
+        this.#listeners.close(key);
       }
     }
     if (this.#iptables !== undefined) await this.#syncPortals(ctx.full);
@@ -367,7 +315,7 @@ export class UserspaceProxier extends BaseProxier {
       );
     }
     for (const key of this.#unserved.keys()) {
-      if (!unopened.has(key) && this.#ports.has(key)) {
+      if (!unopened.has(key) && this.#listeners.get(key) !== undefined) {
         this.log.info("Serving the Service's port now", { service: key });
       }
     }
@@ -384,133 +332,11 @@ export class UserspaceProxier extends BaseProxier {
     this.#retry = { ms, cancel: this.clock.setTimer(() => this.sync(), ms) };
   }
 
-  #openPort(key: string, info: ServicePortInfo, spec: string): void {
-    const plans = trafficClasses(key, info, this.#iptables !== undefined);
-    // ClientIP affinity needs one table for every connection of a client: those stay here.
-    const workers = this.#pool !== undefined && info.protocol === "TCP" && info.stickyMaxAgeSeconds === 0;
-    const classes: ClassPort[] = [];
-    try {
-      for (const plan of plans) {
-        classes.push(workers ? this.#probeClass(info, plan) : this.#openClass(info, plan));
-      }
-    } catch (e) {
-      for (const c of classes) this.#closeClass(c);
-      throw e;
-    }
-    this.#ports.set(key, { spec, info, classes });
-    for (const c of classes) {
-      for (const l of c.listeners) {
-        const admit = c.plan.allow === undefined ? undefined : (ip: string) => admits(c.plan, ip);
-        if ("accept" in l) this.#tcp.serve(l, c.plan.key, () => this.#listening(key, l), admit);
-        else this.#udp.serve(l, c.plan.key, () => this.#listening(key, l), admit);
-      }
-    }
-    // Without portals a ClusterIP-only port has nothing to listen on here; nothing worth a line.
-    if (classes.every((c) => c.listeners.length === 0 && (c.workerListen?.length ?? 0) === 0)) return;
-    this.log.info("Opened proxy port", {
-      service: servicePortNameString(info.name),
-      protocol: info.protocol,
-      ...Object.fromEntries(
-        classes.filter((c) => c.proxyPort !== 0).map((c) => [`${proxyPortField[c.plan.cls]}`, c.proxyPort]),
-      ),
-      ...(info.nodePort !== 0 ? { nodePort: info.nodePort } : {}),
-    });
-  }
-
-  /** The addresses class `plan` listens on: its portal port (any free one: 0) and its NodePorts. */
-  #classAddresses(
-    info: ServicePortInfo,
-    plan: ClassPlan,
-    portal: number,
-  ): Array<{ hostname: string; port: number }> {
-    return [
-      ...(plan.portalIPs.length > 0 ? [{ hostname: this.#listenAddress, port: portal }] : []),
-      ...(plan.nodePort ? this.#nodePortHosts.map((hostname) => ({ hostname, port: info.nodePort })) : []),
-    ];
-  }
-
-  /** Opens class `plan`'s listeners on this thread. */
-  #openClass(info: ServicePortInfo, plan: ClassPlan): ClassPort {
-    const portal = plan.portalIPs.length > 0 ? this.#allocator.allocate() : 0;
-    if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
-    const listeners: Listener[] = [];
-    try {
-      for (const a of this.#classAddresses(info, plan, portal)) {
-        listeners.push(this.#listen(info, a.hostname, a.port));
-      }
-    } catch (e) {
-      for (const l of listeners) l.close();
-      if (portal !== 0) this.#allocator.release(portal);
-      throw e;
-    }
-    const proxyPort = plan.portalIPs.length > 0 ? (listeners[0].addr as Deno.NetAddr).port : 0;
-    return { plan, proxyPort, listeners };
-  }
-
-  /**
-   * Records a class the TCP workers serve. Each address is bound here once first (without
-   * SO_REUSEPORT, then closed): that fails if anything else holds the port, where the workers'
-   * shared binds could otherwise join another program's SO_REUSEPORT group, and it turns a portal's
-   * "any port" into the one port every worker binds.
-   */
-  #probeClass(info: ServicePortInfo, plan: ClassPlan): ClassPort {
-    const portal = plan.portalIPs.length > 0 ? this.#allocator.allocate() : 0;
-    if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
-    const listen: Array<{ hostname: string; port: number }> = [];
-    try {
-      for (const a of this.#classAddresses(info, plan, portal)) {
-        const probe = this.#listen(info, a.hostname, a.port);
-        listen.push({ hostname: a.hostname, port: (probe.addr as Deno.NetAddr).port });
-        probe.close();
-      }
-    } catch (e) {
-      if (portal !== 0) this.#allocator.release(portal);
-      throw e;
-    }
-    return {
-      plan,
-      proxyPort: plan.portalIPs.length > 0 ? listen[0].port : 0,
-      listeners: [],
-      workerListen: listen,
-    };
-  }
-
-  #listen(info: ServicePortInfo, hostname: string, port: number): Listener {
-    if (info.protocol === "SCTP") throw new Error("SCTP is not supported in userspace mode");
-    return this.#listenFn({ protocol: info.protocol, hostname, port });
-  }
-
-  #closeClass(c: ClassPort): void {
-    for (const l of c.listeners) {
-      try {
-        l.close();
-      } catch { /* already closed */ }
-    }
-    if (c.proxyPort !== 0) this.#allocator.release(c.proxyPort);
-    this.#balancer.remove(c.plan.key);
-    this.#udp.dropSessionsNotIn(c.plan.key, new Set());
-  }
-
-  #closePort(key: string): void {
-    const p = this.#ports.get(key);
-    if (p === undefined) return;
-    this.#ports.delete(key);
-    for (const c of p.classes) this.#closeClass(c);
-    if (p.classes.some((c) => c.listeners.length > 0 || (c.workerListen?.length ?? 0) > 0)) {
-      this.log.info("Closed proxy port", { service: servicePortNameString(p.info.name) });
-    }
-  }
-
-  /** True while `l` is one of the listeners of `key`'s open port (we have not closed it). */
-  #listening(key: string, l: Listener): boolean {
-    return this.#ports.get(key)?.classes.some((c) => c.listeners.includes(l)) ?? false;
-  }
-
   async #syncPortals(full: boolean): Promise<void> {
     const ipt = this.#iptables!;
     if (full) await ensurePortalJumps(ipt);
     const text = portalRules(
-      [...this.#ports.values()].flatMap((p) => p.classes.map((c) => ({ info: p.info, ...c }))),
+      [...this.#listeners.values()].flatMap((p) => p.classes.map((c) => ({ info: p.info, ...c }))),
     );
     if (!full && text === this.#portalText) return;
     await ipt.restoreAll(text, { flush: false, counters: false });

@@ -13,7 +13,7 @@
  */
 /// <reference lib="deno.worker" />
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
-import { cidrContains } from "../net.ts";
+import { cidrContains } from "../model/net.ts";
 import { sharedRotation } from "../../loadbalancer/shared_rotation.ts";
 import type { SpliceLimits } from "../socket_proxy/tcp_copy.ts";
 import { type ServingEvents, TcpServing } from "../socket_proxy/tcp_serve.ts";

@@ -11,9 +11,9 @@
  *   clients inside the ranges are served; any other is closed at once (a datagram dropped).
  * @module
  */
-import { cidrContains } from "../net.ts";
-import { type CategorizedEndpoints, externalEndpoints, internalEndpoints } from "../topology.ts";
-import type { EndpointInfo, ServicePortInfo } from "../types.ts";
+import { cidrContains } from "../model/net.ts";
+import { type CategorizedEndpoints, externalEndpoints, internalEndpoints } from "../model/topology.ts";
+import type { EndpointInfo, ServicePortInfo } from "../model/types.ts";
 
 /** Which of a service port's addresses a listener serves; see the module doc. */
 export type TrafficClass = "internal" | "external" | "load-balancer";

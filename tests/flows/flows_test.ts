@@ -10,7 +10,7 @@ import { ipvsDatapath } from "./ipvs_datapath.ts";
 import { nftablesDatapath } from "./nftables_datapath.ts";
 import { NODE_A } from "./objects.ts";
 import { FLOWS } from "./table.ts";
-import { expectConnection } from "../../proxier/commands/explain/expectation.ts";
+import { expectConnection } from "../../proxier/read_side/expectation.ts";
 import { MODES } from "../../proxier/modes.ts";
 import { userspaceDatapath } from "./userspace_datapath.ts";
 

@@ -20,8 +20,8 @@ import {
   withView,
 } from "./datapath.ts";
 import { unboundListen } from "../../proxier/socket_proxy/listen.ts";
-import { NodePortAddresses } from "../../proxier/nodeport_addresses.ts";
-import { isLoopback } from "../../proxier/net.ts";
+import { NodePortAddresses } from "../../proxier/model/nodeport_addresses.ts";
+import { isLoopback } from "../../proxier/model/net.ts";
 import type { LocalhostNodePorts } from "../../proxier/socket_proxy/localhost_node_ports.ts";
 import { EMPTY, NODE_A, REPRESENTATIVE } from "./objects.ts";
 import { nftablesSchedulers } from "../../proxier/nftables/schedulers.ts";

@@ -7,7 +7,7 @@
  */
 import type { ProxyMode } from "../../proxier/options/config.ts";
 import type { FlowOptions, FlowPacket, FlowResult } from "./datapath.ts";
-import type { ExclusionReason } from "../../proxier/commands/explain/expectation.ts";
+import type { ExclusionReason } from "../../proxier/read_side/expectation.ts";
 import {
   ETP_LOCAL_ELSEWHERE,
   LOCALHOST_NODE_PORTS,
@@ -45,7 +45,7 @@ export interface FlowRow {
     | { readonly verdict: Exclude<FlowResult["verdict"], "DNAT"> };
   /**
    * The service port's endpoints the connection does not reach, each with `explain`'s reason
-   * (`proxier/commands/explain/expectation.ts`); none when it reaches them all or the address is no Service's.
+   * (`proxier/read_side/expectation.ts`); none when it reaches them all or the address is no Service's.
    */
   readonly excluded?: Readonly<Record<string, ExclusionReason>>;
   /** The same where a mode differs (merged over {@linkcode excluded}; null: reached in that mode). */

@@ -6,7 +6,7 @@
  */
 import { loadAll } from "js-yaml";
 import { assert, assertEquals, assertMatch, assertRejects } from "../support/assert.ts";
-import { KubeconfigError } from "../../proxier/errors.ts";
+import { KubeconfigError } from "../../proxier/model/errors.ts";
 import { loadApiAccess } from "../../proxier/sources/api_access.ts";
 import { parseCommandLine } from "../../proxier/cli/command_line.ts";
 import { defaultConfig } from "../../proxier/options/kube_proxy_configuration.ts";
@@ -80,7 +80,7 @@ Deno.test("deploy: the ConfigMap's files start the program with the DaemonSet's 
     "/var/run/secrets/kubernetes.io/serviceaccount/token": "token-1\n",
   };
   const cmd = parseCommandLine(argv, (p) => files[String(p)]);
-  assertEquals([cmd.command, cmd.warnings], ["run", []]);
+  assertEquals([cmd.action, cmd.named, cmd.warnings], ["run", false, []]);
   assertEquals(cmd.config, {
     ...defaultConfig(),
     kubeconfig: "/var/lib/kube-proxy/kubeconfig.conf",
@@ -125,7 +125,12 @@ Deno.test("deploy: the systemd unit reads --config from /etc/kube-proxy-deno, OO
     exec.slice(1).map((a) => a.replace("%H", "node-1")),
     (p) => String(p) === "/etc/kube-proxy-deno/config.conf" ? read("deploy/kube-proxy-config.yaml") : "",
   );
-  assertEquals([cmd.command, cmd.warnings, cmd.config.hostnameOverride], ["run", [], "node-1"]);
+  assertEquals([cmd.action, cmd.named, cmd.warnings, cmd.config.hostnameOverride], [
+    "run",
+    false,
+    [],
+    "node-1",
+  ]);
   for (const line of ["OOMScoreAdjust=-999", "Restart=on-failure"]) {
     assert(unit.includes(`\n${line}\n`), line);
   }

@@ -4,7 +4,7 @@
  */
 import { assertEquals } from "../support/assert.ts";
 import { MODES } from "../../proxier/modes.ts";
-import { PROCESS_TOOLS } from "../../proxier/runtime/kernel_tools.ts";
+import { PROCESS_TOOLS } from "../../proxier/commands/proxy/process_tools.ts";
 
 /** The packages the Dockerfile's last stage installs with apt-get. */
 function imagePackages(): Set<string> {

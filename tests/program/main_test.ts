@@ -60,7 +60,7 @@ Deno.test("main: render prints the restore input the real proxier builds, and ip
   const r = await run([
     "render",
     `--source=file:${ROOT}demo/objects.yaml`,
-    "--hostname-override=node-a",
+    "--hostname-override=demo-node",
     "--cluster-cidr=10.180.0.0/16",
   ]);
   assertEquals(r.code, 0, r.stderr);
@@ -320,7 +320,7 @@ Deno.test("main: CLI details name what is wrong, and bad values exit 2", async (
   const renderHelp = await run(["render", "--help"]);
   assertEquals([renderHelp.code, renderHelp.stderr], [0, ""]);
   assertMatch(renderHelp.stdout, /^Usage: kube-proxy-deno render --source=file:PATH \[flags\]\n/);
-  assertMatch(renderHelp.stdout, /\n {2}--node-ip IP\[,IP\] +the node's addresses/);
+  assertMatch(renderHelp.stdout, /\n {2}--node-ip IP\[,IP\] +the rendered node's addresses/);
   assert(!renderHelp.stdout.includes("--conntrack-min"), "render --help is not the general help");
   // A CIDR with host bits set is used as its network.
   const r = await run(["render", `--source=file:${ROOT}demo/objects.yaml`, "--cluster-cidr=10.244.1.0/16"]);
@@ -636,7 +636,7 @@ Deno.test("main: render --proxy-mode=ipvs prints the ipset, iptables-restore and
     "render",
     "--proxy-mode=ipvs",
     `--source=file:${ROOT}demo/objects.yaml`,
-    "--hostname-override=node-a",
+    "--hostname-override=demo-node",
     "--cluster-cidr=10.180.0.0/16",
     "--ipvs-scheduler=lc",
   ]);

@@ -24,19 +24,20 @@ Deno.test("module graph: the program and its TCP worker load no node: built-in (
   // Dynamic imports with literal specifiers (each mode's proxier and tracer) are in the graph too.
   assertEquals(await nodeBuiltins("../../main.ts"), []);
   assertEquals(await nodeBuiltins("../../proxier/userspace/tcp_worker.ts"), []);
-  assertEquals(await nodeBuiltins("../../proxier/commands/explain/datapath_worker.ts"), []);
+  assertEquals(await nodeBuiltins("../../proxier/read_side/datapath_worker.ts"), []);
 });
 
 /** Every product module's imports, by repository path: `code` (loaded) or `type` (type-only). */
 async function productImports(): Promise<Map<string, Array<{ to: string; code: boolean }>>> {
   const root = new URL("../..", import.meta.url).href;
   const graph = new Map<string, Array<{ to: string; code: boolean }>>();
-  // main.ts reaches every mode (their dynamic imports have literal specifiers); mod.ts every kernel tool.
+  // main.ts reaches every command and mode (their dynamic imports have literal specifiers); mod.ts
+  // every kernel tool.
   for (
     const entry of [
       "main.ts",
       "proxier/userspace/tcp_worker.ts",
-      "proxier/commands/explain/datapath_worker.ts",
+      "proxier/read_side/datapath_worker.ts",
       "iptables/mod.ts",
     ]
   ) {
@@ -66,19 +67,7 @@ async function productImports(): Promise<Map<string, Array<{ to: string; code: b
 
 const MODES = ["iptables", "nftables", "ipvs", "userspace"];
 /** The model: what a Service and its endpoints are, what changed; it knows no mode, tool or command. */
-const MODEL = [
-  "types.ts",
-  "net.ts",
-  "service_port.ts",
-  "endpoint.ts",
-  "errors.ts",
-  "topology.ts",
-  "nodeport_addresses.ts",
-  "object_warnings.ts",
-  "service_change_tracker.ts",
-  "endpoints_change_tracker.ts",
-  "pending_changes.ts",
-].map((f) => `proxier/${f}`);
+const MODEL = "proxier/model/";
 /**
  * What the model may import besides itself: the sinks it speaks through (logging, Events), metrics
  * types, the configuration's types, IP parsing.
@@ -90,7 +79,7 @@ const MODEL_MAY_IMPORT = [
   "proxier/options/config.ts",
   "iptables/ip.ts",
 ];
-/** The hub and the commands: the sources feed them and must not import them. */
+/** The hub and what sits above the sources: the sources feed them and must not import them. */
 const ABOVE_SOURCES = [
   "proxier/base_proxier.ts",
   "proxier/node_manager.ts",
@@ -107,9 +96,14 @@ const MODE_CONTRACT_MAY_IMPORT = [
   "proxier/options/feature_gate_list.ts",
 ];
 
-/** The floors above the mode registry: only they may import a command; only `main.ts` the command line. */
-const COMMANDS = "proxier/commands/";
+/** The floors of the commands, top down: the command line, the registry, the commands, their shared read side. */
 const CLI = "proxier/cli/";
+const REGISTRY = "proxier/commands.ts";
+const COMMANDS = "proxier/commands/";
+const READ_SIDE = "proxier/read_side/";
+
+/** The command folder `f` belongs to (`proxier/commands/explain/`), if any. */
+const commandOf = (f: string) => /^proxier\/commands\/[^/]+\//.exec(f)?.[0];
 
 /** Product files (not tests, benches, fakes or the demo), as `git ls-files` lists them. */
 function productFiles(): string[] {
@@ -167,25 +161,41 @@ export function floorViolations(
         why("the kernel-tool layer imports nothing from proxier/ but plain types");
       }
       if (to.includes("/testing/") && !from.includes("/testing/")) why("product code imports a fake");
-      if (MODEL.includes(from) && !MODEL.includes(to) && !MODEL_MAY_IMPORT.includes(to)) {
+      if (from.startsWith(MODEL) && !to.startsWith(MODEL) && !MODEL_MAY_IMPORT.includes(to)) {
         why(
           "the model imports only the model, logging, Events and metrics types, the configuration types and IP parsing",
         );
       }
-      if (from.startsWith("proxier/sources/") && (ABOVE_SOURCES.includes(to) || to.startsWith(COMMANDS))) {
-        why("a source imports the hub");
-      }
+      if (
+        from.startsWith("proxier/sources/") &&
+        (ABOVE_SOURCES.includes(to) || to.startsWith(COMMANDS) || to.startsWith(READ_SIDE))
+      ) why("a source imports the hub");
       if (
         from === "proxier/mode_definition.ts" &&
         (to.startsWith("proxier/options/") && !MODE_CONTRACT_MAY_IMPORT.includes(to))
       ) why("the mode contract imports the command line");
-      const above = from === "main.ts" || from.startsWith(CLI) || from.startsWith(COMMANDS);
-      if (to.startsWith(COMMANDS) && !above) {
+      if (from.startsWith("proxier/runtime/") && to.startsWith("proxier/options/")) {
+        why("runtime imports nothing from the configuration");
+      }
+      const folder = commandOf(to);
+      // The registry lists each command's definition; nothing else crosses into a command's folder.
+      const listed = from === REGISTRY && to === `${folder}command.ts`;
+      if (folder !== undefined && commandOf(from) !== folder && !listed) {
         why(
-          from.startsWith("proxier/options/") || from.startsWith("proxier/runtime/")
+          from === REGISTRY
+            ? "the registry imports a command's definition only"
+            : from.startsWith("proxier/options/") || from.startsWith("proxier/runtime/")
             ? "configuration and runtime import no command"
-            : "nothing below the mode registry imports a command (explain, trace, render, cleanup)",
+            : to.endsWith("/command.ts")
+            ? "only the registry imports a command definition"
+            : "a command's files are its own: nothing outside its folder imports them",
         );
+      }
+      if (to === REGISTRY && from !== "main.ts" && !from.startsWith(CLI)) {
+        why("only the command line imports the command registry");
+      }
+      if (to.startsWith(READ_SIDE) && !from.startsWith(READ_SIDE) && commandOf(from) === undefined) {
+        why("only the commands import the read side (it sits below them, above the contracts)");
       }
       if (to.startsWith(CLI) && from !== "main.ts" && !from.startsWith(CLI)) {
         why("only main.ts reads the command line");
@@ -213,10 +223,11 @@ export function modeNameComparisons(files: ReadonlyMap<string, string>): string[
   return out;
 }
 
-Deno.test("module graph: imports follow the floors (no cycle, no mode imports another, commands above the modes, the command line above them, the kernel layer and the model import nothing above them, sources nothing of the hub)", async () => {
+Deno.test("module graph: imports follow the floors (no cycle, no mode imports another, the command line over the registry over the commands over the read side over the modes, a command's files its own, the kernel layer, the model and the runtime import nothing above them, sources nothing of the hub)", async () => {
   const graph = await productImports();
   assertEquals(floorViolations(graph), []);
-  // The rules are only as good as the graph: it holds every mode, the commands and the layers.
+  // The rules are only as good as the graph: it holds every mode, every command (loaded when it
+  // runs: dynamic imports with literal specifiers are in the graph) and the layers.
   for (
     const f of [
       "proxier/iptables/proxier.ts",
@@ -224,8 +235,13 @@ Deno.test("module graph: imports follow the floors (no cycle, no mode imports an
       "proxier/ipvs/proxier.ts",
       "proxier/commands/explain/explain.ts",
       "proxier/commands/trace/trace.ts",
+      "proxier/commands/migrate/migrate.ts",
+      "proxier/commands/render/render.ts",
+      "proxier/commands/proxy/proxy_server.ts",
+      "proxier/read_side/report.ts",
       "proxier/cli/command_line.ts",
-      ...MODEL,
+      "proxier/model/topology.ts",
+      "proxier/model/types.ts",
     ]
   ) {
     assertEquals(graph.has(f), true, `${f} is in the graph`);
@@ -235,7 +251,7 @@ Deno.test("module graph: imports follow the floors (no cycle, no mode imports an
 Deno.test("module graph: no mode name is compared outside the modes and the configuration", () => {
   const root = new URL("../../", import.meta.url);
   const files = new Map(productFiles().map((f) => [f, Deno.readTextFileSync(new URL(f, root))]));
-  assert(files.has("main.ts") && files.has("proxier/commands/explain/expectation.ts"), "the files are read");
+  assert(files.has("main.ts") && files.has("proxier/read_side/expectation.ts"), "the files are read");
   assertEquals(modeNameComparisons(files), []);
 });
 
@@ -243,23 +259,29 @@ Deno.test("module graph: each floor rule fails when broken", () => {
   const edge = (from: string, to: string, code = true) =>
     floorViolations(new Map([[from, [{ to, code }]], [to, []]]));
   const said = (wrong: string[], rule: string) =>
-    assert(wrong.some((w) => w.includes(rule)), wrong.join("; "));
-  said(edge("proxier/options/config.ts", "proxier/commands/explain/report.ts"), "configuration and runtime");
+    assert(wrong.some((w) => w.includes(rule)), wrong.join("; ") || "nothing said");
+  said(edge("proxier/options/config.ts", "proxier/commands/explain/explain.ts"), "configuration and runtime");
   said(edge("proxier/runtime/logger.ts", "proxier/commands/trace/trace.ts"), "configuration and runtime");
-  said(edge("proxier/base_proxier.ts", "proxier/commands/explain/report.ts"), "below the mode registry");
   said(
-    edge("proxier/mode_definition.ts", "proxier/commands/explain/report.ts", false),
-    "below the mode registry",
+    edge("proxier/runtime/kernel_tools.ts", "proxier/options/config.ts", false),
+    "runtime imports nothing",
   );
+  said(edge("proxier/base_proxier.ts", "proxier/commands/explain/format.ts"), "nothing outside its folder");
+  said(edge("proxier/commands/migrate/migrate.ts", "proxier/commands/explain/format.ts"), "its own");
+  said(edge("proxier/cli/usage.ts", "proxier/commands/explain/command.ts"), "only the registry imports");
+  said(edge("proxier/commands.ts", "proxier/commands/explain/explain.ts"), "definition only");
   said(
-    edge("proxier/nftables/proxier.ts", "proxier/commands/explain/report.ts", false),
-    "below the mode registry",
+    edge("proxier/commands/proxy/proxy_server.ts", "proxier/commands.ts"),
+    "only the command line imports",
   );
+  said(edge("proxier/base_proxier.ts", "proxier/read_side/report.ts", false), "only the commands import");
+  said(edge("proxier/nftables/proxier.ts", "proxier/read_side/render.ts"), "only the commands import");
   said(edge("proxier/commands/render/render.ts", "proxier/cli/command_line.ts"), "only main.ts reads");
   said(edge("proxier/nftables/proxier.ts", "proxier/iptables/rules.ts"), "another mode");
-  said(edge("proxier/topology.ts", "proxier/nftables/layout.ts"), "the model imports only");
+  said(edge("proxier/model/topology.ts", "proxier/nftables/layout.ts"), "the model imports only");
   said(edge("proxier/sources/file.ts", "proxier/base_proxier.ts"), "a source imports the hub");
-  said(edge("iptables/nft.ts", "proxier/net.ts"), "kernel-tool layer");
+  said(edge("proxier/sources/file.ts", "proxier/read_side/render.ts"), "a source imports the hub");
+  said(edge("iptables/nft.ts", "proxier/model/net.ts"), "kernel-tool layer");
   said(edge("proxier/mode_definition.ts", "proxier/options/flag_table.ts"), "mode contract");
   said(
     floorViolations(
@@ -271,19 +293,23 @@ Deno.test("module graph: each floor rule fails when broken", () => {
     "import cycle: proxier/trace/nft_walker.ts proxier/trace/packet.ts",
   );
   // What is allowed stays allowed.
-  assertEquals(edge("main.ts", "proxier/commands/explain/explain.ts"), []);
-  assertEquals(edge("proxier/cli/command_line.ts", "proxier/commands/explain/explain.ts", false), []);
-  assertEquals(edge("proxier/commands/explain/report.ts", "proxier/family_view.ts", false), []);
+  assertEquals(edge("proxier/commands.ts", "proxier/commands/explain/command.ts"), []);
+  assertEquals(edge("proxier/cli/command_line.ts", "proxier/commands.ts"), []);
+  assertEquals(edge("main.ts", "proxier/cli/command_line.ts"), []);
+  assertEquals(edge("proxier/commands/explain/command.ts", "proxier/commands/explain/explain.ts"), []);
+  assertEquals(edge("proxier/commands/explain/explain.ts", "proxier/read_side/report.ts"), []);
+  assertEquals(edge("proxier/commands/proxy/debug_services.ts", "proxier/read_side/report.ts"), []);
+  assertEquals(edge("proxier/read_side/report.ts", "proxier/family_view.ts", false), []);
   const compared = modeNameComparisons(
     new Map([
-      ["proxier/commands/explain/expectation.ts", 'if (mode === "ipvs") return;\nconst x = "nftables";'],
+      ["proxier/read_side/expectation.ts", 'if (mode === "ipvs") return;\nconst x = "nftables";'],
       ["main.ts", 'switch (m) {\n  case "userspace":\n}'],
       ["proxier/ipvs/mode.ts", 'if (mode === "ipvs") return;'],
       ["proxier/options/validation.ts", 'if (c.mode === "nftables") bit();'],
     ]),
   );
   assertEquals(compared, [
-    'proxier/commands/explain/expectation.ts:1: if (mode === "ipvs") return;',
+    'proxier/read_side/expectation.ts:1: if (mode === "ipvs") return;',
     'main.ts:2: case "userspace":',
   ]);
 });

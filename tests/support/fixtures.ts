@@ -86,7 +86,7 @@ export function ep(
 }
 
 /** The zone label on Nodes. */
-export { ZONE_LABEL } from "../../proxier/topology.ts";
+export { ZONE_LABEL } from "../../proxier/model/topology.ts";
 
 /** Returns this test node's Node object, with `labels`. */
 export function makeNode(name: string, labels: Record<string, string> = {}): V1Node {

@@ -4,38 +4,17 @@
  * (its `/debug/services` on the metrics port, answered from its own view and the live rules).
  * @module
  */
-import type { Executor } from "../../../iptables/executor.ts";
-import type { ProxyModeDefinition } from "../../mode_definition.ts";
-import type { ProxyConfig } from "../../options/config.ts";
-import { renderFileSource } from "../render/render.ts";
-import type { Logger } from "../../runtime/logger.ts";
-import { datapathCheck } from "./check.ts";
+import type { CommandContext } from "../../command_definition.ts";
+import { renderFileSource } from "../../read_side/render.ts";
+import { datapathCheck } from "../../read_side/datapath_check.ts";
+import { DATAPATH_DEADLINE_MS } from "../../read_side/datapath_workers.ts";
+import { EXPLAIN_SCHEMA, type ExplainReport, explainService, whyNoReport } from "../../read_side/report.ts";
+import type { ExplainQuery } from "./flags.ts";
 import { formatExplain } from "./format.ts";
-import { DATAPATH_DEADLINE_MS } from "./datapath_workers.ts";
-import { EXPLAIN_SCHEMA, type ExplainReport, explainService, whyNoReport } from "./report.ts";
 
-/** What `explain` is asked (its command line: `cli/explain_flags.ts`). */
-export interface ExplainQuery {
-  /** `namespace/name`. */
-  readonly service: string;
-  /** One port, by name or number; undefined: every port. */
-  readonly port?: string;
-  readonly output: "text" | "json";
-  /** `--node-ip`: the rendered node's addresses (offline). */
-  readonly nodeIPs?: readonly string[];
-  /** `--client-ip`: a real client to ask about instead of the synthetic external one. */
-  readonly clientIP?: string;
-}
-
-/** What {@linkcode runExplain} is given. */
-export interface ExplainRun {
-  readonly mode: ProxyModeDefinition;
-  readonly config: ProxyConfig;
+/** What one explain run reads: its query and the program's context. */
+interface ExplainRun extends CommandContext {
   readonly query: ExplainQuery;
-  readonly exec: Executor;
-  readonly log: Logger;
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
 }
 
 /**
@@ -44,7 +23,8 @@ export interface ExplainRun {
  * not hold, a source that does not parse, or a proxy that cannot be reached; 2 for a mode `explain`
  * cannot render or an offline run without one node to act for.
  */
-export async function runExplain(r: ExplainRun): Promise<number> {
+export async function runExplain(query: ExplainQuery, context: CommandContext): Promise<number> {
+  const r: ExplainRun = { ...context, query };
   const got = r.config.source.kind === "file" ? await offline(r) : await fromRunningProxy(r);
   if (typeof got === "number") return got;
   if ("missing" in got) {

@@ -3,7 +3,7 @@
  * important first (what each client reaches, then why not the others, then the datapath's answer).
  * @module
  */
-import type { ClientReport, ExplainReport, PortReport } from "./report.ts";
+import type { ClientReport, ExplainReport, PortReport } from "../../read_side/report.ts";
 
 /** Wraps `text` at 80 columns, continuation lines indented by `indent` plus two. */
 function wrap(indent: string, text: string): string[] {

@@ -8,10 +8,10 @@
  * @module
  */
 import type { DatapathAnswer, FamilyView } from "../../family_view.ts";
-import { isLoopback } from "../../net.ts";
-import { usableEndpoints } from "../../topology.ts";
-import type { ServicePortInfo } from "../../types.ts";
-import { type Client, clientsOf } from "../explain/clients.ts";
+import { isLoopback } from "../../model/net.ts";
+import { usableEndpoints } from "../../model/topology.ts";
+import type { ServicePortInfo } from "../../model/types.ts";
+import { type Client, clientsOf } from "../../read_side/clients.ts";
 import type { ProxyMode } from "../../options/config.ts";
 import type { DatapathTraits } from "../../datapath_traits.ts";
 import type { MigrationAdvice } from "../../mode_definition.ts";

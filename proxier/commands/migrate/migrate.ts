@@ -7,50 +7,24 @@
  * Touches nothing on the node.
  * @module
  */
-import type { Executor } from "../../../iptables/executor.ts";
+import type { CommandContext } from "../../command_definition.ts";
 import type { ModeRenderer, ProxyModeDefinition } from "../../mode_definition.ts";
-import type { ProxyConfig, ProxyMode } from "../../options/config.ts";
-import type { Logger } from "../../runtime/logger.ts";
 import type { RulesSource } from "../../trace/packet.ts";
-import { FileSource, sourceNodeNames } from "../../sources/file.ts";
-import { datapathCheck } from "../explain/check.ts";
-import { type Rendered, renderObjects } from "../render/render.ts";
+import { FileSource } from "../../sources/file.ts";
+import { fileSourceNode, sourceNodeNames } from "../../sources/file_node.ts";
+import { listOnce } from "../../sources/list_once.ts";
+import { datapathCheck } from "../../read_side/datapath_check.ts";
+import { type Rendered, renderObjects } from "../../read_side/render.ts";
 import { compareMigration, formatMigration, type MigrationReport, pairsOf } from "./compare.ts";
-
-/** What `migrate` is asked (its command line: `cli/migrate_flags.ts`). */
-export interface MigrateQuery {
-  readonly to: ProxyMode;
-  /** The mode programming the node now; undefined: the first whose rules are found. */
-  readonly from?: ProxyMode;
-  /** A saved listing of the node's rules (iptables-save, nft list ruleset...) instead of the live ones. */
-  readonly rulesFile?: string;
-  readonly nodeIPs?: readonly string[];
-  readonly output: "text" | "json";
-}
-
-/** What {@linkcode runMigrate} is given. */
-export interface MigrateRun {
-  readonly modes: ReadonlyMap<ProxyMode, ProxyModeDefinition>;
-  readonly query: MigrateQuery;
-  /** The configuration as the command line gives it, for `mode` (its platform defaults applied). */
-  readonly configFor: (mode: ProxyMode) => ProxyConfig;
-  /** The API's objects, listed once, for the API source. */
-  readonly listApi: (nodeName: string, handler: ModeRenderer["handler"]) => Promise<void>;
-  readonly nodeName: string;
-  readonly exec: Executor;
-  readonly log: Logger;
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-}
+import type { MigrateQuery } from "./flags.ts";
 
 /**
  * Runs `migrate`; returns the exit code: 0 when nothing a client would notice changes, 1 when
  * something does (or the rules or objects cannot be read), 2 for bad input (a mode without a
  * tracer or render, no mode's rules on the node, a source without one node to act for).
  */
-export async function runMigrate(r: MigrateRun): Promise<number> {
+export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<number> {
   const fail = (code: number, text: string) => (r.stderr(`kube-proxy-deno: migrate: ${text}\n`), code);
-  const q = r.query;
   let rulesText: string | undefined;
   if (q.rulesFile !== undefined) {
     try {
@@ -75,7 +49,7 @@ export async function runMigrate(r: MigrateRun): Promise<number> {
     }
   }
   // The objects' problems are the target's to say: the current mode's would describe what changes.
-  const [before, after] = [await render(r, from, () => false), await render(r, to)];
+  const [before, after] = [await render(r, q, from, () => false), await render(r, q, to)];
   for (const x of [before, after]) if ("error" in x) return fail(x.code, x.error);
   const [b, a] = [before as Rendered, after as Rendered];
   const pairs = pairsOf(b.renderer.explain.views(), a.renderer.explain.views());
@@ -113,7 +87,7 @@ export async function runMigrate(r: MigrateRun): Promise<number> {
 
 /** The first mode (registry order) whose Service rules the node (or `text`) holds. */
 async function programming(
-  r: MigrateRun,
+  r: CommandContext,
   text: string | undefined,
 ): Promise<ProxyModeDefinition | undefined> {
   const source: RulesSource = text !== undefined ? { text } : { exec: r.exec, family: "IPv4" };
@@ -125,37 +99,32 @@ async function programming(
 
 /** `mode`'s proxiers rendered over the objects: the file source's, or the API's listed once. */
 async function render(
-  r: MigrateRun,
+  r: CommandContext,
+  q: MigrateQuery,
   mode: ProxyModeDefinition,
   warnAbout?: (key: string, o: object) => boolean,
 ) {
   const config = r.configFor(mode.name);
   let nodeName = r.nodeName;
-  let load = (handler: ModeRenderer["handler"]) => r.listApi(nodeName, handler);
+  let load = async (handler: ModeRenderer["handler"]) => listOnce(await r.apiAccess(), nodeName, handler);
   if (config.source.kind === "file") {
     const path = config.source.path;
-    if (config.hostnameOverride === "") {
-      let nodes: string[];
-      try {
-        nodes = await sourceNodeNames(path);
-      } catch (e) {
-        return { error: `--source: ${(e as Error).message}`, code: 1 as const };
-      }
-      if (nodes.length !== 1) {
-        return {
-          error: `--hostname-override: the source defines ${nodes.length} Nodes; name the node to act for`,
-          code: 2 as const,
-        };
-      }
-      nodeName = nodes[0];
+    let nodes: string[];
+    try {
+      nodes = await sourceNodeNames(path);
+    } catch (e) {
+      return { error: `--source: ${(e as Error).message}`, code: 1 as const };
     }
+    const chosen = fileSourceNode(nodes, config.hostnameOverride);
+    if ("error" in chosen) return { error: chosen.error, code: 2 as const };
+    nodeName = chosen.node;
     load = (handler) => new FileSource({ path, nodeName, handler, log: r.log, strict: true }).load();
   }
   return await renderObjects({
     mode,
     config,
     log: r.log,
-    nodeIPs: r.query.nodeIPs,
+    nodeIPs: q.nodeIPs,
     nodeName,
     load,
     warnAbout,

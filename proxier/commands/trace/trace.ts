@@ -5,13 +5,13 @@
  * @module
  */
 import type { Executor } from "../../../iptables/executor.ts";
-import { ipFamily } from "../../net.ts";
+import type { CommandContext } from "../../command_definition.ts";
+import { ipFamily } from "../../model/net.ts";
 import { INTERFACE } from "../../options/validation.ts";
 import type { ProxyConfig } from "../../options/config.ts";
 import { type RulesSource, type TraceQuery, traceSource } from "../../trace/packet.ts";
-import type { ProxyModeDefinition } from "../../mode_definition.ts";
-import type { Logger } from "../../runtime/logger.ts";
-import { renderFileSource } from "../render/render.ts";
+import { renderFileSource } from "../../read_side/render.ts";
+import type { TraceArgs } from "./flags.ts";
 import { formatTrace } from "./report.ts";
 
 /**
@@ -55,22 +55,6 @@ async function assumeInInterface(q: TraceQuery, config: ProxyConfig, exec: Execu
   return q;
 }
 
-/** What {@linkcode runTrace} is given. */
-export interface TraceRun {
-  /** The modes in registry order; without `--proxy-mode` the first whose rules the source holds. */
-  readonly modes: Iterable<ProxyModeDefinition>;
-  /** The configured mode (`--proxy-mode`, else the default). */
-  readonly chosen: ProxyModeDefinition;
-  readonly config: ProxyConfig;
-  readonly query: TraceQuery;
-  readonly exec: Executor;
-  readonly log: Logger;
-  /** This machine's interface addresses (the query's `--node-ip` ones come first). */
-  readonly interfaceIPs: readonly string[];
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-}
-
 /** True when `q` reads this node's live rules (no file, no rendered text). */
 const live = (q: TraceQuery) => q.rulesFile === undefined && q.rulesText === undefined;
 
@@ -81,10 +65,11 @@ const live = (q: TraceQuery) => q.rulesFile === undefined && q.rulesText === und
  * file does not parse), 2 a `--rules` file that does not exist, a mode without a tracer, or a
  * source without one node to act for.
  */
-export async function runTrace(r: TraceRun): Promise<number> {
-  let q = r.query;
-  let mode = r.chosen;
-  let nodeIPs: readonly string[] = [...q.nodeIPs, ...r.interfaceIPs];
+export async function runTrace(args: TraceArgs, r: CommandContext): Promise<number> {
+  let q: TraceQuery = { ...args, modeChosen: r.facts.modeChosen };
+  let mode = r.mode;
+  const interfaceIPs = r.interfaceAddresses();
+  let nodeIPs: readonly string[] = [...q.nodeIPs, ...interfaceIPs];
   if (r.config.source.kind === "file" && q.rulesFile === undefined) {
     // The objects' rules, as render writes them: never this host's live rules.
     const rendered = await renderFileSource({
@@ -111,7 +96,7 @@ export async function runTrace(r: TraceRun): Promise<number> {
     q = {
       ...q,
       nodeIPsAssumed: `this machine's (${
-        r.interfaceIPs.join(", ") || "none"
+        interfaceIPs.join(", ") || "none"
       }); --node-ip gives the file's node's`,
     };
   }
@@ -130,7 +115,7 @@ export async function runTrace(r: TraceRun): Promise<number> {
       const source: RulesSource = q.rulesFile !== undefined
         ? { text: await Deno.readTextFile(q.rulesFile) }
         : { exec: r.exec, family: ipFamily(q.dst) ?? "IPv4" };
-      for (const m of r.modes) {
+      for (const m of r.modes.values()) {
         if (m.recognizes !== undefined && await m.recognizes(source)) {
           mode = m;
           break;

@@ -6,7 +6,7 @@ import { assertEquals, assertMatch, assertRejects } from "../../support/assert.t
 import { DenoExecutor, ExecError } from "../../../iptables/executor.ts";
 import { IpvsadmRunner, IpvsError, parseSave } from "../../../iptables/ipvsadm.ts";
 import { FakeIpvsadm, KERNEL_SCHEDULERS } from "../../../iptables/testing/fake_ipvsadm.ts";
-import { SCHEDULERS } from "../../../proxier/service_port.ts";
+import { SCHEDULERS } from "../../../proxier/model/service_port.ts";
 import {
   BATCH,
   BATCH_SAVED,

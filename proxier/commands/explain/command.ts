@@ -1,0 +1,33 @@
+/**
+ * The `explain` command's definition: its help, its flags, and its code, loaded when it runs.
+ * @module
+ */
+import type { CommandDefinition } from "../../command_definition.ts";
+import { EXPLAIN_FLAGS, type ExplainQuery, parseExplainQuery } from "./flags.ts";
+
+/** `kube-proxy-deno explain NAMESPACE/NAME`. */
+export const explainCommand: CommandDefinition<ExplainQuery> = {
+  name: "explain",
+  help: {
+    synopsis: "explain NAMESPACE/NAME [flags]",
+    summary: "why each kind of client reaches the pods it reaches through a Service, proven by a trace",
+    about: `For each port of the Service and each kind of client (a pod on this node, the node itself,
+an external client on the NodePort, each external IP and each load-balancer IP, inside and outside
+loadBalancerSourceRanges), prints the endpoints reached, why every other endpoint is not, what
+happens instead when none is (REJECT, DROP), whether the source is masqueraded and why, and the
+datapath's own answer: a trace of the connection through the rules. A difference is a
+DISAGREEMENT, and the exit code is 1; clients it cannot ask about are named, with why.
+
+With --source=file:PATH it explains the rules render would write for those objects, for the
+file's one Node (or --hostname-override's): no root, nothing touched. Otherwise it asks the proxy
+running on this node at its metrics address (--metrics-bind-address; give the flags or --config
+the proxy runs with), which answers from its own view and this node's live rules; the same JSON is
+served there at GET /debug/services/NAMESPACE/NAME.`,
+    related: ["source", "proxy-mode", "hostname-override", "cluster-cidr", "metrics-bind-address", "config"],
+  },
+  flags: EXPLAIN_FLAGS,
+  maxPositionals: 1,
+  positionalsSay: "explain takes one NAMESPACE/NAME",
+  parse: parseExplainQuery,
+  run: async (query, context) => (await import("./explain.ts")).runExplain(query, context),
+};

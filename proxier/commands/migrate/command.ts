@@ -1,0 +1,29 @@
+/**
+ * The `migrate` command's definition: its help, its flags, and its code, loaded when it runs.
+ * @module
+ */
+import type { CommandDefinition } from "../../command_definition.ts";
+import { MIGRATE_FLAGS, type MigrateQuery, parseMigrateQuery } from "./flags.ts";
+
+/** `kube-proxy-deno migrate --to=MODE`. */
+export const migrateCommand: CommandDefinition<MigrateQuery> = {
+  name: "migrate",
+  help: {
+    synopsis: "migrate --to=MODE [flags]",
+    summary: "what moving this node to another mode or configuration would change, before it happens",
+    about: `Reads what programs this node now (the live rules of this program's or upstream's iptables,
+ipvs or nftables mode, read only; or a saved listing, --rules), renders --to's rules for the same
+objects and the configuration the flags or --config give, and traces every Service port for every
+kind of client explain knows through both. Prints only what differs (endpoints reached, verdict,
+masquerading, scheduler, what a mode cannot program), grouped by cause, each with what would keep
+today's behaviour. Exit 0 when nothing changes, 1 when something does, 2 on bad input. The
+objects come from --source (file:PATH, or the API with the proxy's kubeconfig, listed once).
+--to the mode the node runs now compares a configuration change within it.`,
+    related: ["source", "config", "hostname-override", "cluster-cidr", "nodeport-addresses", "feature-gates"],
+  },
+  flags: MIGRATE_FLAGS,
+  maxPositionals: 0,
+  positionalsSay: "migrate takes flags only",
+  parse: parseMigrateQuery,
+  run: async (query, context) => (await import("./migrate.ts")).runMigrate(query, context),
+};

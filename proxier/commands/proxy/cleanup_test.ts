@@ -1,0 +1,67 @@
+import { assertEquals } from "../../../tests/support/assert.ts";
+import { MemoryLogger } from "../../../tests/support/fixtures.ts";
+import { DryRunExecutor } from "../../../iptables/dry_run.ts";
+import { ExecError } from "../../../iptables/executor.ts";
+import { cleanupModes, runCleanup } from "./cleanup.ts";
+import type { ProxyModeDefinition } from "../../mode_definition.ts";
+import { MODES } from "../../modes.ts";
+import type { ProxyMode } from "../../options/config.ts";
+
+/** A mode whose cleanup records its calls and fails as told. */
+function mode(name: ProxyMode, calls: string[], fail?: Error): ProxyModeDefinition {
+  return {
+    ...MODES.get(name)!,
+    name,
+    tools: [],
+    create: () => Promise.reject(new Error("not here")),
+    cleanup: (_exec, family, opts) => {
+      calls.push(`${name} ${family} everything=${opts?.everything}`);
+      return fail === undefined ? Promise.resolve() : Promise.reject(fail);
+    },
+  };
+}
+
+Deno.test("cleanup: --cleanup removes every mode in both families; a missing tool is nothing to clean, another failure is named and the rest still runs", async () => {
+  const calls: string[] = [];
+  const log = new MemoryLogger();
+  const modes = [
+    mode("ipvs", calls, new ExecError("ipvsadm: not found")),
+    mode("iptables", calls, new Error("iptables-restore: exit 4")),
+    mode("nftables", calls),
+  ];
+  const context = {
+    modes: new Map(modes.map((m) => [m.name, m])),
+    exec: new DryRunExecutor(),
+    log,
+    interfaceAddresses: () => [],
+  };
+  assertEquals(await runCleanup(context), 1);
+  assertEquals(calls, [
+    "ipvs IPv4 everything=true",
+    "iptables IPv4 everything=true",
+    "nftables IPv4 everything=true",
+    "ipvs IPv6 everything=true",
+    "iptables IPv6 everything=true",
+    "nftables IPv6 everything=true",
+  ]);
+  assertEquals(
+    log.records.filter((r) => r.level === "error").map((r) => `${r.fields?.mode} ${r.fields?.family}`),
+    [
+      "iptables IPv4",
+      "iptables IPv6",
+    ],
+  );
+});
+
+Deno.test("cleanup: a start removes the other modes' objects only, sparing the names modes share", async () => {
+  const calls: string[] = [];
+  const [ipvs, iptables] = [mode("ipvs", calls), mode("iptables", calls)];
+  assertEquals(
+    await cleanupModes([ipvs, iptables], new DryRunExecutor(), new MemoryLogger(), {
+      interfaceIPs: [],
+      keep: iptables,
+    }),
+    true,
+  );
+  assertEquals(calls, ["ipvs IPv4 everything=false", "ipvs IPv6 everything=false"]);
+});

@@ -1,0 +1,239 @@
+/**
+ * The clients `explain` asks about for one service port: a pod on this node and the node itself on
+ * the cluster IP; an external client on the NodePort, each external IP and each load-balancer IP
+ * (from inside loadBalancerSourceRanges, and from outside them); the node on its loopback address
+ * where NodePorts answer there. Each is one synthetic new connection, as `trace` takes it, from an
+ * address that collides with none of the Service's, the node's, the pods' or the Service CIDRs'
+ * (and lies inside or outside the source ranges as asked), unless `--client-ip` names a real
+ * client. A client that cannot be asked here is skipped, with why and what would add it.
+ * @module
+ */
+import { ipBytes } from "../../iptables/ip.ts";
+import type { Connection, FamilyView } from "../family_view.ts";
+import { cidrContains, ipFamily } from "../model/net.ts";
+import type { IPFamily, ServicePortInfo } from "../model/types.ts";
+import type { ClientKind, Via } from "./expectation.ts";
+
+/** One client of a service port and the connection it opens. */
+export interface Client {
+  readonly kind: ClientKind;
+  readonly via: Via;
+  /** Who it is, for people: `a pod on this node`, `an external client outside the source ranges`. */
+  readonly label: string;
+  readonly connection: Connection;
+}
+
+/** A client of the port that is not asked about here, and why. */
+export interface SkippedClient {
+  readonly client: ClientKind;
+  readonly via: Via;
+  readonly label: string;
+  /** Why, and what would let it be asked. */
+  readonly why: string;
+}
+
+/** The clients asked about for one port, and those skipped. */
+export interface ClientPlan {
+  readonly clients: Client[];
+  readonly skipped: SkippedClient[];
+}
+
+/** What shapes the clients beyond the port and the view. */
+export interface ClientOptions {
+  /** `--client-ip`: a real client's address, asked about instead of the synthetic external one. */
+  readonly clientIP?: string;
+}
+
+/** The interface an external client's packets come in on, where local detection reads interfaces. */
+const UPLINK = "uplink0";
+
+/** Documentation ranges (RFC 5737, RFC 3849) the synthetic external client is taken from, in order. */
+const OUTSIDE_RANGES: Readonly<Record<IPFamily, readonly string[]>> = {
+  IPv4: ["203.0.113.0/24", "198.51.100.0/24", "192.0.2.0/24"],
+  IPv6: ["2001:db8::/64", "2001:db8:1::/64", "2001:db8:2::/64"],
+};
+
+/** Returns the address `offset` above `cidr`'s network (the network itself for a host route). */
+export function addressIn(cidr: string, offset = 10): string {
+  const [ip, bits] = cidr.split("/");
+  const bytes = ipBytes(ip)!;
+  const hostBits = bytes.length * 8 - Number(bits);
+  if (hostBits >= 8) bytes[bytes.length - 1] = offset;
+  if (bytes.length === 4) return [...bytes].join(".");
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(((bytes[i] << 8) | bytes[i + 1]).toString(16));
+  return new URL(`http://[${groups.join(":")}]`).hostname.slice(1, -1);
+}
+
+/** Returns the first address of `ranges` (offsets 10 to 250) that `taken` does not refuse. */
+function freeAddress(ranges: readonly string[], taken: (ip: string) => boolean): string | undefined {
+  for (const r of ranges) {
+    const bits = Number(r.split("/")[1]);
+    const max = bits >= 31 || (r.includes(":") && bits >= 127) ? 0 : 250;
+    for (let offset = Math.min(10, max); offset <= max; offset++) {
+      const ip = addressIn(r, offset);
+      if (cidrContains(r, ip) && !taken(ip)) return ip;
+    }
+  }
+  return undefined;
+}
+
+/** Returns the clients of `svc` on this node, and those skipped; see the module doc. */
+export function clientsOf(svc: ServicePortInfo, view: FamilyView, o: ClientOptions = {}): ClientPlan {
+  const family = view.family;
+  const protocol = svc.protocol.toLowerCase() as Connection["protocol"];
+  const clients: Client[] = [];
+  const skipped: SkippedClient[] = [];
+  const to = (dst: string, port: number) => ({ dst, port, protocol });
+  const d = view.localDetector;
+  const ranges = svc.loadBalancerSourceRanges.filter((r) => ipFamily(r.split("/")[0]) === family);
+  // Addresses no synthetic client may take: the Service's, the node's; and ranges that would make
+  // it someone else (a pod, a Service).
+  const own = new Set([
+    svc.clusterIP,
+    ...svc.externalIPs,
+    ...svc.loadBalancerIPs,
+    ...view.nodeIPs,
+    ...view.nodePortIPs,
+  ]);
+  const notClient = [...view.podCIDRs, ...(d?.kind === "cidr" ? [d.cidr] : []), ...view.serviceCIDRs];
+  const taken = (ip: string, inside: readonly string[]) =>
+    own.has(ip) || [...notClient, ...inside].some((c) => cidrContains(c, ip));
+  const real = o.clientIP !== undefined && ipFamily(o.clientIP) === family ? o.clientIP : undefined;
+
+  if (d === undefined) {
+    skipped.push({
+      client: "pod",
+      via: "cluster IP",
+      label: "a pod on this node",
+      why:
+        `pods cannot be told from other sources in ${family} (no local traffic detection: --cluster-cidr, ` +
+        "or --detect-local-mode with its flag, adds it)",
+    });
+  } else {
+    const podRanges = d.kind === "cidr"
+      ? [...view.podCIDRs.filter((c) => cidrContains(d.cidr, c.split("/")[0])), d.cidr]
+      : view.podCIDRs.length > 0
+      ? view.podCIDRs
+      : [family === "IPv4" ? "10.255.255.0/24" : "fd00:ffff::/64"];
+    const asPod = real !== undefined && d.kind === "cidr" && cidrContains(d.cidr, real);
+    const src = asPod ? real : freeAddress(podRanges, (ip) => own.has(ip));
+    clients.push({
+      kind: "pod",
+      via: "cluster IP",
+      label: asPod ? `the pod ${real}` : "a pod on this node",
+      connection: {
+        src: src ?? addressIn(podRanges[0]),
+        ...(d.kind === "interface" ? { inInterface: d.name + (d.prefix ? "0" : "") } : {}),
+        ...to(svc.clusterIP, svc.port),
+      },
+    });
+  }
+  const nodeIP = view.nodeIPs[0];
+  if (nodeIP !== undefined) {
+    clients.push({
+      kind: "node",
+      via: "cluster IP",
+      label: "this node",
+      connection: { src: nodeIP, fromNode: true, ...to(svc.clusterIP, svc.port) },
+    });
+  } else {
+    skipped.push({
+      client: "node",
+      via: "cluster IP",
+      label: "this node",
+      why: `no node address of ${family} (--node-ip, or the Node object's addresses)`,
+    });
+  }
+  const from = (src: string) => ({ src, ...(d?.kind === "interface" ? { inInterface: UPLINK } : {}) });
+  const outside = from(
+    real ?? freeAddress(OUTSIDE_RANGES[family], (ip) => taken(ip, [])) ??
+      addressIn(OUTSIDE_RANGES[family][0]),
+  );
+  const externalLabel = real !== undefined ? `the client ${real}` : "an external client";
+  const nodePortIP = view.nodePortIPs[0] ?? (view.nodePortsOnEveryAddress ? nodeIP : undefined);
+  if (svc.nodePort !== 0 && nodePortIP !== undefined) {
+    clients.push({
+      kind: "external",
+      via: "NodePort",
+      label: externalLabel,
+      connection: { ...outside, ...to(nodePortIP, svc.nodePort) },
+    });
+  } else if (svc.nodePort !== 0) {
+    skipped.push({
+      client: "external",
+      via: "NodePort",
+      label: externalLabel,
+      why: `no address of ${family} answers NodePorts here (--nodeport-addresses, --node-ip)`,
+    });
+  }
+  if (svc.nodePort !== 0 && view.loopbackNodePorts !== "none") {
+    const lo = family === "IPv4" ? "127.0.0.1" : "::1";
+    clients.push({
+      kind: "node",
+      via: "NodePort",
+      label: `this node on ${lo}`,
+      connection: { src: lo, fromNode: true, ...to(lo, svc.nodePort) },
+    });
+  }
+  for (const ip of svc.externalIPs) {
+    clients.push({
+      kind: "external",
+      via: "external IP",
+      label: externalLabel,
+      connection: { ...outside, ...to(ip, svc.port) },
+    });
+  }
+  for (const ip of svc.loadBalancerIPs) {
+    if (real !== undefined) {
+      const inRanges = !svc.hasSourceRanges || ranges.some((r) => cidrContains(r, real));
+      clients.push({
+        kind: "external",
+        via: "load balancer IP",
+        label: svc.hasSourceRanges
+          ? `${externalLabel} ${inRanges ? "inside" : "outside"} loadBalancerSourceRanges`
+          : externalLabel,
+        connection: { ...outside, ...to(ip, svc.port) },
+      });
+      continue;
+    }
+    if (!svc.hasSourceRanges) {
+      clients.push({
+        kind: "external",
+        via: "load balancer IP",
+        label: externalLabel,
+        connection: { ...outside, ...to(ip, svc.port) },
+      });
+      continue;
+    }
+    // One client from inside the ranges and one from outside them, each where no rule names it.
+    for (const side of ["inside", "outside"] as const) {
+      const src = side === "inside"
+        ? freeAddress(ranges, (a) => taken(a, []))
+        : freeAddress(OUTSIDE_RANGES[family], (a) => taken(a, ranges));
+      const label = `an external client ${side} loadBalancerSourceRanges`;
+      if (src !== undefined) {
+        clients.push({
+          kind: "external",
+          via: "load balancer IP",
+          label,
+          connection: { ...from(src), ...to(ip, svc.port) },
+        });
+      } else {
+        skipped.push({
+          client: "external",
+          via: "load balancer IP",
+          label,
+          why: side === "outside"
+            ? `loadBalancerSourceRanges (${ranges.join(", ")}) leave no address outside them to ask from`
+            : ranges.length === 0
+            ? `loadBalancerSourceRanges has no ${family} range`
+            : `every address inside ${
+              ranges.join(", ")
+            } is the node's, the Service's, a pod's or a Service CIDR's`,
+        });
+      }
+    }
+  }
+  return { clients, skipped };
+}

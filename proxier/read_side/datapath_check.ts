@@ -1,0 +1,106 @@
+/**
+ * How `explain` asks the datapath: a `trace` of each client's connection through the kernel's rules
+ * (this node's, read only, or the text `render` writes); where the mode's own sockets decide (the
+ * userspace mode, nftables' loopback NodePorts), their answer. One report's clients are asked
+ * together, so the rules are read and parsed once for all of them.
+ * @module
+ */
+import type { Executor } from "../../iptables/executor.ts";
+import { MemoExecutor } from "../../iptables/memo_executor.ts";
+import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
+import type { ModeTracer, TraceQuery, TracerConfig, TraceResult } from "../trace/packet.ts";
+import type { IPFamily } from "../model/types.ts";
+import type { Client } from "./clients.ts";
+
+/** One client whose connection the datapath is asked about, in its family's view. */
+export interface CheckAsked {
+  readonly client: Client;
+  readonly view: FamilyView;
+}
+
+/** Returns the datapath's answer to each of `asked`, in order; undefined where it cannot be asked. */
+export type DatapathCheck = (asked: readonly CheckAsked[]) => Promise<Array<DatapathAnswer | undefined>>;
+
+/** What {@linkcode datapathCheck} reads. */
+export interface DatapathSources {
+  readonly tracer: ModeTracer;
+  readonly exec: Executor;
+  readonly config: TracerConfig;
+  /** The rules of `family` as `render` wrote them; undefined: this node's live rules. */
+  readonly rendered?: (family: IPFamily) => string | undefined;
+  /** Where the mode's own sockets send a connection, where they decide (`ExplainSource.answer`). */
+  readonly answer?: (c: Connection, family: IPFamily) => DatapathAnswer | undefined;
+}
+
+/** Returns the `trace` query for `client`'s connection (`rulesText`: rendered rules; else the live ones). */
+export function checkQuery(client: Client, view: FamilyView, rulesText?: string): TraceQuery {
+  const c = client.connection;
+  return {
+    src: c.src,
+    dst: c.dst,
+    port: c.port,
+    protocol: c.protocol,
+    from: client.kind,
+    inInterface: c.inInterface,
+    rulesText,
+    output: "json",
+    nodeIPs: view.nodeIPs,
+    modeChosen: true,
+    // Every endpoint a hash may give (any client's), as the model lists them; this client's pick
+    // is told beside.
+    exploreHashes: true,
+  };
+}
+
+/** Returns the datapath answer a trace `r` gives; `by` names what was traced (`the iptables rules`). */
+export function traceAnswer(r: TraceResult, by: string): DatapathAnswer {
+  const hashed = r.picks?.filter((p) => p.slot !== undefined) ?? [];
+  return {
+    verdict: r.verdict === "REDIRECT" ? "UNKNOWN" : r.verdict,
+    endpoints: r.endpoints,
+    masquerade: r.verdict === "DNAT" && !r.masqMixed ? r.masq : undefined,
+    rules: r.path.map((p) => p.rule),
+    ...(hashed.length > 0
+      ? {
+        picks: hashed.map((p) =>
+          `${p.chain.startsWith("mh-") ? "Maglev slot" : "index"} ${p.slot} of ${p.of} (${p.expr}) -> ${
+            p.endpoint ?? "none"
+          }`
+        ),
+      }
+      : {}),
+    by,
+    ...(r.unsupported.length > 0 ? { note: `the tracer stopped at: ${r.unsupported.join("; ")}` } : {}),
+  };
+}
+
+/** What checked a trace's answer: `the iptables rules`, `the rendered nftables rules`. */
+export function tracedBy(tracer: string, rendered: boolean): string {
+  return `the ${rendered ? "rendered " : ""}${tracer} rules`;
+}
+
+/**
+ * Returns `explain`'s datapath check over `s`, in this thread: the sockets' own answers, else a
+ * trace of each connection (the live rules read once for the whole batch).
+ */
+export function datapathCheck(s: DatapathSources): DatapathCheck {
+  return async (asked) => {
+    const exec = new MemoExecutor(s.exec);
+    const out: Array<DatapathAnswer | undefined> = [];
+    for (const { client, view } of asked) {
+      const own = s.answer?.(client.connection, view.family);
+      if (own !== undefined || s.tracer.trace === undefined) {
+        out.push(own);
+        continue;
+      }
+      const text = s.rendered?.(view.family);
+      const r = await s.tracer.trace(checkQuery(client, view, text), {
+        exec,
+        config: s.config,
+        nodeIPs: view.nodeIPs,
+      });
+      out.push(traceAnswer(r, tracedBy(s.tracer.name, s.rendered !== undefined)));
+    }
+    return out;
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * Which node a file source stands for: the one rule every command and the running proxy follow, so
+ * which endpoints are local and the node's addresses are never guessed.
+ * @module
+ */
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { expandList, parseSourceText, SourceFileError, sourceFiles } from "./file.ts";
+
+/**
+ * Returns the names of the Nodes the source at `path` defines, sorted.
+ * @throws {SourceFileError} for a file that cannot be read or does not parse.
+ */
+export async function sourceNodeNames(path: string): Promise<string[]> {
+  const names = new Set<string>();
+  for (const f of await sourceFiles(path)) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(f);
+    } catch (e) {
+      throw new SourceFileError(f, undefined, (e as Error).message);
+    }
+    for (const doc of parseSourceText(text, f)) {
+      for (const item of expandList(doc)) {
+        const o = item as KubernetesObject | null;
+        if (o?.kind === "Node" && typeof o.metadata?.name === "string") names.add(o.metadata.name);
+      }
+    }
+  }
+  return [...names].sort();
+}
+
+/** The node a file source stands for, or why there is none (exit 2: the flag is the operator's to give). */
+export type FileSourceNode = { readonly node: string } | { readonly error: string };
+
+/**
+ * Returns the node the file source with Nodes `nodes` stands for: `--hostname-override`'s when given
+ * (`override`, "" when not) and the file holds no Node or holds that one; else the file's one Node.
+ * An override naming none of the file's Nodes, several Nodes and no override, or no Node and no
+ * override, is an error naming the Nodes and the flag.
+ */
+export function fileSourceNode(nodes: readonly string[], override: string): FileSourceNode {
+  const list = nodes.length === 0
+    ? "the source defines no Node"
+    : `the source defines ${nodes.length === 1 ? "one Node" : `${nodes.length} Nodes`} (${nodes.join(", ")})`;
+  if (override !== "") {
+    return nodes.length === 0 || nodes.includes(override)
+      ? { node: override }
+      : { error: `--hostname-override: "${override}" names no Node of the source: ${list}` };
+  }
+  if (nodes.length === 1) return { node: nodes[0] };
+  return { error: `--hostname-override: ${list}; name the node to act for` };
+}
