@@ -31,6 +31,8 @@ export interface CommandArgs {
   readonly positionals: readonly string[];
   /** A flag's value as last given; undefined when it is not given. */
   given(flag: string): string | undefined;
+  /** Every value a flag was given, in order (a flag a command takes more than once). */
+  givenAll(flag: string): string[];
 }
 
 /** One command of the program. `Q` is what it reads from its arguments. */

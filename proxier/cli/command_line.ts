@@ -105,7 +105,8 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   }
   const help = bool(given, "help");
   // `trace --help` explains trace; its flags need not be complete for that.
-  const query = help ? undefined : command.parse({ positionals: args, given });
+  const givenAll = (name: string) => flags.filter((f) => f.name === name).map((f) => f.value);
+  const query = help ? undefined : command.parse({ positionals: args, given, givenAll });
   const configFile = given("config");
   const writeConfigTo = given("write-config-to");
   const warnings: string[] = [];

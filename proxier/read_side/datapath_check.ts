@@ -94,12 +94,18 @@ export function datapathCheck(s: DatapathSources): DatapathCheck {
         continue;
       }
       const text = s.rendered?.(view.family);
-      const r = await s.tracer.trace(checkQuery(client, view, text), {
-        exec,
-        config: s.config,
-        nodeIPs: view.nodeIPs,
-      });
-      out.push(traceAnswer(r, tracedBy(s.tracer.name, s.rendered !== undefined)));
+      const by = tracedBy(s.tracer.name, s.rendered !== undefined);
+      try {
+        const r = await s.tracer.trace(checkQuery(client, view, text), {
+          exec,
+          config: s.config,
+          nodeIPs: view.nodeIPs,
+        });
+        out.push(traceAnswer(r, by));
+      } catch (e) {
+        // Rules that cannot be read (no listing of this family) answer nothing: not checked.
+        out.push({ verdict: "UNKNOWN", endpoints: [], rules: [], by, note: (e as Error).message });
+      }
     }
     return out;
   };

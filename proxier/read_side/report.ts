@@ -108,6 +108,11 @@ export interface ExplainReport {
   readonly ports: readonly PortReport[];
   /** Clients whose datapath answer differs from the model's. */
   readonly disagreements: number;
+  /**
+   * Clients that could not be checked: not asked here (`skipped`), or the datapath could not answer
+   * (`agrees` null). Never counted as agreeing.
+   */
+  readonly notChecked: number;
 }
 
 const iso = (ms: number | undefined) => ms === undefined ? null : new Date(ms).toISOString();
@@ -175,6 +180,10 @@ export async function explainService(
     ports.push(portReport(view, svc, view.endpoints.get(key) ?? [], clients, skipped));
   }
   if (ports.length === 0) return undefined;
+  const notChecked = ports.reduce(
+    (n, p) => n + p.skipped.length + p.clients.filter((c) => c.agrees === null).length,
+    0,
+  );
   return {
     schema: EXPLAIN_SCHEMA,
     service,
@@ -186,6 +195,7 @@ export async function explainService(
     applied: iso(timing?.appliedMs),
     ports,
     disagreements,
+    notChecked,
   };
 }
 

@@ -60,15 +60,17 @@ export function endpointOf(value: string): string {
   return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
 }
 
-/** Splits a rule into tokens; `{ ... }` groups stay one token. */
+/** Splits a rule into tokens; `{ ... }` groups and `"..."` strings (comments) stay one token. */
 export function tokenize(rule: string): string[] {
   const out: string[] = [];
   let cur = "";
   let depth = 0;
+  let quoted = false;
   for (const ch of rule) {
-    if (ch === "{") depth++;
-    if (ch === "}") depth--;
-    if (ch === " " && depth === 0) {
+    if (ch === '"') quoted = !quoted;
+    if (ch === "{" && !quoted) depth++;
+    if (ch === "}" && !quoted) depth--;
+    if (ch === " " && depth === 0 && !quoted) {
       if (cur !== "") out.push(cur);
       cur = "";
     } else cur += ch;

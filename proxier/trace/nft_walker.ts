@@ -224,6 +224,11 @@ class Evaluator implements Evaluation {
     };
     while (i < tokens.length) {
       const tk = tokens[i];
+      // A comment (`comment "..."`, anywhere in a rule or alone in a chain) does nothing.
+      if (tk === "comment") {
+        i += 2;
+        continue;
+      }
       // Statements.
       if (tk === "jump" || tk === "goto") {
         act();

@@ -1052,9 +1052,15 @@ Deno.test("main: /debug/services on the metrics port answers explain's JSON, the
       "--output=json",
       `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     ]);
-    assertEquals(cli.code, 0, cli.stderr);
+    // The pod client is not asked without --cluster-cidr: not checked is exit 3, never agreement.
+    assertEquals(cli.code, 3, cli.stderr);
     assertEquals(JSON.parse(cli.stdout), direct, "the command prints what the endpoint answers");
-    assertEquals([direct.rules, direct.mode, direct.disagreements], ["live", "userspace", 0]);
+    assertEquals([direct.rules, direct.mode, direct.disagreements, direct.notChecked], [
+      "live",
+      "userspace",
+      0,
+      1,
+    ]);
     assertEquals((await fetch(`${base}/default/nope`)).status, 404);
     const bad = await fetch(`${base}/Not_A/name`);
     assertEquals([bad.status, (await bad.json()).error], [400, 'not NAMESPACE/NAME: "Not_A/name"']);

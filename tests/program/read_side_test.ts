@@ -171,11 +171,20 @@ Deno.test("read side: a client explain cannot ask about is named with why and th
   await withObjects(objects(), async (file) => {
     // No --cluster-cidr: pods cannot be told apart.
     const r = await run(["explain", "shop/api", `--source=file:${file}`, "--output=json"]);
-    assertEquals(r.code, 0, r.stderr + r.stdout);
-    const port = JSON.parse(r.stdout).ports[0];
+    // Nothing disagrees, but not everything was checked: exit 3, not 0.
+    assertEquals(r.code, 3, r.stderr + r.stdout);
+    const report = JSON.parse(r.stdout);
+    const port = report.ports[0];
+    assertEquals(report.notChecked, 1);
     assertEquals(port.skipped.map((s: { client: string }) => s.client), ["pod"]);
     assertMatch(port.skipped[0].why, /--cluster-cidr/);
     const text = await run(["explain", "shop/api", `--source=file:${file}`]);
+    assertEquals(text.code, 3);
+    // Said first, before any client.
+    assertMatch(
+      text.stdout,
+      /^Service shop\/api: [^]*?\nNOT CHECKED: 1 client was not checked \(each said below[^]*?\nport http/,
+    );
     assertMatch(
       text.stdout,
       /\n {2}a pod on this node \(cluster IP\): not asked about here: pods cannot be told/,

@@ -2,6 +2,7 @@
  * Loopback servers and helpers for tests that move real bytes.
  * @module
  */
+import { CONVERGE_MS } from "./bounds.ts";
 
 /** Returns a TCP port that was free a moment ago on 127.0.0.1. */
 export function freePort(): number {
@@ -94,8 +95,12 @@ export async function udpAsk(port: number, ms = 2000, hostname = "127.0.0.1"): P
   }
 }
 
-/** Polls `fn` until it returns without throwing (or `ms` passes, then rethrows). */
-export async function eventually<T>(fn: () => Promise<T> | T, ms = 5000): Promise<T> {
+/**
+ * Polls `fn` until it returns without throwing (or `ms` passes, then rethrows). The default bound is
+ * the suite's for a state ({@linkcode CONVERGE_MS}): it returns as soon as `fn` holds, so only a
+ * check that never holds pays it, and a busy machine slows a check without failing it.
+ */
+export async function eventually<T>(fn: () => Promise<T> | T, ms = CONVERGE_MS): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     try {

@@ -4,6 +4,7 @@
 import type { V1Service } from "@kubernetes/client-node";
 import type { UserspaceProxier } from "../../proxier/userspace/proxier.ts";
 import { assert, assertEquals, assertRejects } from "../support/assert.ts";
+import { ANSWER_MS } from "../support/bounds.ts";
 import { ep, loopbackUserspaceProxier, makeEndpointSlice, makeService } from "../support/fixtures.ts";
 import {
   eventually,
@@ -130,7 +131,7 @@ Deno.test("userspace: UDP datagrams cross whole and in order of sending, big one
       await Promise.race([
         reading,
         new Promise((_, rej) =>
-          setTimeout(() => rej(new Error(`only ${got.length} of ${n} came back`)), 5000)
+          setTimeout(() => rej(new Error(`only ${got.length} of ${n} came back`)), ANSWER_MS)
         ),
       ]);
       assertEquals(got, Array.from({ length: n }, (_, i) => i));

@@ -11,6 +11,7 @@ import { DATAPATH_DEADLINE_MS } from "../../read_side/datapath_workers.ts";
 import { EXPLAIN_SCHEMA, type ExplainReport, explainService, whyNoReport } from "../../read_side/report.ts";
 import type { ExplainQuery } from "./flags.ts";
 import { formatExplain } from "./format.ts";
+import { comparisonExit } from "../../read_side/exit_codes.ts";
 
 /** What one explain run reads: its query and the program's context. */
 interface ExplainRun extends CommandContext {
@@ -18,10 +19,11 @@ interface ExplainRun extends CommandContext {
 }
 
 /**
- * Prints the report (text or JSON) on stdout. Returns the exit code: 0 when the datapath agrees
- * with the model for every client checked, 1 for a disagreement, a Service or port the proxy does
- * not hold, a source that does not parse, or a proxy that cannot be reached; 2 for a mode `explain`
- * cannot render or an offline run without one node to act for.
+ * Prints the report (text or JSON) on stdout. Returns the exit code: 0 when every client was
+ * checked and the datapath agrees with the model for each, 1 for a disagreement, a Service or port
+ * the proxy does not hold, a source that does not parse, or a proxy that cannot be reached; 2 for a
+ * mode `explain` cannot render or an offline run without one node to act for; 3 when nothing
+ * disagrees but some client could not be checked (`read_side/exit_codes.ts`).
  */
 export async function runExplain(query: ExplainQuery, context: CommandContext): Promise<number> {
   const r: ExplainRun = { ...context, query };
@@ -33,7 +35,7 @@ export async function runExplain(query: ExplainQuery, context: CommandContext): 
   }
   const report = got;
   r.stdout(r.query.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatExplain(report));
-  return report.disagreements === 0 ? 0 : 1;
+  return comparisonExit(report.disagreements, report.notChecked);
 }
 
 /** The report over what `render` writes for the file source's objects. */

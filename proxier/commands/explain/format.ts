@@ -93,15 +93,17 @@ function clientLines(c: ClientReport): string[] {
   return out;
 }
 
+/** How many clients could not be checked, for the first and last lines; "" when none. */
+function notCheckedText(r: ExplainReport): string {
+  const n = r.notChecked;
+  return n === 0 ? "" : `${n} client${n === 1 ? " was" : "s were"} not checked (each said below, with why)`;
+}
+
 /** The last line: how many clients the datapath was checked for and agrees on, and what was not checked. */
 function summary(r: ExplainReport): string {
   const clients = r.ports.flatMap((p) => p.clients);
   const agreed = clients.filter((c) => c.agrees === true).length;
-  const unchecked = clients.length - agreed - r.disagreements +
-    r.ports.reduce((n, p) => n + p.skipped.length, 0);
-  const notChecked = unchecked === 0
-    ? ""
-    : ` ${unchecked} client${unchecked === 1 ? " was" : "s were"} not checked (said above, with why).`;
+  const notChecked = r.notChecked === 0 ? "" : ` ${notCheckedText(r).replace("below", "above")}.`;
   if (r.disagreements > 0) {
     return `${r.disagreements} DISAGREEMENT${
       r.disagreements === 1 ? "" : "S"
@@ -129,6 +131,8 @@ export function formatExplain(r: ExplainReport): string {
       ),
     );
   }
+  // What could not be checked comes first: it is not agreement.
+  if (r.notChecked > 0) out.push(...wrap("", `NOT CHECKED: ${notCheckedText(r)}.`));
   for (const p of r.ports) out.push("", ...portLines(p));
   out.push("", ...wrap("", summary(r)));
   return out.join("\n") + "\n";

@@ -266,7 +266,9 @@ export function compareMigration(o: {
     if (old === undefined || svc === undefined) continue;
     const at = { service: p.service, port: `${p.port} ${p.family}` };
     const [sa, sb] = [old.scheduler(svc) ?? "random", p.view.scheduler(p.svc) ?? "random"];
-    if (algorithm(sa) !== algorithm(sb)) add("scheduler", { ...at, before: sa, after: sb });
+    // Without an endpoint there is nothing to balance: the scheduler changes nothing a client sees.
+    const balanced = [old, p.view].some((v) => (v.endpoints.get(key) ?? []).length > 0);
+    if (balanced && algorithm(sa) !== algorithm(sb)) add("scheduler", { ...at, before: sa, after: sb });
     const [la, lb] = [old.limits(svc).join("; "), p.view.limits(p.svc).join("; ")];
     if (la !== lb) add("limits", { ...at, before: la || "none", after: lb || "none" });
   }
@@ -298,12 +300,33 @@ export function compareMigration(o: {
   };
 }
 
-/** The report as people read it: each group, its differences, then what would keep today's behaviour. */
+/** `n thing` or `n things`. */
+const count = (n: number, thing: string) => `${n} ${thing}${n === 1 ? "" : "s"}`;
+
+/**
+ * The report as people read it: what could not be compared first (it is not "nothing changes"),
+ * then each group, its differences and what would keep today's behaviour.
+ */
 export function formatMigration(r: MigrationReport): string {
   const out = [
     `node ${r.node}: ${r.from.mode} (${r.from.rules}) -> ${r.to.mode} (${r.to.rules})`,
   ];
-  if (r.groups.length === 0) out.push("nothing changes for any Service's clients");
+  const compared = r.unchanged +
+    r.groups.reduce((n, g) => n + g.differences.filter((d) => d.client).length, 0);
+  if (r.unanswered.length > 0) {
+    out.push(
+      `NOT COMPARED: ${count(r.unanswered.length, "connection")} of ${
+        compared + r.unanswered.length
+      } (listed at the end, with why): what they do after the move is unknown`,
+    );
+  }
+  if (r.groups.length === 0) {
+    out.push(
+      r.unanswered.length === 0
+        ? "nothing changes for any Service's clients"
+        : `nothing changes for the ${count(compared, "connection")} compared`,
+    );
+  }
   for (const g of r.groups) {
     out.push("", `${g.title}:`);
     for (const d of g.differences) {
@@ -312,9 +335,9 @@ export function formatMigration(r: MigrationReport): string {
     }
     if (g.keep !== undefined) out.push(`  to keep today's behaviour: ${g.keep}`);
   }
-  out.push("", `${r.unchanged} connections unchanged`);
+  out.push("", `${count(r.unchanged, "connection")} unchanged`);
   if (r.unanswered.length > 0) {
-    out.push(`${r.unanswered.length} not compared (a datapath could not answer):`);
+    out.push(`${count(r.unanswered.length, "connection")} not compared:`);
     for (const d of r.unanswered) out.push(`  ${d.service} ${d.port}, ${d.client}: ${d.before} / ${d.after}`);
   }
   return out.join("\n") + "\n";

@@ -20,8 +20,11 @@ export interface MigrateQuery {
   readonly to: ProxyMode;
   /** The mode programming the node now; undefined: the first whose rules are found. */
   readonly from?: ProxyMode;
-  /** A saved listing of the node's rules (iptables-save, nft list ruleset...) instead of the live ones. */
-  readonly rulesFile?: string;
+  /**
+   * Saved listings of the node's rules (iptables-save, ip6tables-save, nft list ruleset...) instead
+   * of the live ones: one file may hold both families' listings, or `--rules` is given once each.
+   */
+  readonly rulesFiles: readonly string[];
   readonly nodeIPs?: readonly string[];
   readonly output: "text" | "json";
 }
@@ -40,7 +43,7 @@ export const MIGRATE_FLAGS: readonly FlagDef[] = [
 ];
 
 /** Reads `migrate`'s flags. @throws {UsageError} naming what is wrong. */
-export function parseMigrateQuery({ given }: CommandArgs): MigrateQuery {
+export function parseMigrateQuery({ given, givenAll }: CommandArgs): MigrateQuery {
   const mode = (flag: string): ProxyMode | undefined => {
     const v = given(flag);
     if (v === undefined) return undefined;
@@ -56,7 +59,7 @@ export function parseMigrateQuery({ given }: CommandArgs): MigrateQuery {
   return {
     to,
     from: mode("from-mode"),
-    rulesFile: given("rules"),
+    rulesFiles: givenAll("rules"),
     output,
     ...(nodeIPs === undefined ? {} : { nodeIPs }),
   };

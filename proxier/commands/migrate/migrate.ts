@@ -17,30 +17,44 @@ import { datapathCheck } from "../../read_side/datapath_check.ts";
 import { type Rendered, renderObjects } from "../../read_side/render.ts";
 import { compareMigration, formatMigration, type MigrationReport, pairsOf } from "./compare.ts";
 import type { MigrateQuery } from "./flags.ts";
+import { comparisonExit } from "../../read_side/exit_codes.ts";
 
 /**
- * Runs `migrate`; returns the exit code: 0 when nothing a client would notice changes, 1 when
- * something does (or the rules or objects cannot be read), 2 for bad input (a mode without a
- * tracer or render, no mode's rules on the node, a source without one node to act for).
+ * Runs `migrate`; returns the exit code: 0 when every connection was compared and nothing a client
+ * would notice changes, 1 when something does (or the rules or objects cannot be read), 2 for bad
+ * input (a mode without a tracer or render, no mode's rules on the node, a source without one node
+ * to act for), 3 when nothing compared changes but some connection could not be compared.
  */
 export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<number> {
   const fail = (code: number, text: string) => (r.stderr(`kube-proxy-deno: migrate: ${text}\n`), code);
   let rulesText: string | undefined;
-  if (q.rulesFile !== undefined) {
-    try {
-      rulesText = await Deno.readTextFile(q.rulesFile);
-    } catch (e) {
-      return fail(2, `--rules: ${JSON.stringify(q.rulesFile)}: ${(e as Error).message}`);
+  if (q.rulesFiles.length > 0) {
+    const texts: string[] = [];
+    for (const f of q.rulesFiles) {
+      try {
+        texts.push(await Deno.readTextFile(f));
+      } catch (e) {
+        return fail(2, `--rules: ${JSON.stringify(f)}: ${(e as Error).message}`);
+      }
     }
+    // Each file may hold one family's listing or both: the tracers take each family's part.
+    rulesText = texts.map((t) => t.endsWith("\n") ? t : `${t}\n`).join("");
   }
-  const from = q.from !== undefined ? r.modes.get(q.from)! : await programming(r, rulesText);
+  const where = rulesText === undefined ? "on this node" : `in ${q.rulesFiles.join(", ")}`;
+  const source: RulesSource = rulesText !== undefined
+    ? { text: rulesText }
+    : { exec: r.exec, family: "IPv4" };
+  let from: ProxyModeDefinition | undefined;
+  if (q.from !== undefined) {
+    from = r.modes.get(q.from)!;
+    // Naming the mode does not make its rules appear: comparing with none would report every
+    // Service as changed.
+    if (from.recognizes !== undefined && !await from.recognizes(source).catch(() => false)) {
+      return fail(2, `--from-mode=${q.from}: no ${q.from} mode's Service rules found ${where}`);
+    }
+  } else from = await programming(r, source);
   if (from === undefined) {
-    return fail(
-      2,
-      `no mode's Service rules found ${
-        rulesText === undefined ? "on this node" : `in ${q.rulesFile}`
-      }; name the mode that programs it with --from`,
-    );
+    return fail(2, `no mode's Service rules found ${where}; name the mode that programs it with --from-mode`);
   }
   const to = r.modes.get(q.to)!;
   for (const m of [from, to]) {
@@ -69,7 +83,7 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
   })(asked);
   const report: MigrationReport = compareMigration({
     node: a.nodeName,
-    from: { mode: from.name, rules: q.rulesFile ?? "live" },
+    from: { mode: from.name, rules: q.rulesFiles.length > 0 ? q.rulesFiles.join(", ") : "live" },
     to: { mode: to.name, rules: "rendered" },
     pairs,
     before: beforeAnswers,
@@ -82,15 +96,11 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
     },
   });
   r.stdout(q.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatMigration(report));
-  return report.groups.length === 0 ? 0 : 1;
+  return comparisonExit(report.groups.length, report.unanswered.length);
 }
 
-/** The first mode (registry order) whose Service rules the node (or `text`) holds. */
-async function programming(
-  r: CommandContext,
-  text: string | undefined,
-): Promise<ProxyModeDefinition | undefined> {
-  const source: RulesSource = text !== undefined ? { text } : { exec: r.exec, family: "IPv4" };
+/** The first mode (registry order) whose Service rules `source` (the node, or a listing) holds. */
+async function programming(r: CommandContext, source: RulesSource): Promise<ProxyModeDefinition | undefined> {
   for (const m of r.modes.values()) {
     if (m.recognizes !== undefined && await m.recognizes(source).catch(() => false)) return m;
   }
