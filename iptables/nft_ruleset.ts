@@ -23,7 +23,8 @@ export interface NftSet {
   readonly kind: "set" | "map";
   /** The declaration between the braces, split on `;` and trimmed. */
   readonly decl: readonly string[];
-  readonly elements: Map<string, { value: string; comment?: string }>;
+  /** Elements by key: the value, a comment, and (a dynamic set's, as listed) seconds until it expires. */
+  readonly elements: Map<string, { value: string; comment?: string; expires?: number }>;
   /**
    * It existed before the transaction being applied. nft 1.0.6 cannot add a rule reading such a
    * map when it is declared with `typeof` (it rebuilds the key's expressions from the kernel
@@ -99,7 +100,7 @@ function setRefs(text: string): string[] {
 }
 
 /** Parses `key [timeout T] [expires E] [comment "c"] [: value]`. */
-function parseElement(text: string): { key: string; value: string; comment?: string } {
+function parseElement(text: string): { key: string; value: string; comment?: string; expires?: number } {
   let rest = text;
   let value = "";
   const colon = rest.search(/ : /);
@@ -113,8 +114,14 @@ function parseElement(text: string): { key: string; value: string; comment?: str
     comment = cm[1];
     rest = rest.replace(cm[0], "");
   }
+  const expires = / expires (\S+)/.exec(rest)?.[1];
   rest = rest.replace(/ (timeout|expires) \S+/g, "");
-  return { key: rest.trim().replace(/\s+/g, " "), value, comment };
+  return {
+    key: rest.trim().replace(/\s+/g, " "),
+    value,
+    comment,
+    ...(expires === undefined ? {} : { expires: parseSeconds(expires) }),
+  };
 }
 
 /** Every table of every family, as the kernel holds them. */
@@ -280,7 +287,11 @@ export class NftRuleset {
         if (old !== undefined && old.value !== e.value) {
           throw new Error(`Could not process rule: File exists: ${name} ${e.key}`);
         }
-        set.elements.set(e.key, { value: e.value, comment: e.comment ?? old?.comment });
+        set.elements.set(e.key, {
+          value: e.value,
+          comment: e.comment ?? old?.comment,
+          ...(e.expires === undefined ? {} : { expires: e.expires }),
+        });
       } else if (verb === "delete") {
         if (!set.elements.delete(e.key)) {
           throw new Error(`Could not process rule: No such file or directory: ${name} ${e.key}`);
@@ -364,11 +375,11 @@ export class NftRuleset {
   }
 }
 
-/** Reads a duration as nft writes or prints it (`10800s`, `3h`, `1m40s`, `2d`) in seconds. */
+/** Reads a duration as nft writes or prints it (`10800s`, `3h`, `1m40s`, `2d`, `9m58s340ms`) in seconds. */
 export function parseSeconds(text: string): number {
-  const unit: Record<string, number> = { d: 86400, h: 3600, m: 60, s: 1 };
+  const unit: Record<string, number> = { d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 };
   let total = 0;
-  for (const [, n, u] of text.matchAll(/(\d+)([dhms])/g)) total += Number(n) * unit[u];
+  for (const [, n, u] of text.matchAll(/(\d+)(ms|[dhms])/g)) total += Number(n) * unit[u];
   return total;
 }
 

@@ -39,6 +39,8 @@ export interface DatapathAnswer {
    * connection gets and its endpoint, one line per pick.
    */
   readonly picks?: string[];
+  /** This client's ClientIP affinity entry pins it to one endpoint, for `expiresSeconds` more. */
+  readonly pinned?: { readonly endpoint: string; readonly expiresSeconds?: number };
 }
 
 /** What the read side reads of a mode's proxiers: one view per family, and its sockets' own answers. */

@@ -26,7 +26,7 @@ export interface StatusPages {
 /** What `/debug/services` answers (`explain`): kept abstract so this server knows no model. */
 export interface DebugServices {
   /** Every Service, one summary each. */
-  list(): unknown;
+  list(): Promise<unknown>;
   /**
    * The report on `namespace/name` (one port when given; `client`: a real client's address to ask
    * about), or why there is none (no such Service, or no such port: served as 404).
@@ -102,7 +102,7 @@ export function serveMetrics(
 /** Answers `/debug/services` (the list) and `/debug/services/NAMESPACE/NAME[?port=P]` (one report). */
 async function serveDebug(debug: DebugServices, url: URL): Promise<Response> {
   const rest = url.pathname.slice("/debug/services".length).replace(/^\//, "");
-  if (rest === "") return Response.json(debug.list());
+  if (rest === "") return Response.json(await debug.list());
   const name = decodeURIComponent(rest);
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
     return Response.json({ error: `not NAMESPACE/NAME: ${JSON.stringify(name)}` }, { status: 400 });

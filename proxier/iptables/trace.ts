@@ -25,6 +25,7 @@ export async function traceIptables(
 ): Promise<TraceResult> {
   const family = ipFamily(q.dst) ?? "IPv4";
   let text = await queryRules(q);
+  const live = text === undefined;
   if (text !== undefined) {
     text = rulesOfFamily(text, family);
     if (text === "") {
@@ -37,7 +38,16 @@ export async function traceIptables(
     const ipt = new IptablesRunner({ exec, family, backend });
     text = (await ipt.save("nat")) + (await ipt.save("filter"));
   }
-  return tracePacket(parseRulesOnce(text), queryPacket(q, family, nodeIPs), nodeIPs);
+  const r = tracePacket(parseRulesOnce(text), queryPacket(q, family, nodeIPs), nodeIPs);
+  // The kernel keeps `recent` lists in /proc/net/xt_recent, which this program does not open: a
+  // live trace takes both outcomes of every affinity check, and says so.
+  return live && r.affinity
+    ? {
+      ...r,
+      affinityUnread: "ClientIP affinity: a client with an entry in the kernel's recent lists goes back to " +
+        "its endpoint; those entries (/proc/net/xt_recent) are not read here",
+    }
+    : r;
 }
 
 /** The rules of a listing, parsed once for all the traces that read it. */

@@ -70,8 +70,14 @@ export function traceIpvs(state: IpvsState, pkt: Packet, nodeIPs: readonly strin
   }
   const family = addressFamily(pkt.dst);
   const loopBack = state.sets.get(family === "IPv6" ? "KUBE-6-LOOP-BACK" : "KUBE-LOOP-BACK");
+  // Marked packets are masqueraded in nat POSTROUTING; one from elsewhere sent to a real server on
+  // this node's own address is delivered to it and never gets there.
+  const delivered = (ip: string) =>
+    !pkt.fromHost &&
+    (local.includes(ip) || (addressFamily(ip) === "IPv4" ? ip.startsWith("127.") : ip === "::1"));
   const masqueraded = live.map((x) =>
-    r.marked || (loopBack?.entries.has(`${x.address},${pkt.protocol}:${x.port},${pkt.src}`) ?? false)
+    (r.marked && !delivered(x.address)) ||
+    (loopBack?.entries.has(`${x.address},${pkt.protocol}:${x.port},${pkt.src}`) ?? false)
   );
   const reach = live.map((x) => ({
     endpoint: name(x),

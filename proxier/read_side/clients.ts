@@ -3,9 +3,11 @@
  * the cluster IP; an external client on the NodePort, each external IP and each load-balancer IP
  * (from inside loadBalancerSourceRanges, and from outside them); the node on its loopback address
  * where NodePorts answer there. Each is one synthetic new connection, as `trace` takes it, from an
- * address that collides with none of the Service's, the node's, the pods' or the Service CIDRs'
- * (and lies inside or outside the source ranges as asked), unless `--client-ip` names a real
- * client. A client that cannot be asked here is skipped, with why and what would add it.
+ * address that collides with no address any Service, endpoint or the node holds, nor the pods' or the
+ * Service CIDRs' (and lies inside or outside the source ranges as asked), unless `--client-ip` names
+ * a real client; the node's own connection is from the address the kernel picks toward the
+ * Service, where that was asked. A client that cannot be asked here is skipped, with why and what
+ * would add it.
  * @module
  */
 import { ipBytes } from "../../iptables/ip.ts";
@@ -42,6 +44,11 @@ export interface ClientPlan {
 export interface ClientOptions {
   /** `--client-ip`: a real client's address, asked about instead of the synthetic external one. */
   readonly clientIP?: string;
+  /**
+   * The source address the kernel picks for this node's own connection to `dst` (its route's
+   * `src`), where it was asked (a live node); undefined: the node's first address of the family.
+   */
+  readonly nodeSource?: (dst: string) => string | undefined;
 }
 
 /** The interface an external client's packets come in on, where local detection reads interfaces. */
@@ -69,13 +76,32 @@ export function addressIn(cidr: string, offset = 10): string {
 function freeAddress(ranges: readonly string[], taken: (ip: string) => boolean): string | undefined {
   for (const r of ranges) {
     const bits = Number(r.split("/")[1]);
-    const max = bits >= 31 || (r.includes(":") && bits >= 127) ? 0 : 250;
+    // A /31 or /32 (a /127 or /128) has no host part to pick from: its one address.
+    const max = bits >= (r.includes(":") ? 127 : 31) ? 0 : 250;
     for (let offset = Math.min(10, max); offset <= max; offset++) {
       const ip = addressIn(r, offset);
       if (cidrContains(r, ip) && !taken(ip)) return ip;
     }
   }
   return undefined;
+}
+
+/** Every address the view's Services, endpoints and node hold, once per view. */
+const held = new WeakMap<FamilyView, ReadonlySet<string>>();
+
+/** Returns every address `view` holds: each Service's, each endpoint's, the node's. */
+function heldAddresses(view: FamilyView): ReadonlySet<string> {
+  let set = held.get(view);
+  if (set === undefined) {
+    const s = new Set<string>([...view.nodeIPs, ...view.nodePortIPs]);
+    for (const svc of view.services.values()) {
+      s.add(svc.clusterIP);
+      for (const ip of [...svc.externalIPs, ...svc.loadBalancerIPs]) s.add(ip);
+    }
+    for (const eps of view.endpoints.values()) for (const e of eps) s.add(e.ip);
+    held.set(view, set = s);
+  }
+  return set;
 }
 
 /** Returns the clients of `svc` on this node, and those skipped; see the module doc. */
@@ -87,15 +113,9 @@ export function clientsOf(svc: ServicePortInfo, view: FamilyView, o: ClientOptio
   const to = (dst: string, port: number) => ({ dst, port, protocol });
   const d = view.localDetector;
   const ranges = svc.loadBalancerSourceRanges.filter((r) => ipFamily(r.split("/")[0]) === family);
-  // Addresses no synthetic client may take: the Service's, the node's; and ranges that would make
-  // it someone else (a pod, a Service).
-  const own = new Set([
-    svc.clusterIP,
-    ...svc.externalIPs,
-    ...svc.loadBalancerIPs,
-    ...view.nodeIPs,
-    ...view.nodePortIPs,
-  ]);
+  // Addresses no synthetic client may take: any Service's, any endpoint's, the node's; and ranges
+  // that would make it someone else (a pod, a Service).
+  const own = heldAddresses(view);
   const notClient = [...view.podCIDRs, ...(d?.kind === "cidr" ? [d.cidr] : []), ...view.serviceCIDRs];
   const taken = (ip: string, inside: readonly string[]) =>
     own.has(ip) || [...notClient, ...inside].some((c) => cidrContains(c, ip));
@@ -131,11 +151,14 @@ export function clientsOf(svc: ServicePortInfo, view: FamilyView, o: ClientOptio
   }
   const nodeIP = view.nodeIPs[0];
   if (nodeIP !== undefined) {
+    // The source the kernel picks toward the cluster IP (a node may hold an address inside the
+    // cluster CIDR, a bridge's gateway, that it never uses toward Services).
+    const src = o.nodeSource?.(svc.clusterIP) ?? nodeIP;
     clients.push({
       kind: "node",
       via: "cluster IP",
       label: "this node",
-      connection: { src: nodeIP, fromNode: true, ...to(svc.clusterIP, svc.port) },
+      connection: { src, fromNode: true, ...to(svc.clusterIP, svc.port) },
     });
   } else {
     skipped.push({

@@ -70,7 +70,12 @@ export function traceAnswer(r: TraceResult, by: string): DatapathAnswer {
       }
       : {}),
     by,
-    ...(r.unsupported.length > 0 ? { note: `the tracer stopped at: ${r.unsupported.join("; ")}` } : {}),
+    ...(r.pinned === undefined ? {} : { pinned: r.pinned }),
+    ...(r.unsupported.length > 0
+      ? { note: `the tracer stopped at: ${r.unsupported.join("; ")}` }
+      : r.affinityUnread !== undefined
+      ? { note: r.affinityUnread }
+      : {}),
   };
 }
 

@@ -16,6 +16,7 @@ import { cidrContains, ipFamily, isLoopback } from "../model/net.ts";
 import { canServe, type CategorizedEndpoints, categorizeEndpoints, topologyMode } from "../model/topology.ts";
 import type { EndpointInfo, ServicePortInfo } from "../model/types.ts";
 import { interfaceMatches } from "../trace/packet.ts";
+import { masquerade } from "./masquerade.ts";
 
 /** Which address of the Service the connection is to. */
 export type Via = "cluster IP" | "NodePort" | "external IP" | "load balancer IP";
@@ -300,60 +301,6 @@ function unaddressed(
     reason: "not-a-service-address",
     why: "no Service answers on this address and port here: the rules leave the packet alone",
   };
-}
-
-/** Whether the endpoint sees the node's address, and why. */
-function masquerade(
-  { name, traits }: ExpectedDatapath,
-  view: FamilyView,
-  c: Connection,
-  client: ClientKind,
-  external: boolean,
-  local: boolean,
-  chosen: readonly EndpointInfo[],
-): { masquerade?: boolean; masqueradeWhy: string } {
-  if (traits.carrier === "sockets") {
-    return { masqueradeWhy: `the ${name} proxy opens its own connection: endpoints see the node` };
-  }
-  const hairpin = chosen.every((e) => e.ip === c.src && (traits.hairpin === "every-endpoint" || e.isLocal));
-  if (hairpin) return { masquerade: true, masqueradeWhy: "hairpin: the endpoint reaches itself" };
-  if (!external) {
-    if (view.masqueradeAll) return { masquerade: true, masqueradeWhy: "--masquerade-all" };
-    if (view.localDetector === undefined) {
-      return {
-        masquerade: false,
-        masqueradeWhy:
-          "pods cannot be told apart (no local detection for this family): nothing is masqueraded",
-      };
-    }
-    return client === "pod"
-      ? {
-        masquerade: false,
-        masqueradeWhy: `from this node's pods (${detectorText(view, true)}): the source is kept`,
-      }
-      : {
-        masquerade: true,
-        masqueradeWhy: `not from this node's pods (${detectorText(view, false)}): masqueraded`,
-      };
-  }
-  if (client === "node") return { masquerade: true, masqueradeWhy: "from the node itself: masqueraded" };
-  if (local) {
-    return client === "pod" && traits.externalLocal !== "local-first"
-      ? { masquerade: false, masqueradeWhy: "a pod short-circuits to the Service: its source is kept" }
-      : { masquerade: false, masqueradeWhy: "externalTrafficPolicy Local keeps the client's address" };
-  }
-  return {
-    masquerade: true,
-    masqueradeWhy: "externalTrafficPolicy Cluster: the endpoint may be on another node, so masqueraded",
-  };
-}
-
-/** How local detection told the client apart: `source in 10.244.0.0/16`, `not in on cbr0`. */
-function detectorText(view: FamilyView, pod: boolean): string {
-  const d = view.localDetector!;
-  return d.kind === "cidr"
-    ? `source ${pod ? "in" : "outside"} ${d.cidr}`
-    : `${pod ? "" : "not "}in on ${d.name}${d.prefix ? "*" : ""}`;
 }
 
 /** Why each endpoint of the port outside `chosen` is not reached. */

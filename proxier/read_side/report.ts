@@ -31,6 +31,11 @@ export interface ExplainContext {
   readonly check: DatapathCheck;
   /** `--client-ip`: a real client asked about instead of the synthetic external one. */
   readonly clientIP?: string;
+  /**
+   * The live node's kernel: the source it picks for the node's own connection to each address
+   * (`route.ts`); absent for rendered rules (the node's first address stands for it).
+   */
+  readonly nodeSources?: (dsts: readonly string[]) => Promise<ReadonlyMap<string, string>>;
 }
 
 /** One client's line of the report. */
@@ -134,17 +139,20 @@ export async function explainService(
   const pending: Array<
     { view: FamilyView; svc: ServicePortInfo; key: string; expected: Expectation[]; skipped: SkippedClient[] }
   > = [];
-  for (const view of ctx.views) {
-    timing ??= view.timing(service);
-    const mine = [...view.services.entries()]
+  const mineOf = (view: FamilyView) =>
+    [...view.services.entries()]
       .filter(([, s]) =>
         s.service === service && (port === undefined || s.name.port === port || String(s.port) === port)
       )
       .sort(([, a], [, b]) => a.port - b.port || a.name.port.localeCompare(b.name.port));
-    for (const [key, svc] of mine) {
+  const routes = await ctx.nodeSources?.(ctx.views.flatMap((v) => mineOf(v).map(([, s]) => s.clusterIP)));
+  const nodeSource = routes === undefined ? undefined : (dst: string) => routes.get(dst);
+  for (const view of ctx.views) {
+    timing ??= view.timing(service);
+    for (const [key, svc] of mineOf(view)) {
       const foreign = otherFamilies(ctx.views, view, key);
       const expected: Expectation[] = [];
-      const plan = clientsOf(svc, view, { clientIP: ctx.clientIP });
+      const plan = clientsOf(svc, view, { clientIP: ctx.clientIP, nodeSource });
       for (const client of plan.clients) {
         const own = expectConnection(ctx.mode, view, client.connection);
         expected.push(
@@ -287,7 +295,16 @@ function compare(
     };
   }
   if (e.verdict !== "DNAT") return { agrees: true };
-  if (d.endpoints.join() !== e.endpoints.join()) {
+  // A client with an affinity entry goes to its endpoint alone: one the model's choice holds.
+  const pinned = d.pinned !== undefined && d.endpoints.length === 1 && d.endpoints[0] === d.pinned.endpoint;
+  if (pinned && !e.endpoints.includes(d.pinned!.endpoint)) {
+    return {
+      agrees: false,
+      disagreement: `${d.by} pin this client to ${d.pinned!.endpoint} (ClientIP affinity), which the model ` +
+        `does not reach: ${list(e.endpoints)}`,
+    };
+  }
+  if (!pinned && d.endpoints.join() !== e.endpoints.join()) {
     return {
       agrees: false,
       disagreement: `${d.by} reach ${list(d.endpoints)}; the model: ${list(e.endpoints)}`,

@@ -91,7 +91,9 @@ export function tracePacket(
       continue;
     }
     passed.push(o);
-    if (o.dnat !== undefined) reached.push(o);
+    // Marked packets are masqueraded in nat POSTROUTING; a packet from elsewhere DNATed to one of
+    // this node's addresses is delivered to it (INPUT) and never gets there.
+    if (o.dnat !== undefined) reached.push({ ...o, masq: o.masq && (pkt.fromHost || !isLocal(dst)) });
   }
   const shares = new Map<string, number>();
   for (const o of reached) shares.set(o.dnat!, (shares.get(o.dnat!) ?? 0) + o.p);

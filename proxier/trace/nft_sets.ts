@@ -9,14 +9,25 @@ import { type NftSet, splitTop } from "../../iptables/nft_ruleset.ts";
 
 /** Returns the value `values` (a concatenation's parts) finds in `s` ("" for a set), or undefined. */
 export function lookupElement(s: NftSet, values: readonly string[]): string | undefined {
+  return lookupEntry(s, values)?.value;
+}
+
+/**
+ * Returns the element `values` finds in `s`: its value ("" for a set) and, for a dynamic set's
+ * element as a live listing prints it, the seconds until it expires; undefined when none.
+ */
+export function lookupEntry(
+  s: NftSet,
+  values: readonly string[],
+): { readonly value: string; readonly expires?: number } | undefined {
   const exact = s.elements.get(values.join(" . "));
-  if (exact !== undefined) return exact.value;
+  if (exact !== undefined) return exact;
   if (!s.decl.some((d) => d.includes("interval"))) return undefined;
   const index = intervalIndex(s);
   for (const cidrAt of index.shapes) {
     const key = values.map((v, n) => cidrAt.includes(n) ? "*" : v).join(" . ");
     for (const e of index.byExact.get(key) ?? []) {
-      if (cidrAt.every((n) => inCIDR(values[n], e.parts[n]))) return e.value;
+      if (cidrAt.every((n) => inCIDR(values[n], e.parts[n]))) return { value: e.value };
     }
   }
   return undefined;

@@ -9,7 +9,7 @@
 import type { NftSet } from "../../iptables/nft_ruleset.ts";
 import type { DnatPick, TraceStep } from "./packet.ts";
 import { dnatPick, type HashInput, pickIndices } from "./nft_picks.ts";
-import { inlineMap, lookupElement } from "./nft_sets.ts";
+import { inlineMap, lookupElement, lookupEntry } from "./nft_sets.ts";
 
 /** One path's state: where the packet now goes, its mark, what it did. */
 export interface PathState {
@@ -25,6 +25,8 @@ export interface PathState {
   p: number;
   /** The rules this path acted on. */
   steps: TraceStep[];
+  /** The path went by this client's ClientIP affinity entry (seconds it has left; null: not said). */
+  pinned?: number | null;
 }
 
 /** How a chain or rule ended for a path: a verdict, or undefined when it fell through. */
@@ -137,10 +139,14 @@ export function dnatStatement(
   // Each index takes an equal share of this path's connections; indices that lead to the same
   // endpoint are one path (a Maglev table's 16,381 slots are a few endpoints, not 16,381 paths).
   const map = mapOf(ev, tokens[mapAt + 1], rule);
+  // A map of pins (this layout's `affinity-T`): a hit is this client's entry.
+  const pins = tokens[mapAt + 1].startsWith("@affinity-");
   const hits = new Map<string | undefined, number>();
+  let expires: number | undefined;
   for (const key of keys) {
-    const hit = lookupElement(map, key);
-    hits.set(hit, (hits.get(hit) ?? 0) + 1);
+    const entry = lookupEntry(map, key);
+    if (pins && entry !== undefined) expires = entry.expires;
+    hits.set(entry?.value, (hits.get(entry?.value) ?? 0) + 1);
   }
   const out: Outcome[] = [];
   for (const [hit, count] of hits) {
@@ -151,7 +157,11 @@ export function dnatStatement(
       continue;
     }
     const [ip, port] = hit.split(" . ");
-    out.push({ st: { ...st, p, dst: ip, port: Number(port), dnat: endpointOf(hit) }, end: "accept" });
+    const pinned = pins ? { pinned: expires ?? null } : {};
+    out.push({
+      st: { ...st, p, dst: ip, port: Number(port), dnat: endpointOf(hit), ...pinned },
+      end: "accept",
+    });
   }
   if (pick !== undefined && !ev.picks.some((x) => x.chain === chain && x.expr === pick.expr)) {
     const at = pick.slot === undefined

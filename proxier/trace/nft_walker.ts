@@ -14,7 +14,7 @@ import { parseBaseHook } from "../../iptables/nft.ts";
 import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
 import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
 import type { HashInput } from "./nft_picks.ts";
-import { inlineMap, lookupElement } from "./nft_sets.ts";
+import { inlineMap, lookupElement, lookupEntry } from "./nft_sets.ts";
 import {
   dnatStatement,
   type End,
@@ -52,6 +52,8 @@ export interface NftTraceResult {
   readonly paths: string[][];
   /** How each DNAT some path reached chose its endpoint. */
   readonly picks: readonly DnatPick[];
+  /** This client's ClientIP affinity entry sends it to `endpoint` (for `expiresSeconds` more). */
+  readonly pinned?: { readonly endpoint: string; readonly expiresSeconds?: number };
 }
 
 /** The value of a header the packet does not have. */
@@ -114,7 +116,12 @@ export function traceNft(
   }
   const masqCount = reached.filter((s) => s.masq).length;
   const blocked = finished[0]?.verdict;
+  // A client with an affinity entry has one path, through it.
+  const pinned = reached.length > 0 && reached.every((s) => s.pinned !== undefined) && endpoints.length === 1
+    ? { endpoint: endpoints[0], ...(reached[0].pinned == null ? {} : { expiresSeconds: reached[0].pinned }) }
+    : undefined;
   return {
+    ...(pinned === undefined ? {} : { pinned }),
     endpoints,
     reach: endpoints.map((endpoint) => ({
       endpoint,
@@ -281,9 +288,14 @@ class Evaluator implements Evaluation {
         return this.verdict(hit, st, depth);
       }
       if (op?.startsWith("@")) {
-        // Upstream's ClientIP affinity: `ip saddr @affinity-... goto endpoint-...`.
-        if (op.startsWith("@affinity-")) this.affinity = true;
-        if (lookupElement(this.set(op, rule), values) === undefined) return miss();
+        const entry = lookupEntry(this.set(op, rule), values);
+        // Upstream's ClientIP affinity: `ip saddr @affinity-... goto endpoint-...`; a hit is this
+        // client's entry.
+        if (op.startsWith("@affinity-")) {
+          this.affinity = true;
+          if (entry !== undefined) st = { ...st, pinned: entry.expires ?? null };
+        }
+        if (entry === undefined) return miss();
         i++;
         continue;
       }

@@ -111,6 +111,13 @@ export interface TraceResult {
   /** A `recent --rcheck` (ClientIP affinity) sends a returning client to its previous endpoint. */
   readonly affinity: boolean;
   /**
+   * This client has a ClientIP affinity entry the rules hold (a live node's set or map): every path
+   * goes to `endpoint`, for `expiresSeconds` more (when the kernel says).
+   */
+  readonly pinned?: { readonly endpoint: string; readonly expiresSeconds?: number };
+  /** Where the rules' affinity entries could not be read (iptables' `recent` lists live in /proc). */
+  readonly affinityUnread?: string;
+  /**
    * DNAT when an endpoint is reached, REDIRECT when only a local port is; else the filter
    * verdict; UNKNOWN when a path stopped at a match the tracer does not understand.
    */

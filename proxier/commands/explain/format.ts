@@ -85,6 +85,14 @@ function clientLines(c: ClientReport): string[] {
   } else if (c.agrees === true) {
     out.push(...wrap("    ", `datapath: agrees (${c.datapath.by})`));
     for (const p of c.datapath.picks ?? []) out.push(...wrap("      ", `this connection: ${p}`));
+    const pin = c.datapath.pinned;
+    if (pin !== undefined) {
+      const left = pin.expiresSeconds === undefined ? "" : `, for ${Math.round(pin.expiresSeconds)} s more`;
+      out.push(
+        ...wrap("      ", `this client is pinned to ${pin.endpoint} by its ClientIP affinity entry${left}`),
+      );
+    }
+    if (c.datapath.note !== undefined) out.push(...wrap("      ", c.datapath.note));
   } else if (c.agrees === false) {
     out.push(...wrap("    ", `DISAGREEMENT: ${c.disagreement}`));
   } else {

@@ -11,7 +11,7 @@ import type { DatapathAnswer, FamilyView } from "../../family_view.ts";
 import { isLoopback } from "../../model/net.ts";
 import { usableEndpoints } from "../../model/topology.ts";
 import type { ServicePortInfo } from "../../model/types.ts";
-import { type Client, clientsOf } from "../../read_side/clients.ts";
+import { type Client, type ClientOptions, clientsOf } from "../../read_side/clients.ts";
 import type { ProxyMode } from "../../options/config.ts";
 import type { DatapathTraits } from "../../datapath_traits.ts";
 import type { MigrationAdvice } from "../../mode_definition.ts";
@@ -81,9 +81,13 @@ export interface MigrationReport {
 
 /**
  * Returns every client to ask, for every port either mode's views hold: `explain`'s clients of the
- * port in each view, the same connection asked once.
+ * port in each view (shaped by `opts`), the same connection asked once.
  */
-export function pairsOf(before: readonly FamilyView[], after: readonly FamilyView[]): Pair[] {
+export function pairsOf(
+  before: readonly FamilyView[],
+  after: readonly FamilyView[],
+  opts: ClientOptions = {},
+): Pair[] {
   const out: Pair[] = [];
   for (const view of after) {
     const other = before.find((v) => v.family === view.family);
@@ -92,7 +96,7 @@ export function pairsOf(before: readonly FamilyView[], after: readonly FamilyVie
       const port = `${svc.name.port === "" ? "" : `${svc.name.port} `}${svc.port}/${svc.protocol}`;
       const fromBoth = [view, ...(other?.services.has(key) ? [other] : [])];
       for (const v of fromBoth) {
-        for (const client of clientsOf(v.services.get(key)!, v).clients) {
+        for (const client of clientsOf(v.services.get(key)!, v, opts).clients) {
           const c = client.connection;
           const id = `${client.label}|${c.src}|${c.dst}|${c.port}`;
           if (seen.has(id)) continue;
@@ -110,14 +114,23 @@ export function answerText(a: DatapathAnswer | undefined): string {
   if (a === undefined) return "not answered";
   if (a.verdict !== "DNAT") return a.verdict === "none" ? "not a service (passes untouched)" : a.verdict;
   const masq = a.masquerade === undefined ? "" : a.masquerade ? " (masqueraded)" : " (source kept)";
-  return `DNAT to ${a.endpoints.join(", ") || "nothing"}${masq}`;
+  const pin = a.pinned === undefined ? "" : " (this client's ClientIP affinity entry)";
+  return `DNAT to ${a.endpoints.join(", ") || "nothing"}${masq}${pin}`;
 }
 
-/** Whether two answers differ in what a client would notice: verdict, endpoints, masquerading. */
+/**
+ * Whether two answers differ in what a client would notice: verdict, endpoints, masquerading. A
+ * client pinned by its ClientIP affinity entry reaches one of the endpoints: the same as an answer
+ * that reaches it among others.
+ */
 function differ(a: DatapathAnswer, b: DatapathAnswer): boolean {
   if (a.verdict !== b.verdict) return true;
   if (a.verdict !== "DNAT") return false;
-  if (a.endpoints.join() !== b.endpoints.join()) return true;
+  const pin = a.pinned?.endpoint ?? b.pinned?.endpoint;
+  const other = a.pinned !== undefined ? b : a;
+  if (pin !== undefined ? !other.endpoints.includes(pin) : a.endpoints.join() !== b.endpoints.join()) {
+    return true;
+  }
   return a.masquerade !== undefined && b.masquerade !== undefined && a.masquerade !== b.masquerade;
 }
 

@@ -14,6 +14,7 @@ import { FileSource } from "../../sources/file.ts";
 import { fileSourceNode, sourceNodeNames } from "../../sources/file_node.ts";
 import { listOnce } from "../../sources/list_once.ts";
 import { datapathCheck } from "../../read_side/datapath_check.ts";
+import { nodeSources } from "../../read_side/route.ts";
 import { type Rendered, renderObjects } from "../../read_side/render.ts";
 import { compareMigration, formatMigration, type MigrationReport, pairsOf } from "./compare.ts";
 import type { MigrateQuery } from "./flags.ts";
@@ -66,7 +67,14 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
   const [before, after] = [await render(r, q, from, () => false), await render(r, q, to)];
   for (const x of [before, after]) if ("error" in x) return fail(x.code, x.error);
   const [b, a] = [before as Rendered, after as Rendered];
-  const pairs = pairsOf(b.renderer.explain.views(), a.renderer.explain.views());
+  // On a live node its own connections leave from the address its kernel picks toward the Service.
+  const views = [...b.renderer.explain.views(), ...a.renderer.explain.views()];
+  const routes = rulesText === undefined
+    ? await nodeSources(r.exec, views.flatMap((v) => [...v.services.values()].map((s) => s.clusterIP)))
+    : undefined;
+  const pairs = pairsOf(b.renderer.explain.views(), a.renderer.explain.views(), {
+    nodeSource: routes === undefined ? undefined : (dst) => routes.get(dst),
+  });
   const asked = pairs.map((p) => ({ client: p.client, view: p.view }));
   const beforeAnswers = await datapathCheck({
     tracer: from,

@@ -2,13 +2,13 @@
  * `/debug/services` on the running proxy's metrics port: the list of every Service the proxy holds,
  * and `explain`'s report on one, answered from the proxy's own view (here) and this node's live
  * rules (read and traced in a worker, one report at a time, within a deadline: `datapath_workers.ts`).
+ * The read side is loaded at the first request: a proxy nobody asks never holds it.
  * @module
  */
+import type { Executor } from "../../../iptables/executor.ts";
 import type { DebugServices } from "../../healthcheck/metrics_server.ts";
 import type { ModeProvider, ProxyModeDefinition } from "../../mode_definition.ts";
 import type { ProxyConfig } from "../../options/config.ts";
-import { DatapathWorkers } from "../../read_side/datapath_workers.ts";
-import { explainService, SERVICES_SCHEMA, summarizeServices, whyNoReport } from "../../read_side/report.ts";
 
 /**
  * Returns the pages of `/debug/services` for `proxier`, a proxy of `mode` running on `nodeName`,
@@ -20,22 +20,44 @@ export function debugServices(
     readonly nodeName: string;
     readonly mode: ProxyModeDefinition;
     readonly proxier: ModeProvider;
+    readonly exec: Executor;
     readonly signal: AbortSignal;
   },
 ): DebugServices {
   const { explain } = o.proxier;
-  const workers = new DatapathWorkers({ signal: o.signal, toolTimeoutMs: o.config.kernelToolTimeoutMs });
-  const check = workers.check({ tracer: o.mode, config: o.config, answer: explain.answer });
+  let readSide: ReturnType<typeof load> | undefined;
+  async function load() {
+    const [{ DatapathWorkers }, report, { nodeSources }] = await Promise.all([
+      import("../../read_side/datapath_workers.ts"),
+      import("../../read_side/report.ts"),
+      import("../../read_side/route.ts"),
+    ]);
+    const workers = new DatapathWorkers({ signal: o.signal, toolTimeoutMs: o.config.kernelToolTimeoutMs });
+    const check = workers.check({ tracer: o.mode, config: o.config, answer: explain.answer });
+    return { report, check, nodeSources };
+  }
   return {
-    list: () => ({ schema: SERVICES_SCHEMA, services: summarizeServices(explain.views()) }),
+    async list() {
+      const { report } = await (readSide ??= load());
+      return { schema: report.SERVICES_SCHEMA, services: report.summarizeServices(explain.views()) };
+    },
     async service(name, port, client) {
+      const { report, check, nodeSources } = await (readSide ??= load());
       const views = explain.views();
-      const report = await explainService(
-        { mode: o.mode, node: o.nodeName, rules: "live", views, check, clientIP: client },
+      const r = await report.explainService(
+        {
+          mode: o.mode,
+          node: o.nodeName,
+          rules: "live",
+          views,
+          check,
+          clientIP: client,
+          nodeSources: (dsts) => nodeSources(o.exec, dsts),
+        },
         name,
         port,
       );
-      return report === undefined ? { missing: whyNoReport(views, name, port) } : { report };
+      return r === undefined ? { missing: report.whyNoReport(views, name, port) } : { report: r };
     },
   };
 }

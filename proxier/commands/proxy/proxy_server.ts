@@ -164,7 +164,7 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
         emulates: `${UPSTREAM_VERSION.major}.${UPSTREAM_VERSION.minor}`,
         startedMs: performance.timeOrigin,
       },
-      debug: debugServices({ config, nodeName, mode, proxier, signal: ac.signal }),
+      debug: debugServices({ config, nodeName, mode, proxier, exec, signal: ac.signal }),
       signal: ac.signal,
       log,
       clock,

@@ -7,28 +7,12 @@
 import type { Executor } from "../../../iptables/executor.ts";
 import type { CommandContext } from "../../command_definition.ts";
 import { ipFamily } from "../../model/net.ts";
-import { INTERFACE } from "../../options/validation.ts";
 import type { ProxyConfig } from "../../options/config.ts";
 import { type RulesSource, type TraceQuery, traceSource } from "../../trace/packet.ts";
 import { renderFileSource } from "../../read_side/render.ts";
+import { route } from "../../read_side/route.ts";
 import type { TraceArgs } from "./flags.ts";
 import { formatTrace } from "./report.ts";
-
-/**
- * Returns what the kernel's route to `dst` says (`ip route get`, read only): the source address it
- * picks for a connection from this node, and the interface it leaves by (the one a packet from
- * `dst` comes in on); each undefined when there is no route or the answer lacks it.
- */
-export async function route(exec: Executor, dst: string): Promise<{ src?: string; dev?: string }> {
-  const r = await exec.run("ip", { args: ["-o", "route", "get", dst] }).catch(() => undefined);
-  if (r === undefined || r.code !== 0) return {};
-  const src = / src (\S+)/.exec(r.stdout)?.[1];
-  const dev = / dev (\S+)/.exec(r.stdout)?.[1];
-  return {
-    src: src !== undefined && ipFamily(src) !== undefined ? src : undefined,
-    dev: dev !== undefined && INTERFACE.test(dev) ? dev : undefined,
-  };
-}
 
 /**
  * The interface a packet from `q.src` comes in on when `--in-interface` is not given: the one the
