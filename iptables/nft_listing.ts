@@ -47,8 +47,11 @@ export function listingStatements(text: string): string[] {
     const t = `${table} ${b.name}`;
     if (b.kind === "chain") {
       const base = b.lines.find((l) => /^type \S+ hook /.test(l));
-      chains.push(`add chain ${t}${base === undefined ? "" : ` { ${base} }`}`);
-      for (const r of b.lines) if (r !== base) rules.push(`add rule ${t} ${r}`);
+      // A line of its own `comment "..."` is the chain's, not a rule.
+      const comment = b.lines.find((l) => /^comment "[^"]*"$/.test(l));
+      const spec = [base, comment === undefined ? undefined : `${comment} ;`].filter((x) => x !== undefined);
+      chains.push(`add chain ${t}${spec.length === 0 ? "" : ` { ${spec.join(" ")} }`}`);
+      for (const r of b.lines) if (r !== base && r !== comment) rules.push(`add rule ${t} ${r}`);
       return;
     }
     const decl = b.lines.filter((l) => !l.startsWith("elements = ") && !/^size \d+$/.test(l));

@@ -15,6 +15,8 @@ import { type NftChainInfo, type NftElement, NftError, nftFamily, parseBaseHook 
 /** A chain: base chain properties (`type filter hook input priority -110`) and rules. */
 export interface NftChain {
   readonly base?: string;
+  /** Its comment, as created (an existing chain keeps its own). */
+  readonly comment?: string;
   rules: string[];
 }
 
@@ -37,6 +39,8 @@ export interface NftSet {
 export interface NftTable {
   readonly chains: Map<string, NftChain>;
   readonly sets: Map<string, NftSet>;
+  /** Its comment, as created (an existing table keeps its own). */
+  readonly comment?: string;
 }
 
 type State = Map<string, NftTable>; // "ip kube-proxy" -> table
@@ -45,7 +49,8 @@ function clone(s: State): State {
   const out: State = new Map();
   for (const [k, t] of s) {
     out.set(k, {
-      chains: new Map([...t.chains].map(([n, c]) => [n, { base: c.base, rules: [...c.rules] }])),
+      ...(t.comment === undefined ? {} : { comment: t.comment }),
+      chains: new Map([...t.chains].map(([n, c]) => [n, { ...c, rules: [...c.rules] }])),
       sets: new Map(
         [...t.sets].map((
           [n, x],
@@ -160,7 +165,10 @@ export class NftRuleset {
     const tk = `${fam} ${tableName}`;
     if (what === "table") {
       if (verb === "add") {
-        if (!s.has(tk)) s.set(tk, { chains: new Map(), sets: new Map() });
+        const comment = / comment "([^"]*)"/.exec(line)?.[1];
+        if (!s.has(tk)) {
+          s.set(tk, { chains: new Map(), sets: new Map(), ...(comment === undefined ? {} : { comment }) });
+        }
       } else if (verb === "delete") {
         if (!s.delete(tk)) throw new Error(`No such file or directory: table ${tk}`);
       } else if (verb === "flush") {
@@ -211,10 +219,19 @@ export class NftRuleset {
   #chain(t: NftTable, verb: string, name: string, rest: string | undefined): void {
     const c = t.chains.get(name);
     if (verb === "add") {
-      const base = rest === undefined ? undefined : /^\{\s*(.*?)\s*\}$/.exec(rest)?.[1];
-      if (rest !== undefined && base === undefined) throw new Error(`syntax error: chain ${name} ${rest}`);
-      if (c === undefined) t.chains.set(name, { base, rules: [] });
-      else if (base !== undefined) sameHook(name, c.base, base);
+      const spec = rest === undefined ? undefined : /^\{\s*(.*?)\s*\}$/.exec(rest)?.[1];
+      if (rest !== undefined && spec === undefined) throw new Error(`syntax error: chain ${name} ${rest}`);
+      // `{ type ... hook ... priority ...; policy ...; comment "..." ; }`: a comment alone is a
+      // regular chain's.
+      const parts = spec === undefined
+        ? []
+        : splitTop(spec, ";").map((p) => p.trim()).filter((p) => p !== "");
+      const comment = parts.map((p) => /^comment "([^"]*)"$/.exec(p)?.[1]).find((x) => x !== undefined);
+      const hooked = parts.filter((p) => !p.startsWith("comment "));
+      const base = hooked.length === 0 ? undefined : `${hooked.join("; ")};`;
+      if (c === undefined) {
+        t.chains.set(name, { base, rules: [], ...(comment === undefined ? {} : { comment }) });
+      } else if (base !== undefined) sameHook(name, c.base, base);
     } else if (verb === "flush") {
       if (c === undefined) throw new Error(`No such file or directory: chain ${name}`);
       c.rules = [];
@@ -341,6 +358,7 @@ export class NftRuleset {
     const t = this.table(family, table);
     if (t === undefined) throw new Error(`No such file or directory: table ${table}`);
     const out = [`table ${nftFamily(family)} ${table} {`];
+    if (t.comment !== undefined) out.push(`\tcomment "${t.comment}"`);
     const blocks: string[][] = [];
     for (const [name, set] of t.sets) {
       const b = [`\t${set.kind} ${name} {`];
@@ -365,6 +383,7 @@ export class NftRuleset {
     for (const [name, c] of t.chains) {
       const b = [`\tchain ${name} {`];
       if (c.base !== undefined) b.push(`\t\t${c.base}`);
+      if (c.comment !== undefined) b.push(`\t\tcomment "${c.comment}"`);
       for (const r of c.rules) b.push(`\t\t${r}`);
       b.push("\t}");
       blocks.push(b);

@@ -50,9 +50,9 @@ export class NftTransaction {
     return this;
   }
 
-  /** Creates the table when it does not exist. */
-  addTable(): this {
-    this.#lines.push(`add table ${this.#table}`);
+  /** Creates the table (with `comment`, which an existing table keeps as it was) when it does not exist. */
+  addTable(comment?: string): this {
+    this.#lines.push(`add table ${this.#table}${comment === undefined ? "" : ` { comment "${comment}" ; }`}`);
     return this;
   }
 
@@ -62,12 +62,13 @@ export class NftTransaction {
     return this;
   }
 
-  /** Creates a chain (a base chain on `hook`) when it does not exist. */
-  addChain(name: string, hook?: NftHook): this {
+  /** Creates a chain (a base chain on `hook`; with `comment`) when it does not exist. */
+  addChain(name: string, hook?: NftHook, comment?: string): this {
+    const note = comment === undefined ? "" : ` comment "${comment}" ;`;
     this.#lines.push(
       hook === undefined
-        ? `add chain ${this.#table} ${name}`
-        : `add chain ${this.#table} ${name} { type ${hook.type} hook ${hook.hook} priority ${hook.priority}; policy accept; }`,
+        ? `add chain ${this.#table} ${name}${note === "" ? "" : ` {${note} }`}`
+        : `add chain ${this.#table} ${name} { type ${hook.type} hook ${hook.hook} priority ${hook.priority}; policy accept;${note} }`,
     );
     return this;
   }

@@ -167,6 +167,22 @@ const REGULAR_CHAINS: readonly NftName[] = [
   LAYOUT_MARKER,
 ];
 
+/**
+ * The comments upstream's nftables mode gives the objects whose names this layout shares with it:
+ * written the same, so a node rolled back to upstream holds exactly what upstream alone writes (its
+ * `add` keeps an existing object's comment as it was).
+ */
+const UPSTREAM_COMMENTS: ReadonlyMap<NftName, string> = new Map([
+  [CLUSTER_IPS, "Active ClusterIPs"],
+  [SERVICE_IPS, "ClusterIP, ExternalIP and LoadBalancer IP traffic"],
+  [NO_ENDPOINT_SERVICES, "vmap to drop or reject packets to services with no endpoints"],
+  [FIREWALL_IPS, "destinations that are subject to LoadBalancerSourceRanges"],
+  [REJECT_CHAIN, "helper for @no-endpoint-services / @no-endpoint-nodeports"],
+]);
+
+/** The table's comment, as upstream's. */
+const TABLE_COMMENT = "rules for kube-proxy";
+
 /** Every fixed chain, base and regular. */
 export const FIXED_CHAINS: ReadonlySet<NftName> = new Set([
   ...BASE_CHAINS.map((c) => c.name),
@@ -247,9 +263,9 @@ export function fixedLayout(tx: NftTransaction, o: LayoutOptions): void {
   const { family: fam, addrType: addr } = tx;
   const entry = `${addr} . inet_proto . inet_service`;
   const key = `${fam} daddr . meta l4proto . th dport`;
-  tx.addTable();
+  tx.addTable(TABLE_COMMENT);
   for (const c of BASE_CHAINS) tx.addChain(c.name, c).flushChain(c.name);
-  for (const c of REGULAR_CHAINS) tx.addChain(c).flushChain(c);
+  for (const c of REGULAR_CHAINS) tx.addChain(c, undefined, UPSTREAM_COMMENTS.get(c)).flushChain(c);
   const sets: Array<[NftSetKind, NftName, string]> = [
     ["set", CLUSTER_IPS, `type ${addr}`],
     ["set", HAIRPIN, `type ${addr} . ${addr}`],
@@ -263,7 +279,13 @@ export function fixedLayout(tx: NftTransaction, o: LayoutOptions): void {
     ["map", AFFINITY_RECORDS, `type ${entry} : verdict`],
     ["set", SYNC_GENERATION, "type mark"],
   ];
-  for (const [kind, name, decl] of sets) tx.addSet(kind, name, `${decl};`).flushSet(kind, name);
+  for (const [kind, name, decl] of sets) {
+    const comment = UPSTREAM_COMMENTS.get(name);
+    tx.addSet(kind, name, `${decl};${comment === undefined ? "" : ` comment "${comment}";`}`).flushSet(
+      kind,
+      name,
+    );
+  }
   const rule = (chain: NftName, text: string) => tx.addRule(chain, text);
   rule(FILTER_PREROUTING_PRE_DNAT, `ct state new jump ${FIREWALL_CHECK}`);
   rule(FILTER_OUTPUT_PRE_DNAT, `ct state new jump ${FIREWALL_CHECK}`);

@@ -86,7 +86,7 @@ Deno.test("nftables: a failed transaction keeps the previous rules, is counted, 
   ]);
   await proxier.syncNow();
   assert(
-    fake.transactions.at(-1)!.startsWith("add table ip kube-proxy\n"),
+    fake.transactions.at(-1)!.startsWith('add table ip kube-proxy { comment "rules for kube-proxy" ; }\n'),
     "after a failure the sync is full",
   );
   assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.11:80"]);
@@ -343,7 +343,7 @@ Deno.test("nftables hand-over: upstream's first sync over our table leaves none 
   assertEquals(lines(fake.transactions.at(-1)!).slice(0, 3), [
     "add table ip kube-proxy",
     "delete table ip kube-proxy",
-    "add table ip kube-proxy",
+    'add table ip kube-proxy { comment "rules for kube-proxy" ; }',
   ]);
   assertEquals(
     fake.listChains("IPv4", TABLE)!.filter((c) => c.includes("/")),

@@ -115,3 +115,33 @@ export function datapathCheck(s: DatapathSources): DatapathCheck {
     return out;
   };
 }
+
+/**
+ * Returns whether the datapath drops a forwarded packet conntrack finds INVALID (an out-of-window
+ * TCP segment toward a pod on another node), traced through its rules; undefined when the view
+ * names no such pod or the rules cannot say.
+ */
+export async function dropsInvalid(s: DatapathSources, view: FamilyView): Promise<boolean | undefined> {
+  if (s.tracer.trace === undefined) return undefined;
+  const remote = [...view.endpoints.values()].flat().find((e) => !e.isLocal && !view.nodeIPs.includes(e.ip));
+  if (remote === undefined) return undefined;
+  const q: TraceQuery = {
+    src: view.family === "IPv4" ? "203.0.113.9" : "2001:db8::9",
+    dst: remote.ip,
+    port: remote.port,
+    protocol: "tcp",
+    from: "external",
+    inInterface: "uplink0",
+    rulesText: s.rendered?.(view.family),
+    output: "json",
+    nodeIPs: view.nodeIPs,
+    modeChosen: true,
+    ctState: "invalid",
+  };
+  try {
+    const r = await s.tracer.trace(q, { exec: s.exec, config: s.config, nodeIPs: view.nodeIPs });
+    return r.verdict === "UNKNOWN" ? undefined : r.verdict === "DROP";
+  } catch {
+    return undefined;
+  }
+}

@@ -67,7 +67,10 @@ export function tracePacket(
     unsupported: new Set(),
     affinity: false,
   };
-  const natOutcomes = walk(w, "nat", pkt.fromHost ? "OUTPUT" : "PREROUTING", pkt, pkt.dst, false, 1);
+  // Conntrack gives nat only the first packet of a connection it tracks: an INVALID one skips it.
+  const natOutcomes = pkt.ctState === "invalid"
+    ? [{ masq: false, p: 1 }]
+    : walk(w, "nat", pkt.fromHost ? "OUTPUT" : "PREROUTING", pkt, pkt.dst, false, 1);
   const reached: Outcome[] = [];
   const passed: Outcome[] = [];
   let verdict: TraceResult["verdict"] = "none";
@@ -254,10 +257,17 @@ function match(
         break;
       case "--ctstate":
       case "--state":
-        // A new connection is NEW (and DNAT once nat rewrote it); never INVALID, RELATED, ESTABLISHED.
-        if (!check(v.split(",").some((st) => st === "NEW" || (st === "DNAT" && pkt.dnatted === true)))) {
-          return { kind: "no" };
-        }
+        // A new connection is NEW (and DNAT once nat rewrote it); an INVALID packet only INVALID;
+        // neither is RELATED or ESTABLISHED.
+        if (
+          !check(
+            v.split(",").some((st) =>
+              pkt.ctState === "invalid"
+                ? st === "INVALID"
+                : st === "NEW" || (st === "DNAT" && pkt.dnatted === true)
+            ),
+          )
+        ) return { kind: "no" };
         i++;
         break;
       case "--mark":

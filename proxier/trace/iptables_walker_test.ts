@@ -172,3 +172,46 @@ Deno.test("tracer: protocol and port must match; filter REJECT is reported", asy
     "REJECT",
   );
 });
+
+Deno.test("tracer over upstream 1.36's own iptables-save of a node: each kind of Service and client", () => {
+  const listing = Deno.readTextFileSync(
+    new URL("../../tests/testdata/upstream-1.36/iptables-mode.iptables-save", import.meta.url),
+  );
+  const rules = parseRules(listing);
+  const node = "192.168.77.10", pod = "10.244.250.50", outside = "203.0.113.200";
+  const trace = (src: string, dst: string, port: number, o: { udp?: boolean; fromHost?: boolean } = {}) => {
+    const r = tracePacket(rules, {
+      src,
+      dst,
+      port,
+      protocol: o.udp ? "udp" : "tcp",
+      ...(o.fromHost ? { fromHost: true } : { inInterface: src === pod ? "veth0" : "eth0" }),
+    }, [node]);
+    return [r.verdict, r.endpoints.join(","), r.masq, r.affinity];
+  };
+  assertEquals(trace(node, "10.96.97.45", 80, { fromHost: true }), [
+    "DNAT",
+    "10.244.250.31:8080,10.244.9.31:8080",
+    true,
+    false,
+  ]);
+  assertEquals(trace(pod, "10.96.217.251", 53, { udp: true }), [
+    "DNAT",
+    "10.244.250.32:5353,10.244.9.33:5353",
+    false,
+    false,
+  ]);
+  // externalTrafficPolicy Local on the NodePort: the local endpoint, the client's address kept.
+  assertEquals(trace(outside, node, 30280), ["DNAT", "10.244.250.33:8080", false, false]);
+  assertEquals(trace(outside, node, 30281)[0], "DROP", "Local policy, no local endpoint");
+  assertEquals(trace("192.0.2.5", "198.51.100.80", 443), [
+    "DNAT",
+    "10.244.250.36:8443,10.244.9.39:8443",
+    true,
+    false,
+  ]);
+  assertEquals(trace(outside, "198.51.100.80", 443)[0], "DROP", "outside loadBalancerSourceRanges");
+  assertEquals(trace(pod, "10.96.32.21", 80)[0], "REJECT", "no endpoints");
+  assertEquals(trace(pod, "10.96.30.162", 80)[3], true, "ClientIP affinity");
+  assertEquals(trace(pod, "10.96.36.91", 80), ["DNAT", "10.244.250.34:8080", false, false]);
+});

@@ -30,7 +30,7 @@ import {
 /** A packet opening a connection, as the rule walker takes it (`fromHost`: the output hook). */
 export type NftPacket = Pick<
   Packet,
-  "src" | "dst" | "port" | "protocol" | "fromHost" | "inInterface" | "sport"
+  "src" | "dst" | "port" | "protocol" | "fromHost" | "inInterface" | "sport" | "ctState"
 >;
 
 /** Where the packet went. */
@@ -169,11 +169,12 @@ class Evaluator implements Evaluation {
     this.exploreHashes = exploreHashes;
   }
 
-  /** Base chains on `hook`, in priority order. */
+  /** Base chains on `hook`, in priority order (conntrack gives nat chains no INVALID packet). */
   baseChains(hook: string): string[] {
     const hooked: Array<[string, number]> = [];
     for (const [name, c] of this.#t.chains) {
       const h = c.base === undefined ? undefined : parseBaseHook(c.base);
+      if (this.#pkt.ctState === "invalid" && /\btype nat\b/.test(c.base ?? "")) continue;
       if (h?.hook === hook) hooked.push([name, h.priority]);
     }
     return hooked.sort((a, b) => a[1] - b[1]).map(([n]) => n);
@@ -360,7 +361,7 @@ class Evaluator implements Evaluation {
     if ((t === "tcp" || t === "udp" || t === "sctp") && tokens[i + 1] === "dport") {
       return [ABSENT, i + 2];
     }
-    if (t === "ct" && tokens[i + 1] === "state") return ["new", i + 2];
+    if (t === "ct" && tokens[i + 1] === "state") return [p.ctState ?? "new", i + 2];
     if (t === "ct" && tokens[i + 1] === "status") return [st.dnat !== undefined ? "dnat" : "none", i + 2];
     if (t === "ct" && tokens[i + 1] === "original") {
       if (tokens[i + 2] === fam && tokens[i + 3] === "daddr") return [orig.daddr, i + 4];

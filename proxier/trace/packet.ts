@@ -24,6 +24,11 @@ export interface TraceQuery {
    * reach), besides the one this packet gets (in the result's picks). Default: that one only.
    */
   readonly exploreHashes?: boolean;
+  /**
+   * What conntrack makes of the packet: a new connection's first packet (the default), or a packet
+   * of no connection it knows (INVALID: an out-of-window TCP segment), which no nat rule sees.
+   */
+  readonly ctState?: "new" | "invalid";
   /** pod: from a pod on this node; external: from another host; node: from this node itself. */
   readonly from: "pod" | "node" | "external";
   /** A saved (`iptables-save`) or rendered rules file; unset: the live rules of this namespace. */
@@ -49,6 +54,8 @@ export interface TraceQuery {
 
 /** A packet opening a connection. */
 export interface Packet {
+  /** Conntrack's state for it (default `new`); see {@linkcode TraceQuery.ctState}. */
+  readonly ctState?: "new" | "invalid";
   readonly src: string;
   readonly dst: string;
   readonly port: number;
@@ -201,5 +208,6 @@ export function queryPacket(q: TraceQuery, family: IPFamily, nodeIPs: readonly s
     fromHost: q.from === "node",
     fromPod: q.from === "pod",
     inInterface: q.inInterface,
+    ...(q.ctState === undefined ? {} : { ctState: q.ctState }),
   };
 }

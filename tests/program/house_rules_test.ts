@@ -72,6 +72,9 @@ export const BUDGETS: Readonly<Record<string, number>> = {
   "proxier/options/kube_proxy_configuration.ts": 430,
   "proxier/iptables/proxier.ts": 430,
   "proxier/iptables/rules.ts": 420,
+  "proxier/trace/iptables_walker.ts": 420,
+  "proxier/trace/nft_walker.ts": 410,
+  "iptables/nft_ruleset.ts": 420,
 };
 
 /** Returns each file of `sizes` (path -> lines) over its budget, and each budget that is wrong. */

@@ -225,7 +225,12 @@ Deno.test("main: render --proxy-mode=nftables prints the transaction a full sync
       "--hostname-override=node-a",
     ]);
     assertEquals(r.code, 0, r.stderr);
-    assert(r.stdout.startsWith("# nft -f - input (ip)\nadd table ip kube-proxy\n"), r.stdout.slice(0, 80));
+    assert(
+      r.stdout.startsWith(
+        `# nft -f - input (ip)\nadd table ip kube-proxy { comment "rules for kube-proxy" ; }\n`,
+      ),
+      r.stdout.slice(0, 80),
+    );
     assert(!r.stdout.includes("(ip6)"), "no IPv6 services, no IPv6 transaction");
     assertMatch(r.stdout, /192\.168\.0\.2 \. tcp \. 30080 : goto external/);
     const fake = new FakeNft();

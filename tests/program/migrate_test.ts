@@ -1,17 +1,14 @@
 /**
  * `migrate` as an operator runs it against a node's saved listing (`--rules`, no root): every cause
- * produces its group, in both directions, on this program's rendered rules of each mode and on
- * upstream's own iptables and nftables layouts (the stand-in written from its code), and a listing
- * that matches the target says nothing changes (no false difference).
+ * produces its group, in both directions, on listings the kernel printed of this program's rules
+ * (loaded into a network namespace and listed back; the ipvs mode's render output, this kernel
+ * having no IPVS) and on upstream 1.36's own listings of a node; a listing that matches the target
+ * says nothing changes (no false difference), and every connection is compared.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { runOnce } from "../support/program.ts";
-import {
-  type Upstream,
-  upstreamIptablesSave,
-  upstreamNftablesSync,
-  type UpstreamPort,
-} from "../support/upstream_kube_proxy.ts";
+import { realKernel } from "../support/namespace.ts";
+import { iptablesListing, nftListing } from "../support/kernel_listing.ts";
 
 const run = runOnce;
 
@@ -72,11 +69,23 @@ async function withFiles(
   }
 }
 
-/** Renders `mode`'s rules for the objects into `dir/mode.rules`; returns the `--rules` flag. */
-async function rendered(src: string, dir: string, mode: string, extra: string[] = []): Promise<string> {
+const kernel = await realKernel(["nft", "iptables-nft-restore", "iptables-nft-save"]);
+
+/**
+ * Writes what a node `mode` programs for the objects holds into `dir/mode.rules`, as the kernel
+ * lists it: the render loaded into a namespace and listed back (`iptables-save; ip6tables-save`,
+ * `nft list ruleset`); the ipvs mode's render output as it is. Returns the `--rules` flag.
+ */
+async function listed(src: string, dir: string, mode: string, extra: string[] = []): Promise<string> {
   const r = await run(["render", src, `--proxy-mode=${mode}`, CIDR, ...extra]);
   assertEquals(r.code, 0, r.stderr);
-  await Deno.writeTextFile(`${dir}/${mode}.rules`, r.stdout);
+  let text = r.stdout;
+  if (mode === "nftables") text = await nftListing(r.stdout);
+  if (mode === "iptables") {
+    const [v4, v6] = r.stdout.split("# ip6tables-restore --noflush input\n");
+    text = await iptablesListing(v4, v6);
+  }
+  await Deno.writeTextFile(`${dir}/${mode}.rules`, text);
   return `--rules=${dir}/${mode}.rules`;
 }
 
@@ -93,45 +102,50 @@ async function groups(args: string[]): Promise<{ code: number; groups: Array<[st
   };
 }
 
-Deno.test("migrate iptables <-> nftables: loopback NodePorts, the scheduler, unserved ports; the same groups in reverse", async () => {
-  await withFiles(NODE + WEB + CACHE, async (src, dir) => {
-    const there = await groups(["--to=nftables", await rendered(src, dir, "iptables"), src]);
-    assertEquals(there, {
-      code: 1,
-      groups: [
-        ["unserved-ports", ["(every Service)"]],
-        ["localhost-nodeport", ["shop/web"]],
-        ["scheduler", ["default/cache"]],
-      ],
+Deno.test({
+  name:
+    `migrate iptables <-> nftables: loopback NodePorts, the scheduler, unserved ports; the same groups in reverse${kernel.note}`,
+  ignore: kernel.ignore,
+  async fn() {
+    await withFiles(NODE + WEB + CACHE, async (src, dir) => {
+      const there = await groups(["--to=nftables", await listed(src, dir, "iptables"), src]);
+      assertEquals(there, {
+        code: 1,
+        groups: [
+          ["unserved-ports", ["(every Service)"]],
+          ["localhost-nodeport", ["shop/web"]],
+          ["scheduler", ["default/cache"]],
+        ],
+      });
+      const back = await groups(["--to=iptables", await listed(src, dir, "nftables"), src]);
+      assertEquals(back, there);
+      // The text says what keeps today's behaviour.
+      const text = await run(["migrate", "--to=nftables", `--rules=${dir}/iptables.rules`, src, CIDR]);
+      assertEquals(text.code, 1);
+      assertMatch(
+        text.stdout,
+        /NodePorts on the loopback address \(1 Service\):\n {2}shop\/web p 80\/TCP IPv4, this node on 127\.0\.0\.1: DNAT to 10\.180\.1\.2:8080, 10\.180\.2\.2:8080 \(masqueraded\) -> not a service/,
+      );
+      assertMatch(
+        text.stdout,
+        /--nodeport-addresses=primary,localhost.*KubeProxyNFTablesLocalhostNodePorts=true/,
+      );
+      // Keeping it as the advice says: the loopback NodePort is no longer a difference.
+      const kept = await groups([
+        "--to=nftables",
+        `--rules=${dir}/iptables.rules`,
+        src,
+        "--nodeport-addresses=primary,localhost",
+        "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true",
+      ]);
+      assert(!kept.groups.some(([c]) => c === "localhost-nodeport"), JSON.stringify(kept));
     });
-    const back = await groups(["--to=iptables", await rendered(src, dir, "nftables"), src]);
-    assertEquals(back, there);
-    // The text says what keeps today's behaviour.
-    const text = await run(["migrate", "--to=nftables", `--rules=${dir}/iptables.rules`, src, CIDR]);
-    assertEquals(text.code, 1);
-    assertMatch(
-      text.stdout,
-      /NodePorts on the loopback address \(1 Service\):\n {2}shop\/web p 80\/TCP IPv4, this node on 127\.0\.0\.1: DNAT to 10\.180\.1\.2:8080, 10\.180\.2\.2:8080 \(masqueraded\) -> not a service/,
-    );
-    assertMatch(
-      text.stdout,
-      /--nodeport-addresses=primary,localhost.*KubeProxyNFTablesLocalhostNodePorts=true/,
-    );
-    // Keeping it as the advice says: the loopback NodePort is no longer a difference.
-    const kept = await groups([
-      "--to=nftables",
-      `--rules=${dir}/iptables.rules`,
-      src,
-      "--nodeport-addresses=primary,localhost",
-      "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true",
-    ]);
-    assert(!kept.groups.some(([c]) => c === "localhost-nodeport"), JSON.stringify(kept));
-  });
+  },
 });
 
 Deno.test("migrate ipvs -> nftables: the scheduler of every Service, the INVALID drop, unserved ports", async () => {
   await withFiles(NODE + WEB, async (src, dir) => {
-    assertEquals(await groups(["--to=nftables", await rendered(src, dir, "ipvs"), src]), {
+    assertEquals(await groups(["--to=nftables", await listed(src, dir, "ipvs"), src]), {
       code: 1,
       groups: [
         ["invalid-drop", ["(every Service)"]],
@@ -150,46 +164,124 @@ Deno.test("migrate ipvs -> nftables: the scheduler of every Service, the INVALID
   });
 });
 
-Deno.test("migrate within a mode: a configuration change (--masquerade-all) names the connections whose source it changes", async () => {
-  await withFiles(NODE + WEB, async (src, dir) => {
-    const r = await groups(["--to=iptables", await rendered(src, dir, "iptables"), src, "--masquerade-all"]);
-    assertEquals(r, { code: 1, groups: [["masquerade", ["shop/web"]]] });
-    assertEquals(
-      (await groups(["--to=iptables", `--rules=${dir}/iptables.rules`, src])).code,
-      0,
-      "same config",
-    );
-  });
+Deno.test({
+  name:
+    `migrate within a mode: a configuration change (--masquerade-all) names the connections whose source it changes${kernel.note}`,
+  ignore: kernel.ignore,
+  async fn() {
+    await withFiles(NODE + WEB, async (src, dir) => {
+      const r = await groups(["--to=iptables", await listed(src, dir, "iptables"), src, "--masquerade-all"]);
+      assertEquals(r, { code: 1, groups: [["masquerade", ["shop/web"]]] });
+      assertEquals(
+        (await groups(["--to=iptables", `--rules=${dir}/iptables.rules`, src])).code,
+        0,
+        "same config",
+      );
+    });
+  },
 });
 
-Deno.test("migrate from upstream's own layouts: its iptables and nftables listings to this program's same mode change nothing", async () => {
-  const port: UpstreamPort = {
-    namespace: "shop",
-    name: "web",
-    portName: "p",
-    clusterIP: "172.30.0.10",
-    port: 80,
-    targetPort: 8080,
-    endpoints: ["10.180.1.2", "10.180.2.2"],
+const UP = "tests/testdata/upstream-1.36/";
+/** `migrate` over upstream 1.36's own listing of node fxnode and its objects. */
+const upstream = (to: string, listing: string, extra: string[] = []) =>
+  run([
+    "migrate",
+    `--to=${to}`,
+    `--rules=${UP}${listing}`,
+    `--source=file:${UP}objects.yaml`,
+    "--hostname-override=fxnode",
+    "--node-ip=192.168.77.10",
+    "--cluster-cidr=10.244.0.0/16",
+    "--output=json",
+    ...extra,
+  ]);
+
+Deno.test("migrate from upstream 1.36's own listings: every connection compared; the same mode differs only where this program's rules do, the other mode by upstream's mode differences", async () => {
+  const report = async (to: string, listing: string, extra: string[] = []) => {
+    const r = await upstream(to, listing, extra);
+    const j = JSON.parse(r.stdout);
+    assertEquals(j.unanswered, [], "every connection answered by both datapaths");
+    return { code: r.code, unchanged: j.unchanged, groups: j.groups.map((g: { cause: string }) => g.cause) };
   };
-  const clusterIP = WEB.replace("  type: NodePort\n", "").replace(", nodePort: 30080", "");
-  await withFiles(NODE + clusterIP, async (src, dir) => {
-    const up: Upstream = { mode: "iptables", clusterCIDR: "10.180.0.0/16", backend: "nft" };
-    await Deno.writeTextFile(`${dir}/up-iptables.rules`, upstreamIptablesSave(up, [port]));
-    await Deno.writeTextFile(`${dir}/up-nftables.rules`, upstreamNftablesSync([port], "10.180.0.0/16"));
-    assertEquals(await groups(["--to=iptables", `--rules=${dir}/up-iptables.rules`, src]), {
-      code: 0,
-      groups: [],
-    });
-    assertEquals(await groups(["--to=nftables", `--rules=${dir}/up-nftables.rules`, src]), {
-      code: 0,
-      groups: [],
-    });
-    // Recognised by their rules alone (no --from-mode), and to the other mode the known difference.
-    assertEquals((await groups(["--to=iptables", `--rules=${dir}/up-nftables.rules`, src])).groups, [
-      ["unserved-ports", ["(every Service)"]],
-    ]);
+  // Upstream's iptables mode to this program's: nothing.
+  assertEquals(await report("iptables", "iptables-mode.iptables-save"), {
+    code: 0,
+    unchanged: 38,
+    groups: [],
   });
+  // Upstream's nftables mode drops no INVALID packet; this program's does unless conntrack is liberal.
+  assertEquals(await report("nftables", "nftables-mode.nft"), {
+    code: 1,
+    unchanged: 34,
+    groups: ["invalid-drop"],
+  });
+  assertEquals(await report("nftables", "nftables-mode.nft", ["--conntrack-tcp-be-liberal"]), {
+    code: 0,
+    unchanged: 34,
+    groups: [],
+  });
+  // Across modes: upstream's own differences between its two modes, and nothing else.
+  assertEquals((await report("nftables", "iptables-mode.iptables-save")).groups, [
+    "unserved-ports",
+    "localhost-nodeport",
+  ]);
+  assertEquals((await report("iptables", "nftables-mode.nft")).groups, [
+    "invalid-drop",
+    "unserved-ports",
+    "localhost-nodeport",
+  ]);
+});
+
+Deno.test({
+  name:
+    `migrate reads both families: iptables-save and ip6tables-save in one file, or --rules per family; one family alone leaves the other not compared${kernel.note}`,
+  ignore: kernel.ignore,
+  async fn() {
+    const dual = NODE.replace(
+      "[{ type: InternalIP, address: 192.168.0.2 }]",
+      "[{ type: InternalIP, address: 192.168.0.2 }, { type: InternalIP, address: fd00::2 }]",
+    ) +
+      WEB.replace(
+        "  clusterIPs: [172.30.0.10]\n",
+        "  clusterIPs: [172.30.0.10, fd00:30::10]\n  ipFamilyPolicy: RequireDualStack\n  ipFamilies: [IPv4, IPv6]\n",
+      ) +
+      `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: shop, name: web-6, labels: { kubernetes.io/service-name: web } }
+addressType: IPv6
+ports: [{ name: p, protocol: TCP, port: 8080 }]
+endpoints:
+  - { addresses: ["fd00:180::2"], conditions: { ready: true }, nodeName: n1 }
+`;
+    await withFiles(dual, async (src, dir) => {
+      const both = await listed(src, dir, "iptables", ["--cluster-cidr=10.180.0.0/16,fd00:180::/48"]);
+      const args = ["--to=iptables", src, "--cluster-cidr=10.180.0.0/16,fd00:180::/48", "--output=json"];
+      const r = await run(["migrate", both, ...args]);
+      const j = JSON.parse(r.stdout);
+      assertEquals([r.code, j.groups, j.unanswered], [0, [], []], r.stderr);
+      assert(j.unchanged > 4, "both families' connections compared");
+      // The same two listings in two files.
+      const text = await Deno.readTextFile(`${dir}/iptables.rules`);
+      const at = text.indexOf("# Generated by ip6tables");
+      await Deno.writeTextFile(`${dir}/v4.rules`, text.slice(0, at));
+      await Deno.writeTextFile(`${dir}/v6.rules`, text.slice(at));
+      const two = JSON.parse(
+        (await run(["migrate", `--rules=${dir}/v4.rules`, `--rules=${dir}/v6.rules`, ...args])).stdout,
+      );
+      assertEquals([two.groups, two.unanswered, two.unchanged], [[], [], j.unchanged]);
+      // IPv4 alone: the IPv6 connections are not compared (exit 3), never reported as changes.
+      const v4 = await run(["migrate", `--rules=${dir}/v4.rules`, ...args]);
+      const only = JSON.parse(v4.stdout);
+      assertEquals([v4.code, only.groups], [3, []]);
+      assert(
+        only.unanswered.length > 0 && only.unanswered.every((d: { port: string }) => d.port.endsWith("IPv6")),
+      );
+      const said = await run(["migrate", `--rules=${dir}/v4.rules`, ...args.slice(0, -1)]);
+      assertMatch(said.stdout, /^node n1: .*\nNOT COMPARED: \d+ connections of \d+/);
+      assert(!said.stdout.includes("nothing changes for any Service"), said.stdout);
+    });
+  },
 });
 
 Deno.test("migrate: bad input is exit 2 naming what", async () => {
@@ -202,7 +294,12 @@ Deno.test("migrate: bad input is exit 2 naming what", async () => {
         [["--to=nftables", `--rules=${dir}/missing.rules`, src], /--rules: ".*missing\.rules"/],
         [
           ["--to=nftables", `--rules=${dir}/empty.rules`, src],
-          /no mode's Service rules found in .*empty\.rules; name the mode/,
+          /no mode's Service rules found in .*empty\.rules; name the mode that programs it with --from-mode$/m,
+        ],
+        // Naming a mode does not make its rules appear: comparing with none would call every Service changed.
+        [
+          ["--to=nftables", "--from-mode=iptables", `--rules=${UP}nftables-mode.nft`, src],
+          /--from-mode=iptables: no iptables mode's Service rules found in .*nftables-mode\.nft/,
         ],
       ] as const
     ) {

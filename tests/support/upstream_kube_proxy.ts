@@ -25,8 +25,14 @@ export interface UpstreamPort {
   readonly externalIPs?: readonly string[];
   readonly loadBalancerIPs?: readonly string[];
   readonly sourceRanges?: readonly string[];
-  /** externalTrafficPolicy Local, with the endpoints of `endpoints` on this node. */
+  /** The endpoints of `endpoints` on this node (hairpin entries; what the Local policies reach). */
   readonly localEndpoints?: readonly string[];
+  /** externalTrafficPolicy Local. */
+  readonly externalLocal?: boolean;
+  /** internalTrafficPolicy Local. */
+  readonly internalLocal?: boolean;
+  /** The port's protocol (default tcp). */
+  readonly protocol?: "tcp" | "udp";
   /** ClientIP affinity timeout in seconds. */
   readonly affinitySeconds?: number;
 }
@@ -398,9 +404,9 @@ export function upstreamIptablesSave(up: Upstream, ports: readonly UpstreamPort[
   return [...table("filter", filter), ...table("nat", nat), ""].join("\n");
 }
 
-/** The nftables mode's chain names for a port: `service-HASH-ns/name/tcp/port` and its endpoints'. */
+/** The nftables mode's chain names for a port: `service-HASH-ns/name/proto/port` and its endpoints'. */
 function nftNames(p: UpstreamPort): { svc: string; ep: (ip: string) => string } {
-  const base = `${p.namespace}/${p.name}/tcp/${p.portName}`;
+  const base = `${p.namespace}/${p.name}/${p.protocol ?? "tcp"}/${p.portName}`;
   const hash = (s: string) => hashPrefix(s).slice(0, 8);
   return {
     svc: `service-${hash(base)}-${base}`,
@@ -421,19 +427,43 @@ function staleServiceChains(ports: readonly UpstreamPort[], existing: readonly s
   return existing.filter((c) => c.includes("/") && !active.has(c));
 }
 
+/** What upstream's nftables mode knows of the node and cluster beyond the Services. */
+export interface NftNode {
+  /** The node's primary IPv4 address: `nodeport-ips` (1.36's default `--nodeport-addresses=primary`). */
+  readonly nodeIP?: string;
+  /** The IPv4 ServiceCIDR: traffic to its addresses no Service holds is dropped. */
+  readonly serviceCIDR?: string;
+}
+
 /**
- * The nftables mode's first full sync (IPv4) as one `nft -f` transaction: the table added (never
- * replaced), its base chains deleted and recreated once (another writer's hooks do not survive),
- * its fixed chains flushed and rewritten, its maps and sets flushed and refilled, a chain per
- * service port and endpoint, and the service chains of `existing` it no longer needs flushed (a
- * later sync deletes them). Chains and maps it does not name stay as they were.
+ * The nftables mode's first full sync as one `nft -f` transaction, both families (IPv6 without
+ * Services): each table added (never replaced), its base chains deleted and recreated once (another
+ * writer's hooks do not survive), its fixed chains flushed and rewritten, its maps and sets flushed
+ * and refilled, the chains of every service port, and the service chains of `existing` it no longer
+ * needs flushed (a later sync deletes them). Chains and maps it does not name stay as they were.
+ * The layout, comments included, is 1.36's as `tests/testdata/upstream-1.36/nftables-mode.nft`
+ * shows it.
  */
 export function upstreamNftablesSync(
   ports: readonly UpstreamPort[],
   clusterCIDR: string,
   existing: readonly string[] = [],
+  node: NftNode = {},
 ): string {
-  const t = "ip kube-proxy";
+  const out = [
+    ...nftFamily("ip", clusterCIDR, node),
+    ...ports.flatMap((p) => nftServicePort("ip kube-proxy", p, clusterCIDR)),
+    ...staleServiceChains(ports, existing).map((c) => `flush chain ip kube-proxy ${c}`),
+    ...nftFamily("ip6", undefined, {}),
+  ];
+  return out.join("\n") + "\n";
+}
+
+/** One family's table, its sets, maps, base and fixed chains, with the sets and maps emptied. */
+function nftFamily(fam: "ip" | "ip6", clusterCIDR: string | undefined, node: NftNode): string[] {
+  const t = `${fam} kube-proxy`;
+  const addr = fam === "ip" ? "ipv4_addr" : "ipv6_addr";
+  const lo = fam === "ip" ? "127.0.0.0/8" : "::1";
   const base: Array<[string, string, string, string]> = [
     ["filter-prerouting-pre-dnat", "filter", "prerouting", "-110"],
     ["filter-output-pre-dnat", "filter", "output", "-110"],
@@ -444,160 +474,284 @@ export function upstreamNftablesSync(
     ["nat-output", "nat", "output", "-100"],
     ["nat-postrouting", "nat", "postrouting", "100"],
   ];
-  const out = [`add table ${t}`];
+  const out = [`add table ${t} { comment "rules for kube-proxy" ; }`];
   for (const [name] of base) out.push(`add chain ${t} ${name}`, `delete chain ${t} ${name}`);
   for (const [name, type, hook, prio] of base) {
     out.push(`add chain ${t} ${name} { type ${type} hook ${hook} priority ${prio}; policy accept; }`);
     out.push(`flush chain ${t} ${name}`);
   }
+  const nodePortIPs = fam === "ip" && node.nodeIP !== undefined;
+  const entry = `${addr} . inet_proto . inet_service`;
+  out.push(
+    `add set ${t} hairpin-connections { type ${addr} . ${addr} . inet_proto . inet_service ; comment "service hairpin connections" ; }`,
+    `add set ${t} cluster-ips { type ${addr} ; comment "Active ClusterIPs" ; }`,
+    ...(nodePortIPs
+      ? [`add set ${t} nodeport-ips { type ${addr} ; comment "IPs that accept NodePort traffic" ; }`]
+      : []),
+    `add map ${t} no-endpoint-services { type ${entry} : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }`,
+    `add map ${t} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }`,
+    `add map ${t} firewall-ips { type ${entry} : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }`,
+    `add map ${t} service-ips { type ${entry} : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }`,
+    `add map ${t} service-nodeports { type inet_proto . inet_service : verdict ; comment "NodePort traffic" ; }`,
+  );
   const fixed = [
     "nodeport-endpoints-check",
     "service-endpoints-check",
     "firewall-check",
     "services",
     "masquerading",
-    "mark-for-masquerade",
     "cluster-ips-check",
-    "reject-chain",
   ];
   for (const c of fixed) out.push(`add chain ${t} ${c}`, `flush chain ${t} ${c}`);
-  const entry = "ipv4_addr . inet_proto . inet_service";
   out.push(
-    `add set ${t} cluster-ips { type ipv4_addr; }`,
-    `add map ${t} no-endpoint-services { type ${entry} : verdict; }`,
-    `add map ${t} no-endpoint-nodeports { type inet_proto . inet_service : verdict; }`,
-    `add map ${t} firewall-ips { type ${entry} : verdict; }`,
-    `add map ${t} service-ips { type ${entry} : verdict; }`,
-    `add map ${t} service-nodeports { type inet_proto . inet_service : verdict; }`,
-    // --nodeport-addresses unset: the set exists only to be deleted.
-    `add set ${t} nodeport-ips { type ipv4_addr; }`,
-    `delete set ${t} nodeport-ips`,
+    `add chain ${t} reject-chain { comment "helper for @no-endpoint-services / @no-endpoint-nodeports" ; }`,
+    `flush chain ${t} reject-chain`,
   );
-  const key = "ip daddr . meta l4proto . th dport";
+  const key = `${fam} daddr . meta l4proto . th dport`;
+  const nodePorts = nodePortIPs
+    ? `${fam} daddr @nodeport-ips meta l4proto . th dport`
+    : `${fam} daddr != ${lo} meta l4proto . th dport`;
   const rules: Array<[string, string]> = [
+    ["filter-prerouting-pre-dnat", "ct state new jump firewall-check"],
+    ["filter-output-pre-dnat", "ct state new jump firewall-check"],
     ["filter-input", "ct state new jump nodeport-endpoints-check"],
     ["filter-input", "ct state new jump service-endpoints-check"],
     ["filter-forward", "ct state new jump service-endpoints-check"],
-    ["filter-output", "ct state new jump service-endpoints-check"],
-    ["filter-prerouting-pre-dnat", "ct state new jump firewall-check"],
-    ["filter-output-pre-dnat", "ct state new jump firewall-check"],
-    ["nat-output", "jump services"],
-    ["nat-prerouting", "jump services"],
-    ["nat-postrouting", "jump masquerading"],
     ["filter-forward", "ct state new jump cluster-ips-check"],
+    ["filter-output", "ct state new jump service-endpoints-check"],
     ["filter-output", "ct state new jump cluster-ips-check"],
-    ["mark-for-masquerade", `meta mark set meta mark | ${MARK}`],
-    ["masquerading", `meta mark & ${MARK} == 0x00000000 return`],
-    ["masquerading", `meta mark set meta mark ^ ${MARK}`],
-    ["masquerading", "masquerade fully-random"],
-    ["cluster-ips-check", "ip daddr @cluster-ips reject"],
-    ["reject-chain", "reject"],
+    ["nat-prerouting", "jump services"],
+    ["nat-output", "jump services"],
+    ["nat-postrouting", "jump masquerading"],
+    ["nodeport-endpoints-check", `${nodePorts} vmap @no-endpoint-nodeports`],
     ["service-endpoints-check", `${key} vmap @no-endpoint-services`],
-    [
-      "nodeport-endpoints-check",
-      "ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports",
-    ],
     ["firewall-check", `${key} vmap @firewall-ips`],
+    ...(clusterCIDR === undefined ? [] : [[
+      "services",
+      `${fam} daddr @cluster-ips ${fam} saddr != ${clusterCIDR} meta mark set meta mark | ${MARK} comment "masquerade clusterIP traffic from outside cluster"`,
+    ] as [string, string]]),
     ["services", `${key} vmap @service-ips`],
     [
       "services",
-      "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+      nodePortIPs
+        ? `${nodePorts} vmap @service-nodeports`
+        : `fib daddr type local ${nodePorts} vmap @service-nodeports`,
     ],
+    [
+      "masquerading",
+      `meta mark & ${MARK} != 0 meta mark set meta mark ^ ${MARK} masquerade fully-random`,
+    ],
+    [
+      "masquerading",
+      `ct status dnat ${fam} saddr . ${fam} daddr . meta l4proto . th dport @hairpin-connections masquerade fully-random`,
+    ],
+    [
+      "cluster-ips-check",
+      `${fam} daddr @cluster-ips reject comment "Reject traffic to invalid ports of ClusterIPs"`,
+    ],
+    ...(fam === "ip" && node.serviceCIDR !== undefined
+      ? [[
+        "cluster-ips-check",
+        `${fam} daddr ${node.serviceCIDR} drop comment "Drop traffic to unallocated ClusterIPs"`,
+      ] as [string, string]]
+      : []),
+    ["reject-chain", "reject"],
   ];
   for (const [chain, rule] of rules) out.push(`add rule ${t} ${chain} ${rule}`);
-  for (const s of ["cluster-ips", "no-endpoint-services", "no-endpoint-nodeports", "firewall-ips"]) {
-    out.push(`flush ${s === "cluster-ips" ? "set" : "map"} ${t} ${s}`);
+  for (const set of ["hairpin-connections", "cluster-ips", ...(nodePortIPs ? ["nodeport-ips"] : [])]) {
+    out.push(`flush set ${t} ${set}`);
   }
-  out.push(`flush map ${t} service-ips`, `flush map ${t} service-nodeports`);
-  for (const p of ports) out.push(...nftServicePort(t, p, clusterCIDR));
-  for (const c of staleServiceChains(ports, existing)) out.push(`flush chain ${t} ${c}`);
-  return out.join("\n") + "\n";
+  for (
+    const map of [
+      "no-endpoint-services",
+      "no-endpoint-nodeports",
+      "firewall-ips",
+      "service-ips",
+      "service-nodeports",
+    ]
+  ) {
+    out.push(`flush map ${t} ${map}`);
+  }
+  if (nodePortIPs) out.push(`add element ${t} nodeport-ips { ${node.nodeIP} }`);
+  return out;
 }
 
 /**
- * One service port's chains and elements in upstream's nftables layout: `service-` (masquerade
- * from outside the cluster CIDR, affinity, then `numgen` over `endpoint-` chains), `external-` (the
- * Cluster policy masquerades; the Local policy short-circuits pods and the node, then `local-`),
- * `firewall-` for source ranges, and the no-endpoint verdicts.
+ * One service port's chains and elements in upstream 1.36's nftables layout: `service-` DNATs
+ * straight through an anonymous `numgen` map (with ClientIP affinity: its affinity sets, then
+ * `endpoint-` chains that record the client); `external-` (the Cluster policy marks for
+ * masquerading; the Local policy short-circuits pods and the node, then `local-`); internal
+ * traffic policy Local reaches `local-` from the cluster IP; `firewall-` for source ranges; the
+ * no-endpoint verdicts with the port's name; hairpin entries for the endpoints on this node.
  */
 function nftServicePort(t: string, p: UpstreamPort, clusterCIDR: string): string[] {
   const out: string[] = [];
   const n = nftNames(p);
+  const proto = p.protocol ?? "tcp";
+  const label = `${p.namespace}/${p.name}:${p.portName}`;
   const rule = (chain: string, text: string) => out.push(`add rule ${t} ${chain} ${text}`);
   const chain = (name: string) => out.push(`add chain ${t} ${name}`, `flush chain ${t} ${name}`);
   const affinity = (ip: string) => n.ep(ip).replace(/^endpoint-/, "affinity-");
-  const pickFrom = (c: string, eps: readonly string[]) => {
+  const local = p.localEndpoints ?? [];
+  /** Writes chain `c`, which sends new connections to one of `eps`. */
+  const balance = (c: string, eps: readonly string[]) => {
+    chain(c);
     if (p.affinitySeconds !== undefined) {
       for (const ip of eps) rule(c, `ip saddr @${affinity(ip)} goto ${n.ep(ip)}`);
+      rule(
+        c,
+        `numgen random mod ${eps.length} vmap { ${
+          eps.map((ip, i) => `${i} : goto ${n.ep(ip)}`).join(", ")
+        } }`,
+      );
+      return;
     }
     rule(
       c,
-      `numgen random mod ${eps.length} vmap { ${eps.map((ip, i) => `${i} : goto ${n.ep(ip)}`).join(", ")} }`,
+      `meta l4proto ${proto} dnat ip to numgen random mod ${eps.length} map { ${
+        eps.map((ip, i) => `${i} : ${ip} . ${p.targetPort}`).join(", ")
+      } }`,
     );
   };
   const entries = [
-    ...(p.externalIPs ?? []).map((ip) => `${ip} . tcp . ${p.port}`),
-    ...(p.loadBalancerIPs ?? []).map((ip) => `${ip} . tcp . ${p.port}`),
+    ...(p.externalIPs ?? []).map((ip) => `${ip} . ${proto} . ${p.port}`),
+    ...(p.loadBalancerIPs ?? []).map((ip) => `${ip} . ${proto} . ${p.port}`),
   ];
+  const clusterEntry = `${p.clusterIP} . ${proto} . ${p.port}`;
+  const noEndpoints = (e: string, verdict: string) =>
+    out.push(`add element ${t} no-endpoint-services { ${e} comment "${label}" : ${verdict} }`);
+  const noNodePort = (verdict: string) =>
+    out.push(
+      `add element ${t} no-endpoint-nodeports { ${proto} . ${p.nodePort} comment "${label}" : ${verdict} }`,
+    );
   out.push(`add element ${t} cluster-ips { ${p.clusterIP} }`);
+  for (const ip of local) {
+    out.push(`add element ${t} hairpin-connections { ${ip} . ${ip} . ${proto} . ${p.targetPort} }`);
+  }
   if (p.endpoints.length === 0) {
-    for (const e of [`${p.clusterIP} . tcp . ${p.port}`, ...entries]) {
-      out.push(`add element ${t} no-endpoint-services { ${e} : goto reject-chain }`);
-    }
-    if (p.nodePort !== undefined) {
-      out.push(`add element ${t} no-endpoint-nodeports { tcp . ${p.nodePort} : goto reject-chain }`);
-    }
+    for (const e of [clusterEntry, ...entries]) noEndpoints(e, "goto reject-chain");
+    if (p.nodePort !== undefined) noNodePort("goto reject-chain");
     return out;
   }
-  chain(n.svc);
-  for (const ip of p.endpoints) {
-    if (p.affinitySeconds !== undefined) {
+  if (p.affinitySeconds !== undefined) {
+    for (const ip of p.endpoints) {
       out.push(
         `add set ${t} ${
           affinity(ip)
-        } { type ipv4_addr; flags dynamic,timeout; timeout ${p.affinitySeconds}s; }`,
+        } { type ipv4_addr ; flags dynamic,timeout ; timeout ${p.affinitySeconds}s ; }`,
       );
+      chain(n.ep(ip));
+      rule(n.ep(ip), `update @${affinity(ip)} { ip saddr }`);
+      rule(n.ep(ip), `meta l4proto ${proto} dnat to ${ip}:${p.targetPort}`);
     }
-    chain(n.ep(ip));
-    rule(n.ep(ip), `ip saddr ${ip} jump mark-for-masquerade`);
-    if (p.affinitySeconds !== undefined) rule(n.ep(ip), `update @${affinity(ip)} { ip saddr }`);
-    rule(n.ep(ip), `meta l4proto tcp dnat to ${ip}:${p.targetPort}`);
   }
-  rule(n.svc, `ip daddr ${p.clusterIP} ip saddr != ${clusterCIDR} jump mark-for-masquerade`);
-  pickFrom(n.svc, p.endpoints);
-  out.push(`add element ${t} service-ips { ${p.clusterIP} . tcp . ${p.port} : goto ${n.svc} }`);
+  const localChain = n.svc.replace(/^service-/, "local-");
+  if (p.internalLocal === true) {
+    if (local.length > 0) {
+      balance(localChain, local);
+      out.push(`add element ${t} service-ips { ${clusterEntry} : goto ${localChain} }`);
+    } else noEndpoints(clusterEntry, "drop");
+  } else {
+    balance(n.svc, p.endpoints);
+    out.push(`add element ${t} service-ips { ${clusterEntry} : goto ${n.svc} }`);
+  }
   if (entries.length === 0 && p.nodePort === undefined) return out;
   const external = n.svc.replace(/^service-/, "external-");
   chain(external);
-  if (p.localEndpoints === undefined) {
-    rule(external, "jump mark-for-masquerade");
+  if (p.externalLocal !== true) {
+    rule(external, `meta mark set meta mark | ${MARK} comment "masquerade"`);
     rule(external, `goto ${n.svc}`);
   } else {
-    rule(external, `ip saddr ${clusterCIDR} goto ${n.svc}`);
-    rule(external, "fib saddr type local jump mark-for-masquerade");
-    rule(external, `fib saddr type local goto ${n.svc}`);
-    if (p.localEndpoints.length > 0) {
-      const local = n.svc.replace(/^service-/, "local-");
-      chain(local);
-      pickFrom(local, p.localEndpoints);
-      rule(external, `goto ${local}`);
+    rule(external, `ip saddr ${clusterCIDR} goto ${n.svc} comment "short-circuit pod traffic"`);
+    rule(
+      external,
+      `fib saddr type local meta mark set meta mark | ${MARK} comment "masquerade local traffic"`,
+    );
+    rule(external, `fib saddr type local goto ${n.svc} comment "short-circuit local traffic"`);
+    if (local.length > 0) {
+      if (p.internalLocal !== true) balance(localChain, local);
+      rule(external, `goto ${localChain}`);
     } else {
-      for (const e of entries) out.push(`add element ${t} no-endpoint-services { ${e} : drop }`);
-      if (p.nodePort !== undefined) {
-        out.push(`add element ${t} no-endpoint-nodeports { tcp . ${p.nodePort} : drop }`);
-      }
+      for (const e of entries) noEndpoints(e, "drop");
+      if (p.nodePort !== undefined) noNodePort("drop");
     }
   }
   for (const e of entries) out.push(`add element ${t} service-ips { ${e} : goto ${external} }`);
   if (p.nodePort !== undefined) {
-    out.push(`add element ${t} service-nodeports { tcp . ${p.nodePort} : goto ${external} }`);
+    out.push(`add element ${t} service-nodeports { ${proto} . ${p.nodePort} : goto ${external} }`);
   }
   if ((p.sourceRanges ?? []).length > 0) {
     const firewall = n.svc.replace(/^service-/, "firewall-");
     chain(firewall);
     rule(firewall, `ip saddr != { ${p.sourceRanges!.join(", ")} } drop`);
     for (const ip of p.loadBalancerIPs ?? []) {
-      out.push(`add element ${t} firewall-ips { ${ip} . tcp . ${p.port} : goto ${firewall} }`);
+      out.push(`add element ${t} firewall-ips { ${ip} . ${proto} . ${p.port} : goto ${firewall} }`);
+    }
+  }
+  return out;
+}
+
+/** A Kubernetes object as a `kubectl get -o yaml` List holds it (the fields the converter reads). */
+// deno-lint-ignore no-explicit-any
+type Obj = any;
+
+/**
+ * The IPv4 service ports of `objects` (YAML documents or Lists of Services and EndpointSlices) as
+ * upstream's proxier on node `nodeName` holds them: ready endpoints, else serving+terminating ones;
+ * those on `nodeName` local; headless and ExternalName Services left out.
+ */
+export function upstreamPortsOf(docs: readonly unknown[], nodeName: string): UpstreamPort[] {
+  const items: Obj[] = docs.flatMap((d: Obj) => d?.kind?.endsWith("List") ? d.items : [d]);
+  const slices = items.filter((o) => o?.kind === "EndpointSlice" && o.addressType === "IPv4");
+  const out: UpstreamPort[] = [];
+  for (const svc of items.filter((o) => o?.kind === "Service")) {
+    const spec = svc.spec;
+    if (spec.type === "ExternalName" || spec.clusterIP === "None" || spec.clusterIP === undefined) continue;
+    const mine = slices.filter((s) =>
+      s.metadata.namespace === svc.metadata.namespace &&
+      s.metadata.labels?.["kubernetes.io/service-name"] === svc.metadata.name
+    );
+    for (const port of spec.ports) {
+      const eps: Array<{ ip: string; port: number; ready: boolean; serving: boolean; local: boolean }> = [];
+      for (const s of mine) {
+        const target = s.ports?.find((p: Obj) => (p.name ?? "") === (port.name ?? ""));
+        if (target === undefined) continue;
+        for (const e of s.endpoints ?? []) {
+          const c = e.conditions ?? {};
+          eps.push({
+            ip: e.addresses[0],
+            port: target.port,
+            ready: c.ready !== false,
+            serving: c.serving ?? c.ready !== false,
+            local: e.nodeName === nodeName,
+          });
+        }
+      }
+      // Upstream keeps a port's endpoints sorted by their `ip:port` text.
+      eps.sort((a, b) => (`${a.ip}:${a.port}` < `${b.ip}:${b.port}` ? -1 : 1));
+      const ready = eps.filter((e) => e.ready);
+      const used = ready.length > 0 ? ready : eps.filter((e) => e.serving);
+      out.push({
+        namespace: svc.metadata.namespace,
+        name: svc.metadata.name,
+        portName: port.name ?? "",
+        protocol: port.protocol === "UDP" ? "udp" : "tcp",
+        clusterIP: spec.clusterIP,
+        port: port.port,
+        targetPort: used[0]?.port ?? (typeof port.targetPort === "number" ? port.targetPort : port.port),
+        endpoints: used.map((e) => e.ip),
+        localEndpoints: used.filter((e) => e.local).map((e) => e.ip),
+        ...(port.nodePort === undefined ? {} : { nodePort: port.nodePort }),
+        externalIPs: spec.externalIPs ?? [],
+        loadBalancerIPs: (svc.status?.loadBalancer?.ingress ?? []).map((i: Obj) => i.ip).filter(Boolean),
+        sourceRanges: spec.loadBalancerSourceRanges ?? [],
+        externalLocal: spec.externalTrafficPolicy === "Local" &&
+          (spec.type === "NodePort" || spec.type === "LoadBalancer" || (spec.externalIPs ?? []).length > 0),
+        internalLocal: spec.internalTrafficPolicy === "Local",
+        ...(spec.sessionAffinity === "ClientIP"
+          ? { affinitySeconds: spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? 10800 }
+          : {}),
+      });
     }
   }
   return out;

@@ -197,11 +197,16 @@ function keepFor(cause: Cause, advice: MigrationAdvice, d: readonly Difference[]
   }
 }
 
-/** What a mode does for every Service where modes differ: its traits, and whether it is liberal. */
+/** What a mode does for every Service where modes differ: its traits, and what its rules do. */
 export interface ModeWide {
   readonly traits: DatapathTraits;
   /** `conntrack.tcpBeLiberal`: no rule drops INVALID packets. */
   readonly liberal: boolean;
+  /**
+   * Whether its rules drop a forwarded INVALID packet, as traced through them (a listing says what
+   * its writer did, whichever program that was); undefined: from its traits.
+   */
+  readonly dropsInvalid?: boolean;
 }
 
 const EVERY = "(every Service)";
@@ -212,7 +217,10 @@ function modeWide(a: ModeWide, b: ModeWide, serviceCIDRs: boolean): Array<[Cause
   const differs = (cause: Cause, f: (m: ModeWide) => string) => {
     if (f(a) !== f(b)) out.push([cause, { service: EVERY, port: "", before: f(a), after: f(b) }]);
   };
-  differs("invalid-drop", (m) => m.traits.dropsInvalid && !m.liberal ? "dropped" : "kept");
+  differs(
+    "invalid-drop",
+    (m) => (m.dropsInvalid ?? (m.traits.dropsInvalid && !m.liberal)) ? "dropped" : "kept",
+  );
   const unserved = {
     "none": "passes",
     "cluster-ips": "REJECT on cluster IPs",

@@ -13,7 +13,7 @@ import type { RulesSource } from "../../trace/packet.ts";
 import { FileSource } from "../../sources/file.ts";
 import { fileSourceNode, sourceNodeNames } from "../../sources/file_node.ts";
 import { listOnce } from "../../sources/list_once.ts";
-import { datapathCheck } from "../../read_side/datapath_check.ts";
+import { datapathCheck, dropsInvalid } from "../../read_side/datapath_check.ts";
 import { nodeSources } from "../../read_side/route.ts";
 import { type Rendered, renderObjects } from "../../read_side/render.ts";
 import { compareMigration, formatMigration, type MigrationReport, pairsOf } from "./compare.ts";
@@ -76,19 +76,27 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
     nodeSource: routes === undefined ? undefined : (dst) => routes.get(dst),
   });
   const asked = pairs.map((p) => ({ client: p.client, view: p.view }));
-  const beforeAnswers = await datapathCheck({
+  const beforeSources = {
     tracer: from,
     exec: r.exec,
     config: r.configFor(from.name),
     rendered: rulesText === undefined ? undefined : () => rulesText,
-  })(asked);
-  const afterAnswers = await datapathCheck({
+  };
+  const afterSources = {
     tracer: to,
     exec: r.exec,
     config: r.configFor(to.name),
     rendered: a.renderer.explain.rendered,
     answer: a.renderer.explain.answer,
-  })(asked);
+  };
+  const beforeAnswers = await datapathCheck(beforeSources)(asked);
+  const afterAnswers = await datapathCheck(afterSources)(asked);
+  // Mode-wide facts are read from the rules themselves where they can be: the node may run another
+  // program's layout of the mode (upstream's nftables mode drops no INVALID packet).
+  const [view4] = a.renderer.explain.views();
+  const [invalidBefore, invalidAfter] = view4 === undefined
+    ? [undefined, undefined]
+    : [await dropsInvalid(beforeSources, view4), await dropsInvalid(afterSources, view4)];
   const report: MigrationReport = compareMigration({
     node: a.nodeName,
     from: { mode: from.name, rules: q.rulesFiles.length > 0 ? q.rulesFiles.join(", ") : "live" },
@@ -99,8 +107,16 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
     beforeViews: b.renderer.explain.views(),
     advice: to.migrationAdvice,
     wide: {
-      before: { traits: from.traits, liberal: r.configFor(from.name).conntrack.tcpBeLiberal },
-      after: { traits: to.traits, liberal: r.configFor(to.name).conntrack.tcpBeLiberal },
+      before: {
+        traits: from.traits,
+        liberal: r.configFor(from.name).conntrack.tcpBeLiberal,
+        dropsInvalid: invalidBefore,
+      },
+      after: {
+        traits: to.traits,
+        liberal: r.configFor(to.name).conntrack.tcpBeLiberal,
+        dropsInvalid: invalidAfter,
+      },
     },
   });
   r.stdout(q.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatMigration(report));
