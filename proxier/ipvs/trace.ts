@@ -114,7 +114,15 @@ export async function traceIpvsMode(
   const state = text === undefined
     ? await liveState(exec, family, config.iptablesBackend)
     : renderedOnce[family](text);
-  return traceIpvs(state, queryPacket(q, family, nodeIPs), nodeIPs);
+  const r = traceIpvs(state, queryPacket(q, family, nodeIPs), nodeIPs);
+  // A live client's persistence template is IPVS's, in its connection table: not read here.
+  return text === undefined && r.affinity
+    ? {
+      ...r,
+      affinityUnread: "ClientIP affinity: a client with a persistence template in IPVS goes back to its " +
+        "endpoint; templates are not read here",
+    }
+    : r;
 }
 
 /** A rendered output's state per family, parsed once for all the traces that read it. */

@@ -64,8 +64,29 @@ function masqueradeRules(
   if (traits.carrier === "sockets") {
     return { masqueradeWhy: `the ${name} proxy opens its own connection: endpoints see the node` };
   }
-  const hairpin = chosen.every((e) => e.ip === c.src && (traits.hairpin === "every-endpoint" || e.isLocal));
-  if (hairpin) return { masquerade: true, masqueradeWhy: "hairpin: the endpoint reaches itself" };
+  const itself = (e: EndpointInfo) => e.ip === c.src && (traits.hairpin === "every-endpoint" || e.isLocal);
+  if (chosen.every(itself)) {
+    return { masquerade: true, masqueradeWhy: "hairpin: the endpoint reaches itself" };
+  }
+  const rules = marks(view, c, client, external, local, traits);
+  // A client that is one of the endpoints reaches itself on some paths: those are masqueraded.
+  if (rules.masquerade === false && chosen.some(itself)) {
+    return {
+      masqueradeWhy: `${rules.masqueradeWhy}; but masqueraded when it reaches itself (hairpin)`,
+    };
+  }
+  return rules;
+}
+
+/** The masquerade mark of the rules for a connection that does not reach its own client. */
+function marks(
+  view: FamilyView,
+  c: Connection,
+  client: ClientKind,
+  external: boolean,
+  local: boolean,
+  traits: DatapathTraits,
+): { masquerade?: boolean; masqueradeWhy: string } {
   if (!external) {
     if (view.masqueradeAll) return { masquerade: true, masqueradeWhy: "--masquerade-all" };
     const d = view.localDetector;

@@ -4,6 +4,8 @@
  * - `{"op":"serve","name":"a","port":8080,"hostname"?:"::"}`: answer TCP connections and UDP datagrams on the port
  *   with "a" (UDP replies "a" to every datagram), and on port + 1 keep TCP connections open: "a" on
  *   connect, then "a:" + each chunk received;
+ * - `{"op":"whoami","port":9090,"name"?:"a","hostname"?:"::"}`: answer each TCP connection with the
+ *   client's address as the server sees it (after "a " when a name is given);
  * - `{"op":"hello","host":..,"port":..}`: connect, return the first chunk the server sends, close;
  * - `{"op":"open","id":"c1","host":..,"port":..}`: connect and keep the connection as "c1", return
  *   its first chunk; `{"op":"say","id":"c1","data":"x"}`: send, return the reply chunk;
@@ -97,11 +99,15 @@ async function handle(cmd: Cmd): Promise<unknown> {
     return { ok: true };
   }
   if (cmd.op === "whoami") {
-    // Answers each TCP connection with the address it came from: shows whether it was masqueraded.
+    // Answers each TCP connection with the address it came from (after `name` and a space, when
+    // given): shows which endpoint answered and whether the client was masqueraded. An IPv4 client
+    // of a "::" listener is said as IPv4.
     const l = Deno.listen({ hostname: cmd.hostname ?? "0.0.0.0", port: cmd.port });
     (async () => {
       for await (const c of l) {
-        c.write(enc.encode((c.remoteAddr as Deno.NetAddr).hostname)).finally(() => c.close()).catch(() => {});
+        const from = (c.remoteAddr as Deno.NetAddr).hostname.replace(/^::ffff:(\d+\.)/, "$1");
+        c.write(enc.encode(cmd.name === undefined ? from : `${cmd.name} ${from}`)).finally(() => c.close())
+          .catch(() => {});
       }
     })();
     return { ok: true };
