@@ -225,6 +225,18 @@ Deno.test("migrate from upstream 1.36's own listings: every connection compared;
     "unserved-ports",
     "localhost-nodeport",
   ]);
+  // The advice followed, it is not given again: what still differs is the socket proxy being an
+  // outside client of externalTrafficPolicy Local Services.
+  const followed = [
+    "--nodeport-addresses=primary,localhost",
+    "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true",
+  ];
+  assertEquals((await report("nftables", "iptables-mode.iptables-save", followed)).groups, [
+    "unserved-ports",
+    "external-traffic-policy-local",
+  ]);
+  const again = JSON.parse((await upstream("nftables", "iptables-mode.iptables-save", followed)).stdout);
+  assert(!JSON.stringify(again.groups).includes("--nodeport-addresses"), JSON.stringify(again.groups));
   assertEquals((await report("iptables", "nftables-mode.nft")).groups, [
     "invalid-drop",
     "unserved-ports",

@@ -137,7 +137,10 @@ function differ(a: DatapathAnswer, b: DatapathAnswer): boolean {
 /** The cause of a connection's difference, from the connection and the port (first that holds). */
 function causeOf(p: Pair, a: DatapathAnswer, b: DatapathAnswer): Cause {
   const c = p.client.connection;
-  if (p.client.via === "NodePort" && isLoopback(c.dst)) return "localhost-nodeport";
+  // Loopback NodePorts served on one side only; served on both, they differ for another cause.
+  if (p.client.via === "NodePort" && isLoopback(c.dst) && (a.verdict === "none") !== (b.verdict === "none")) {
+    return "localhost-nodeport";
+  }
   if (p.client.via === "load balancer IP" && p.svc.loadBalancerSourceRanges.length > 0) {
     return "source-ranges";
   }
@@ -181,7 +184,9 @@ const TITLES: Readonly<Record<Cause, string>> = {
 function keepFor(cause: Cause, advice: MigrationAdvice, d: readonly Difference[]): string | undefined {
   switch (cause) {
     case "localhost-nodeport":
-      return d.some((x) => x.before.startsWith("DNAT")) ? advice.localhostNodePorts : undefined;
+      return d.some((x) => x.before.startsWith("DNAT") && x.after.startsWith("not a service"))
+        ? advice.localhostNodePorts
+        : undefined;
     case "scheduler":
       return advice.scheduler;
     case "invalid-drop":
