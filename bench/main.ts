@@ -14,7 +14,7 @@ import { benchUserspace } from "./userspace.ts";
 import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
 import { onPath } from "../proxier/runtime/kernel_tools.ts";
 import { benchChaos } from "./chaos.ts";
-import { benchSoak } from "./soak.ts";
+import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 
 const which = new Set(
@@ -354,27 +354,30 @@ if (which.has("soak")) {
 }
 
 if (which.has("memory")) {
-  // Upstream kube-proxy 1.36 measured on this machine, same objects, driven by a real kube-apiserver
-  // 1.36 (after the first sync / at the end of 40 changes / peak, MiB).
+  // Upstream kube-proxy 1.36.2 built as its releases are (-s -w; tags selinux,notest,grpcnotrace),
+  // measured on this machine against a real kube-apiserver 1.36, same objects, 10 one-endpoint
+  // changes (after the first sync / after the changes / peak, MiB).
   const upstream: Record<string, readonly [number, number, number]> = {
-    "nftables 1000": [80, 107, 110],
-    "nftables 5000": [154, 271, 283],
-    "nftables 10000": [249, 509, 509],
-    "iptables 1000": [86, 102, 106],
-    "iptables 5000": [144, 252, 252],
+    "nftables 1000": [64.5, 86.4, 90.5],
+    "iptables 1000": [72.4, 89.2, 89.2],
   };
   const measured: Array<{ mode: string; services: number; figures: readonly [number, number, number] }> = [];
   const sizes = (Deno.env.get("MEMORY_SIZES") ?? "1000,5000,10000").split(",").map(Number);
+  const modes = (Deno.env.get("MEMORY_MODES") ?? "nftables,iptables,userspace").split(",");
   out(
     `\n## memory: the real program (the start task's command and permissions) in a network namespace, fed by ` +
       `the test API server: N Services x 10 endpoints (one EndpointSlice each), then 60 one-endpoint changes 1 s apart`,
   );
   out(
-    "| mode | services | RSS after first sync / after the changes / peak, MiB | upstream 1.36 (measured here) |",
+    "| mode | services | RSS after first sync / after the changes / peak, MiB | upstream 1.36.2 release build | " +
+      "first sync s / CPU s | changes CPU s | after first sync: files / V8 pages (heap used of total) / code / " +
+      "external / malloc main / other anon | after the changes: the same |",
   );
-  out("| --- | ---: | ---: | ---: |");
-  for (const mode of ["nftables", "iptables"] as const) {
-    for (const services of sizes) {
+  out("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |");
+  const parts = (m: MemoryBreakdown) =>
+    `${m.files} / ${m.v8Pages} (${m.heapUsed} of ${m.heapTotal}) / ${m.code} / ${m.external} / ${m.mallocMain} / ${m.otherAnon}`;
+  for (const mode of modes as Array<"nftables" | "iptables" | "userspace">) {
+    for (const services of mode === "userspace" ? sizes.filter((n) => n <= 1000) : sizes) {
       const r = await benchSoak({
         mode,
         services,
@@ -387,12 +390,14 @@ if (which.has("memory")) {
       out(
         `| ${mode} | ${services} | ${r.firstSyncRssMiB} / ${r.endRssMiB} / ${r.peakRssMiB} | ${
           theirs?.join(" / ") ?? "-"
+        } | ${r.firstSyncS} / ${r.firstSyncCpuS} | ${r.changesCpuS} | ${parts(r.firstSyncMemory)} | ${
+          parts(r.endMemory)
         } |`,
       );
       measured.push({ mode, services, figures: [r.firstSyncRssMiB, r.endRssMiB, r.peakRssMiB] });
     }
   }
-  // The charts, from this run's figures, beside upstream's published ones (dashed).
+  // The charts, from this run's figures, beside upstream's (dashed).
   for (const [k, what] of ["after the first sync", "after the changes", "peak"].entries()) {
     const series = ["nftables", "iptables"].flatMap((mode) => [
       {

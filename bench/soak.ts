@@ -21,7 +21,7 @@ const ROOT = new URL("..", import.meta.url).pathname;
 /** One soak. */
 export interface SoakOptions {
   /** ipvs runs in the VM (tests/vm/run.sh): this machine's kernel has no IPVS. */
-  readonly mode: "iptables" | "nftables" | "ipvs";
+  readonly mode: "iptables" | "nftables" | "ipvs" | "userspace";
   readonly services: number;
   readonly seconds: number;
   readonly intervalSeconds: number;
@@ -60,11 +60,36 @@ export interface SoakSample {
   readonly changes: number;
 }
 
+/** Where a process's resident memory goes, MiB. */
+export interface MemoryBreakdown {
+  readonly rss: number;
+  /** Mapped files (the binary's text and data, libraries). */
+  readonly files: number;
+  /** V8's heap pages (256 KiB anonymous mappings), and of its heap the bytes in use and in total. */
+  readonly v8Pages: number;
+  readonly heapUsed: number;
+  readonly heapTotal: number;
+  /** Compiled code: anonymous executable mappings (V8's code space). */
+  readonly code: number;
+  /** Buffers V8 counts outside its heap (ArrayBuffers). */
+  readonly external: number;
+  /** malloc's main arena (`[heap]`). */
+  readonly mallocMain: number;
+  /** The rest of the anonymous memory: other malloc arenas (one per thread), stacks, mmap'd buffers. */
+  readonly otherAnon: number;
+}
+
 /** The whole soak. */
 export interface SoakResult extends SoakOptions {
   readonly firstSyncS: number;
+  /** CPU seconds the program used until its first sync was seen done, and over the changes. */
+  readonly firstSyncCpuS: number;
+  readonly changesCpuS: number;
   /** RSS when the first full sync was seen done. */
   readonly firstSyncRssMiB: number;
+  /** Where the memory is at the first sync and after the changes. */
+  readonly firstSyncMemory: MemoryBreakdown;
+  readonly endMemory: MemoryBreakdown;
   /** RSS when the last change was made. */
   readonly endRssMiB: number;
   /** The largest RSS of the whole run (the kernel's high-water mark, VmHWM). */
@@ -206,6 +231,54 @@ function procMemoryParts(pid: number): { v8PagesMiB: number; mallocMainMiB: numb
   return { v8PagesMiB: Math.round(v8 / 1024), mallocMainMiB: Math.round(main / 1024) };
 }
 
+/** Where process `pid`'s resident memory goes (`/proc/PID/smaps`, and its `/metrics` page `p`). */
+function memoryBreakdown(pid: number, p: string): MemoryBreakdown {
+  let files = 0, v8 = 0, code = 0, main = 0, anon = 0;
+  let kind: "file" | "v8" | "code" | "main" | "anon" = "anon";
+  for (const line of Deno.readTextFileSync(`/proc/${pid}/smaps`).split("\n")) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\S+)\s*(.*)$/.exec(line);
+    if (m !== null) {
+      const kib = (parseInt(m[2], 16) - parseInt(m[1], 16)) / 1024;
+      const path = m[5];
+      kind = path === "[heap]"
+        ? "main"
+        : path.startsWith("/")
+        ? "file"
+        : m[3].includes("x")
+        ? "code"
+        : path === "" && kib === 256
+        ? "v8"
+        : "anon";
+    } else if (line.startsWith("Rss:")) {
+      const kib = Number(line.split(/\s+/)[1]);
+      if (kind === "file") files += kib;
+      else if (kind === "v8") v8 += kib;
+      else if (kind === "code") code += kib;
+      else if (kind === "main") main += kib;
+      else anon += kib;
+    }
+  }
+  const mib = (kib: number) => Math.round(kib / 1024);
+  const bytes = (name: string) => Math.round(metric(p, name) / 2 ** 20);
+  return {
+    rss: procRssMiB(pid),
+    files: mib(files),
+    v8Pages: mib(v8),
+    heapUsed: bytes("nodejs_heap_size_used_bytes"),
+    heapTotal: bytes("nodejs_heap_size_total_bytes"),
+    code: mib(code),
+    external: bytes("nodejs_external_memory_bytes"),
+    mallocMain: mib(main),
+    otherAnon: mib(anon),
+  };
+}
+
+/** CPU seconds process `pid` has used (user and system, `/proc/PID/stat`). */
+function procCpuS(pid: number): number {
+  const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 function procFds(pid: number): number {
   let n = 0;
   for (const _ of Deno.readDirSync(`/proc/${pid}/fd`)) n++;
@@ -228,15 +301,20 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
   }
   const url = api.start();
   const t0 = performance.now();
+  // An experiment's V8 flags in place of the start task's (`SOAK_V8_FLAGS`), to weigh each lever.
+  const v8 = Deno.env.get("SOAK_V8_FLAGS");
+  const command = startArgs([
+    `--proxy-mode=${o.mode}`,
+    "--hostname-override=node-a",
+    "--cluster-cidr=10.0.0.0/8",
+    "--metrics-bind-address=127.0.0.1:10249",
+    "--healthz-bind-address=127.0.0.1:10256",
+    `--master=${url}`,
+  ]);
   const proxy = new Deno.Command(Deno.execPath(), {
-    args: startArgs([
-      `--proxy-mode=${o.mode}`,
-      "--hostname-override=node-a",
-      "--cluster-cidr=10.0.0.0/8",
-      "--metrics-bind-address=127.0.0.1:10249",
-      "--healthz-bind-address=127.0.0.1:10256",
-      `--master=${url}`,
-    ]),
+    args: v8 === undefined
+      ? command
+      : command.map((a) => a.startsWith("--v8-flags=") ? `--v8-flags=${v8}` : a),
     stdin: "null",
     stdout: "null",
     stderr: "piped",
@@ -274,7 +352,12 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     let nextSample = start + o.intervalSeconds * 1000;
     let nextReading = start;
     const rss: number[] = [], heap: number[] = [];
+    // The first sync's own post-sync step (a thorough collection, the start's code pages given
+    // back) runs as it ends: "after the first sync" is once that is done.
+    await sleep(2000);
     const firstSyncRssMiB = procRssMiB(proxy.pid);
+    const firstSyncMemory = memoryBreakdown(proxy.pid, await page());
+    const firstSyncCpuS = procCpuS(proxy.pid);
     const gapMs = 1000 / (o.changesPerSecond ?? 10);
     let nextExtra = (o.serviceChurn ?? true) ? start + 5000 : Infinity;
     for (let c = 0; performance.now() - start < o.seconds * 1000; c++) {
@@ -341,7 +424,11 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     return {
       ...o,
       firstSyncS: Math.round(firstSyncS * 10) / 10,
+      firstSyncCpuS,
+      changesCpuS: Math.round((procCpuS(proxy.pid) - firstSyncCpuS) * 100) / 100,
       firstSyncRssMiB,
+      firstSyncMemory,
+      endMemory: memoryBreakdown(proxy.pid, await page()),
       endRssMiB: procRssMiB(proxy.pid),
       peakRssMiB: procStatusMiB(proxy.pid, "VmHWM"),
       samples,

@@ -14,19 +14,38 @@ export const LIBC_PATHS: readonly string[] = [
   "/usr/lib/aarch64-linux-gnu/libc.so.6",
 ];
 
-/** glibc's malloc_trim, opened at the first thorough collection; null when unavailable. */
-let mallocTrim: (() => void) | null | undefined;
+/** glibc's malloc controls, opened at first use; null when unavailable. */
+let malloc: { trim(): void; arenas(n: number): void } | null | undefined;
 
-function openMallocTrim(): (() => void) | null {
+function openMalloc(): { trim(): void; arenas(n: number): void } | null {
   for (const path of LIBC_PATHS) {
     try {
-      const lib = Deno.dlopen(path, { malloc_trim: { parameters: ["usize"], result: "i32" } });
-      return () => lib.symbols.malloc_trim(0n);
+      const lib = Deno.dlopen(path, {
+        malloc_trim: { parameters: ["usize"], result: "i32" },
+        mallopt: { parameters: ["i32", "i32"], result: "i32" },
+      });
+      return {
+        trim: () => lib.symbols.malloc_trim(0n),
+        // M_ARENA_MAX (-8): threads beyond the limit share the arenas there are.
+        arenas: (n) => lib.symbols.mallopt(-8, n),
+      };
     } catch {
       // Not this architecture's path, not glibc (musl has no malloc_trim), or no FFI permission.
     }
   }
   return null;
+}
+
+/**
+ * Caps glibc's malloc arenas at `n` for the threads that start from now on (returns whether it
+ * could). glibc gives each new thread an arena of its own, up to eight per core, and keeps what
+ * each holds: the threads that run kernel tools and serve requests come and go, and their arenas
+ * stay. A proxy allocates little off its V8 heap; two arenas serve it.
+ */
+export function limitMallocArenas(n: number): boolean {
+  malloc ??= openMalloc();
+  malloc?.arenas(n);
+  return malloc !== null;
 }
 
 /**
@@ -63,9 +82,9 @@ let lastThoroughMs = performance.now();
  * collection. Returns whether it ran (false without glibc or the FFI permission).
  */
 export function trimMalloc(): boolean {
-  mallocTrim ??= openMallocTrim();
-  mallocTrim?.();
-  return mallocTrim !== null;
+  malloc ??= openMalloc();
+  malloc?.trim();
+  return malloc !== null;
 }
 
 /** External (buffer) memory above which {@linkcode collectGarbageAfterSync} collects. */

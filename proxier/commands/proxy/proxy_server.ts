@@ -30,6 +30,8 @@ import type { ProxyQuery } from "./flags.ts";
 import { debugServices } from "./debug_services.ts";
 import { modeSwitch } from "./mode_switch.ts";
 import { PROCESS_TOOLS } from "./process_tools.ts";
+import { MALLOC_ARENAS, settleMemory } from "./settle_memory.ts";
+import { limitMallocArenas } from "../../runtime/gc.ts";
 
 /**
  * Said when the mode was left to its default, as upstream 1.37 (KEP-5343: the default moves to
@@ -45,6 +47,7 @@ export const DEFAULT_MODE_WARNING = "No proxy mode set (--proxy-mode, mode:): us
  */
 export async function runProxyServer(query: ProxyQuery, c: CommandContext): Promise<number> {
   const { config, mode, exec, log, nodeName } = c;
+  limitMallocArenas(MALLOC_ARENAS);
   if (!c.facts.modeChosen) log.warn(DEFAULT_MODE_WARNING);
   for (const n of c.facts.notApplying) log.warn(n);
   // Refused before anything touches the node, as any other mode this run cannot use.
@@ -188,9 +191,11 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
   tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
   const stopped = new Promise<void>((resolve) => onAbort(ac.signal, resolve));
   tasks.push(
-    Promise.race([deps.health.whenReady(), stopped]).then(() =>
-      ac.signal.aborted ? undefined : switching.afterFirstSync(ac.signal)
-    ),
+    Promise.race([deps.health.whenReady(), stopped]).then(() => {
+      if (ac.signal.aborted) return;
+      settleMemory(log);
+      return switching.afterFirstSync(ac.signal);
+    }),
   );
   let code = 0;
   const configFile = c.facts.configFile;

@@ -1,0 +1,21 @@
+/**
+ * What the proxy gives back once its first sync is in the kernel: the start's garbage (every object
+ * listed, the first full batch) with malloc's free memory, and the code pages only the start
+ * executed (`runtime/page_out.ts`); and how many malloc arenas its threads may hold. A running
+ * proxy's memory is then what it keeps, not what starting took.
+ * @module
+ */
+import { collectGarbage, trimMalloc } from "../../runtime/gc.ts";
+import type { Logger } from "../../runtime/logger.ts";
+import { pageOutProgramText } from "../../runtime/page_out.ts";
+
+/** glibc malloc arenas the proxy's threads share (`runtime/gc.ts` limitMallocArenas). */
+export const MALLOC_ARENAS = 2;
+
+/** Gives back what the start alone used; logs (debug) how much code it asked the kernel to reclaim. */
+export function settleMemory(log: Logger): void {
+  collectGarbage();
+  trimMalloc();
+  const advised = pageOutProgramText();
+  log.debug("Gave back what the start alone used", { codeMiB: Math.round(advised / 2 ** 20) });
+}
