@@ -78,3 +78,15 @@ export function describeError(e: unknown): string {
   }
   return parts.join(": ");
 }
+
+/**
+ * Returns why `e` happened in one short line (at most 120 characters): the last two parts of its
+ * innermost cause's message (`tcp connect error: Connection refused (os error 111)`, `invalid peer
+ * certificate: UnknownIssuer`), which is what an operator acts on; the rest is for `describeError`.
+ */
+export function shortError(e: unknown): string {
+  let x: unknown = e;
+  for (let depth = 0; x instanceof Error && x.cause !== undefined && depth < 8; depth++) x = x.cause;
+  const msg = (x instanceof Error ? x.message : String(x)).split("\n")[0].split(": ").slice(-2).join(": ");
+  return msg.length <= 120 ? msg : `${msg.slice(0, 117)}...`;
+}

@@ -8,7 +8,8 @@ export type Fields = Record<string, unknown>;
 
 /** A structured logger; every component receives one instead of using `console`. */
 export interface Logger {
-  debug(msg: string, fields?: Fields): void;
+  /** A detail, written from verbosity `v` (default 4) up, as klog's `V(v).Info`. */
+  debug(msg: string, fields?: Fields, v?: number): void;
   info(msg: string, fields?: Fields): void;
   warn(msg: string, fields?: Fields): void;
   error(msg: string, fields?: Fields): void;
@@ -35,7 +36,7 @@ export function warningsOnly(log: Logger): Logger {
  *   line; the message quoted; then each field, strings quoted);
  * - json: one object per line, `{"ts":<ms since epoch>,"caller":"proxier.ts:123","msg":"...","v":0, ...}`
  *   (`v` is the verbosity of info records and absent on errors, as component-base's JSON format).
- * `verbosity` follows klog: 4 and above enables debug records (written at v=4).
+ * `verbosity` follows klog: a debug record is written from its level up (default 4).
  */
 export function setupLogging(format: "text" | "json", verbosity: number): Promise<Logger> {
   const enc = new TextEncoder();
@@ -44,12 +45,12 @@ export function setupLogging(format: "text" | "json", verbosity: number): Promis
     let off = 0;
     while (off < data.length) off += Deno.stderr.writeSync(data.subarray(off));
   };
-  const record = (level: "debug" | "info" | "warn" | "error", msg: string, fields: Fields = {}) => {
-    if (level === "debug" && verbosity < 4) return;
+  const record = (level: "debug" | "info" | "warn" | "error", msg: string, fields: Fields = {}, at = 4) => {
+    if (level === "debug" && verbosity < at) return;
     const now = performance.timeOrigin + performance.now();
     const caller = callerOf(new Error().stack);
     if (format === "json") {
-      const v = level === "error" ? {} : { v: level === "debug" ? 4 : 0 };
+      const v = level === "error" ? {} : { v: level === "debug" ? at : 0 };
       write(JSON.stringify({ ts: Math.round(now * 1000) / 1000, caller, msg, ...v, ...fields }));
       return;
     }
@@ -58,7 +59,7 @@ export function setupLogging(format: "text" | "json", verbosity: number): Promis
     write(`${letter}${klogTime(now)} ${String(Deno.pid).padStart(7)} ${caller}] ${JSON.stringify(msg)}${kv}`);
   };
   return Promise.resolve({
-    debug: (m, f) => record("debug", m, f),
+    debug: (m, f, v) => record("debug", m, f, v),
     info: (m, f) => record("info", m, f),
     warn: (m, f) => record("warn", m, f),
     error: (m, f) => record("error", m, f),

@@ -28,6 +28,8 @@ export interface FileSourceOptions {
    * running proxy keeps a broken file's previous objects).
    */
   readonly strict?: boolean;
+  /** Told once per change of a file that cannot be read or does not parse (a running proxy counts it). */
+  readonly onBroken?: (path: string) => void;
 }
 
 /** A source file that cannot be read or does not parse: its path, the line when known, and why. */
@@ -237,6 +239,7 @@ export class FileSource {
       if (e instanceof Deno.errors.IsADirectory) return;
       if (this.#o.strict) throw new SourceFileError(f, undefined, (e as Error).message);
       log.error("Cannot read source file; keeping its previous objects", { path: f, error: String(e) });
+      this.#o.onBroken?.(f);
       return;
     }
     let docs: unknown[];
@@ -246,15 +249,16 @@ export class FileSource {
       docs = parseSourceText(text, f);
     } catch (e) {
       if (this.#o.strict || !(e instanceof SourceFileError)) throw e;
-      // Said once per distinct error: re-reading an unchanged broken file adds nothing.
-      if (reported.broken !== e.reason) {
+      // Said (and counted) once per change of the file: re-reading an unchanged broken file adds nothing.
+      if (reported.broken !== text) {
         log.error("Source file does not parse; keeping its previous objects", {
           path: f,
           line: e.line,
           error: e.reason,
         });
+        this.#o.onBroken?.(f);
       }
-      reported.broken = e.reason;
+      reported.broken = text;
       return;
     }
     if (reported.broken !== undefined) log.info("Source file parses again", { path: f });

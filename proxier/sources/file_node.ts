@@ -30,15 +30,19 @@ export async function sourceNodeNames(path: string): Promise<string[]> {
 }
 
 /** The node a file source stands for, or why there is none (exit 2: the flag is the operator's to give). */
-export type FileSourceNode = { readonly node: string } | { readonly error: string };
+export type FileSourceNode =
+  | { readonly node: string; readonly assumed?: string }
+  | { readonly error: string };
 
 /**
  * Returns the node the file source with Nodes `nodes` stands for: `--hostname-override`'s when given
  * (`override`, "" when not) and the file holds no Node or holds that one; else the file's one Node.
- * An override naming none of the file's Nodes, several Nodes and no override, or no Node and no
- * override, is an error naming the Nodes and the flag.
+ * An override naming none of the file's Nodes, or several Nodes and no override, is an error naming
+ * the Nodes and the flag. A file with no Node and no override: `machine` (the running proxy passes
+ * this machine's hostname, as upstream names its node, and says so: `assumed`), else an error (the
+ * offline commands, which may run anywhere).
  */
-export function fileSourceNode(nodes: readonly string[], override: string): FileSourceNode {
+export function fileSourceNode(nodes: readonly string[], override: string, machine?: string): FileSourceNode {
   const list = nodes.length === 0
     ? "the source defines no Node"
     : `the source defines ${nodes.length === 1 ? "one Node" : `${nodes.length} Nodes`} (${nodes.join(", ")})`;
@@ -48,5 +52,13 @@ export function fileSourceNode(nodes: readonly string[], override: string): File
       : { error: `--hostname-override: "${override}" names no Node of the source: ${list}` };
   }
   if (nodes.length === 1) return { node: nodes[0] };
+  if (nodes.length === 0 && machine !== undefined) {
+    return {
+      node: machine,
+      assumed:
+        `${list}: acting as this machine's hostname "${machine}" (--hostname-override names another); ` +
+        "without its Node object the node's addresses are unknown, so NodePorts answer on every address",
+    };
+  }
   return { error: `--hostname-override: ${list}; name the node to act for` };
 }

@@ -69,7 +69,14 @@ Deno.test("FileSource: reads a directory, then turns file edits into add/update/
     await Deno.writeTextFile(`${dir}/notes.txt`, "not a manifest");
     const rec = new Recorder();
     const log = new MemoryLogger();
-    const src = new FileSource({ path: dir, nodeName: "node-a", handler: rec, log });
+    let broken = 0;
+    const src = new FileSource({
+      path: dir,
+      nodeName: "node-a",
+      handler: rec,
+      log,
+      onBroken: () => broken++,
+    });
     await src.load();
     assertEquals(rec.events, [
       "add Service ns1/a",
@@ -93,7 +100,11 @@ Deno.test("FileSource: reads a directory, then turns file edits into add/update/
     );
     const err = log.records.find((r) => r.level === "error")!;
     assertEquals([err.fields?.path, typeof err.fields?.line], [`${dir}/a.yaml`, "number"]);
-    assertEquals(rec.events, []);
+    assertEquals([rec.events, broken], [[], 1]);
+    // Another edit that still does not parse (the same error): said and counted again, once.
+    await Deno.writeTextFile(`${dir}/a.yaml`, "kind: Service\nmetadata: [\n  name: broken2\n");
+    await eventually(() => assertEquals(broken, 2));
+    assertEquals(log.messages("error").length, 2);
     await Deno.remove(`${dir}/a.yaml`);
     await eventually(() => assertEquals(rec.events, ["delete Service ns1/a"]));
     ac.abort();

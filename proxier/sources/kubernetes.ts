@@ -6,7 +6,7 @@ import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-
 import type { ApiAccess } from "./api_access.ts";
 import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
 import type { Clock } from "../runtime/clock.ts";
-import { describeError } from "../model/errors.ts";
+import { describeError, shortError } from "../model/errors.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers } from "./handlers.ts";
 import { Reflector } from "./reflector.ts";
@@ -14,6 +14,8 @@ import { onAbort } from "../runtime/abort.ts";
 
 const BACKOFF_START_MS = 1000;
 const BACKOFF_MAX_MS = 30_000;
+/** Failures of the kinds this close together are one retry, said once. */
+const UNREACHABLE_SAY_MS = 1000;
 
 /** Options of {@linkcode KubernetesSource}. */
 export interface KubernetesSourceOptions {
@@ -35,6 +37,8 @@ export interface KubernetesSourceOptions {
  */
 export class KubernetesSource {
   readonly #o: KubernetesSourceOptions;
+  /** When a retry was last said: the kinds fail together, and one line says so for all. */
+  readonly #unreachable = { saidMs: -Infinity };
 
   /** Builds the source; connects to nothing until {@linkcode run}. */
   constructor(opts: KubernetesSourceOptions) {
@@ -74,6 +78,7 @@ export class KubernetesSource {
     api: ApiClient,
   ): Promise<void> {
     const { log, clock } = this.#o;
+    const unreachable = this.#unreachable;
     let synced = false;
     let backoff = 0;
     let cancelRetry = () => {};
@@ -119,11 +124,16 @@ export class KubernetesSource {
             return;
           }
           backoff = Math.min(BACKOFF_MAX_MS, backoff === 0 ? BACKOFF_START_MS : backoff * 2);
-          log.warn("Watch failed; keeping the last known state and retrying", {
-            kind,
-            error: describeError(err),
-            retryInMs: backoff,
-          });
+          // One short line per retry of all four kinds (they fail together when the server is
+          // unreachable); the whole error at -v=2.
+          if (clock.now() - unreachable.saidMs >= UNREACHABLE_SAY_MS) {
+            unreachable.saidMs = clock.now();
+            log.warn("Watch failed; keeping the last known state and retrying", {
+              error: shortError(err),
+              retryInMs: backoff,
+            });
+          }
+          log.debug("Watch failed", { kind, error: describeError(err), retryInMs: backoff }, 2);
           cancelRetry = clock.setTimer(() => {
             if (!signal.aborted) reflector.start().catch(() => {});
           }, backoff);

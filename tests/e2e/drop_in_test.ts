@@ -39,13 +39,16 @@ async function ruleset(t: Topology): Promise<string> {
   for (
     const tool of ["iptables-nft-save", "ip6tables-nft-save", "iptables-legacy-save", "ip6tables-legacy-save"]
   ) {
-    // Comments carry timestamps; tables and rules are what counts.
+    // Comments carry timestamps and chains their packet counters; tables and rules are what counts.
     out.push(
       (await t.exec(t.node, [tool], { allowFail: true })).split("\n").filter((l) => !l.startsWith("#"))
-        .join("\n"),
+        .map((l) => l.replace(/ \[\d+:\d+\]$/, "")).join("\n"),
     );
   }
-  out.push(await t.exec(t.node, ["nft", "list", "ruleset"], { allowFail: true }));
+  out.push(
+    (await t.exec(t.node, ["nft", "list", "ruleset"], { allowFail: true }))
+      .replace(/counter packets \d+ bytes \d+/g, "counter"),
+  );
   return out.join("\n");
 }
 
@@ -368,9 +371,8 @@ users: [{ name: u, user: { token: t } }]
     await Deno.writeTextFile(`${dir}/down.conf`, kubeconfig("https://127.0.0.1:1", "ca.crt"));
     const down = t.startProxy([`--kubeconfig=${dir}/down.conf`, "--hostname-override=node-a"]);
     try {
-      await eventually(
-        () => assertMatch(down.log(), /Watch failed; keeping the last known state and retrying/),
-        15_000,
+      await eventually(() =>
+        assertMatch(down.log(), /Watch failed; keeping the last known state and retrying/)
       );
       const exited = await Promise.race([
         down.exited,
@@ -619,3 +621,49 @@ endpoints:
     },
   );
 }
+
+test(
+  "a file source that does not parse, or names no one node to act for, is refused at start (exit 1 naming FILE:LINE, exit 2 naming the Nodes and the flag) with the node's rules and sysctls as they were, another mode's rules included",
+  async (t, dir) => {
+    const node = (name: string) => `apiVersion: v1\nkind: Node\nmetadata: { name: ${name} }\n---\n`;
+    const svc = `apiVersion: v1
+kind: Service
+metadata: { namespace: e2e, name: web }
+spec: { clusterIP: 172.30.0.70, clusterIPs: [172.30.0.70], ports: [{ name: p, protocol: TCP, port: 80 }] }
+`;
+    // The node runs the iptables mode now: a refused switch to nftables must leave its rules.
+    await Deno.writeTextFile(`${dir}/objects.yaml`, node("node-a") + svc);
+    const first = t.startProxy(["--proxy-mode=iptables", `--source=file:${dir}`]);
+    await eventually(
+      async () => assertMatch(await t.exec(t.node, ["iptables-nft-save"]), /172\.30\.0\.70/),
+    );
+    await first.stop();
+    const before = await sysctls(t);
+    const rulesBefore = await ruleset(t);
+    const cases = [
+      // A typo on line 4 of the one file.
+      [node("node-a") + svc.replace("spec: {", "spec: {{"), [], 1, /--source: .*objects\.yaml:\d+: /],
+      [
+        node("node-a") + node("node-b") + svc,
+        [],
+        2,
+        /--hostname-override: the source defines 2 Nodes \(node-a, node-b\); name the node to act for/,
+      ],
+      [
+        node("node-a") + svc,
+        ["--hostname-override=node-z"],
+        2,
+        /--hostname-override: "node-z" names no Node of the source: the source defines one Node \(node-a\)/,
+      ],
+    ] as const;
+    for (const [text, args, code, said] of cases) {
+      await Deno.writeTextFile(`${dir}/objects.yaml`, text);
+      const r = await t.runProgram(["--proxy-mode=nftables", `--source=file:${dir}`, ...args]);
+      assertEquals(r.code, code, r.stderr);
+      assertMatch(r.stderr, said);
+      assertMatch(r.stderr, /nothing on this node was changed/);
+      assertEquals(await sysctls(t), before, String(said));
+      assertEquals(await ruleset(t), rulesBefore, String(said));
+    }
+  },
+);

@@ -114,7 +114,7 @@ Deno.test("main: without --bind-address-hard-fail a server that cannot bind is r
   const healthzPort = freePort();
   const proc = startUserspace([
     `--source=file:${ROOT}demo/objects.yaml`,
-    "--hostname-override=node-a",
+    "--hostname-override=demo-node",
     `--healthz-bind-address=127.0.0.1:${healthzPort}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
   ]);
@@ -405,7 +405,7 @@ Deno.test("main: --iptables-sync-period=1000h runs quietly (timers beyond 2^31 m
     "--iptables-sync-period=1000h",
     `--healthz-bind-address=127.0.0.1:${freePort()}`,
     `--metrics-bind-address=127.0.0.1:${freePort()}`,
-    "--hostname-override=node-a",
+    "--hostname-override=demo-node",
   ]);
   try {
     await eventually(() => assertMatch(p.log(), /Opened proxy port/), 10_000);
@@ -727,7 +727,7 @@ Deno.test("main: the metrics port serves /healthz, /proxyMode, /configz, /flagz 
   const metricsPort = freePort();
   const proc = startUserspace([
     `--source=file:${ROOT}demo/objects.yaml`,
-    "--hostname-override=node-a",
+    "--hostname-override=demo-node",
     "--healthz-bind-address=",
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
     "--conntrack-min=65536",
@@ -742,7 +742,7 @@ Deno.test("main: the metrics port serves /healthz, /proxyMode, /configz, /flagz 
     const [code, configz] = await get("/configz");
     assertEquals(code, 200);
     const c = JSON.parse(configz)["kubeproxy.config.k8s.io"];
-    assertEquals([c.mode, c.conntrack.min, c.hostnameOverride], ["userspace", 65536, "node-a"]);
+    assertEquals([c.mode, c.conntrack.min, c.hostnameOverride], ["userspace", 65536, "demo-node"]);
     const [, flagz] = await get("/flagz");
     assertMatch(flagz, /^kube-proxy flags\n/);
     for (const line of ["--proxy-mode=userspace", "--conntrack-min=65536", "--iptables-sync-period=30s"]) {
@@ -1031,7 +1031,7 @@ Deno.test("main: /debug/services on the metrics port answers explain's JSON, the
   const healthzPort = freePort();
   const proc = startUserspace([
     `--source=file:${ROOT}demo/objects.yaml`,
-    "--hostname-override=node-a",
+    "--hostname-override=demo-node",
     `--healthz-bind-address=127.0.0.1:${healthzPort}`,
     `--metrics-bind-address=127.0.0.1:${metricsPort}`,
   ]);
@@ -1084,7 +1084,7 @@ Deno.test("main: SIGTERM at any moment of the start stops the program within 2 s
         "--proxy-mode=userspace",
         "--userspace-portals=false",
         `--source=file:${ROOT}demo/objects.yaml`,
-        "--hostname-override=node-a",
+        "--hostname-override=demo-node",
         "--healthz-bind-address=",
         `--metrics-bind-address=127.0.0.1:${freePort()}`,
       ]),

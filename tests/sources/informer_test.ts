@@ -337,11 +337,18 @@ Deno.test("informers: an API server that cannot be reached is logged with the re
       }).run(stop.signal);
       try {
         await eventually(() => {
-          const failed = opts.log.records.filter((r) => r.msg.startsWith("Watch failed"));
-          assert(failed.length > 0, "a failure is logged");
-          const error = String(failed[0].fields?.error);
-          assert(reason.test(error), error);
-          assert(error.startsWith("fetch failed: "), error);
+          // The four kinds fail together: one short line a retry says so, with the reason and the
+          // next delay.
+          const said = opts.log.records.filter((r) => r.level === "warn" && r.msg.startsWith("Watch failed"));
+          assert(said.length > 0, "a failure is logged");
+          const delays = said.map((r) => r.fields?.retryInMs);
+          assertEquals(delays, [...new Set(delays)], JSON.stringify(said));
+          const error = String(said[0].fields?.error);
+          assert(reason.test(error) && error.length <= 120, error);
+          // The whole error of each kind, at -v=2.
+          const whole = opts.log.records.filter((r) => r.level === "debug" && r.msg === "Watch failed");
+          assertEquals(new Set(whole.map((r) => r.fields?.kind)).size, 4);
+          assert(String(whole[0].fields?.error).startsWith("fetch failed: "), String(whole[0].fields?.error));
         }, 5000);
       } finally {
         stop.abort();

@@ -12,6 +12,7 @@ import { ListenError } from "../../healthcheck/listener.ts";
 import { ServiceHealthServer } from "../../healthcheck/service_health.ts";
 import { serveStatus } from "../../healthcheck/status_servers.ts";
 import { ProxyMetrics } from "../../metrics.ts";
+import { Counter } from "../../runtime/prometheus.ts";
 import { type ModeProvider, newModeDeps } from "../../mode_definition.ts";
 import { KubeconfigError, ModeUnavailableError } from "../../model/errors.ts";
 import { UPSTREAM_VERSION } from "../../options/config.ts";
@@ -31,6 +32,7 @@ import { debugServices } from "./debug_services.ts";
 import { modeSwitch } from "./mode_switch.ts";
 import { PROCESS_TOOLS } from "./process_tools.ts";
 import { MALLOC_ARENAS, settleMemory } from "./settle_memory.ts";
+import { nodeToActFor } from "./start_checks.ts";
 import { limitMallocArenas } from "../../runtime/gc.ts";
 
 /**
@@ -46,11 +48,15 @@ export const DEFAULT_MODE_WARNING = "No proxy mode set (--proxy-mode, mode:): us
  * validated: a run that exits for a configuration error leaves the node as it was.
  */
 export async function runProxyServer(query: ProxyQuery, c: CommandContext): Promise<number> {
-  const { config, mode, exec, log, nodeName } = c;
+  const { config, mode, exec, log } = c;
   limitMallocArenas(MALLOC_ARENAS);
   if (!c.facts.modeChosen) log.warn(DEFAULT_MODE_WARNING);
   for (const n of c.facts.notApplying) log.warn(n);
-  // Refused before anything touches the node, as any other mode this run cannot use.
+  // Refused before anything touches the node: a source that does not parse, no one node to act for,
+  // a mode this configuration cannot run.
+  const acting = await nodeToActFor(c);
+  if ("exit" in acting) return acting.exit;
+  const nodeName = acting.node;
   const refused = mode.refuse?.(config);
   if (refused !== undefined) {
     log.error("Error running ProxyServer", { err: refused });
@@ -203,7 +209,19 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
     tasks.push(exitOnConfigChange({ ...configFile, signal: ac.signal, log, stop }).then((x) => code = x));
   }
   if (config.source.kind === "file") {
-    const src = new FileSource({ path: config.source.path, nodeName, handler: proxier, log });
+    const broken = new Counter({
+      name: "kubeproxy_source_file_errors_total",
+      help:
+        "Changes of a --source file that left it unreadable or not parsing (its previous objects are kept)",
+      registers: [metrics.registry],
+    });
+    const src = new FileSource({
+      path: config.source.path,
+      nodeName,
+      handler: proxier,
+      log,
+      onBroken: () => broken.inc(),
+    });
     try {
       await src.load();
     } catch (e) {
