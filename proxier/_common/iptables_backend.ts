@@ -104,19 +104,19 @@ export async function probeIptablesBackend(
  * Runs `fn` on a runner of each installed backend (`-nft`, `-legacy`), or on plain `iptables`
  * when neither is: for cleanups, since rules a run on either backend left act on packets.
  */
-export async function onEveryIptablesBackend(
+export async function onEveryIptablesBackend<T>(
   exec: Executor,
   family: IPFamily,
-  fn: (ipt: IptablesRunner) => Promise<unknown>,
-): Promise<void> {
-  let ran = false;
+  fn: (ipt: IptablesRunner) => Promise<T>,
+): Promise<T[]> {
+  const out: T[] = [];
   for (const backend of ["nft", "legacy"] as const) {
     try {
-      await fn(new IptablesRunner({ exec, family, backend }));
-      ran = true;
+      out.push(await fn(new IptablesRunner({ exec, family, backend })));
     } catch (e) {
       if (!(e instanceof ExecError && e.code === -1)) throw e;
     }
   }
-  if (!ran) await fn(new IptablesRunner({ exec, family }));
+  if (out.length === 0) out.push(await fn(new IptablesRunner({ exec, family })));
+  return out;
 }

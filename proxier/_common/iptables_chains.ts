@@ -77,8 +77,9 @@ export async function removeOwnChains(
   ipt: IPTables,
   own: ChainOwnership,
   everything: boolean,
-): Promise<ReadonlySet<Table>> {
+): Promise<{ readonly held: ReadonlySet<Table>; readonly removed: number }> {
   const held = await ipt.tables();
+  let removed = 0;
   for (const table of ["nat", "filter"] as const) {
     if (!held.has(table)) continue;
     let saved = await ipt.save(table);
@@ -104,6 +105,7 @@ export async function removeOwnChains(
       "",
     ];
     await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
+    removed += ours.length;
   }
-  return held;
+  return { held, removed };
 }

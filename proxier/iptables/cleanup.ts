@@ -22,11 +22,12 @@ import {
 
 /**
  * Removes every chain and rule kube-proxy (and kube-proxy-deno) creates in iptables mode from one
- * family; running it again finds nothing to do.
+ * family; returns how many nat and filter chains went. Running it again finds nothing to do.
  */
-export async function cleanupIptables(ipt: IPTables, everything = true): Promise<void> {
-  const held = await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
+export async function cleanupIptables(ipt: IPTables, everything = true): Promise<number> {
+  const { held, removed } = await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
   if (held.has("mangle")) await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
+  return removed;
 }
 
 /** The iptables mode's chains, for {@linkcode removeOwnChains}. */

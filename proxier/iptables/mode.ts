@@ -16,6 +16,7 @@ import {
   type ModeDeps,
   proxierOptions,
   type ProxyModeDefinition,
+  removedText,
   renderNodeAddresses,
 } from "../mode_definition.ts";
 import {
@@ -169,8 +170,13 @@ export const iptablesMode: ProxyModeDefinition = {
 
   sharesKubeChains: true,
 
-  cleanup(exec, family, opts) {
-    return onEveryIptablesBackend(exec, family, (ipt) => cleanupIptables(ipt, opts?.everything ?? true));
+  async cleanup(exec, family, opts) {
+    const chains = await onEveryIptablesBackend(
+      exec,
+      family,
+      (ipt) => cleanupIptables(ipt, opts?.everything ?? true),
+    );
+    return removedText([[chains.reduce((a, b) => a + b, 0), "chain"]]);
   },
 };
 

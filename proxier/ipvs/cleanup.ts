@@ -11,6 +11,7 @@ import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains
 import { ipFamily } from "../model/net.ts";
 import { onEveryIptablesBackend } from "../_common/iptables_backend.ts";
 import type { IPFamily } from "../model/types.ts";
+import { removedText } from "../mode_definition.ts";
 import { CHAINS, FORMER_SETS, JUMPS, SET, SET_NAMES, setName } from "./layout.ts";
 
 /**
@@ -26,7 +27,7 @@ export async function cleanupIpvs(
   everything = true,
   keepDatapath = false,
   interfaceIPs: readonly string[] = [],
-): Promise<void> {
+): Promise<string[]> {
   const link = new IpLinkRunner({ exec });
   const bound = new Set((await link.addresses()).filter((ip) => ipFamily(ip) === family));
   const ipset = new IpsetRunner({ exec });
@@ -44,15 +45,29 @@ export async function cleanupIpvs(
     ipFamily(vs.address) === family &&
     (bound.has(vs.address) || (interfaceIPs.includes(vs.address) && nodePorts.has(vs.port)))
   );
-  if (ours.length > 0 && !keepDatapath) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
-  await onEveryIptablesBackend(exec, family, (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything));
+  const servers = ours.length > 0 && !keepDatapath ? ours.length : 0;
+  if (servers > 0) await ipvs.apply(ours.map(({ vs }) => deleteVirtualServer(vs)));
+  const chains = await onEveryIptablesBackend(
+    exec,
+    family,
+    (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything),
+  );
   const present = [...SET_NAMES, ...FORMER_SETS].map((n) => setName(n, family)).filter((n) => sets.has(n));
   if (present.length > 0) await ipset.restore(present.map(destroySet));
   // kube-ipvs0 holds both families' addresses: it goes with the last family's cleanup.
+  let linkGone = false;
   if (family === "IPv6" && !keepDatapath) {
     const r = await exec.run("ip", { args: ["-o", "link", "show", "dev", KUBE_IPVS_INTERFACE] });
-    if (r.code === 0) await link.remove();
+    if (r.code === 0) await link.remove(), linkGone = true;
   }
+  return [
+    ...removedText([
+      [servers, "virtual server"],
+      [chains.reduce((a, c) => a + c.removed, 0), "chain"],
+      [present.length, "ipset"],
+    ]),
+    ...(linkGone ? [KUBE_IPVS_INTERFACE] : []),
+  ];
 }
 
 /**

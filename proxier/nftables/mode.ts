@@ -258,7 +258,12 @@ export const nftablesMode: ProxyModeDefinition = {
     return chains !== undefined;
   },
 
-  cleanup(exec: Executor, family: IPFamily) {
-    return new NftRunner({ exec, family }).apply(new NftTransaction(family, TABLE).deleteTable().text());
+  async cleanup(exec: Executor, family: IPFamily) {
+    const nft = new NftRunner({ exec, family });
+    const chains = await nft.listChains(TABLE).catch(() => undefined);
+    await nft.apply(new NftTransaction(family, TABLE).deleteTable().text());
+    return chains === undefined
+      ? []
+      : [`table ${family === "IPv4" ? "ip" : "ip6"} ${TABLE} (${chains.length} chains)`];
   },
 };

@@ -8,6 +8,7 @@ import {
   familyRenderer,
   proxierOptions,
   type ProxyModeDefinition,
+  removedText,
   renderNodeAddresses,
 } from "../mode_definition.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
@@ -114,7 +115,8 @@ export const userspaceMode: ProxyModeDefinition = {
     );
   },
 
-  cleanup(exec, family) {
-    return onEveryIptablesBackend(exec, family, cleanupUserspace);
+  async cleanup(exec, family) {
+    const chains = await onEveryIptablesBackend(exec, family, cleanupUserspace);
+    return removedText([[chains.reduce((a, b) => a + b, 0), "portal chain"]]);
   },
 };

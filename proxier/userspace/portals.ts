@@ -68,13 +68,16 @@ export function portalRules(
  * table the backend does not hold (that would create it), and runs nothing more than two reads on a
  * node that has no portal chain (every start of another mode asks).
  */
-export async function cleanupUserspace(ipt: IPTables): Promise<void> {
-  if (!(await ipt.tables()).has("nat")) return;
+export async function cleanupUserspace(ipt: IPTables): Promise<number> {
+  if (!(await ipt.tables()).has("nat")) return 0;
   // A jump needs its chain: where the table declares no portal chain, there is no jump either.
   const declared = new Set(declaredChains(await ipt.save("nat")));
+  let removed = 0;
   for (const { from, to } of PORTAL_JUMPS) {
     if (!declared.has(to)) continue;
     await ipt.deleteRule("nat", from, jumpArgs(to));
     await ipt.deleteChain("nat", to);
+    removed++;
   }
+  return removed;
 }

@@ -667,3 +667,45 @@ spec: { clusterIP: 172.30.0.70, clusterIPs: [172.30.0.70], ports: [{ name: p, pr
     }
   },
 );
+
+test(
+  "what a start and --cleanup did to the node is said at the default verbosity: the first sync (Services, endpoints, time), another mode's rules removed with their count, what --cleanup removed or that there was nothing",
+  async (t, dir) => {
+    const svc = `apiVersion: v1
+kind: Service
+metadata: { namespace: e2e, name: web }
+spec: { clusterIP: 172.30.0.71, clusterIPs: [172.30.0.71], ports: [{ name: p, protocol: TCP, port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: e2e, name: web-1, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ name: p, protocol: TCP, port: 80 }]
+endpoints: [{ addresses: [10.180.9.9], conditions: { ready: true }, nodeName: node-a }]
+`;
+    await Deno.writeTextFile(`${dir}/objects.yaml`, svc);
+    const args = [`--source=file:${dir}`, "--hostname-override=node-a"];
+    const first = t.startProxy(["--proxy-mode=iptables", ...args]);
+    await eventually(() =>
+      assertMatch(first.log(), /"First sync in the kernel" services=1 endpoints=1 sinceStartMs=\d+/)
+    );
+    await first.stop();
+    // The nftables mode takes the node over: the iptables mode's rules go, and it says how many.
+    const second = t.startProxy(["--proxy-mode=nftables", ...args]);
+    await eventually(() =>
+      assertMatch(
+        second.log(),
+        /"Removed the iptables mode's rules" mode="iptables" removed="IPv4: \d+ chains/,
+      )
+    );
+    await second.stop();
+    const cleanup = await t.runProgram(["--cleanup"]);
+    assertEquals(cleanup.code, 0, cleanup.stderr);
+    assertMatch(
+      cleanup.stderr,
+      /"Removed the nftables mode's rules" mode="nftables" removed="IPv4: table ip kube-proxy \(\d+ chains\)/,
+    );
+    const again = await t.runProgram(["--cleanup"]);
+    assertMatch(again.stderr, /"Nothing to remove: no mode's rules on this node"/);
+  },
+);

@@ -11,9 +11,11 @@ import type { Logger } from "../../runtime/logger.ts";
 
 /**
  * Removes the kernel objects of every mode in `modes` but `keep` (all of them with `--cleanup`), in
- * both families. With `keep` (a start), chain names modes share are removed only where the other
- * mode's own chains show it ran; a mode in `draining` keeps its datapath. A tool that is not installed has nothing to clean; any other
- * failure is logged and the rest still runs. Returns false when something failed.
+ * both families, and says what went, one line per mode that had something. With `keep` (a start),
+ * chain names modes share are removed only where the other mode's own chains show it ran; a mode in
+ * `draining` keeps its datapath. A tool that is not installed has nothing to clean; any other
+ * failure is logged and the rest still runs. Returns whether everything succeeded and whether
+ * anything was removed.
  */
 export async function cleanupModes(
   modes: Iterable<ProxyModeDefinition>,
@@ -25,19 +27,21 @@ export async function cleanupModes(
     readonly keep?: ProxyModeDefinition;
     readonly draining?: ReadonlySet<ProxyModeDefinition>;
   },
-): Promise<boolean> {
+): Promise<{ readonly ok: boolean; readonly removed: boolean }> {
   const { keep, draining = new Set() } = o;
   let ok = true;
   const all = [...modes];
+  const removed = new Map<ProxyModeDefinition, string[]>();
   for (const family of ["IPv4", "IPv6"] as const) {
     for (const mode of all) {
       if (mode === keep) continue;
       try {
-        await mode.cleanup(exec, family, {
+        const gone = await mode.cleanup(exec, family, {
           everything: keep === undefined,
           keepDatapath: draining.has(mode),
           interfaceIPs: o.interfaceIPs,
         });
+        if (gone.length > 0) removed.set(mode, [...removed.get(mode) ?? [], `${family}: ${gone.join(", ")}`]);
       } catch (e) {
         if (e instanceof ExecError && e.code === -1) continue; // the tool is not installed
         ok = false;
@@ -45,14 +49,20 @@ export async function cleanupModes(
       }
     }
   }
-  return ok;
+  for (const [mode, what] of removed) {
+    log.info(`Removed the ${mode.name} mode's rules`, { mode: mode.name, removed: what.join("; ") });
+  }
+  return { ok, removed: removed.size > 0 };
 }
 
 /** `--cleanup`: every mode's kernel objects, in both families; returns the exit code (1: something failed). */
 export async function runCleanup(
   c: Pick<CommandContext, "modes" | "exec" | "log" | "interfaceAddresses">,
 ): Promise<number> {
-  const ok = await cleanupModes(c.modes.values(), c.exec, c.log, { interfaceIPs: c.interfaceAddresses() });
+  const { ok, removed } = await cleanupModes(c.modes.values(), c.exec, c.log, {
+    interfaceIPs: c.interfaceAddresses(),
+  });
+  if (!removed && ok) c.log.info("Nothing to remove: no mode's rules on this node");
   c.log.info("Cleanup done", { ok });
   return ok ? 0 : 1;
 }

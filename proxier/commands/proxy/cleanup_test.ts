@@ -16,7 +16,7 @@ function mode(name: ProxyMode, calls: string[], fail?: Error): ProxyModeDefiniti
     create: () => Promise.reject(new Error("not here")),
     cleanup: (_exec, family, opts) => {
       calls.push(`${name} ${family} everything=${opts?.everything}`);
-      return fail === undefined ? Promise.resolve() : Promise.reject(fail);
+      return fail === undefined ? Promise.resolve([`3 chains`]) : Promise.reject(fail);
     },
   };
 }
@@ -56,12 +56,16 @@ Deno.test("cleanup: --cleanup removes every mode in both families; a missing too
 Deno.test("cleanup: a start removes the other modes' objects only, sparing the names modes share", async () => {
   const calls: string[] = [];
   const [ipvs, iptables] = [mode("ipvs", calls), mode("iptables", calls)];
+  const log = new MemoryLogger();
   assertEquals(
-    await cleanupModes([ipvs, iptables], new DryRunExecutor(), new MemoryLogger(), {
-      interfaceIPs: [],
-      keep: iptables,
-    }),
-    true,
+    await cleanupModes([ipvs, iptables], new DryRunExecutor(), log, { interfaceIPs: [], keep: iptables }),
+    { ok: true, removed: true },
   );
   assertEquals(calls, ["ipvs IPv4 everything=false", "ipvs IPv6 everything=false"]);
+  // What went is said at the default verbosity: one line for the mode, with each family's.
+  assertEquals(log.records.filter((r) => r.level === "info"), [{
+    level: "info",
+    msg: "Removed the ipvs mode's rules",
+    fields: { mode: "ipvs", removed: "IPv4: 3 chains; IPv6: 3 chains" },
+  }]);
 });

@@ -33,6 +33,7 @@ import { modeSwitch } from "./mode_switch.ts";
 import { PROCESS_TOOLS } from "./process_tools.ts";
 import { MALLOC_ARENAS, settleMemory } from "./settle_memory.ts";
 import { nodeToActFor } from "./start_checks.ts";
+import { sayFirstSync } from "./first_sync.ts";
 import { limitMallocArenas } from "../../runtime/gc.ts";
 
 /**
@@ -199,6 +200,7 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
   tasks.push(
     Promise.race([deps.health.whenReady(), stopped]).then(() => {
       if (ac.signal.aborted) return;
+      sayFirstSync(log, proxier.explain.views());
       settleMemory(log);
       return switching.afterFirstSync(ac.signal);
     }),
