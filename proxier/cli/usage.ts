@@ -107,8 +107,8 @@ It reads these of the proxy's flags: ${h.related.map((n) => `\`--${n}\``).join("
   return `# Flag reference
 
 Generated from the flag table (\`proxier/options/flag_table.ts\`) by \`deno task docs\`; a test fails when
-this file and the table differ. \`kube-proxy-deno --help\` prints the same flags, and \`kube-proxy-deno COMMAND
---help\` a command's. From a checkout every command runs as \`deno task start COMMAND ...\`.
+this file and the table differ. \`kube-proxy-deno --help\` prints the same flags, and
+\`kube-proxy-deno COMMAND --help\` a command's. From a checkout every command runs as \`deno task start COMMAND ...\`.
 
 Flags parse as upstream's (spf13/pflag): \`--flag=value\` or \`--flag value\`, booleans as \`--flag\` or
 \`--flag=false\`, \`-v=2\`, \`-v 2\` and \`-v2\`, \`_\` and \`-\` alike (\`--conntrack_min\` is \`--conntrack-min\`).
