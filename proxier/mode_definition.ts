@@ -76,6 +76,9 @@ export const NODE_WAIT_MS = 30_000;
 /** In NodeCIDR mode, for its pod CIDRs: upstream waits 5 minutes for an allocator to assign them. */
 export const NODE_CIDR_WAIT_MS = 300_000;
 
+/** What has been said of the Node, per node's set of proxiers (one per family), so it is said once. */
+const nodeLines = new WeakMap<ModeDeps, Set<string>>();
+
 /** Returns the options every proxier of `family` shares; `schedulers` is the mode's own policy. */
 export function proxierOptions(
   d: ModeDeps,
@@ -96,6 +99,7 @@ export function proxierOptions(
     allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
     schedulers,
     syncPeriodMs: d.config.syncPeriodMs,
+    saidOfNode: nodeLines.get(d) ?? nodeLines.set(d, new Set()).get(d)!,
     nodeWaitMs: d.config.source.kind === "kubernetes"
       ? (d.config.detectLocalMode === "NodeCIDR" ? NODE_CIDR_WAIT_MS : NODE_WAIT_MS)
       : 0,

@@ -49,6 +49,12 @@ export interface NodeManagerOptions {
    * address of the node.
    */
   readonly nodePortAddresses?: readonly string[];
+  /**
+   * What has been said of the Node, shared by the managers of one node's families (dual-stack has
+   * two, watching the same Node), so the wait, its end and the Node's late arrival are each said
+   * once. Default: this manager's own.
+   */
+  readonly saidOfNode?: Set<string>;
   /** Called once when the wait is over (the Node is known, or the wait timed out). */
   readonly onReady: () => void;
   /**
@@ -63,12 +69,16 @@ export class NodeManager {
   readonly #o: NodeManagerOptions;
   #node?: V1Node;
   #ready: boolean;
+  /** The wait ended without the Node: its arrival is worth a line. */
+  #missing = false;
+  readonly #said: Set<string>;
   #stopWait = () => {};
 
   /** Holds no Node yet; starts no timer (that waits for {@linkcode synced}). */
   constructor(o: NodeManagerOptions) {
     this.#o = o;
     this.#ready = (o.nodeWaitMs ?? 0) <= 0;
+    this.#said = o.saidOfNode ?? new Set();
   }
 
   /** The own Node, when known. */
@@ -94,8 +104,12 @@ export class NodeManager {
     if (!this.#ready && this.#complete()) {
       this.#stopWait();
       this.#ready = true;
-      this.#o.log.info("Node known", { node: this.#o.nodeName, family: this.#o.family });
+      this.#say("info", "Node known", {});
       return "ready";
+    }
+    if (this.#missing && n !== undefined) {
+      this.#missing = false;
+      this.#say("info", "The Node object appeared; the rules now use its addresses and pod CIDRs", {});
     }
     if (state() === before) return "same";
     if (this.topology.zone !== zone) {
@@ -107,29 +121,41 @@ export class NodeManager {
   /** The Node list is in: ready now if the Node is complete, else wait for it at most `waitMs`. */
   synced(): void {
     if (this.#ready) return;
-    const { log, nodeName, family } = this.#o;
     const waitMs = this.#o.nodeWaitMs ?? 0;
     if (this.#complete()) {
       this.#ready = true;
       this.#o.onReady();
       return;
     }
-    log.info("Waiting for the Node object before the first sync", {
-      node: nodeName,
-      family,
-      timeoutMs: waitMs,
-    });
+    this.#say("info", "Waiting for the Node object before the first sync", { timeoutMs: waitMs });
     this.#stopWait = this.#o.clock.setTimer(() => {
       if (this.#ready) return;
-      log.warn(
-        this.#node === undefined
-          ? "The Node object did not appear; syncing without its addresses and pod CIDRs"
-          : "The Node has no pod CIDRs yet (NodeCIDR mode); syncing without local traffic detection",
-        { node: nodeName, family, waitedMs: waitMs },
-      );
+      this.#missing = this.#node === undefined;
+      if (this.#missing) {
+        // Upstream waits for the Node the same way; a name that matches none is the usual cause.
+        this.#say(
+          "warn",
+          `No Node object "${this.#o.nodeName}" (--hostname-override, else this machine's hostname): ` +
+            "syncing without its addresses and pod CIDRs, and taking them when it appears",
+          { waitedMs: waitMs },
+        );
+      } else {
+        this.#say(
+          "warn",
+          "The Node has no pod CIDRs yet (NodeCIDR mode); syncing without local traffic detection",
+          { waitedMs: waitMs },
+        );
+      }
       this.#ready = true;
       this.#o.onReady();
     }, waitMs);
+  }
+
+  /** Logs `msg` unless a manager of this node (this one or another family's) already has. */
+  #say(level: "info" | "warn", msg: string, fields: Record<string, unknown>): void {
+    if (this.#said.has(msg)) return;
+    this.#said.add(msg);
+    this.#o.log[level](msg, { node: this.#o.nodeName, ...fields });
   }
 
   /** The own Node is known, with pod CIDRs when `--detect-local-mode=NodeCIDR` needs them. */

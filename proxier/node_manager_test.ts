@@ -46,7 +46,7 @@ Deno.test("node manager: ready once the Node arrives after the list; a change of
   assertEquals(m.primaryIP, "192.168.0.3");
 });
 
-Deno.test("node manager: without the Node the wait ends after nodeWaitMs, once, with a warning", async () => {
+Deno.test("node manager: without the Node the wait ends after nodeWaitMs, once, with a warning naming the Node and the flag", async () => {
   const { m, clock, log, readies } = manager();
   m.synced();
   await clock.advance(29_999);
@@ -54,8 +54,35 @@ Deno.test("node manager: without the Node the wait ends after nodeWaitMs, once, 
   await clock.advance(1);
   assertEquals([m.ready, readies()], [true, 1]);
   assertEquals(log.messages("warn"), [
-    "The Node object did not appear; syncing without its addresses and pod CIDRs",
+    'No Node object "node-a" (--hostname-override, else this machine\'s hostname): syncing without its addresses and pod CIDRs, and taking them when it appears',
   ]);
+});
+
+Deno.test("node manager: the families of one node say the wait, its end and the Node's late arrival once; the rules take the Node then", async () => {
+  const clock = new FakeClock();
+  const log = new MemoryLogger();
+  const saidOfNode = new Set<string>();
+  const families = (["IPv4", "IPv6"] as const).map((family) =>
+    new NodeManager({
+      family,
+      nodeName: "node-a",
+      log,
+      clock,
+      nodeWaitMs: 30_000,
+      saidOfNode,
+      onReady: () => {},
+    })
+  );
+  for (const m of families) m.synced();
+  await clock.advance(30_000);
+  assertEquals(log.messages("info"), ["Waiting for the Node object before the first sync"]);
+  assertEquals(log.messages("warn").length, 1, log.messages("warn").join("\n"));
+  for (const m of families) assertEquals(m.set(node({ ips: ["192.168.0.2", "fd00::2"] })), "changed");
+  assertEquals(log.messages("info"), [
+    "Waiting for the Node object before the first sync",
+    "The Node object appeared; the rules now use its addresses and pod CIDRs",
+  ]);
+  assertEquals(families.map((m) => m.primaryIP), ["192.168.0.2", "fd00::2"]);
 });
 
 Deno.test("node manager: in NodeCIDR mode a Node without pod CIDRs is not enough; one with them is", () => {

@@ -23,7 +23,7 @@ export const FULL_SYNC_PERIOD_MS = 3_600_000;
 export interface BaseProxierOptions extends
   Pick<
     NodeManagerOptions,
-    "nodeWaitMs" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
+    "nodeWaitMs" | "saidOfNode" | "localDetection" | "nodeIPs" | "nodeIPsFromNode" | "nodePortAddresses"
   >,
   Pick<ServicePortsOptions, "allowExternalIPs" | "portNotice"> {
   readonly family: IPFamily;
