@@ -450,7 +450,8 @@ if (which.has("chaos")) {
   for (const run of runs) {
     const { mode, backend, name } = RUNS[run];
     const r = await benchChaos(mode, seed, seconds, 60_000, backend);
-    const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ");
+    const faults = Object.entries(r.faults).sort().map(([k, n]) => `${k} ${n}`).join(", ") +
+      (r.notRun.length > 0 ? ` (never reached: ${r.notRun.join(", ")})` : "");
     out(
       `| ${name} | ${faults} | ${r.changes} | ${r.recoveries} | ${
         (r.longestOutageMs / 1000).toFixed(1)

@@ -4,6 +4,7 @@
  */
 import { Counter, Gauge, type Registry } from "../runtime/prometheus.ts";
 import { registeredOnce } from "../metrics.ts";
+import type { IPFamily } from "../model/types.ts";
 
 /** What the userspace proxier counts. */
 export interface UserspaceMetrics {
@@ -11,8 +12,8 @@ export interface UserspaceMetrics {
   acceptError(): void;
   /** Counts a failed dial to an endpoint of the service port `service`. */
   dialFailure(service: string): void;
-  /** Sets the service ports whose proxy or node port cannot be opened now. */
-  unservedPorts(n: number): void;
+  /** Sets the service ports of `family` whose proxy or node port cannot be opened now. */
+  unservedPorts(family: IPFamily, n: number): void;
   /** Counts a client closed (a datagram dropped) at once: outside `service`'s loadBalancerSourceRanges. */
   sourceRangeRefused(service: string): void;
 }
@@ -35,7 +36,9 @@ export function userspaceMetrics(registry: Registry): UserspaceMetrics {
   const unserved = registeredOnce(registry, "kubeproxy_userspace_unserved_service_ports", () =>
     new Gauge({
       name: "kubeproxy_userspace_unserved_service_ports",
-      help: "Service ports not served because their proxy or node port cannot be opened (retried)",
+      help:
+        "Service ports not served because their proxy or node port cannot be opened (retried), per IP family",
+      labelNames: ["ip_family"] as const,
       registers: [registry],
     }));
   const refused = registeredOnce(
@@ -54,6 +57,6 @@ export function userspaceMetrics(registry: Registry): UserspaceMetrics {
     sourceRangeRefused: (service) => refused.inc({ service }),
     acceptError: () => accept.inc(),
     dialFailure: (service) => dial.inc({ service }),
-    unservedPorts: (n) => unserved.set(n),
+    unservedPorts: (family, n) => unserved.set({ ip_family: family }, n),
   };
 }

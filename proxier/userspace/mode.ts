@@ -1,6 +1,7 @@
 /**
- * The userspace mode as the program sees it: one IPv4 proxier with portal rules when iptables
- * works (and `--userspace-portals` allows), NodePort listeners always, and `--cleanup`.
+ * The userspace mode as the program sees it: a proxier per IP family, each with portal rules when
+ * its iptables works (and `--userspace-portals` allows) and NodePort listeners always, and
+ * `--cleanup`.
  * @module
  */
 import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
@@ -18,6 +19,18 @@ import { oneWayPolicy } from "../scheduler_policy.ts";
 import { externallyAccessible } from "../model/topology.ts";
 import type { ServicePortInfo } from "../model/types.ts";
 import { ipFamily } from "../model/net.ts";
+import type { IPFamily } from "../model/types.ts";
+import { PortAllocator } from "./port_range.ts";
+
+/**
+ * Where a family's portal listeners bind: `--bind-address` when it is of that family, else the
+ * family's any-address. A portal REDIRECTs to the address the packet came in on (the loopback
+ * address for the node's own), so any address must be listened on.
+ */
+function portalListenAddress(bindAddress: string, family: IPFamily): string {
+  if (ipFamily(bindAddress) === family) return bindAddress;
+  return family === "IPv4" ? "0.0.0.0" : "::";
+}
 
 /** The listeners balance round robin; an rr or wrr annotation asks for just that. */
 const SCHEDULERS = oneWayPolicy("userspace", "round robin", ["rr", "wrr"]);
@@ -60,58 +73,74 @@ export const userspaceMode: ProxyModeDefinition = {
   async create(d) {
     const c = d.config;
     // Loaded when this mode runs: the other modes' runs need none of its code.
-    const { UserspaceProxier } = await import("./proxier.ts");
-    const iptables = c.userspacePortals
-      ? await probeIptables(
-        d.exec,
-        d.log,
-        "IPv4",
-        await probeIptablesBackend(d.exec, d.log, c.iptablesBackend),
-      )
+    const [{ UserspaceProxier }, { userspaceProvider }] = await Promise.all([
+      import("./proxier.ts"),
+      import("./families.ts"),
+    ]);
+    const backend = c.userspacePortals
+      ? await probeIptablesBackend(d.exec, d.log, c.iptablesBackend)
       : undefined;
-    return new UserspaceProxier({
-      ...proxierOptions(d, "IPv4", SCHEDULERS),
-      portNotice: userspaceNotice,
-      // externalTrafficPolicy Local is served here too: the load balancer asks which nodes have endpoints.
-      healthServer: d.healthServer,
-      iptables,
-      // The one cause that holds: the probe logs its own failure.
-      noPortals: !c.userspacePortals
-        ? "--userspace-portals=false"
-        : Deno.uid() !== 0
-        ? "not running as root"
-        : "iptables is not usable (see above)",
-      listenAddress: c.bindAddress,
-      nodeIPs: d.interfaceIPs().filter((ip) => ipFamily(ip) === "IPv4"),
-      portRange: c.portRange,
-      udpIdleTimeoutMs: c.udpIdleTimeoutMs,
-      tcpLimits: { idleTimeoutMs: c.tcpIdleTimeoutMs, writeTimeoutMs: c.tcpWriteTimeoutMs },
-      // Fewer sockets per event loop keep the latency tail near the mean (see tcp_worker.ts): two
-      // loops per core.
-      tcpWorkers: c.userspaceTcpWorkers ?? Math.min(2 * navigator.hardwareConcurrency, 8),
-    });
+    // One range for both families: their portal listeners never ask for the same port.
+    const allocator = new PortAllocator(c.portRange);
+    const families = [];
+    for (const family of ["IPv4", "IPv6"] as const) {
+      const iptables = c.userspacePortals ? await probeIptables(d.exec, d.log, family, backend) : undefined;
+      families.push(
+        new UserspaceProxier({
+          ...proxierOptions(d, family, SCHEDULERS),
+          portNotice: userspaceNotice,
+          // externalTrafficPolicy Local is served here too: the load balancer asks which nodes have endpoints.
+          healthServer: d.healthServer,
+          iptables,
+          // The one cause that holds: the probe logs its own failure.
+          noPortals: !c.userspacePortals
+            ? "--userspace-portals=false"
+            : Deno.uid() !== 0
+            ? "not running as root"
+            : `${family === "IPv4" ? "iptables" : "ip6tables"} is not usable (see above)`,
+          listenAddress: portalListenAddress(c.bindAddress, family),
+          nodeIPs: d.interfaceIPs().filter((ip) => ipFamily(ip) === family),
+          portRange: c.portRange,
+          allocator,
+          udpIdleTimeoutMs: c.udpIdleTimeoutMs,
+          tcpLimits: { idleTimeoutMs: c.tcpIdleTimeoutMs, writeTimeoutMs: c.tcpWriteTimeoutMs },
+          // Fewer sockets per event loop keep the latency tail near the mean (see tcp_worker.ts): two
+          // loops per core. The IPv6 side's TCP stays on this thread: each worker costs ~9 MiB, and a
+          // second pool would double that for the fewer connections a dual-stack node's IPv6 side sees.
+          tcpWorkers: family === "IPv6"
+            ? 0
+            : c.userspaceTcpWorkers ?? Math.min(2 * navigator.hardwareConcurrency, 8),
+        }),
+      );
+    }
+    return userspaceProvider(families);
   },
 
   async render(d, dryRun) {
     const { UserspaceProxier } = await import("./proxier.ts");
-    const p = new UserspaceProxier({
-      ...proxierOptions(d, "IPv4", SCHEDULERS),
-      portNotice: userspaceNotice,
-      ...renderNodeAddresses(d),
-      iptables: new IptablesRunner({ exec: dryRun, family: "IPv4" }),
-      listenAddress: d.config.bindAddress,
-      portRange: d.config.portRange,
-      udpIdleTimeoutMs: d.config.udpIdleTimeoutMs,
-      // Nothing is bound: the portal rules and the listeners' routes are what a sync would make.
-      listen: unboundListen,
-      tcpWorkers: 0,
-    });
+    const allocator = new PortAllocator(d.config.portRange);
+    const families = (["IPv4", "IPv6"] as const).map((family) =>
+      new UserspaceProxier({
+        ...proxierOptions(d, family, SCHEDULERS),
+        portNotice: userspaceNotice,
+        ...renderNodeAddresses(d),
+        iptables: new IptablesRunner({ exec: dryRun, family }),
+        listenAddress: portalListenAddress(d.config.bindAddress, family),
+        portRange: d.config.portRange,
+        allocator,
+        udpIdleTimeoutMs: d.config.udpIdleTimeoutMs,
+        // Nothing is bound: the portal rules and the listeners' routes are what a sync would make.
+        listen: unboundListen,
+        tcpWorkers: 0,
+      })
+    );
     return familyRenderer(
-      [p],
-      () => `# iptables-restore --noflush input\n${dryRun.lastInput("iptables-restore") ?? ""}`,
-      {
-        answer: (c) => p.explain.answer(c),
+      families,
+      (p) => {
+        const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
+        return `# ${tool} --noflush input\n${dryRun.lastInput(tool) ?? ""}`;
       },
+      { answer: (c, family) => families.find((p) => p.family === family)?.explain.answer(c) },
     );
   },
 

@@ -22,7 +22,7 @@ import { denoListen, type ListenFn } from "../socket_proxy/listen.ts";
 import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
 import { categorizeEndpoints } from "../model/topology.ts";
 import { classEndpoints, type TrafficClass } from "./traffic_classes.ts";
-import { servicePortNameString } from "../model/types.ts";
+import { joinHostPort, servicePortNameString } from "../model/types.ts";
 
 /** Options of {@linkcode UserspaceProxier}. */
 export interface UserspaceProxierOptions extends BaseProxierOptions {
@@ -39,6 +39,11 @@ export interface UserspaceProxierOptions extends BaseProxierOptions {
    */
   readonly portRange: PortRange;
   readonly udpIdleTimeoutMs: number;
+  /**
+   * Hands out the portal ports (`--proxy-port-range`); the families of one node share one, so their
+   * listeners never ask for the same port. Default: this proxier's own.
+   */
+  readonly allocator?: PortAllocator;
   /** TCP idle and stalled-write bounds (`--tcp-idle-timeout`, `--tcp-write-timeout`); default none. */
   readonly tcpLimits?: SpliceLimits;
   /** For reproducible shuffles in tests. */
@@ -122,7 +127,7 @@ export class UserspaceProxier extends BaseProxier {
       listenAddress: o.listenAddress,
       portals: o.iptables !== undefined,
       workers: this.#pool !== undefined,
-      allocator: new PortAllocator(o.portRange),
+      allocator: o.allocator ?? new PortAllocator(o.portRange),
       listen: o.listen ?? denoListen,
       balancer: this.#balancer,
       tcp: this.#tcp,
@@ -172,14 +177,16 @@ export class UserspaceProxier extends BaseProxier {
     const by = "the userspace proxy's listeners";
     const protocol = c.protocol.toUpperCase() as "TCP" | "UDP" | "SCTP";
     let route = this.route(protocol, c.dst, c.port);
-    let rule = `listener ${c.dst}:${c.port}/${protocol}`;
+    let rule = `listener ${joinHostPort(c.dst, c.port)}/${protocol}`;
     if (route === undefined && this.#iptables !== undefined) {
       for (const p of this.#listeners.values()) {
         if (p.info.protocol !== protocol || p.info.port !== c.port) continue;
         const cls = p.classes.find((x) => x.proxyPort !== 0 && x.plan.portalIPs.includes(c.dst));
         if (cls === undefined) continue;
         route = this.#listeners.routeOf(cls.plan);
-        rule = `portal ${c.dst}:${c.port}/${protocol} -> ${this.#listenAddress}:${cls.proxyPort}`;
+        rule = `portal ${joinHostPort(c.dst, c.port)}/${protocol} -> ${
+          joinHostPort(this.#listenAddress, cls.proxyPort)
+        }`;
         break;
       }
     }
@@ -217,6 +224,7 @@ export class UserspaceProxier extends BaseProxier {
     if (this.#iptables === undefined && !this.#warnedNoPortals) {
       this.#warnedNoPortals = true;
       this.log.warn("No portal rules: only NodePorts are served", {
+        family: this.family,
         reason: this.#o.noPortals ?? "no iptables",
       });
     }
@@ -224,7 +232,9 @@ export class UserspaceProxier extends BaseProxier {
       if (!ctx.services.has(key)) this.#listeners.close(key);
     }
     const npa = this.node.nodePortAddresses(true);
-    const nodePortHosts = npa.matchAll ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
+    // IPv6 listens on each of the node's addresses: a socket on "::" takes IPv4 connections too,
+    // so it could not share a NodePort with the IPv4 side's socket on 0.0.0.0.
+    const nodePortHosts = npa.matchAll && this.family === "IPv4" ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
     this.#listeners.nodePortHosts = nodePortHosts;
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
@@ -321,7 +331,7 @@ export class UserspaceProxier extends BaseProxier {
     }
     this.#unserved.clear();
     for (const [k, v] of unopened) this.#unserved.set(k, v);
-    this.#metrics.unservedPorts(unopened.size);
+    this.#metrics.unservedPorts(this.family, unopened.size);
     if (unopened.size === 0) {
       this.#retry?.cancel();
       this.#retry = undefined;

@@ -16,7 +16,8 @@ import { assert, assertEquals } from "../support/assert.ts";
 import { ANSWER_MS, CONVERGE_MS } from "../support/bounds.ts";
 import { realKernel } from "../support/namespace.ts";
 import { eventually } from "../support/net_helpers.ts";
-import { type Agent, type Pod, Topology } from "./netns.ts";
+import { type Agent, Topology } from "./netns.ts";
+import { addIPv6, V6 } from "./ipv6.ts";
 
 /** One client line of explain's JSON (schema kube-proxy-deno.explain/v1), as far as this reads it. */
 interface Line {
@@ -43,12 +44,6 @@ interface Case {
 }
 
 const PORT = 9090;
-const V6 = {
-  node: "fd00:168::2",
-  pod: (n: number) => `fd00:180:${n}::2`,
-  gw: (n: number) => `fd00:180:${n}::1`,
-};
-
 /** A Service `name` on port 80 -> 9090 with `extra` spec lines, and its slices: `eps` per family. */
 function service(
   name: string,
@@ -156,25 +151,6 @@ function cases(a: string, b: string): Case[] {
       }),
     },
   ];
-}
-
-/** Adds IPv6 to the topology: the node's link, each pod's veth, each client, routes through the node. */
-async function addIPv6(t: Topology, pods: readonly Pod[], clients: readonly Pod[]): Promise<void> {
-  await t.exec(t.node, ["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
-  await t.exec(t.node, ["ip", "-6", "addr", "add", `${V6.node}/64`, "dev", "br0", "nodad"]);
-  // Like a real node, a default route: service addresses are routed before NAT.
-  await t.exec(t.node, ["ip", "-6", "route", "add", "default", "via", "fd00:168::1", "dev", "br0", "onlink"]);
-  for (const [i, pod] of pods.entries()) {
-    const n = i + 1;
-    await t.exec(t.node, ["ip", "-6", "addr", "add", `${V6.gw(n)}/64`, "dev", `kp${t.id}h${n}`, "nodad"]);
-    await t.exec(pod.ns, ["ip", "-6", "addr", "add", `${V6.pod(n)}/64`, "dev", "eth0", "nodad"]);
-    await t.exec(pod.ns, ["ip", "-6", "route", "add", "default", "via", V6.gw(n)]);
-  }
-  for (const c of clients) {
-    const n = Number(c.ip.split(".")[3]);
-    await t.exec(c.ns, ["ip", "-6", "addr", "add", `fd00:168::${n.toString(16)}/64`, "dev", "eth0", "nodad"]);
-    await t.exec(c.ns, ["ip", "-6", "route", "add", "default", "via", V6.node]);
-  }
 }
 
 /** What a real connection got: the endpoint that answered and the source it saw, or how it failed. */

@@ -11,7 +11,10 @@
  *   only iptables-legacy takes it: with the nf_tables backend it must cost nothing;
  * - the process: SIGKILL at a random moment, then a restart;
  * - outside drift: a flushed table, one service's jump or element deleted.
- * After the schedule, every Service must be where its final objects say (by `trace` over the live
+ * The schedule opens with every fault kind once, in a seeded order between churn steps, and lasts
+ * `seconds` or until that opening is done, whichever is later (at most {@linkcode OPENING_CAP_MS}
+ * more per unit of slowdown): what a run covers does not depend on the machine's pace. After that,
+ * seeded random steps. After the schedule, every Service must be where its final objects say (by `trace` over the live
  * rules); `/healthz` must have answered 503 only while syncs could be failing; every sync failure
  * in the log must name an injected cause. Returns the figures.
  * @module
@@ -37,6 +40,10 @@ export interface ChaosFigures {
   readonly slowdown: number;
   /** Faults injected, by kind. */
   readonly faults: Readonly<Record<string, number>>;
+  /** Fault kinds the run never reached (only when the cap ended the opening; must be none). */
+  readonly notRun: readonly FaultKind[];
+  /** How long the schedule ran, in ms. */
+  readonly ranMs: number;
   /** Object changes written (endpoints moved, Services added and deleted). */
   readonly changes: number;
   /** Outages of the probed Service that ended (it answered again). */
@@ -59,6 +66,30 @@ export interface ChaosFigures {
   /** The log lines of those failures, so a failing run names them. */
   readonly unexplained: readonly string[];
 }
+
+/** Every kind of fault the schedule injects; each runs at least once in every run. */
+export const FAULT_KINDS = [
+  "tool-fail",
+  "tool-noop",
+  "tool-hang",
+  "api-dropWatches",
+  "api-compact",
+  "api-failLists",
+  "api-restart",
+  "api-stall",
+  "sigkill",
+  "xtables-lock",
+  "drift",
+] as const;
+
+/** One kind of fault of {@linkcode FAULT_KINDS}. */
+export type FaultKind = typeof FAULT_KINDS[number];
+
+/**
+ * How much longer than asked a run may last to finish its opening, per unit of slowdown: the
+ * opening is 11 faults between churn steps, about 25 s at the idle host's pace.
+ */
+export const OPENING_CAP_MS = 60_000;
 
 /** Options of {@linkcode runChaos}. */
 export interface ChaosOptions {
@@ -329,73 +360,72 @@ export async function runChaos(
       }
     })();
     let changes = 0, stalledUntil = 0;
-    const end = performance.now() + seconds * 1000;
-    while (performance.now() < end) {
-      const r = rnd();
-      if (r < 0.45) {
-        // Churn (never the probed Service): endpoints move, or a Service goes or comes back.
-        const i = 2 + Math.floor(rnd() * (SERVICES - 1));
-        if (rnd() < 0.2) {
-          if (want.get(i) === undefined) {
-            want.set(i, [...pods]);
-            await api.send({ op: "apply", resource: "services", object: service(i) });
-            await api.send({ op: "apply", resource: "endpointslices", object: slice(i, pods) });
-          } else {
-            want.set(i, undefined);
-            await api.send({
-              op: "delete",
-              resource: "endpointslices",
-              namespace: "chaos",
-              name: `svc-${i}-1`,
-            });
-            await api.send({ op: "delete", resource: "services", namespace: "chaos", name: `svc-${i}` });
-          }
-        } else if (want.get(i) !== undefined) {
-          const eps = pick([[pods[0]], [pods[1]], [...pods], []]);
-          want.set(i, eps);
-          await api.send({ op: "apply", resource: "endpointslices", object: slice(i, eps) });
+    const churn = async () => {
+      // Never the probed Service: endpoints move, or a Service goes or comes back.
+      const i = 2 + Math.floor(rnd() * (SERVICES - 1));
+      if (rnd() < 0.2) {
+        if (want.get(i) === undefined) {
+          want.set(i, [...pods]);
+          await api!.send({ op: "apply", resource: "services", object: service(i) });
+          await api!.send({ op: "apply", resource: "endpointslices", object: slice(i, pods) });
+        } else {
+          want.set(i, undefined);
+          await api!.send({
+            op: "delete",
+            resource: "endpointslices",
+            namespace: "chaos",
+            name: `svc-${i}-1`,
+          });
+          await api!.send({ op: "delete", resource: "services", namespace: "chaos", name: `svc-${i}` });
         }
-        changes++;
-      } else if (r < 0.6) {
-        const kind = pick(["fail", "noop", "hang"]);
-        count(`tool-${kind}`);
+      } else if (want.get(i) !== undefined) {
+        const eps = pick([[pods[0]], [pods[1]], [...pods], []]);
+        want.set(i, eps);
+        await api!.send({ op: "apply", resource: "endpointslices", object: slice(i, eps) });
+      }
+      changes++;
+    };
+    /** Injects one fault; false when it cannot run now (a second stall or lock holder). */
+    const inject = async (kind: FaultKind): Promise<boolean> => {
+      if (kind === "tool-fail" || kind === "tool-noop" || kind === "tool-hang") {
+        const tool = kind.slice("tool-".length);
+        count(kind);
         const from = performance.now();
-        await Deno.writeTextFile(faultFile, kind);
+        await Deno.writeTextFile(faultFile, tool);
         await sleep((300 + rnd() * 1200) * SLOW);
         await Deno.writeTextFile(faultFile, "");
         // A no-op restore makes a sync "succeed" with the kernel behind; not a failing window.
         // A tool started while hanging fails at its deadline.
-        if (kind === "fail") failing.push([from, performance.now()]);
-        if (kind === "hang") failing.push([from, performance.now() + TOOL_TIMEOUT_MS]);
-      } else if (r < 0.75) {
-        const kind = pick(["dropWatches", "compact", "failLists", "restart", "stall"] as const);
+        if (tool === "fail") failing.push([from, performance.now()]);
+        if (tool === "hang") failing.push([from, performance.now() + TOOL_TIMEOUT_MS]);
+      } else if (kind.startsWith("api-")) {
         // One stall at a time: back to back they would be one API server down for good.
         const ms = o.stallMs ?? 3000;
-        if (kind === "stall" && performance.now() < stalledUntil) continue;
-        count(`api-${kind}`);
-        if (kind === "failLists") await api.send({ op: "failLists", n: 3 });
-        else if (kind === "stall") {
+        if (kind === "api-stall" && performance.now() < stalledUntil) return false;
+        count(kind);
+        if (kind === "api-failLists") await api!.send({ op: "failLists", n: 3 });
+        else if (kind === "api-stall") {
           stalledUntil = performance.now() + ms;
-          await api.send({ op: "stall", ms });
-        } else await api.send({ op: kind });
-      } else if (r < 0.8) {
-        count("sigkill");
+          await api!.send({ op: "stall", ms });
+        } else await api!.send({ op: kind.slice("api-".length) as "dropWatches" | "compact" | "restart" });
+      } else if (kind === "sigkill") {
+        count(kind);
         const from = performance.now();
         killed.add(proxy);
         await proxy.stop("SIGKILL");
         proxy = start();
         // Until the new process has synced; the grace covers its start.
         failing.push([from, performance.now() + 5000 * SLOW]);
-      } else if (r < 0.83) {
+      } else if (kind === "xtables-lock") {
         // Held in the background while the schedule goes on; one holder at a time.
-        if (performance.now() < lockedUntil) continue;
-        count("xtables-lock");
+        if (performance.now() < lockedUntil) return false;
+        count(kind);
         const from = performance.now();
         lockedUntil = from + LOCK_HOLD_MS;
         lockHolder = await holdXtablesLock(lockFile, LOCK_HOLD_MS / 1000);
         if (lockBlocks) failing.push([from, lockedUntil]);
       } else {
-        count("drift");
+        count(kind);
         const i = 1 + Math.floor(rnd() * SERVICES);
         const drift = mode === "iptables"
           ? pick([[...iptables, "-t", "nat", "-F"], [...iptables, "-t", "nat", "-D", "KUBE-SERVICES", "1"]])
@@ -410,9 +440,49 @@ export async function runChaos(
           ]);
         await t.exec(t.node, drift, { allowFail: true });
       }
+      return true;
+    };
+    /** A random step, with the schedule's weights: mostly churn and drift, now and then a kill or the lock. */
+    const randomStep = (): "churn" | FaultKind => {
+      const r = rnd();
+      return r < 0.45
+        ? "churn"
+        : r < 0.6
+        ? pick(["tool-fail", "tool-noop", "tool-hang"] as const)
+        : r < 0.75
+        ? pick(["api-dropWatches", "api-compact", "api-failLists", "api-restart", "api-stall"] as const)
+        : r < 0.8
+        ? "sigkill"
+        : r < 0.83
+        ? "xtables-lock"
+        : "drift";
+    };
+    // The opening: every kind once, in a seeded order, each after a churn step.
+    const opening: FaultKind[] = [...FAULT_KINDS];
+    for (let i = opening.length - 1; i > 0; i--) {
+      const j = Math.floor(rnd() * (i + 1));
+      [opening[i], opening[j]] = [opening[j], opening[i]];
+    }
+    const began = performance.now();
+    const end = began + seconds * 1000;
+    const cap = end + OPENING_CAP_MS * SLOW;
+    let churnNext = true;
+    for (;;) {
+      const now = performance.now();
+      if ((now >= end && opening.length === 0) || now >= cap) break;
+      if (opening.length > 0) {
+        if (churnNext) await churn();
+        else await inject(opening.shift()!);
+        churnNext = !churnNext;
+      } else {
+        const next = randomStep();
+        if (next === "churn") await churn();
+        else if (!await inject(next)) continue;
+      }
       // The emulated VM restarts and syncs SLOW times slower: the schedule keeps its pace relative to it.
       await sleep((200 + rnd() * 300) * SLOW);
     }
+    const ranMs = Math.round(performance.now() - began);
     await Deno.writeTextFile(faultFile, "");
     await api.send({ op: "stall", ms: 0 });
     await lockHolder?.status;
@@ -452,6 +522,8 @@ export async function runChaos(
       seconds,
       slowdown: Math.round(SLOW * 10) / 10,
       faults,
+      notRun: FAULT_KINDS.filter((k) => (faults[k] ?? 0) === 0),
+      ranMs,
       changes,
       recoveries,
       longestOutageMs: Math.round(longest),
