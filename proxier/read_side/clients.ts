@@ -96,7 +96,8 @@ function heldAddresses(view: FamilyView): ReadonlySet<string> {
     const s = new Set<string>([...view.nodeIPs, ...view.nodePortIPs]);
     for (const svc of view.services.values()) {
       s.add(svc.clusterIP);
-      for (const ip of [...svc.externalIPs, ...svc.loadBalancerIPs]) s.add(ip);
+      for (const ip of svc.externalIPs) s.add(ip);
+      for (const ip of svc.loadBalancerIPs) s.add(ip);
     }
     for (const eps of view.endpoints.values()) for (const e of eps) s.add(e.ip);
     held.set(view, set = s);
