@@ -25,7 +25,7 @@ if (what === "everything") {
   await import("../proxier/read_side/datapath_workers.ts");
   await import("../proxier/cli/usage.ts");
   await import("../proxier/nftables/trace.ts");
-  await import("../proxier/iptables/trace.ts");
+  await import("../proxier/trace/iptables_trace.ts");
 }
 (globalThis as { gc?: () => void }).gc?.();
 const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));

@@ -20,7 +20,6 @@ import {
   renderNodeAddresses,
 } from "../mode_definition.ts";
 import {
-  chooseIptablesBackend,
   onEveryIptablesBackend,
   probeIptables,
   probeIptablesBackend,
@@ -158,15 +157,10 @@ export const iptablesMode: ProxyModeDefinition = {
     });
   },
 
-  trace: async (q, d) => (await import("./trace.ts")).traceIptables(q, d),
+  trace: async (q, d) => (await import("../trace/iptables_trace.ts")).traceIptables(q, d),
 
-  async recognizes(source) {
-    if ("text" in source) return /^(:KUBE-SERVICES |-A KUBE-SERVICES )/m.test(source.text);
-    const { backend } = await chooseIptablesBackend(source.exec, "auto");
-    const saved = await new IptablesRunner({ exec: source.exec, family: source.family, backend })
-      .save("nat").catch(() => "");
-    return /^:KUBE-SERVICES /m.test(saved);
-  },
+  recognizes: async (source) =>
+    (await import("../trace/iptables_trace.ts")).natDeclares(source, "KUBE-SERVICES"),
 
   sharesKubeChains: true,
 

@@ -14,7 +14,7 @@ import {
 } from "../mode_definition.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
-import { cleanupUserspace } from "./portals.ts";
+import { cleanupUserspace, portalJumpLines } from "./portals.ts";
 import { oneWayPolicy } from "../scheduler_policy.ts";
 import { externallyAccessible } from "../model/topology.ts";
 import type { ServicePortInfo } from "../model/types.ts";
@@ -137,12 +137,19 @@ export const userspaceMode: ProxyModeDefinition = {
     return familyRenderer(
       families,
       (p) => {
-        const tool = p.family === "IPv4" ? "iptables-restore" : "ip6tables-restore";
-        return `# ${tool} --noflush input\n${dryRun.lastInput(tool) ?? ""}`;
+        const cmd = p.family === "IPv4" ? "iptables" : "ip6tables";
+        return `# ${cmd}-restore --noflush input\n${dryRun.lastInput(`${cmd}-restore`) ?? ""}` +
+          `# ${cmd} -t nat -I: the jumps into the portal chains, each where the node lacks it\n${portalJumpLines()}`;
       },
       { answer: (c, family) => families.find((p) => p.family === family)?.explain.answer(c) },
     );
   },
+
+  // The portals are iptables REDIRECTs to the listeners' ports; where a listener sends a
+  // connection is the process's own state, which explain reads (/debug/services on a live node).
+  trace: async (q, d) => (await import("../trace/iptables_trace.ts")).traceIptables(q, d),
+  recognizes: async (source) =>
+    (await import("../trace/iptables_trace.ts")).natDeclares(source, "KUBE-PORTALS-CONTAINER"),
 
   async cleanup(exec, family) {
     const chains = await onEveryIptablesBackend(exec, family, cleanupUserspace);

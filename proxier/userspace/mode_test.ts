@@ -49,6 +49,11 @@ Deno.test("userspace mode serves both families: render writes ip6tables portals 
       r.output,
       /\n# ip6tables-restore --noflush input\n\*nat\n(.*\n)*-A KUBE-PORTALS-CONTAINER -d fd00:30::2:1\/128 -p tcp -m comment --comment "e2e\/dual:p" -m tcp --dport 80 -j REDIRECT --to-ports \d+\n/,
     );
+    // The jumps into the portal chains, which a sync makes where missing, for trace to walk.
+    assertMatch(
+      r.output,
+      /\n# ip6tables -t nat -I: .*\n\*nat\n-I PREROUTING -m comment --comment "handle ClusterIP services" -j KUBE-PORTALS-CONTAINER\n/,
+    );
     const answer = (family: "IPv4" | "IPv6", dst: string, port: number) =>
       r.renderer.explain.answer!({
         src: family === "IPv4" ? "10.180.3.9" : "fd00:180:3::9",

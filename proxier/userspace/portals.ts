@@ -34,6 +34,18 @@ export async function ensurePortalJumps(ipt: IPTables): Promise<void> {
 }
 
 /**
+ * Returns the jumps into the portal chains as restore lines (`-I` at the top of PREROUTING and
+ * OUTPUT): what {@linkcode ensurePortalJumps} makes where they are missing, for `render` to show and
+ * `trace` to walk.
+ */
+export function portalJumpLines(): string {
+  const jumps = PORTAL_JUMPS.map(({ from, to }) =>
+    `-I ${from} ${jumpArgs(to).map((a) => (a.includes(" ") ? `"${a}"` : a)).join(" ")}`
+  );
+  return ["*nat", ...jumps, "COMMIT", ""].join("\n");
+}
+
+/**
  * Returns the restore input for the portal chains: one REDIRECT per service address, to the proxy
  * port of the traffic class that serves it (`traffic_classes.ts`).
  */

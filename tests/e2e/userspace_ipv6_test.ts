@@ -3,7 +3,8 @@
  * start` starts it) in network namespaces this test creates, real IPv6 connections to a cluster IP
  * (from the node and from a pod, through ip6tables portals), a NodePort on the node's IPv6 address
  * beside the same NodePort on IPv4, a load-balancer IP that admits a client inside its source range
- * and refuses one outside; `render` and `/debug/services` show the IPv6 side, `--cleanup` removes it.
+ * and refuses one outside; `render`, `trace` and `/debug/services` show the IPv6 side, `--cleanup`
+ * removes it.
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { ANSWER_MS, CONVERGE_MS } from "../support/bounds.ts";
@@ -167,6 +168,23 @@ ${slice("ranged", "IPv6", [V6.pod(1), V6.pod(2)])}`,
       assertEquals(rendered.code, 0, rendered.stderr);
       assertMatch(rendered.stdout, /# ip6tables-restore --noflush input\n\*nat\n/);
       assertMatch(rendered.stdout, new RegExp(`-A KUBE-PORTALS-CONTAINER -d ${DUAL.v6}/128 -p tcp `));
+
+      // trace walks the IPv6 portals, on the live node and over the rendered rules alike.
+      for (const where of [[], args]) {
+        const traced = await t.runProgram([
+          "trace",
+          ...where,
+          "--proxy-mode=userspace",
+          `--dst=${DUAL.v6}`,
+          "--dport=80",
+        ]);
+        assertEquals(traced.code, 0, traced.stderr);
+        assertMatch(
+          traced.stdout,
+          new RegExp(`KUBE-PORTALS-HOST -d ${DUAL.v6}/128 .*-j REDIRECT --to-ports 4\\d{4}\n`),
+        );
+        assertMatch(traced.stdout, /\nverdict: REDIRECT\n/);
+      }
 
       // --cleanup takes the IPv6 portals away too.
       assertEquals((await proxy.stop()).code, 0);

@@ -1,22 +1,18 @@
 /**
- * `trace --proxy-mode=iptables`: the iptables interpreter (`proxier/trace/iptables_walker.ts`) over the live rules of
- * this network namespace (read only) or over a `render` output or save file.
+ * `trace` through iptables rules (the iptables mode's, and the userspace mode's portal REDIRECTs):
+ * the iptables interpreter (`iptables_walker.ts`) over the live rules of this network namespace (read
+ * only) or over a `render` output or save file; and whether such rules declare a mode's chain.
  * @module
  */
 import type { Executor } from "../../iptables/executor.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
-import { parseRules, tracePacket } from "../trace/iptables_walker.ts";
-import { lastParsed } from "../trace/parse_memo.ts";
+import { parseRules, tracePacket } from "./iptables_walker.ts";
+import { lastParsed } from "./parse_memo.ts";
 import { ipFamily } from "../model/net.ts";
 import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
-import {
-  queryPacket,
-  queryRules,
-  type TraceQuery,
-  type TracerConfig,
-  type TraceResult,
-} from "../trace/packet.ts";
+import { queryPacket, queryRules, type TraceQuery, type TracerConfig, type TraceResult } from "./packet.ts";
 import type { IPFamily } from "../model/types.ts";
+import type { RulesSource } from "./packet.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */
 export async function traceIptables(
@@ -48,6 +44,19 @@ export async function traceIptables(
         "its endpoint; those entries (/proc/net/xt_recent) are not read here",
     }
     : r;
+}
+
+/**
+ * Returns true when `source` (a listing's text, or this namespace's live nat table on the backend
+ * that holds our rules) declares the nat chain `chain`: how a mode's tracer recognizes its rules.
+ */
+export async function natDeclares(source: RulesSource, chain: string): Promise<boolean> {
+  const declared = new RegExp(`^(:${chain} |-A ${chain} )`, "m");
+  if ("text" in source) return declared.test(source.text);
+  const { backend } = await chooseIptablesBackend(source.exec, "auto");
+  const saved = await new IptablesRunner({ exec: source.exec, family: source.family, backend })
+    .save("nat").catch(() => "");
+  return declared.test(saved);
 }
 
 /** The rules of a listing, parsed once for all the traces that read it. */
