@@ -19,11 +19,7 @@ import {
   removedText,
   renderNodeAddresses,
 } from "../mode_definition.ts";
-import {
-  onEveryIptablesBackend,
-  probeIptables,
-  probeIptablesBackend,
-} from "../_common/iptables_backend.ts";
+import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../model/types.ts";
