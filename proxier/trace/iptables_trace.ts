@@ -10,9 +10,15 @@ import { parseRules, tracePacket } from "./iptables_walker.ts";
 import { lastParsed } from "./parse_memo.ts";
 import { ipFamily } from "../model/net.ts";
 import { chooseIptablesBackend } from "../_common/iptables_backend.ts";
-import { queryPacket, queryRules, type TraceQuery, type TracerConfig, type TraceResult } from "./packet.ts";
+import {
+  queryPacket,
+  queryRules,
+  type RulesSource,
+  type TraceQuery,
+  type TracerConfig,
+  type TraceResult,
+} from "./packet.ts";
 import type { IPFamily } from "../model/types.ts";
-import type { RulesSource } from "./packet.ts";
 
 /** Traces `q` through the iptables mode's rules; see the module doc. */
 export async function traceIptables(
