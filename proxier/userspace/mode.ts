@@ -80,6 +80,10 @@ export const userspaceMode: ProxyModeDefinition = {
     const backend = c.userspacePortals
       ? await probeIptablesBackend(d.exec, d.log, c.iptablesBackend)
       : undefined;
+    // A flag's choice holds for both families: one line, not one per family.
+    if (!c.userspacePortals) {
+      d.log.warn("No portal rules: only NodePorts are served", { reason: "--userspace-portals=false" });
+    }
     // One range for both families: their portal listeners never ask for the same port.
     const allocator = new PortAllocator(c.portRange);
     const families = [];
@@ -94,7 +98,7 @@ export const userspaceMode: ProxyModeDefinition = {
           iptables,
           // The one cause that holds: the probe logs its own failure.
           noPortals: !c.userspacePortals
-            ? "--userspace-portals=false"
+            ? false
             : Deno.uid() !== 0
             ? "not running as root"
             : `${family === "IPv4" ? "iptables" : "ip6tables"} is not usable (see above)`,

@@ -28,8 +28,11 @@ import { joinHostPort, servicePortNameString } from "../model/types.ts";
 export interface UserspaceProxierOptions extends BaseProxierOptions {
   /** iptables for portal rules; undefined serves NodePorts only. */
   readonly iptables?: IPTables;
-  /** Without `iptables`: why there are none (`--userspace-portals=false`, not root...), as said once. */
-  readonly noPortals?: string;
+  /**
+   * Without `iptables`: why there are none (not root, ip6tables unusable...), said once with the
+   * family; false when the mode has said it once for both families (`--userspace-portals=false`).
+   */
+  readonly noPortals?: string | false;
   /** Address the portal listeners bind (`--bind-address`). */
   readonly listenAddress: string;
   /**
@@ -221,7 +224,7 @@ export class UserspaceProxier extends BaseProxier {
 
   /** @inheritdoc */
   protected override async syncRules(ctx: SyncContext): Promise<void> {
-    if (this.#iptables === undefined && !this.#warnedNoPortals) {
+    if (this.#iptables === undefined && this.#o.noPortals !== false && !this.#warnedNoPortals) {
       this.#warnedNoPortals = true;
       this.log.warn("No portal rules: only NodePorts are served", {
         family: this.family,
