@@ -29,8 +29,9 @@ export interface ConfigWatch {
 export const CONFIG_SETTLE_MS = 100;
 
 /**
- * Watches the directory of `path` until `signal` aborts or the content changed; then calls
- * `onChange` once and ends. A file that cannot be read (gone for a moment) changes nothing.
+ * Watches the directory of `path` until `signal` aborts or the content changed (checked once as the
+ * watch starts, then after each burst of events); then calls `onChange` once and ends. A file that
+ * cannot be read (gone for a moment) changes nothing.
  */
 export async function watchConfigFile(o: ConfigWatch): Promise<void> {
   const clock = o.clock ?? realClock;
@@ -48,6 +49,8 @@ export async function watchConfigFile(o: ConfigWatch): Promise<void> {
     o.onChange();
     stop();
   };
+  // What changed between the configuration's read and the watch's start made no event here.
+  void check();
   try {
     for await (const _ of watcher) {
       cancel();

@@ -41,3 +41,21 @@ Deno.test("config watch: the same bytes, or a file gone for a moment, change not
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("config watch: a file changed between the configuration's read and the watch's start ends the watch at once", async () => {
+  const dir = await Deno.makeTempDir();
+  const ac = new AbortController();
+  // Bounds a watch that would wait for an event that never comes.
+  const cap = setTimeout(() => ac.abort(), 10_000);
+  try {
+    const path = `${dir}/config.conf`;
+    await Deno.writeTextFile(path, "mode: nftables\n");
+    let changes = 0;
+    await watchConfigFile({ path, text: "mode: iptables\n", signal: ac.signal, onChange: () => changes++ });
+    assertEquals([changes, ac.signal.aborted], [1, false]);
+  } finally {
+    clearTimeout(cap);
+    ac.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -8,6 +8,7 @@
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
+import { ANSWER_MS, CONVERGE_MS } from "../support/bounds.ts";
 import { startArgs } from "../support/program.ts";
 import { Topology } from "./netns.ts";
 import type { ProxyProcess } from "../support/program.ts";
@@ -154,7 +155,7 @@ test(
       "--healthz-bind-address=127.0.0.1:10256",
       "--metrics-bind-address=127.0.0.1:10249",
     ]);
-    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), 15_000);
+    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), CONVERGE_MS);
     assertEquals((await Deno.readTextFile(`/proc/${p.pid}/oom_score_adj`)).trim(), "600");
     assertMatch(p.log(), /"Set oom_score_adj" value=600/);
     assertEquals((await sysctls(t)).established, "10800");
@@ -162,7 +163,7 @@ test(
       const forward = await t.exec(t.node, ["iptables-nft-save", "-t", "filter"]);
       assertMatch(forward, /-A KUBE-FORWARD .*-j ACCEPT/);
       assert(!forward.includes("INVALID"), forward);
-    }, 15_000);
+    }, CONVERGE_MS);
   },
 );
 
@@ -191,7 +192,7 @@ test(
           `--proxy-mode=${mode}`,
         ]);
         try {
-          await eventually(async () => assertEquals(await invalidDrop(mode), liberal === "0"), 15_000);
+          await eventually(async () => assertEquals(await invalidDrop(mode), liberal === "0"), CONVERGE_MS);
           if (liberal === "1") {
             assertMatch(
               p.log(),
@@ -234,12 +235,12 @@ metricsBindAddress: 127.0.0.1:10249
     await Deno.writeTextFile(plain, config);
     const args = [`--source=file:${dir}`, "--hostname-override=node-a"];
     let p = t.startProxy([`--config=${plain}`, ...args]);
-    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), 15_000);
+    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), CONVERGE_MS);
     await Deno.writeTextFile(plain, config);
     await new Promise((r) => setTimeout(r, 1000));
     assertEquals(p.log().includes("configuration file was updated"), false, "the same bytes change nothing");
     await Deno.writeTextFile(plain, config + "# v=2\n");
-    const edited = await exitWithin(p, 2000);
+    const edited = await exitWithin(p, CONVERGE_MS);
     assertEquals(edited.code, 1, p.log());
     assertMatch(
       p.log(),
@@ -253,7 +254,7 @@ metricsBindAddress: 127.0.0.1:10249
     await Deno.symlink("..2026_01", `${cm}/..data`);
     await Deno.symlink("..data/config.conf", `${cm}/config.conf`);
     p = t.startProxy([`--config=${cm}/config.conf`, ...args]);
-    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), 15_000);
+    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), CONVERGE_MS);
     await Deno.mkdir(`${cm}/..2026_02`);
     await Deno.writeTextFile(
       `${cm}/..2026_02/config.conf`,
@@ -261,7 +262,7 @@ metricsBindAddress: 127.0.0.1:10249
     );
     await Deno.symlink("..2026_02", `${cm}/..data_tmp`);
     await Deno.rename(`${cm}/..data_tmp`, `${cm}/..data`);
-    const swapped = await exitWithin(p, 2000);
+    const swapped = await exitWithin(p, CONVERGE_MS);
     assertEquals(swapped.code, 1, p.log());
     assertMatch(p.log(), /configuration file was updated" file=".*\/configmap\/config\.conf"/);
   },
@@ -293,11 +294,14 @@ endpoints:
 `,
     );
     const args = [`--source=file:${dir}`, "--hostname-override=node-a"];
-    const hc = (host: string) => t.nodeAgent.http(host, 30007, 1000);
+    const hc = (host: string) => t.nodeAgent.http(host, 30007, ANSWER_MS);
     for (const mode of ["iptables", "nftables"]) {
       const p = t.startProxy([...args, `--proxy-mode=${mode}`, "--nodeport-addresses=192.168.0.0/24"]);
       try {
-        await eventually(async () => assertMatch(await hc(t.nodeIP), /^200 .*"localEndpoints":1/), 15_000);
+        await eventually(
+          async () => assertMatch(await hc(t.nodeIP), /^200 .*"localEndpoints":1/),
+          CONVERGE_MS,
+        );
         const lo = await hc("127.0.0.1");
         assertMatch(lo, /^ERR /, `${mode}: not on 127.0.0.1: ${lo}`);
       } finally {
@@ -307,7 +311,7 @@ endpoints:
     // Without --nodeport-addresses (iptables mode's default): every address.
     const p = t.startProxy([...args, "--proxy-mode=iptables"]);
     try {
-      await eventually(async () => assertMatch(await hc("127.0.0.1"), /^200 /), 15_000);
+      await eventually(async () => assertMatch(await hc("127.0.0.1"), /^200 /), CONVERGE_MS);
       assertMatch(await hc(t.nodeIP), /^200 /);
     } finally {
       await p.stop();
@@ -439,7 +443,7 @@ for (const mode of ["iptables", "nftables"]) {
         try {
           // Traffic that came in on a pod interface keeps its source; everything else is masqueraded
           // to the node's address on the server's link.
-          await eventually(async () => assertEquals(await ask(local), local.ip), 15_000);
+          await eventually(async () => assertEquals(await ask(local), local.ip), CONVERGE_MS);
           assertEquals(await ask(masqueraded), "10.180.1.1", flags.join(" "));
           assertEquals(await ask(client), "10.180.1.1", flags.join(" "));
           // trace agrees over the live rules, the input interface told by the route to the source.
@@ -598,16 +602,16 @@ endpoints:
         try {
           await eventually(
             async () => assertEquals(await client.agent.tcp("172.30.0.30", 80), "pod-a"),
-            15_000,
+            CONVERGE_MS,
           );
           // The rules of the run before stay until this one's first sync replaces them.
-          const viaExternal = () => client.agent.tcp("192.168.99.30", 80, 1000);
-          if (allowed) assertEquals(await viaExternal(), "pod-a");
+          const viaExternal = (ms: number) => client.agent.tcp("192.168.99.30", 80, ms);
+          if (allowed) assertEquals(await viaExternal(ANSWER_MS), "pod-a");
           else {
             await eventually(async () => {
-              const r = await viaExternal();
+              const r = await viaExternal(1000);
               assert(r.startsWith("ERR"), `the external IP answered: ${r}`);
-            }, 15_000);
+            }, CONVERGE_MS);
             assertEquals(await client.agent.tcp("172.30.0.30", 80), "pod-a");
             assertMatch(
               p.log(),

@@ -6,6 +6,7 @@
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
+import { ANSWER_MS, CONVERGE_MS, pace } from "../support/bounds.ts";
 import { Topology } from "../e2e/netns.ts";
 import type { ProxyProcess } from "../support/program.ts";
 import { holdXtablesLock, realKernel } from "../support/namespace.ts";
@@ -73,11 +74,13 @@ Deno.test({
         t.node,
         { XTABLES_LOCKFILE: lock },
       );
-      const answer = () => t.nodeAgent.tcp("172.30.61.1", 80, 500);
-      const readyz = async () => (await t.nodeAgent.http("127.0.0.1", 10256, 1000, "/readyz")).slice(0, 3);
-      await eventually(async () => assertEquals(await answer(), "pod-a"), 20_000);
+      const answer = () => t.nodeAgent.tcp("172.30.61.1", 80, ANSWER_MS);
+      const readyz = async () =>
+        (await t.nodeAgent.http("127.0.0.1", 10256, ANSWER_MS, "/readyz")).slice(0, 3);
+      await eventually(async () => assertEquals(await answer(), "pod-a"), CONVERGE_MS);
       assertEquals(await readyz(), "200", "ready once the first sync is in");
 
+      const slow = pace();
       holder = await holdXtablesLock(lock, 10);
       const heldAt = performance.now();
       await write(b);
@@ -86,12 +89,15 @@ Deno.test({
       assertEquals(await answer(), "pod-a");
       await holder.status;
       const freedAfter = performance.now() - heldAt;
-      await eventually(async () => assertEquals(await answer(), "pod-b"), 10_000);
-      await eventually(async () => assertEquals(await readyz(), "200"), 5_000);
+      await eventually(async () => assertEquals(await answer(), "pod-b"), CONVERGE_MS);
+      await eventually(async () => assertEquals(await readyz(), "200"), CONVERGE_MS);
       const landed = (performance.now() - heldAt) / 1000;
       assert(freedAfter >= 9_500, `the lock was held ${freedAfter} ms`);
-      // The change waits for the lock, then the next retry (backoff) carries it.
-      assert(landed < 10 + 6, `the change landed ${landed.toFixed(1)} s after the lock was taken`);
+      // The change waits for the lock, then the next retry (backoff, 6 s on an idle machine) carries it.
+      assert(
+        landed < 10 + 6 * slow,
+        `the change landed ${landed.toFixed(1)} s after the lock was taken (slowdown ${slow.toFixed(1)})`,
+      );
       // Every step that waited past `-w 5` says so: a failed sync, or the check before a partial sync
       // that could not run (and so asks for a full one). Before, a check's failure read as "not
       // there": the log claimed drift ("the mangle canary chain is gone") that nobody made.
@@ -131,7 +137,8 @@ Deno.test({
       const pod = await t.addPod("pod-a", 8080);
       await Deno.mkdir(`${dir}/objects`);
       await Deno.writeTextFile(`${dir}/objects/objects.json`, JSON.stringify(objects(pod)));
-      holder = await holdXtablesLock(`${dir}/xtables.lock`, 8);
+      // Held until the test has seen the proxy wait for it, however slowly the proxy starts.
+      holder = await holdXtablesLock(`${dir}/xtables.lock`, 3600);
       proxy = t.startProxy(
         [
           "--proxy-mode=iptables",
@@ -144,17 +151,18 @@ Deno.test({
         t.node,
         { XTABLES_LOCKFILE: `${dir}/xtables.lock` },
       );
-      const readyz = () => t.nodeAgent.http("127.0.0.1", 10256, 1000, "/readyz");
+      const readyz = () => t.nodeAgent.http("127.0.0.1", 10256, ANSWER_MS, "/readyz");
       // Listening, and not ready: nothing of this proxy is in the kernel yet.
       const before = await eventually(async () => {
         const r = await readyz();
         assert(r.startsWith("503"), r);
         return r;
-      }, 6_000);
+      }, CONVERGE_MS);
       assertMatch(before, /"ready":false/);
+      holder.kill();
       await holder.status;
-      await eventually(async () => assertEquals((await readyz()).slice(0, 3), "200"), 20_000);
-      assertEquals(await t.nodeAgent.tcp("172.30.61.1", 80, 500), "pod-a");
+      await eventually(async () => assertEquals((await readyz()).slice(0, 3), "200"), CONVERGE_MS);
+      assertEquals(await t.nodeAgent.tcp("172.30.61.1", 80, ANSWER_MS), "pod-a");
     } catch (e) {
       console.error(proxy?.log());
       throw e;
