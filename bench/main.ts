@@ -534,7 +534,7 @@ if (which.has("npl") || which.has("memory")) {
     .start as string;
   const v8 = /--v8-flags=(\S+)/.exec(task)?.[1] ?? "";
   const floor: Record<string, number> = {};
-  for (const what of ["none", "program", "informer"]) {
+  for (const what of ["none", "program", "proxy", "everything"]) {
     const r = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", `--v8-flags=${v8}`, new URL("./memory_floor.ts", import.meta.url).pathname, what],
       stderr: "inherit",
@@ -542,8 +542,10 @@ if (which.has("npl") || which.has("memory")) {
     floor[what] = JSON.parse(new TextDecoder().decode(r.stdout)).rssMiB;
   }
   out(
-    `\nMemory floor (RSS before any object, V8 flags ${v8}): Deno alone ${floor.none} MiB; with the program's ` +
-      `modules ${floor.program} MiB; plus the Kubernetes source (its reflectors) ${floor.informer} MiB.`,
+    `\nMemory floor (RSS before any object, V8 flags ${v8}): Deno alone ${floor.none} MiB; the entry point ` +
+      `(command line, registry) ${floor.program} MiB; what the running proxy loads (its code, the Kubernetes ` +
+      `source, the nftables and iptables proxiers) ${floor.proxy} MiB; every command and the read side as well ` +
+      `(what a start loaded when all were imported at start) ${floor.everything} MiB.`,
   );
 }
 
