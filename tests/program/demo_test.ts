@@ -86,6 +86,8 @@ Deno.test({
         for (const pid of await pids()) await sh("kill", ["-KILL", pid], { allowFail: true });
         await reading;
       }
+      // Said once for the run, not once per IP family.
+      assertEquals(said.match(/No portal rules/g)?.length, 1, said);
     });
   },
 });
