@@ -19,8 +19,8 @@ import {
   type Packet,
   queryPacket,
   queryRules,
+  type TraceDeps,
   type TraceQuery,
-  type TracerConfig,
   type TraceResult,
 } from "../trace/packet.ts";
 import { SET, setName } from "./layout.ts";
@@ -107,7 +107,7 @@ export function traceIpvs(state: IpvsState, pkt: Packet, nodeIPs: readonly strin
 /** `trace --proxy-mode=ipvs`: traces `q` through the live datapath (read only) or a `render` output. */
 export async function traceIpvsMode(
   q: TraceQuery,
-  { exec, config, nodeIPs }: { exec: Executor; config: TracerConfig; nodeIPs: readonly string[] },
+  { exec, config, nodeIPs }: TraceDeps,
 ): Promise<TraceResult> {
   const family = addressFamily(q.dst) ?? "IPv4";
   const text = await queryRules(q);

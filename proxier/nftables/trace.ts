@@ -3,13 +3,18 @@
  * it with the nftables interpreter (`proxier/trace/nft_walker.ts`).
  * @module
  */
-import type { Executor } from "../../iptables/executor.ts";
 import { addressFamily } from "../../iptables/ip.ts";
 import { NftRuleset } from "../../iptables/nft_ruleset.ts";
 import { listingStatements } from "../../iptables/nft_listing.ts";
 import { traceNft } from "../trace/nft_walker.ts";
 import { lastParsed } from "../trace/parse_memo.ts";
-import { queryPacket, queryRules, type TraceQuery, type TraceResult } from "../trace/packet.ts";
+import {
+  queryPacket,
+  queryRules,
+  type TraceDeps,
+  type TraceQuery,
+  type TraceResult,
+} from "../trace/packet.ts";
 import { TABLE } from "./layout.ts";
 
 /**
@@ -21,7 +26,7 @@ import { TABLE } from "./layout.ts";
  */
 export async function traceNftables(
   q: TraceQuery,
-  { exec, nodeIPs }: { exec: Executor; nodeIPs: readonly string[] },
+  { exec, nodeIPs }: Pick<TraceDeps, "exec" | "nodeIPs">,
 ): Promise<TraceResult> {
   const family = addressFamily(q.dst) ?? "IPv4";
   let text = await queryRules(q);

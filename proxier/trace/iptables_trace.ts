@@ -4,7 +4,6 @@
  * only) or over a `render` output or save file; and whether such rules declare a mode's chain.
  * @module
  */
-import type { Executor } from "../../iptables/executor.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { parseRules, tracePacket } from "./iptables_walker.ts";
 import { lastParsed } from "./parse_memo.ts";
@@ -14,8 +13,8 @@ import {
   queryPacket,
   queryRules,
   type RulesSource,
+  type TraceDeps,
   type TraceQuery,
-  type TracerConfig,
   type TraceResult,
 } from "./packet.ts";
 import type { IPFamily } from "../model/types.ts";
@@ -23,7 +22,7 @@ import type { IPFamily } from "../model/types.ts";
 /** Traces `q` through the iptables mode's rules; see the module doc. */
 export async function traceIptables(
   q: TraceQuery,
-  { exec, config, nodeIPs }: { exec: Executor; config: TracerConfig; nodeIPs: readonly string[] },
+  { exec, config, nodeIPs }: TraceDeps,
 ): Promise<TraceResult> {
   const family = ipFamily(q.dst) ?? "IPv4";
   let text = await queryRules(q);

@@ -148,6 +148,13 @@ export type TracerConfig = Pick<ProxyConfig, "iptablesBackend">;
 /** Where a tracer reads rules from: a rules file's text, or this network namespace (read only). */
 export type RulesSource = { readonly text: string } | { readonly exec: Executor; readonly family: IPFamily };
 
+/** What a mode's tracer is given: the tools' executor, the settings it reads, the node's addresses. */
+export interface TraceDeps {
+  readonly exec: Executor;
+  readonly config: TracerConfig;
+  readonly nodeIPs: readonly string[];
+}
+
 /** What `trace` and `explain` need of a mode (its registry entry provides it). */
 export interface ModeTracer {
   readonly name: string;
@@ -156,10 +163,7 @@ export interface ModeTracer {
    * `q.rulesFile` / `q.rulesText`. Absent when the mode has no tracer.
    * @throws {Error} when the rules cannot be read; the message says which.
    */
-  trace?(
-    q: TraceQuery,
-    d: { exec: Executor; config: TracerConfig; nodeIPs: readonly string[] },
-  ): Promise<TraceResult>;
+  trace?(q: TraceQuery, d: TraceDeps): Promise<TraceResult>;
   /**
    * Returns true when `source` holds this mode's rules: a rules file's text, or this network
    * namespace (read only, for `family`). `trace` without `--proxy-mode` traces through the first mode
