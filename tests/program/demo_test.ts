@@ -50,13 +50,11 @@ Deno.test({
       // The namespace's processes but the demo's watchdog's own `ps`, which comes and goes each second.
       const pids = async () => {
         const all = (await sh("ip", ["netns", "pids", exec.ns])).trim().split("\n").filter((l) => l);
-        const named = await Promise.all(
-          all.map(async (pid) => ({
-            pid,
-            comm: (await sh("ps", ["-o", "comm=", "-p", pid], { allowFail: true })).trim(),
-          })),
-        );
-        return named.filter((p) => p.comm !== "" && p.comm !== "ps").map((p) => p.pid);
+        if (all.length === 0) return [];
+        // One ps for all: `pid comm` per process still there.
+        const named = (await sh("ps", ["-o", "pid=,comm=", "-p", all.join(",")], { allowFail: true }))
+          .trim().split("\n").map((l) => l.trim().split(/\s+/)).filter((f) => f.length === 2);
+        return named.filter(([, comm]) => comm !== "ps").map(([pid]) => pid);
       };
       let said = "";
       const reading = launcher.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
