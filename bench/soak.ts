@@ -311,7 +311,8 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     "--healthz-bind-address=127.0.0.1:10256",
     `--master=${url}`,
   ]);
-  const proxy = new Deno.Command(Deno.execPath(), {
+  const runtime = await ownRuntime();
+  const proxy = new Deno.Command(runtime.path, {
     args: v8 === undefined
       ? command
       : command.map((a) => a.startsWith("--v8-flags=") ? `--v8-flags=${v8}` : a),
@@ -439,7 +440,23 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     } catch { /* gone */ }
     await proxy.status;
     await api.stop();
+    await runtime.remove();
   }
+}
+
+/**
+ * A copy of this Deno binary for the proxy alone. On a node the compiled program runs from its own
+ * file, which no other process maps; the proxy gives the pages of it that only its start touched back
+ * to the kernel (`runtime/page_out.ts`). Run from the binary the bench driver and the test API server
+ * run too, those pages are shared and the kernel keeps them, so the proxy's RSS would count the other
+ * processes' code.
+ */
+async function ownRuntime(): Promise<{ path: string; remove: () => Promise<void> }> {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-runtime-" });
+  const path = `${dir}/deno`;
+  await Deno.copyFile(Deno.execPath(), path);
+  await Deno.chmod(path, 0o755);
+  return { path, remove: () => Deno.remove(dir, { recursive: true }) };
 }
 
 if (import.meta.main) {

@@ -232,8 +232,11 @@ export class ApiClient {
   }
 }
 
+/** The kinds the Kubernetes source lists and watches, in the order it starts them. */
+export const SOURCE_KINDS = ["Service", "EndpointSlice", "Node", "ServiceCIDR"] as const;
+
 /** What the Kubernetes source lists and watches: each kind's path and selectors, as kube-proxy's. */
-export type SourceKind = "Service" | "EndpointSlice" | "Node" | "ServiceCIDR";
+export type SourceKind = typeof SOURCE_KINDS[number];
 
 /** Returns each kind's path and query for `nodeName` (the own Node is selected by name). */
 export function sourceQueries(nodeName: string): Record<SourceKind, { path: string; query: ListQuery }> {
@@ -248,8 +251,36 @@ export function sourceQueries(nodeName: string): Record<SourceKind, { path: stri
   };
 }
 
-/** The first list of each kind, requested before the informers exist. */
-export type PrefetchedLists = Record<SourceKind, Promise<KubernetesListObject<KubernetesObject>>>;
+/**
+ * The first list of each kind, requested before the informers exist, handed over once: whoever
+ * still holds this after the informers took their lists holds none of them (the first lists are
+ * every object in full, and a running proxy keeps only what its handlers retain).
+ */
+export class PrefetchedLists {
+  readonly #lists = new Map<SourceKind, Promise<KubernetesListObject<KubernetesObject>>>();
+
+  /** Holds `lists`, one per kind. */
+  constructor(lists: Iterable<[SourceKind, Promise<KubernetesListObject<KubernetesObject>>]>) {
+    for (const [kind, p] of lists) this.#lists.set(kind, p);
+  }
+
+  /** Returns `kind`'s list and forgets it; undefined once taken (a relist asks the server again). */
+  take(kind: SourceKind): Promise<KubernetesListObject<KubernetesObject>> | undefined {
+    const p = this.#lists.get(kind);
+    this.#lists.delete(kind);
+    return p;
+  }
+
+  /** How many lists are not taken yet. */
+  get held(): number {
+    return this.#lists.size;
+  }
+
+  /** Resolves once every list not taken yet has answered (or failed). */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.#lists.values());
+  }
+}
 
 /**
  * Starts the first list of every kind now (while the program still loads the informer and probes
@@ -258,15 +289,9 @@ export type PrefetchedLists = Record<SourceKind, Promise<KubernetesListObject<Ku
  */
 export function prefetchLists(api: ApiClient, nodeName: string): PrefetchedLists {
   const q = sourceQueries(nodeName);
-  const start = (k: SourceKind) => {
+  return new PrefetchedLists(SOURCE_KINDS.map((k) => {
     const p = api.list(q[k].path, q[k].query);
     p.catch(() => {}); // handled by the informer that takes it
-    return p;
-  };
-  return {
-    Service: start("Service"),
-    EndpointSlice: start("EndpointSlice"),
-    Node: start("Node"),
-    ServiceCIDR: start("ServiceCIDR"),
-  };
+    return [k, p];
+  }));
 }

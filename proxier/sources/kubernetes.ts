@@ -4,7 +4,13 @@
  */
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
 import type { ApiAccess } from "./api_access.ts";
-import { ApiClient, type PrefetchedLists, type SourceKind, sourceQueries } from "./api_client.ts";
+import {
+  ApiClient,
+  type PrefetchedLists,
+  SOURCE_KINDS,
+  type SourceKind,
+  sourceQueries,
+} from "./api_client.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { describeError, shortError } from "../model/errors.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -51,9 +57,9 @@ export class KubernetesSource {
     const api = this.#o.api ?? new ApiClient(access);
     const h = kindHandlers(this.#o.handler) as unknown as Record<SourceKind, KindHandler<KubernetesObject>>;
     const queries = sourceQueries(nodeName);
-    await Promise.all((["Service", "EndpointSlice", "Node", "ServiceCIDR"] as const).map((kind) => {
+    await Promise.all(SOURCE_KINDS.map((kind) => {
       const q = queries[kind];
-      let first = prefetched?.[kind];
+      let first = prefetched?.take(kind);
       return this.#inform(kind, h[kind], signal, q.path, { ...q.query }, () => {
         // The prefetched list serves the first call only; relists ask again.
         const p = first ?? api.list(q.path, q.query);

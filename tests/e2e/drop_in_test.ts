@@ -689,10 +689,18 @@ endpoints: [{ addresses: [10.180.9.9], conditions: { ready: true }, nodeName: no
 `;
     await Deno.writeTextFile(`${dir}/objects.yaml`, svc);
     const args = [`--source=file:${dir}`, "--hostname-override=node-a"];
-    const first = t.startProxy(["--proxy-mode=iptables", ...args]);
+    const first = t.startProxy(["--proxy-mode=iptables", ...args, "-v=4"]);
     await eventually(() =>
       assertMatch(first.log(), /"First sync in the kernel" services=1 endpoints=1 sinceStartMs=\d+/)
     );
+    // The code only loading touched is given back before the first sync builds on it, and the
+    // start's before the proxy runs on (debug lines: the sizes the kernel was asked to reclaim).
+    const log = first.log();
+    const loading = /"Gave back what loading the program used" codeMiB=([1-9]\d*)/.exec(log);
+    const start = /"Gave back what the start alone used" codeMiB=([1-9]\d*)/.exec(log);
+    assert(loading !== null && start !== null, log);
+    assert(loading.index < log.indexOf('"First sync in the kernel"'), log);
+    assert(start.index > log.indexOf('"First sync in the kernel"'), log);
     await first.stop();
     // The nftables mode takes the node over: the iptables mode's rules go, and it says how many.
     const second = t.startProxy(["--proxy-mode=nftables", ...args]);

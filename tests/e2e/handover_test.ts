@@ -7,6 +7,7 @@
  * would hold had upstream run all along (in nftables mode, plus this program's unhooked objects in
  * upstream's table, which upstream's own cleanup removes with the table).
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { type Pod, Topology } from "./netns.ts";
@@ -141,7 +142,7 @@ for (
                 for (let i = 0; i < 4; i++) {
                   assertEquals(await t.nodeAgent.tcp(VIP, 80), pod.ip === a.ip ? "pod-a" : "pod-b");
                 }
-              }, 15_000);
+              }, CONVERGE_MS);
             for (let round = 1; round <= 2; round++) {
               // This program starts over what the last writer left.
               const proxy = t.startProxy([

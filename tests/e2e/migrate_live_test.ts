@@ -4,6 +4,7 @@
  * scheduler annotation and the unserved ports, and nothing else; after the switch, `migrate
  * --to=iptables` names the same groups the other way. Neither run changes the node's rules.
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { Topology } from "./netns.ts";
@@ -103,7 +104,7 @@ endpoints:
         for (const save of ["iptables-nft-save", "ip6tables-nft-save"]) {
           assertEquals((await t.exec(t.node, [save])).includes("KUBE-"), false, save);
         }
-      }, 20_000);
+      }, CONVERGE_MS);
       assertEquals(await migrate("iptables"), ["live", groups]);
       await proxy.stop();
     } finally {

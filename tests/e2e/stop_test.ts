@@ -2,6 +2,7 @@
  * Stopping during a long sync, as systemd does (SIGTERM, then SIGKILL after 90 s): the program
  * exits within 2 s, and the kernel holds either the previous rules or the new ones, never part.
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { generate } from "../../bench/objects.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
@@ -57,7 +58,7 @@ Deno.test({
         assert(pid !== "", "the first sync's restore runs");
         await new Promise((r) => setTimeout(r, 500));
         assertEquals(await restorePid(), pid, "the same restore still runs: long enough to interrupt");
-      }, 20_000);
+      }, CONVERGE_MS);
       const start = performance.now();
       const status = await proxy.stop("SIGTERM");
       const seconds = (performance.now() - start) / 1000;

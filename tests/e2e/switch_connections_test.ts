@@ -3,6 +3,7 @@
  * (`switch_scenario.ts`): the old mode's rules stay until the new one's first sync is in, and
  * established flows keep their conntrack NAT. The counts are printed for the README.
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { Topology } from "./netns.ts";
@@ -30,7 +31,7 @@ for (const [from, to] of [["iptables", "nftables"], ["nftables", "iptables"]] as
             const table = (await t.exec(t.node, ["nft", "list", "tables"])).includes("kube-proxy");
             const chains = (await t.exec(t.node, ["iptables-nft-save"])).includes(":KUBE-SERVICES");
             assertEquals([table, chains], [to === "nftables", to === "iptables"]);
-          }, 15_000));
+          }, CONVERGE_MS));
         console.log(describeCounts(`switch ${from} -> ${to}`, counts));
         assertEquals([counts.tcpBroken, counts.udpLost, counts.udpMoved, counts.failed], [0, 0, 0, 0]);
       } finally {

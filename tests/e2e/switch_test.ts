@@ -3,6 +3,7 @@
  * backend -> iptables on nf_tables, each proxy started as `deno task start` starts it. After each
  * switch exactly one mode's (and one backend's) rules exist and traffic flows.
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { Topology } from "./netns.ts";
@@ -79,12 +80,12 @@ ${pods.map((p) => `  - { addresses: [${p.ip}], conditions: { ready: true }, node
             [backend === "nft", backend === "legacy", mode === "nftables"],
             `${mode} ${backend ?? ""}`,
           );
-        }, 15_000);
+        }, CONVERGE_MS);
         const seen = new Set<string>();
         await eventually(async () => {
           seen.add(await t.nodeAgent.tcp("172.30.0.10", 80));
           assert(seen.has("pod-a") && seen.has("pod-b"), `${mode}: ${[...seen]}`);
-        }, 10_000);
+        }, CONVERGE_MS);
       }
     } catch (e) {
       await proxy?.stop();

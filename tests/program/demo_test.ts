@@ -111,7 +111,7 @@ Deno.test({
         await eventually(async () => {
           const r = await exec.run("ss", { args: ["-Htln", "sport = :18081"] });
           assert(r.stdout.includes("18081"), "the holder listens");
-        }, 5000);
+        }, CONVERGE_MS);
         const out = await exec.run("sh", { args: ["-c", demoCommand()] });
         assertEquals(out.code, 1, out.stderr);
         assertEquals(out.stderr, "demo: 127.0.0.1:18081 is in use (is another demo still running?)\n");

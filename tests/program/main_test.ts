@@ -1,6 +1,7 @@
 /**
  * The program entry point as operators run it: exit codes, messages, `render`.
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { FakeIpset } from "../../iptables/testing/fake_ipset.ts";
@@ -125,12 +126,12 @@ Deno.test("main: without --bind-address-hard-fail a server that cannot bind is r
       const res = await fetch(`http://127.0.0.1:${healthzPort}/livez`);
       await res.body?.cancel();
       assertEquals(res.status, 200);
-    }, 10_000);
+    }, CONVERGE_MS);
     taken.close();
     await eventually(async () => {
       const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
       assertMatch(await res.text(), /kubeproxy_sync_proxy_rules_last_timestamp_seconds/);
-    }, 12_000);
+    }, CONVERGE_MS);
     assertMatch(proc.log(), /"Metrics server listening" address="127.0.0.1:\d+"/);
   } finally {
     try {
@@ -1042,7 +1043,7 @@ Deno.test("main: /debug/services on the metrics port answers explain's JSON, the
       assertEquals(r.services.length, 1);
       assert(r.services[0].applied !== null, "applied by a sync");
       return r;
-    }, 10_000);
+    }, CONVERGE_MS);
     assertEquals(list.schema, "kube-proxy-deno.services/v1");
     const [svc] = list.services;
     assertEquals([svc.service, svc.ports, svc.endpoints], ["default/hello", ["http 80/TCP (IPv4)"], {

@@ -1,6 +1,7 @@
 /**
  * The real client-node informers (through KubernetesSource) against the test API server.
  */
+import { CONVERGE_MS } from "../support/bounds.ts";
 import { realClock } from "../../proxier/runtime/clock.ts";
 import { type ApiAccess, loadApiAccess } from "../../proxier/sources/api_access.ts";
 import { FileSource } from "../../proxier/sources/file.ts";
@@ -241,20 +242,23 @@ Deno.test("informers: a list the API server never answers is abandoned after the
   }
 });
 
-Deno.test("informers: lists requested ahead (as main does while it starts) serve the first list, once", async () => {
+Deno.test("informers: lists requested ahead (as main does while it starts) serve the first list, once, and are not kept", async () => {
   const api = new TestApiServer();
   api.start();
   api.apply("services", makeService("ns1", "svc1"));
   api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
   try {
     const prefetched = prefetchLists(new ApiClient(await access(api.url)), NODE);
-    await Promise.all(Object.values(prefetched));
+    await prefetched.settled();
     assertEquals(api.listRequests, 3);
+    assertEquals(prefetched.held, 4);
     // Changed after the prefetch: the watch, which starts from the prefetched list's version, brings it.
     api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.2")]));
     await withSource(api, async (p) => {
       await eventually(() => assertEquals(state(p), { "ns1/svc1:p80/TCP": ["10.180.0.2:80"] }));
       assertEquals(api.listRequests, 3, "no list asked twice");
+      // Every object in full: the running proxy holds only what its handlers retain.
+      assertEquals(prefetched.held, 0, "the first lists are let go once the informers took them");
     }, prefetched);
   } finally {
     await api.stop();
@@ -349,7 +353,7 @@ Deno.test("informers: an API server that cannot be reached is logged with the re
           const whole = opts.log.records.filter((r) => r.level === "debug" && r.msg === "Watch failed");
           assertEquals(new Set(whole.map((r) => r.fields?.kind)).size, 4);
           assert(String(whole[0].fields?.error).startsWith("fetch failed: "), String(whole[0].fields?.error));
-        }, 5000);
+        }, CONVERGE_MS);
       } finally {
         stop.abort();
         await run;

@@ -31,7 +31,7 @@ import type { ProxyQuery } from "./flags.ts";
 import { debugServices } from "./debug_services.ts";
 import { modeSwitch } from "./mode_switch.ts";
 import { PROCESS_TOOLS } from "./process_tools.ts";
-import { MALLOC_ARENAS, settleMemory } from "./settle_memory.ts";
+import { MALLOC_ARENAS, settleLoading, settleMemory } from "./settle_memory.ts";
 import { nodeToActFor } from "./start_checks.ts";
 import { sayFirstSync } from "./first_sync.ts";
 import { limitMallocArenas } from "../../runtime/gc.ts";
@@ -195,6 +195,7 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
     node: nodeName,
     source: config.source.kind,
   });
+  settleLoading(log);
   tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
   const stopped = new Promise<void>((resolve) => onAbort(ac.signal, resolve));
   tasks.push(

@@ -1,5 +1,6 @@
 /**
- * What the proxy gives back once its first sync is in the kernel: the start's garbage (every object
+ * What the proxy gives back as it starts: once the program is loaded, the code pages only loading
+ * touched; once its first sync is in the kernel, the start's garbage (every object
  * listed, the first full batch) with malloc's free memory, and the code pages only the start
  * executed (`runtime/page_out.ts`); and how many malloc arenas its threads may hold. A running
  * proxy's memory is then what it keeps, not what starting took.
@@ -11,6 +12,17 @@ import { pageOutProgramText } from "../../runtime/page_out.ts";
 
 /** glibc malloc arenas the proxy's threads share (`runtime/gc.ts` limitMallocArenas). */
 export const MALLOC_ARENAS = 2;
+
+/**
+ * Gives back the code pages loading the program touched (the module loader, compiling every module,
+ * reading the configuration), before the first lists arrive: the first sync then builds its objects
+ * on a smaller base, so the process's peak is lower. What the sync executes is read back from the
+ * file as it runs. Logs (debug) how much code it asked the kernel to reclaim.
+ */
+export function settleLoading(log: Logger): void {
+  const advised = pageOutProgramText();
+  log.debug("Gave back what loading the program used", { codeMiB: Math.round(advised / 2 ** 20) });
+}
 
 /** Gives back what the start alone used; logs (debug) how much code it asked the kernel to reclaim. */
 export function settleMemory(log: Logger): void {
