@@ -365,8 +365,9 @@ if (which.has("memory")) {
   const sizes = (Deno.env.get("MEMORY_SIZES") ?? "1000,5000,10000").split(",").map(Number);
   const modes = (Deno.env.get("MEMORY_MODES") ?? "nftables,iptables,userspace").split(",");
   out(
-    `\n## memory: the real program (the start task's command and permissions) in a network namespace, fed by ` +
-      `the test API server: N Services x 10 endpoints (one EndpointSlice each), then 60 one-endpoint changes 1 s apart`,
+    `\n## memory: the real program (the start task's command and permissions, run from its own copy of the Deno ` +
+      `binary as the compiled program runs from its own file) in a network namespace, fed by the test API server: ` +
+      `N Services x 10 endpoints (one EndpointSlice each), then 60 one-endpoint changes 1 s apart`,
   );
   out(
     "| mode | services | RSS after first sync / after the changes / peak, MiB | upstream 1.36.2 release build | " +

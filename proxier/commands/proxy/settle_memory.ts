@@ -6,7 +6,7 @@
  * proxy's memory is then what it keeps, not what starting took.
  * @module
  */
-import { collectGarbage, trimMalloc } from "../../runtime/gc.ts";
+import { collectGarbage } from "../../runtime/gc.ts";
 import type { Logger } from "../../runtime/logger.ts";
 import { pageOutProgramText } from "../../runtime/page_out.ts";
 
@@ -26,8 +26,7 @@ export function settleLoading(log: Logger): void {
 
 /** Gives back what the start alone used; logs (debug) how much code it asked the kernel to reclaim. */
 export function settleMemory(log: Logger): void {
-  collectGarbage();
-  trimMalloc();
+  collectGarbage({ thorough: true });
   const advised = pageOutProgramText();
   log.debug("Gave back what the start alone used", { codeMiB: Math.round(advised / 2 ** 20) });
 }
