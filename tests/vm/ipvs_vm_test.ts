@@ -28,12 +28,13 @@ const BOOT_S = 120;
 const PER_SCENARIO_S = 60;
 
 /**
- * How many times the guest's cap stretches: the host's slowdown as measured just before the run, past
- * the twofold the bounds above already allow. The emulated guest's vCPUs share the host's cores with
- * whatever keeps them busy, so it slows at least as much as the host does.
+ * How many times the guest's cap stretches: the host's slowdown as measured just before the run. The
+ * emulated guest's vCPUs share the host's cores with whatever keeps them busy, and it slows more than
+ * the host does (slowdown 12 in the guest beside 4.4 on the host, as the suite measured it), so the
+ * twofold the bounds above allow is spent on that difference, not on the host's own slowdown.
  */
 function capStretch(): number {
-  return Math.max(1, pace() / 2);
+  return Math.max(1, pace());
 }
 
 /**
