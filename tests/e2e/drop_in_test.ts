@@ -695,12 +695,15 @@ endpoints: [{ addresses: [10.180.9.9], conditions: { ready: true }, nodeName: no
     );
     // The code only loading touched is given back before the first sync builds on it, and the
     // start's before the proxy runs on (debug lines: the sizes the kernel was asked to reclaim).
-    const log = first.log();
-    const loading = /"Gave back what loading the program used" codeMiB=([1-9]\d*)/.exec(log);
-    const start = /"Gave back what the start alone used" codeMiB=([1-9]\d*)/.exec(log);
-    assert(loading !== null && start !== null, log);
-    assert(loading.index < log.indexOf('"First sync in the kernel"'), log);
-    assert(start.index > log.indexOf('"First sync in the kernel"'), log);
+    const log = await eventually(() => {
+      const log = first.log();
+      assertMatch(log, /"Gave back what the start alone used" codeMiB=[1-9]/);
+      return log;
+    });
+    const loading = /"Gave back what loading the program used" codeMiB=[1-9]/.exec(log);
+    assert(loading !== null, log);
+    const synced = log.indexOf('"First sync in the kernel"');
+    assert(loading.index < synced && log.indexOf('"Gave back what the start alone used"') > synced, log);
     await first.stop();
     // The nftables mode takes the node over: the iptables mode's rules go, and it says how many.
     const second = t.startProxy(["--proxy-mode=nftables", ...args]);
