@@ -1,9 +1,9 @@
 /**
  * What the proxy gives back as it starts: once the program is loaded, the code pages only loading
- * touched; once its first sync is in the kernel, the start's garbage (every object
- * listed, the first full batch) with malloc's free memory, and the code pages only the start
- * executed (`runtime/page_out.ts`); and how many malloc arenas its threads may hold. A running
- * proxy's memory is then what it keeps, not what starting took.
+ * touched; once its first sync is in the kernel, the start's garbage (every object listed, the first
+ * full batch) with malloc's free memory, and the code pages only the start executed
+ * (`runtime/page_out.ts`); and how many malloc arenas its threads may hold. A running proxy's memory
+ * is then what it keeps, not what starting took.
  * @module
  */
 import { collectGarbage } from "../../runtime/gc.ts";
