@@ -51,6 +51,9 @@ class NullIPTables implements IPTables {
   chainExists(): Promise<boolean> {
     return Promise.resolve(true);
   }
+  existingChains(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
   deleteChain(): Promise<void> {
     return Promise.resolve();
   }

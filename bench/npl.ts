@@ -228,6 +228,7 @@ async function partialTexts(n: number, i: number): Promise<[string, string]> {
     ensureRule: () => Promise.resolve(true),
     deleteRule: () => Promise.resolve(),
     chainExists: () => Promise.resolve(true),
+    existingChains: () => Promise.resolve([]),
     listRules: () => Promise.resolve([]),
     deleteChain: () => Promise.resolve(),
   };

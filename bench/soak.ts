@@ -312,6 +312,8 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     "--metrics-bind-address=127.0.0.1:10249",
     "--healthz-bind-address=127.0.0.1:10256",
     `--master=${url}`,
+    // The start's give-back is said at 2: "after the first sync" is measured once it is done.
+    "--v=2",
   ]);
   const proxy = new Deno.Command(runtime.path, {
     args: v8 === undefined
@@ -354,9 +356,14 @@ async function driver(o: SoakOptions): Promise<SoakResult> {
     let nextSample = start + o.intervalSeconds * 1000;
     let nextReading = start;
     const rss: number[] = [], heap: number[] = [];
-    // The first sync's own post-sync step (a thorough collection, the start's code pages given
-    // back) runs as it ends: "after the first sync" is once that is done.
-    await sleep(2000);
+    // The first sync's own post-sync step (the other modes' leftovers removed, then a thorough
+    // collection and the start's code pages given back): "after the first sync" is once it is done.
+    while (!log.join("").includes('"Gave back what the start alone used"')) {
+      if (performance.now() > t0 + 30 * 60_000) {
+        throw new Error(`no give-back within 30 min:\n${log.join("")}`);
+      }
+      await sleep(100);
+    }
     const firstSyncRssMiB = procRssMiB(proxy.pid);
     const firstSyncMemory = memoryBreakdown(proxy.pid, await page());
     const firstSyncCpuS = procCpuS(proxy.pid);

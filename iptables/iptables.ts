@@ -63,6 +63,12 @@ export interface IPTables {
   /** Returns true when the chain exists. */
   chainExists(table: Table, chain: Chain): Promise<boolean>;
   /**
+   * Which of `chains` the table declares, each asked for alone (a whole table's save is megabytes
+   * at scale), and naming the table only where that creates nothing: always on nf_tables, on the
+   * legacy backend once {@linkcode tables} shows the kernel holds it.
+   */
+  existingChains(table: Table, chains: readonly Chain[]): Promise<Chain[]>;
+  /**
    * Returns the chain's rules as `iptables -S` prints them (`-A CHAIN ...`), or undefined when the
    * chain does not exist. Reads that chain only: cheap beside a whole table's save.
    */
@@ -88,6 +94,8 @@ export class IptablesRunner implements IPTables {
   readonly family: IPFamily;
   readonly #exec: Executor;
   readonly #cmd: string;
+  /** Naming a table to this backend creates nothing (nf_tables); the legacy backend loads it. */
+  readonly #readsCreateNothing: boolean;
 
   /**
    * Uses `iptables*` for IPv4 and `ip6tables*` for IPv6, or their `-nft`/`-legacy` variants when
@@ -98,6 +106,7 @@ export class IptablesRunner implements IPTables {
     this.#exec = opts.exec;
     const base = opts.family === "IPv4" ? "iptables" : "ip6tables";
     this.#cmd = opts.backend === undefined ? base : `${base}-${opts.backend}`;
+    this.#readsCreateNothing = opts.backend === "nft";
   }
 
   /** The command this runner runs (`iptables`, `ip6tables-legacy`, ...). */
@@ -184,6 +193,14 @@ export class IptablesRunner implements IPTables {
   /** @inheritdoc */
   async chainExists(table: Table, chain: Chain): Promise<boolean> {
     return await this.#query(["-t", table, "-S", chain, "1"]) !== undefined;
+  }
+
+  /** @inheritdoc */
+  async existingChains(table: Table, chains: readonly Chain[]): Promise<Chain[]> {
+    if (!this.#readsCreateNothing && !(await this.tables()).has(table)) return [];
+    const found: Chain[] = [];
+    for (const c of chains) if (await this.chainExists(table, c)) found.push(c);
+    return found;
   }
 
   /** @inheritdoc */

@@ -39,6 +39,32 @@ for (const backend of ["nft", "legacy"] as const) {
   });
 }
 
+for (const backend of ["nft", "legacy"] as const) {
+  Deno.test({
+    name:
+      `real iptables (${backend}): which chains a table declares, asked chain by chain, without creating the table${
+        backend === "nft" ? " or saving it" : ""
+      }`,
+    ignore: !(await canRun(backend)),
+    async fn() {
+      await withNamespace(async (ns) => {
+        const asked: string[] = [];
+        const exec: Executor = {
+          run: (cmd, opts) => (asked.push(`${cmd} ${opts.args.join(" ")}`), ns.run(cmd, opts)),
+        };
+        const ipt = new IptablesRunner({ exec, family: "IPv4", backend });
+        assertEquals(await ipt.existingChains("nat", ["KUBE-TEST", "KUBE-OTHER"]), []);
+        assertEquals(await ipt.tables(), new Set(), "the fresh namespace still holds no table");
+        await ipt.ensureChain("nat", "KUBE-TEST");
+        asked.length = 0;
+        assertEquals(await ipt.existingChains("nat", ["KUBE-TEST", "KUBE-OTHER"]), ["KUBE-TEST"]);
+        // nf_tables: a read names a table without creating it, so no save; legacy must look first.
+        assertEquals(asked.some((a) => a.includes("-save")), backend === "legacy", asked.join("\n"));
+      });
+    },
+  });
+}
+
 Deno.test({
   name: "real iptables (legacy): the xtables lock held past -w is an error naming it, not an absent rule",
   ignore: !(await canRun("legacy")) || !(await commandWorks("flock", ["--version"])),

@@ -226,6 +226,12 @@ export class FakeIPTables implements IPTables {
   }
 
   /** @inheritdoc */
+  existingChains(table: Table, chains: readonly Chain[]): Promise<Chain[]> {
+    const held = this.#state.get(table);
+    return Promise.resolve(held === undefined ? [] : chains.filter((c) => held.has(c)));
+  }
+
+  /** @inheritdoc */
   listRules(table: Table, chain: Chain): Promise<string[] | undefined> {
     const rules = this.#state.get(table)!.get(chain);
     return Promise.resolve(rules?.map((r) => `-A ${chain} ${r}`));

@@ -62,6 +62,11 @@ export interface ChainOwnership {
   mine(table: Table, chain: Chain): boolean;
   /** Chains only this mode creates: where one exists in a table, this mode ran there. */
   onlyMine(table: Table, chain: Chain): boolean;
+  /**
+   * The names `onlyMine` accepts, when they can be listed: a start (which keeps a table holding
+   * none) asks for these alone before it reads a whole table, megabytes when another mode runs.
+   */
+  readonly onlyMineNames?: readonly Chain[];
 }
 
 /**
@@ -70,17 +75,20 @@ export interface ChainOwnership {
  * KUBE-MARK-MASQ..., must survive for a mode that runs). A chain of ours that a rule outside our
  * chains still jumps to (another mode's, kubelet's) stays for its owner. The chains go in one
  * atomic restore per table (flushed first: they reference each other). A table the backend does
- * not hold is not named to it (that would create it). Running it twice is fine. Returns the tables
- * the backend held, so a caller asks no second time.
+ * not hold is not named to it (that would create it). Running it twice is fine. Returns how many
+ * chains went.
  */
 export async function removeOwnChains(
   ipt: IPTables,
   own: ChainOwnership,
   everything: boolean,
-): Promise<{ readonly held: ReadonlySet<Table>; readonly removed: number }> {
-  const held = await ipt.tables();
+): Promise<number> {
+  let held: ReadonlySet<Table> | undefined;
   let removed = 0;
   for (const table of ["nat", "filter"] as const) {
+    const names = own.onlyMineNames;
+    if (!everything && names !== undefined && (await ipt.existingChains(table, names)).length === 0) continue;
+    held ??= await ipt.tables();
     if (!held.has(table)) continue;
     let saved = await ipt.save(table);
     if (!everything && !declaredChains(saved).some((c) => own.onlyMine(table, c))) continue;
@@ -107,5 +115,5 @@ export async function removeOwnChains(
     await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
     removed += ours.length;
   }
-  return { held, removed };
+  return removed;
 }

@@ -63,22 +63,12 @@ export async function cleanupIpvs(
   return [
     ...removedText([
       [servers, "virtual server"],
-      [chains.reduce((a, c) => a + c.removed, 0), "chain"],
+      [chains.reduce((a, c) => a + c, 0), "chain"],
       [present.length, "ipset"],
     ]),
     ...(linkGone ? [KUBE_IPVS_INTERFACE] : []),
   ];
 }
-
-/**
- * The ipvs mode's chains, for {@linkcode removeOwnChains}: KUBE-SERVICES, KUBE-MARK-MASQ... are the
- * iptables mode's names too.
- */
-const IPVS_CHAINS: ChainOwnership = {
-  jumps: JUMPS,
-  mine: (table, c) => CHAINS[table as "nat" | "filter"]?.includes(c) ?? false,
-  onlyMine: (_, c) => IPVS_ONLY.has(c),
-};
 
 /** Chains only the ipvs mode creates: where one exists, the ipvs mode ran. */
 const IPVS_ONLY: ReadonlySet<string> = new Set([
@@ -88,3 +78,14 @@ const IPVS_ONLY: ReadonlySet<string> = new Set([
   "KUBE-IPVS-FILTER",
   "KUBE-IPVS-OUT-FILTER",
 ]);
+
+/**
+ * The ipvs mode's chains, for {@linkcode removeOwnChains}: KUBE-SERVICES, KUBE-MARK-MASQ... are the
+ * iptables mode's names too.
+ */
+const IPVS_CHAINS: ChainOwnership = {
+  jumps: JUMPS,
+  mine: (table, c) => CHAINS[table as "nat" | "filter"]?.includes(c) ?? false,
+  onlyMine: (_, c) => IPVS_ONLY.has(c),
+  onlyMineNames: [...IPVS_ONLY],
+};

@@ -5,7 +5,6 @@
  */
 import type { Chain, IPTables } from "../../iptables/iptables.ts";
 import { hostPrefix } from "../model/net.ts";
-import { declaredChains } from "../_common/iptables_chains.ts";
 import type { ServicePortInfo } from "../model/types.ts";
 import { servicePortNameString } from "../model/types.ts";
 import type { ClassPlan } from "./traffic_classes.ts";
@@ -77,13 +76,12 @@ export function portalRules(
 
 /**
  * Removes the portal chains and their jump rules; succeeds when they are already gone, names no
- * table the backend does not hold (that would create it), and runs nothing more than two reads on a
- * node that has no portal chain (every start of another mode asks).
+ * table the backend does not hold (that would create it), and on a node that has no portal chain
+ * (every start of another mode asks) only asks for them, never reading the whole table.
  */
 export async function cleanupUserspace(ipt: IPTables): Promise<number> {
-  if (!(await ipt.tables()).has("nat")) return 0;
   // A jump needs its chain: where the table declares no portal chain, there is no jump either.
-  const declared = new Set(declaredChains(await ipt.save("nat")));
+  const declared = new Set(await ipt.existingChains("nat", PORTAL_JUMPS.map((j) => j.to)));
   let removed = 0;
   for (const { from, to } of PORTAL_JUMPS) {
     if (!declared.has(to)) continue;

@@ -705,14 +705,19 @@ endpoints: [{ addresses: [10.180.9.9], conditions: { ready: true }, nodeName: no
     const synced = log.indexOf('"First sync in the kernel"');
     assert(loading.index < synced && log.indexOf('"Gave back what the start alone used"') > synced, log);
     await first.stop();
-    // The nftables mode takes the node over: the iptables mode's rules go, and it says how many.
-    const second = t.startProxy(["--proxy-mode=nftables", ...args]);
-    await eventually(() =>
-      assertMatch(
-        second.log(),
-        /"Removed the iptables mode's rules" mode="iptables" removed="IPv4: \d+ chains/,
-      )
+    // The nftables mode takes the node over: the iptables mode's rules go, and it says how many;
+    // what that cleanup read (the whole tables) is given back with the start's garbage, after it.
+    const second = t.startProxy(["--proxy-mode=nftables", ...args, "-v=4"]);
+    const took = await eventually(() => {
+      const log = second.log();
+      assertMatch(log, /"Gave back what the start alone used"/);
+      return log;
+    });
+    const removed = /"Removed the iptables mode's rules" mode="iptables" removed="IPv4: \d+ chains/.exec(
+      took,
     );
+    assert(removed !== null, took);
+    assert(removed.index < took.indexOf('"Gave back what the start alone used"'), took);
     await second.stop();
     const cleanup = await t.runProgram(["--cleanup"]);
     assertEquals(cleanup.code, 0, cleanup.stderr);

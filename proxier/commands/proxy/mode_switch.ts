@@ -15,12 +15,14 @@ import { cleanupModes } from "./cleanup.ts";
 export interface ModeSwitch {
   /** Before the first sync: the modes that write the chains this one is about to write. */
   beforeFirstSync(): Promise<void>;
+  /** Once the first sync is in the kernel: the other modes' rules, but a datapath kept to drain. */
+  afterFirstSync(): Promise<void>;
   /**
-   * Once the first sync is in the kernel: the other modes' rules, then each datapath kept for its
-   * connections (ipvs) once they are gone or `drainMs` has passed. New connections are this mode's
-   * from its first sync on; no established one loses its path before that.
+   * After that: each datapath kept for its connections (ipvs), removed once they are gone or
+   * `drainMs` has passed. New connections are this mode's from its first sync on; no established
+   * one loses its path before that.
    */
-  afterFirstSync(signal: AbortSignal): Promise<void>;
+  drain(signal: AbortSignal): Promise<void>;
 }
 
 /** How often a drain looks at the connections it waits for. */
@@ -50,12 +52,14 @@ export function modeSwitch(
         draining: new Set(drains.keys()),
       });
     },
-    async afterFirstSync(signal) {
+    async afterFirstSync() {
       await cleanupModes(others.filter((m) => !early.includes(m)), o.exec, o.log, {
         interfaceIPs: o.nodeIPs,
         keep,
         draining: new Set(drains.keys()),
       });
+    },
+    async drain(signal) {
       for (const [m, d] of drains) {
         const deadline = o.clock.now() + o.drainMs;
         let left = await d.connections().catch(() => 0);

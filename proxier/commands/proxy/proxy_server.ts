@@ -199,11 +199,14 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
   tasks.push(cleaned.then(() => proxier.syncLoop(ac.signal)));
   const stopped = new Promise<void>((resolve) => onAbort(ac.signal, resolve));
   tasks.push(
-    Promise.race([deps.health.whenReady(), stopped]).then(() => {
+    Promise.race([deps.health.whenReady(), stopped]).then(async () => {
       if (ac.signal.aborted) return;
       sayFirstSync(log, proxier.explain.views());
+      await switching.afterFirstSync();
+      // Once the other modes are gone: what their cleanup read (every backend's tables, this mode's
+      // own rules among them) is garbage the give-back collects.
       settleMemory(log);
-      return switching.afterFirstSync(ac.signal);
+      return switching.drain(ac.signal);
     }),
   );
   let code = 0;

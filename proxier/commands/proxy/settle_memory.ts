@@ -17,16 +17,19 @@ export const MALLOC_ARENAS = 2;
  * Gives back the code pages loading the program touched (the module loader, compiling every module,
  * reading the configuration), before the first lists arrive: the first sync then builds its objects
  * on a smaller base, so the process's peak is lower. What the sync executes is read back from the
- * file as it runs. Logs (debug) how much code it asked the kernel to reclaim.
+ * file as it runs. Logs (at verbosity 2) how much code it asked the kernel to reclaim.
  */
 export function settleLoading(log: Logger): void {
   const advised = pageOutProgramText();
-  log.debug("Gave back what loading the program used", { codeMiB: Math.round(advised / 2 ** 20) });
+  log.debug("Gave back what loading the program used", { codeMiB: Math.round(advised / 2 ** 20) }, 2);
 }
 
-/** Gives back what the start alone used; logs (debug) how much code it asked the kernel to reclaim. */
+/**
+ * Gives back what the start alone used (the other modes' leftovers are gone by then, and what
+ * their cleanup read with them); logs (at verbosity 2) how much code it asked the kernel to reclaim.
+ */
 export function settleMemory(log: Logger): void {
   collectGarbage({ thorough: true });
   const advised = pageOutProgramText();
-  log.debug("Gave back what the start alone used", { codeMiB: Math.round(advised / 2 ** 20) });
+  log.debug("Gave back what the start alone used", { codeMiB: Math.round(advised / 2 ** 20) }, 2);
 }
