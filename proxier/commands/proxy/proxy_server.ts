@@ -202,10 +202,7 @@ export async function runProxyServer(query: ProxyQuery, c: CommandContext): Prom
     Promise.race([deps.health.whenReady(), stopped]).then(async () => {
       if (ac.signal.aborted) return;
       sayFirstSync(log, proxier.explain.views());
-      await switching.afterFirstSync();
-      // Once the other modes are gone: what their cleanup read (every backend's tables, this mode's
-      // own rules among them) is garbage the give-back collects.
-      settleMemory(log);
+      await settleMemory(log, () => switching.afterFirstSync());
       return switching.drain(ac.signal);
     }),
   );

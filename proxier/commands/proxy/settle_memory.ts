@@ -1,8 +1,9 @@
 /**
  * What the proxy gives back as it starts: once the program is loaded, the code pages only loading
- * touched; once its first sync is in the kernel, the start's garbage (every object listed, the first
- * full batch) with malloc's free memory, and the code pages only the start executed
- * (`runtime/page_out.ts`); and how many malloc arenas its threads may hold. A running proxy's memory
+ * touched; once its first sync is in the kernel and the other modes' leftovers are gone, the start's
+ * garbage (every object listed, the first full batch, what the cleanup read) with malloc's free
+ * memory, and the code pages only the start executed (`runtime/page_out.ts`); and how many malloc
+ * arenas its threads may hold. A running proxy's memory
  * is then what it keeps, not what starting took.
  * @module
  */
@@ -25,10 +26,13 @@ export function settleLoading(log: Logger): void {
 }
 
 /**
- * Gives back what the start alone used (the other modes' leftovers are gone by then, and what
- * their cleanup read with them); logs (at verbosity 2) how much code it asked the kernel to reclaim.
+ * Runs `cleanup` (the other modes' leftovers, read whole where they exist) once the first sync's
+ * garbage is collected, so the two never add up, then gives back what the start alone used: what
+ * the cleanup read with the rest. Logs (at verbosity 2) how much code it asked the kernel to reclaim.
  */
-export function settleMemory(log: Logger): void {
+export async function settleMemory(log: Logger, cleanup: () => Promise<void>): Promise<void> {
+  collectGarbage();
+  await cleanup();
   collectGarbage({ thorough: true });
   const advised = pageOutProgramText();
   log.debug("Gave back what the start alone used", { codeMiB: Math.round(advised / 2 ** 20) }, 2);
