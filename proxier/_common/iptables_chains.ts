@@ -76,13 +76,14 @@ export interface ChainOwnership {
  * chains still jumps to (another mode's, kubelet's) stays for its owner. The chains go in one
  * atomic restore per table (flushed first: they reference each other). A table the backend does
  * not hold is not named to it (that would create it). Running it twice is fine. Returns how many
- * chains went.
+ * chains went, and the tables the backend held when it had to look (so a caller asks no second
+ * time).
  */
 export async function removeOwnChains(
   ipt: IPTables,
   own: ChainOwnership,
   everything: boolean,
-): Promise<number> {
+): Promise<{ readonly held: ReadonlySet<Table> | undefined; readonly removed: number }> {
   let held: ReadonlySet<Table> | undefined;
   let removed = 0;
   for (const table of ["nat", "filter"] as const) {
@@ -115,5 +116,5 @@ export async function removeOwnChains(
     await ipt.restoreAll(lines.join("\n"), { flush: false, counters: false });
     removed += ours.length;
   }
-  return removed;
+  return { held, removed };
 }

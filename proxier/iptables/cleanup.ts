@@ -25,10 +25,8 @@ import {
  * family; returns how many nat and filter chains went. Running it again finds nothing to do.
  */
 export async function cleanupIptables(ipt: IPTables, everything = true): Promise<number> {
-  const removed = await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
-  if ((await ipt.existingChains("mangle", [KUBE_PROXY_CANARY])).length > 0) {
-    await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
-  }
+  const { held, removed } = await removeOwnChains(ipt, IPTABLES_CHAINS, everything);
+  if ((held ?? await ipt.tables()).has("mangle")) await ipt.deleteChain("mangle", KUBE_PROXY_CANARY);
   return removed;
 }
 

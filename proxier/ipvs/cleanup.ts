@@ -63,7 +63,7 @@ export async function cleanupIpvs(
   return [
     ...removedText([
       [servers, "virtual server"],
-      [chains.reduce((a, c) => a + c, 0), "chain"],
+      [chains.reduce((a, c) => a + c.removed, 0), "chain"],
       [present.length, "ipset"],
     ]),
     ...(linkGone ? [KUBE_IPVS_INTERFACE] : []),
