@@ -4,7 +4,7 @@
  * command through the registry. It names no mode and no command.
  * @module
  */
-import { UsageError } from "./proxier/model/errors.ts";
+import { UsageError } from "./proxier/runtime/errors.ts";
 import { commandContext } from "./proxier/cli/context.ts";
 import { type CommandLine, parseCommandLine } from "./proxier/cli/command_line.ts";
 import { flushLogging, setupLogging } from "./proxier/runtime/logger.ts";

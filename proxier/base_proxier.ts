@@ -8,7 +8,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
 import { ConntrackReconciler } from "./conntrack/reconciler.ts";
 import { DriftWatch } from "./drift.ts";
-import { show } from "./model/errors.ts";
+import { show } from "./runtime/errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 import type { FamilyMetrics } from "./metrics.ts";

@@ -13,6 +13,7 @@ import {
 } from "./runtime/prometheus.ts";
 import { registerProcessMetrics } from "./runtime/process_metrics.ts";
 import type { IPFamily } from "./model/types.ts";
+import type { ChangeCounters } from "./model/pending_changes.ts";
 import { VERSION } from "./runtime/version.ts";
 
 /** The label every per-family series carries, as upstream (1.31+). */
@@ -31,17 +32,16 @@ const NPL_BUCKETS = [
   ...linearBuckets(120, 30, 7),
 ];
 
-/** What one family's proxier writes: the metrics below, bound to its `ip_family` label. */
-export interface FamilyMetrics {
+/**
+ * What one family's proxier writes: the metrics below, bound to its `ip_family` label (the change
+ * counters are the trackers', which the model declares).
+ */
+export interface FamilyMetrics extends ChangeCounters {
   readonly syncDuration: { observe(v: number): void };
   readonly syncFullDuration: { observe(v: number): void };
   readonly syncPartialDuration: { observe(v: number): void };
   readonly lastSyncTimestamp: { set(v: number): void };
   readonly networkProgrammingDuration: { observe(v: number): void };
-  readonly serviceChangesTotal: { inc(v?: number): void };
-  readonly serviceChangesPending: { set(v: number): void };
-  readonly endpointChangesTotal: { inc(v?: number): void };
-  readonly endpointChangesPending: { set(v: number): void };
   readonly queuedTimestamp: { set(v: number): void };
   readonly syncFailuresTotal: { inc(v?: number): void };
   /** Ours: syncs made full because the kernel state had drifted (rules flushed or deleted by others). */

@@ -7,7 +7,7 @@
  * it is the proxy.
  * @module
  */
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 import type { CommandDefinition, CommandLineFacts } from "../command_definition.ts";
 import { COMMANDS, DEFAULT_COMMAND } from "../commands.ts";
 import type { ProxyConfig, ProxyMode } from "../options/config.ts";

@@ -1,6 +1,6 @@
 import { load } from "js-yaml";
 import { assert, assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { parseCommandLine } from "./command_line.ts";

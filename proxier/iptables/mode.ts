@@ -9,7 +9,7 @@ import { ExecError } from "../../iptables/executor.ts";
 import { type Nfacct, NfacctRunner } from "../../iptables/nfacct.ts";
 import { ensureSysctl, ROUTE_LOCALNET, type Sysctl, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "../runtime/errors.ts";
 import {
   familyProvider,
   familyRenderer,

@@ -219,7 +219,7 @@ export class IptablesProxier extends BaseProxier {
   }
 
   /**
-   * Builds the restore input. Chains of services not in `changedServices` are omitted unless
+   * Builds the restore input. Chains of service ports not in `changedPorts` are omitted unless
    * full. `kernel` (full syncs) lists the kernel's per-service chains and the jumps to insert;
    * without it, stale chains are those the rewritten and removed service ports had before.
    */

@@ -11,7 +11,7 @@ import { type IPTables, IptablesRunner } from "../../iptables/iptables.ts";
 import { IpvsadmRunner } from "../../iptables/ipvsadm.ts";
 import { ensureSysctl, type SysctlKey, SysctlRunner } from "../../iptables/sysctl.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "../runtime/errors.ts";
 import { nodeRef } from "../runtime/events.ts";
 import {
   familyProvider,

@@ -2,7 +2,7 @@ import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/su
 import { retryStart } from "../runtime/start_retry.ts";
 import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { FakeClock, realClock } from "../runtime/clock.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "../runtime/errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import type { EventSpec } from "../runtime/events.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";

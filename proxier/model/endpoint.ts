@@ -4,7 +4,7 @@
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { ipFamily, isDNSLabel, isDNSSubdomain, isLabelValue, isPort, parseProtocol } from "./net.ts";
-import { objectName, show, ValidationError } from "./errors.ts";
+import { objectName, show, ValidationError } from "../runtime/errors.ts";
 import type { EndpointInfo, IPFamily, ServicePortName } from "./types.ts";
 import { joinHostPort, servicePortKey } from "./types.ts";
 

@@ -2,7 +2,7 @@ import { assertEquals, assertThrows } from "../../tests/support/assert.ts";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { ep, makeEndpointSlice, NODE } from "../../tests/support/fixtures.ts";
 import { mergeSlices, sliceEndpoints } from "./endpoint.ts";
-import { ValidationError } from "./errors.ts";
+import { ValidationError } from "../runtime/errors.ts";
 
 Deno.test("sliceEndpoints reads conditions with upstream defaults and marks local endpoints", () => {
   const slice = makeEndpointSlice("ns1", "svc1", (s) => {

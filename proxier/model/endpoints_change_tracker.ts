@@ -5,7 +5,7 @@
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { mergeSlices, type SliceEndpoints, sliceEndpoints } from "./endpoint.ts";
 import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
-import { ValidationError } from "./errors.ts";
+import { ValidationError } from "../runtime/errors.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily } from "./types.ts";
 import { sameEntries } from "./types.ts";
 

@@ -6,11 +6,21 @@
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { EndpointsChangeTracker, type EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
-import type { FamilyMetrics } from "../metrics.ts";
 import type { ObjectWarnings } from "./object_warnings.ts";
 import { ServiceChangeTracker, type ServiceUpdateResult } from "./service_change_tracker.ts";
 import type { ServicePortsOptions } from "./service_port.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./types.ts";
+
+/**
+ * The counters the trackers keep (upstream's pending and total changes), declared here so the model
+ * needs no metrics catalogue: the family's metrics (`metrics.ts`'s `FamilyMetrics`) provide them.
+ */
+export interface ChangeCounters {
+  readonly serviceChangesTotal: { inc(v?: number): void };
+  readonly serviceChangesPending: { set(v: number): void };
+  readonly endpointChangesTotal: { inc(v?: number): void };
+  readonly endpointChangesPending: { set(v: number): void };
+}
 
 /** What one sync checks out; see {@linkcode PendingChanges.apply}. */
 export interface AppliedChanges {
@@ -30,7 +40,7 @@ export interface AppliedChanges {
 export class PendingChanges {
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
-  readonly #metrics: FamilyMetrics;
+  readonly #metrics: ChangeCounters;
   /** Service -> its port keys in the service map, so an endpoint change finds its ports. */
   readonly #portsByService = new Map<string, Set<string>>();
 
@@ -40,7 +50,7 @@ export class PendingChanges {
       family: IPFamily;
       nodeName: string;
       warnings: ObjectWarnings;
-      metrics: FamilyMetrics;
+      metrics: ChangeCounters;
       startMs: number;
       /** When an event arrives (ms since the epoch); default the wall clock. */
       now?: () => number;

@@ -4,7 +4,7 @@
  */
 import type { V1Service } from "@kubernetes/client-node";
 import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
-import { ValidationError } from "./errors.ts";
+import { ValidationError } from "../runtime/errors.ts";
 import { servicePorts, type ServicePortsOptions } from "./service_port.ts";
 import type { IPFamily, ServicePortInfo, ServicePortMap } from "./types.ts";
 import { namespacedName, sameEntries, servicePortKey } from "./types.ts";

@@ -7,7 +7,7 @@ import type { V1Service } from "@kubernetes/client-node";
 import { cidrFamily, ipFamily, isDNSLabel, isPort, parseProtocol } from "./net.ts";
 import type { IPFamily, ServicePortInfo } from "./types.ts";
 import { namespacedName } from "./types.ts";
-import { objectName, show, ValidationError } from "./errors.ts";
+import { objectName, show, ValidationError } from "../runtime/errors.ts";
 
 /**
  * The schedulers a Service can ask for (kube-router's annotation, `--ipvs-scheduler`): the IPVS

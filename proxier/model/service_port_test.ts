@@ -1,7 +1,7 @@
 import { assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
 import type { V1Service } from "@kubernetes/client-node";
 import { makeService } from "../../tests/support/fixtures.ts";
-import { ValidationError } from "./errors.ts";
+import { ValidationError } from "../runtime/errors.ts";
 import { SCHEDULERS, servicePorts } from "./service_port.ts";
 import { KERNEL_SCHEDULERS } from "../../iptables/testing/fake_ipvsadm.ts";
 

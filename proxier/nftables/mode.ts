@@ -7,7 +7,7 @@ import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import type { Executor } from "../../iptables/executor.ts";
 import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "../runtime/errors.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
 import { SysctlRunner } from "../../iptables/sysctl.ts";
 import { kernelTCPLiberal } from "../conntrack/sysctls.ts";

@@ -1,7 +1,7 @@
 import type { ExecOptions, ExecResult, Executor } from "../../iptables/executor.ts";
 import { assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { MemoryLogger } from "../../tests/support/fixtures.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "../runtime/errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { FakeClock } from "../runtime/clock.ts";

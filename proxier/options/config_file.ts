@@ -6,7 +6,7 @@
  * @module
  */
 import { load as loadYaml } from "js-yaml";
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 import { parseDuration } from "./duration.ts";
 import {
   API_VERSION,

@@ -5,7 +5,7 @@
  * command line (`cli/command_line.ts`) all read it.
  * @module
  */
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 import { ipFamily } from "../model/net.ts";
 import { MAX_TCP_WORKERS } from "./config.ts";
 import {

@@ -5,7 +5,7 @@
  * `--` ending the flags.
  * @module
  */
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 
 /** How a flag takes its value. */
 export interface FlagShape {

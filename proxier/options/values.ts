@@ -3,7 +3,7 @@
  * value, so main can print it and exit 2.
  * @module
  */
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 import { ipFamily } from "../model/net.ts";
 import type { IptablesBackend, PortRange, SourceSpec } from "./config.ts";
 

@@ -3,7 +3,7 @@
  * one reading each, so every command that takes one takes it the same way.
  * @module
  */
-import { UsageError } from "../model/errors.ts";
+import { UsageError } from "../runtime/errors.ts";
 import type { FlagDef } from "../options/flag_table.ts";
 import { parseIPList } from "../options/values.ts";
 

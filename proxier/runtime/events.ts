@@ -7,7 +7,7 @@
  * @module
  */
 import type { Logger } from "./logger.ts";
-import { describeError } from "../model/errors.ts";
+import { describeError } from "./errors.ts";
 
 /** What an Event is about (upstream's ObjectReference; Nodes use their name as UID, as upstream). */
 export interface ObjectRef {

@@ -6,7 +6,7 @@
  * @module
  */
 import { ExecError } from "../../iptables/executor.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "./errors.ts";
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./logger.ts";
 

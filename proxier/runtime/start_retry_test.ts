@@ -1,7 +1,7 @@
 import { ExecError } from "../../iptables/executor.ts";
 import { assertEquals } from "../../tests/support/assert.ts";
 import { MemoryLogger } from "../../tests/support/fixtures.ts";
-import { ModeUnavailableError } from "../model/errors.ts";
+import { ModeUnavailableError } from "./errors.ts";
 import { realClock } from "./clock.ts";
 import { retryStart, START_ATTEMPTS } from "./start_retry.ts";
 

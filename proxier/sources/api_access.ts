@@ -6,7 +6,7 @@
  * @module
  */
 import { load as loadYaml } from "js-yaml";
-import { KubeconfigError } from "../model/errors.ts";
+import { KubeconfigError } from "../runtime/errors.ts";
 
 /** The server, its TLS material and the credentials to present. */
 export interface ApiAccess {

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
-import { KubeconfigError } from "../model/errors.ts";
+import { KubeconfigError } from "../runtime/errors.ts";
 import { type ApiAccessInputs, loadApiAccess, placeholderHost } from "./api_access.ts";
 import { ApiClient } from "./api_client.ts";
 import { serveTls } from "../../tests/support/net_helpers.ts";

@@ -10,7 +10,7 @@
  * @module
  */
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
-import { WatchError } from "../model/errors.ts";
+import { WatchError } from "../runtime/errors.ts";
 import type { ApiAccess } from "./api_access.ts";
 import { PROXY_LABEL_SELECTOR } from "./handlers.ts";
 import type { RateLimiter } from "./rate_limiter.ts";

@@ -7,7 +7,7 @@ import type { KubernetesObject } from "@kubernetes/client-node";
 import { loadAll as loadAllYaml } from "js-yaml";
 import { type Clock, realClock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { objectName } from "../model/errors.ts";
+import { objectName } from "../runtime/errors.ts";
 import { type ObjectProblem, ObjectWarnings } from "../model/object_warnings.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
 import { KIND_SHAPES, unknownFields } from "./known_fields.ts";

@@ -12,7 +12,7 @@ import {
   sourceQueries,
 } from "./api_client.ts";
 import type { Clock } from "../runtime/clock.ts";
-import { describeError, shortError } from "../model/errors.ts";
+import { describeError, shortError } from "../runtime/errors.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers } from "./handlers.ts";
 import { Reflector } from "./reflector.ts";

@@ -6,7 +6,7 @@
  */
 import { loadAll } from "js-yaml";
 import { assert, assertEquals, assertMatch, assertRejects } from "../support/assert.ts";
-import { KubeconfigError } from "../../proxier/model/errors.ts";
+import { KubeconfigError } from "../../proxier/runtime/errors.ts";
 import { loadApiAccess } from "../../proxier/sources/api_access.ts";
 import { parseCommandLine } from "../../proxier/cli/command_line.ts";
 import { defaultConfig } from "../../proxier/options/kube_proxy_configuration.ts";

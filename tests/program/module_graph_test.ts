@@ -69,13 +69,13 @@ const MODES = ["iptables", "nftables", "ipvs", "userspace"];
 /** The model: what a Service and its endpoints are, what changed; it knows no mode, tool or command. */
 const MODEL = "proxier/model/";
 /**
- * What the model may import besides itself: the sinks it speaks through (logging, Events), metrics
- * types, the configuration's types, IP parsing.
+ * What the model may import besides itself: the sinks it speaks through (logging, Events), the
+ * errors, the configuration's types, IP parsing (the metrics it updates it declares itself).
  */
 const MODEL_MAY_IMPORT = [
   "proxier/runtime/logger.ts",
   "proxier/runtime/events.ts",
-  "proxier/metrics.ts",
+  "proxier/runtime/errors.ts",
   "proxier/options/config.ts",
   "iptables/ip.ts",
 ];
@@ -145,6 +145,30 @@ export function importCycles(graph: ReadonlyMap<string, ReadonlyArray<{ to: stri
   return cycles;
 }
 
+/**
+ * The folder a file belongs to for the folder-level cycle rule: each `proxier/<dir>/` one node, each
+ * `proxier/commands/<name>/` its own, each file at `proxier/`'s root its own, each other top-level
+ * folder one node (as denoland/std checks package cycles over the same module graph).
+ */
+export function folderOf(f: string): string {
+  const p = f.split("/");
+  if (p[0] !== "proxier") return p.length > 1 ? `${p[0]}/` : f;
+  if (p.length === 2) return f;
+  if (p[1] === "commands" && p.length > 3) return `${p.slice(0, 3).join("/")}/`;
+  return `${p.slice(0, 2).join("/")}/`;
+}
+
+/** Every folder-level import cycle of `graph` (type imports count), each as its folders, sorted. */
+export function folderCycles(graph: ReadonlyMap<string, ReadonlyArray<{ to: string }>>): string[][] {
+  const folders = new Map<string, Array<{ to: string }>>();
+  for (const [from, deps] of graph) {
+    const edges = folders.get(folderOf(from)) ?? [];
+    folders.set(folderOf(from), edges);
+    for (const { to } of deps) if (folderOf(to) !== folderOf(from)) edges.push({ to: folderOf(to) });
+  }
+  return importCycles(folders);
+}
+
 /** Returns each edge of `graph` that breaks a floor rule, with the rule; see the tests below. */
 export function floorViolations(
   graph: ReadonlyMap<string, ReadonlyArray<{ to: string; code: boolean }>>,
@@ -203,6 +227,7 @@ export function floorViolations(
     }
   }
   for (const c of importCycles(graph)) wrong.push(`import cycle: ${c.join(" ")}`);
+  for (const c of folderCycles(graph)) wrong.push(`folder cycle: ${c.join(" ")}`);
   return wrong;
 }
 
@@ -223,7 +248,7 @@ export function modeNameComparisons(files: ReadonlyMap<string, string>): string[
   return out;
 }
 
-Deno.test("module graph: imports follow the floors (no cycle, no mode imports another, the command line over the registry over the commands over the read side over the modes, a command's files its own, the kernel layer, the model and the runtime import nothing above them, sources nothing of the hub)", async () => {
+Deno.test("module graph: imports follow the floors (no file or folder cycle, no mode imports another, the command line over the registry over the commands over the read side over the modes, a command's files its own, the kernel layer, the model and the runtime import nothing above them, sources nothing of the hub)", async () => {
   const graph = await productImports();
   assertEquals(floorViolations(graph), []);
   // The rules are only as good as the graph: it holds every mode, every command (loaded when it
@@ -291,6 +316,27 @@ Deno.test("module graph: each floor rule fails when broken", () => {
       ]),
     ),
     "import cycle: proxier/trace/nft_walker.ts proxier/trace/packet.ts",
+  );
+  // Files that form no cycle can still make their folders one: model -> runtime -> model.
+  const folders = floorViolations(
+    new Map([
+      ["proxier/model/object_warnings.ts", [{ to: "proxier/runtime/logger.ts", code: false }]],
+      ["proxier/runtime/logger.ts", []],
+      ["proxier/runtime/events.ts", [{ to: "proxier/model/errors.ts", code: true }]],
+      ["proxier/model/errors.ts", []],
+    ]),
+  );
+  said(folders, "folder cycle: proxier/model/ proxier/runtime/");
+  assertEquals(folders.filter((w) => w.startsWith("import cycle")), []);
+  assertEquals(
+    [
+      "proxier/commands/explain/format.ts",
+      "proxier/base_proxier.ts",
+      "proxier/trace/packet.ts",
+      "iptables/nft.ts",
+    ]
+      .map(folderOf),
+    ["proxier/commands/explain/", "proxier/base_proxier.ts", "proxier/trace/", "iptables/"],
   );
   // What is allowed stays allowed.
   assertEquals(edge("proxier/commands.ts", "proxier/commands/explain/command.ts"), []);

@@ -14,7 +14,7 @@ import { serveStatus } from "../../healthcheck/status_servers.ts";
 import { ProxyMetrics } from "../../metrics.ts";
 import { Counter } from "../../runtime/prometheus.ts";
 import { type ModeProvider, newModeDeps } from "../../mode_definition.ts";
-import { KubeconfigError, ModeUnavailableError } from "../../model/errors.ts";
+import { KubeconfigError, ModeUnavailableError } from "../../runtime/errors.ts";
 import { UPSTREAM_VERSION } from "../../options/config.ts";
 import { exitOnConfigChange } from "../../options/config_watch.ts";
 import { onAbort } from "../../runtime/abort.ts";

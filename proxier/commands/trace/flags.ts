@@ -3,7 +3,7 @@
  * @module
  */
 import type { CommandArgs } from "../../command_definition.ts";
-import { UsageError } from "../../model/errors.ts";
+import { UsageError } from "../../runtime/errors.ts";
 import { DEFAULT_SOURCE_PORT } from "../../options/config.ts";
 import type { FlagDef } from "../../options/flag_table.ts";
 import { INTERFACE } from "../../options/validation.ts";
