@@ -4,6 +4,7 @@
  * command through the registry. It names no mode and no command.
  * @module
  */
+import { CommandFailure, EXIT, type ExitCode } from "./proxier/command_definition.ts";
 import { UsageError } from "./proxier/runtime/errors.ts";
 import { commandContext } from "./proxier/cli/context.ts";
 import { type CommandLine, parseCommandLine } from "./proxier/cli/command_line.ts";
@@ -13,44 +14,50 @@ import { VERSION } from "./proxier/runtime/version.ts";
 
 /**
  * Runs the program; returns the exit code. `stop` (for embedders such as the demo) ends a running
- * proxy as SIGTERM does.
+ * proxy as SIGTERM does. The one exit path: every command's failure is said here, once.
  */
-export async function main(argv: readonly string[], opts: { stop?: AbortSignal } = {}): Promise<number> {
+export async function main(argv: readonly string[], opts: { stop?: AbortSignal } = {}): Promise<ExitCode> {
   let line: CommandLine;
   try {
     line = parseCommandLine(argv);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     writeText(Deno.stderr, `kube-proxy-deno: ${e.message}\nRun 'kube-proxy-deno --help' for usage.\n`);
-    return 2;
+    return EXIT.usage;
   }
   if (line.action === "help") {
     const { usageOf } = await import("./proxier/cli/usage.ts");
     writeText(Deno.stdout, usageOf(line.command));
-    return 0;
+    return EXIT.ok;
   }
   if (line.action === "version") {
     writeText(Deno.stdout, `kube-proxy-deno ${VERSION}\n`);
-    return 0;
+    return EXIT.ok;
   }
   const { config } = line;
   const log = await setupLogging(config.logging.format, config.logging.verbosity);
   for (const w of [...line.warnings, ...config.features.warnings]) log.warn(w);
-  if (line.action === "write-config") {
-    const { writeConfigFile } = await import("./proxier/options/write_config.ts");
-    return await writeConfigFile(line.facts.kubeProxyConfiguration, line.writeConfigTo!, log);
-  }
-  if (config.source.kind === "file") {
-    try {
-      await Deno.stat(config.source.path);
-    } catch (e) {
-      const path = JSON.stringify(config.source.path);
-      writeText(Deno.stderr, `kube-proxy-deno: --source: ${path}: ${(e as Error).message}\n`);
-      return 2;
-    }
-  }
   const context = commandContext(line, { env: (name) => Deno.env.get(name), log, stop: opts.stop });
-  return await line.command.run(line.query, context);
+  try {
+    if (line.action === "write-config") {
+      const { writeConfigFile } = await import("./proxier/options/write_config.ts");
+      await writeConfigFile(line.facts.kubeProxyConfiguration, line.writeConfigTo!, log).catch((e) => {
+        const fields = { file: line.writeConfigTo, error: (e as Error).message };
+        throw new CommandFailure(EXIT.failed, "Cannot write the configuration", { asLog: true, fields });
+      });
+      return EXIT.ok;
+    }
+    return await line.command.run(line.query, context);
+  } catch (e) {
+    if (!(e instanceof CommandFailure)) throw e;
+    // The proxy's operators read its log; a command's read its stderr, which names the command.
+    if (e.asLog) log.error(e.message, e.fields);
+    else {writeText(
+        Deno.stderr,
+        `kube-proxy-deno: ${line.named ? `${line.command.name}: ` : ""}${e.message}\n`,
+      );}
+    return e.code;
+  }
 }
 
 if (import.meta.main) {

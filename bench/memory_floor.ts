@@ -17,11 +17,14 @@ if (what === "proxy" || what === "everything") {
   await import("../proxier/iptables/proxier.ts");
 }
 if (what === "everything") {
-  await import("../proxier/commands/explain/explain.ts");
-  await import("../proxier/commands/trace/trace.ts");
-  await import("../proxier/commands/migrate/migrate.ts");
-  await import("../proxier/commands/render/render.ts");
-  await import("../proxier/commands/proxy/cleanup.ts");
+  // Every command's code: the files of each registered command's folder.
+  const { COMMAND_NAMES } = await import("../proxier/commands.ts");
+  for (const name of COMMAND_NAMES) {
+    const dir = new URL(`../proxier/commands/${name}/`, import.meta.url);
+    for (const e of Deno.readDirSync(dir)) {
+      if (e.name.endsWith(".ts") && !e.name.endsWith("_test.ts")) await import(new URL(e.name, dir).href);
+    }
+  }
   await import("../proxier/read_side/datapath_workers.ts");
   await import("../proxier/cli/usage.ts");
   await import("../proxier/nftables/trace.ts");

@@ -407,9 +407,9 @@ export abstract class BaseProxier implements Provider {
 
   /**
    * Returns what `explain` reads: this family's model as of the last sync and the node facts the
-   * rules were written from. Modes add what only they know ({@linkcode explainExtras}).
+   * rules were written from. Modes add what only they know ({@linkcode modeViewFacts}).
    */
-  explainView(): FamilyView {
+  familyView(): FamilyView {
     return {
       family: this.family,
       services: this.serviceMap,
@@ -421,12 +421,12 @@ export abstract class BaseProxier implements Provider {
       scheduler: (svc) => this.#policy.schedulers?.describe(svc) ?? null,
       limits: (svc) => [this.#policy.portNotice?.(svc)?.msg ?? []].flat(),
       timing: (service) => this.#timings.get(service),
-      ...this.explainExtras(),
+      ...this.modeViewFacts(),
     };
   }
 
-  /** What only this mode knows of its datapath for {@linkcode explainView}; default nothing. */
-  protected explainExtras(): Partial<FamilyView> {
+  /** What only this mode knows of its datapath for {@linkcode familyView}; default nothing. */
+  protected modeViewFacts(): Partial<FamilyView> {
     return {};
   }
 

@@ -378,7 +378,7 @@ Deno.test("each Service's last change, its slice's trigger time, and the sync th
   const { clock, p, stop } = started(100);
   await clock.advance(100);
   const t0 = p.syncs[0].at;
-  assertEquals(p.explainView().timing("ns1/svc1"), {
+  assertEquals(p.familyView().timing("ns1/svc1"), {
     changedMs: t0,
     triggerMs: undefined,
     appliedMs: t0 + 100,
@@ -397,7 +397,7 @@ Deno.test("each Service's last change, its slice's trigger time, and the sync th
   );
   await clock.advance(2_000);
   const applied = p.syncs.at(-1)!.at + 100;
-  assertEquals(p.explainView().timing("ns1/svc1"), {
+  assertEquals(p.familyView().timing("ns1/svc1"), {
     changedMs: t1,
     triggerMs: t1 - 2_000,
     appliedMs: applied,
@@ -407,13 +407,13 @@ Deno.test("each Service's last change, its slice's trigger time, and the sync th
   const t2 = clock.now();
   moveEndpoint(p, "10.180.0.2", "10.180.0.3");
   await clock.advance(150);
-  assertEquals(p.explainView().timing("ns1/svc1")?.appliedMs, undefined);
-  assertEquals(p.explainView().timing("ns1/svc1")?.changedMs, t2);
+  assertEquals(p.familyView().timing("ns1/svc1")?.appliedMs, undefined);
+  assertEquals(p.familyView().timing("ns1/svc1")?.changedMs, t2);
   await clock.advance(10_000);
-  assert(p.explainView().timing("ns1/svc1")!.appliedMs! > t2, "applied by the retry");
+  assert(p.familyView().timing("ns1/svc1")!.appliedMs! > t2, "applied by the retry");
   // A Service gone has no timing left.
   p.onServiceDelete(makeService("ns1", "svc1"));
   await clock.advance(2_000);
-  assertEquals(p.explainView().timing("ns1/svc1"), undefined);
+  assertEquals(p.familyView().timing("ns1/svc1"), undefined);
   await stop();
 });

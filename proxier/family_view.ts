@@ -1,6 +1,6 @@
 /**
  * What every proxier shows the read side (`explain`, `/debug/services`): one IP family's model as
- * of its last sync and the node facts its rules were written from (`BaseProxier.explainView`), and,
+ * of its last sync and the node facts its rules were written from (`BaseProxier.familyView`), and,
  * where a mode's own sockets decide where a connection goes, their answer. The explain command's
  * expectation answers from a view alone.
  * @module

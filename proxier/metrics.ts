@@ -227,6 +227,20 @@ export class ProxyMetrics {
     for (const { name, stage, enabled } of gates) g.set({ name, stage }, enabled ? 1 : 0);
   }
 
+  /**
+   * Returns ours, `kubeproxy_source_file_errors_total`, registered the first time it is asked for (a
+   * file source's start): changes of a `--source` file that left it unusable, its previous objects kept.
+   */
+  sourceFileErrors(): { inc(): void } {
+    return registeredOnce(this.registry, "kubeproxy_source_file_errors_total", () =>
+      new Counter({
+        name: "kubeproxy_source_file_errors_total",
+        help:
+          "Changes of a --source file that left it unreadable or not parsing (its previous objects are kept)",
+        registers: [this.registry],
+      }));
+  }
+
   /** Returns the metrics bound to `family`'s label: what that family's proxier writes. */
   family(family: IPFamily): FamilyMetrics {
     const l = { [FAMILY]: family };

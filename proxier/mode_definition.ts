@@ -167,7 +167,7 @@ export function familyProvider(
     close: sockets?.close ?? (() => {}),
     removeLeftovers,
     onStop: "the kernel rules stay in place and keep serving" + (sockets ? `; ${sockets.onStop}` : ""),
-    explain: { views: () => families.map((f) => f.explainView()), answer: sockets?.answer },
+    explain: { views: () => families.map((f) => f.familyView()), answer: sockets?.answer },
   });
 }
 
@@ -195,7 +195,7 @@ export function familyRenderer<P extends BaseProxier>(
     },
     nodeAddresses: () => families[0].describeNodeIPs(),
     explain: {
-      views: () => families.map((f) => f.explainView()),
+      views: () => families.map((f) => f.familyView()),
       rendered: (family) => rendered.get(family),
       answer: own?.answer,
     },

@@ -71,7 +71,11 @@ const sentence = (names: readonly string[], last = "and") =>
  * command to run.
  * @throws {UsageError} for any unknown flag or bad value; the message names both.
  */
-export function parseCommandLine(argv: readonly string[], readFile = Deno.readTextFileSync): CommandLine {
+export function parseCommandLine(
+  argv: readonly string[],
+  readFile: (path: string) => string = Deno.readTextFileSync,
+  stat: (path: string) => unknown = Deno.statSync,
+): CommandLine {
   const { flags, positionals } = scanArgs(argv, [...FLAGS, ...COMMAND_FLAGS.values()]);
   const given = (name: string) => flags.findLast((f) => f.name === name)?.value;
   const first = positionals[0];
@@ -156,14 +160,16 @@ export function parseCommandLine(argv: readonly string[], readFile = Deno.readTe
   if (errors.length > 0) throw new UsageError(errors.map((e) => describe(e, v, configFile)).join("; "));
   const config = toProxyConfig(v, ctx.own);
   const version = given("version");
+  const action = help
+    ? "help"
+    : version !== undefined && version !== "false"
+    ? "version"
+    : writeConfigTo !== undefined
+    ? "write-config"
+    : "run";
+  if (action === "run") checkSourcePath(config, stat);
   return {
-    action: help
-      ? "help"
-      : version !== undefined && version !== "false"
-      ? "version"
-      : writeConfigTo !== undefined
-      ? "write-config"
-      : "run",
+    action,
     command,
     named,
     query,
@@ -200,6 +206,22 @@ function readConfigFile(
   const decoded = decodeConfigFile(text, path);
   warnings.push(...decoded.warnings);
   return setDefaults(decoded.config);
+}
+
+/**
+ * A `--source=file:` path that does not exist is a bad flag, refused before any command runs (every
+ * command that reads the source would otherwise fail later, some after touching the node).
+ * @throws {UsageError} naming the flag, the path and why.
+ */
+function checkSourcePath(config: ProxyConfig, stat: (path: string) => unknown): void {
+  if (config.source.kind !== "file") return;
+  try {
+    stat(config.source.path);
+  } catch (e) {
+    throw new UsageError(`--source: ${JSON.stringify(config.source.path)}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
 }
 
 function bool(given: (name: string) => string | undefined, name: string): boolean {

@@ -5,7 +5,7 @@
  * @module
  */
 import type { CommandDefinition, CommandHelp } from "../command_definition.ts";
-import { COMMANDS } from "../commands.ts";
+import { COMMANDS, DEFAULT_COMMAND } from "../commands.ts";
 import { FLAG_BY_NAME, type FlagDef, FLAGS } from "../options/flag_table.ts";
 
 /** Where help starts, after the flag and its value. */
@@ -26,6 +26,11 @@ function line(f: FlagDef): string {
     : `${head}\n${" ".repeat(HELP_COLUMN)}${help}`;
 }
 
+/** A command's exit codes as `--help` shows them, one per line, from its definition. */
+function exitLines(c: CommandDefinition): string {
+  return c.exits.map(([code, means]) => `  ${code}  ${means}`).join("\n");
+}
+
 /** The general `--help`: the commands, then every flag of upstream's and this program's own. */
 export const USAGE = `Usage: kube-proxy-deno [${HELPED.map((c) => c.name).join("|")}] [flags]
        deno task start [COMMAND] [flags]   (from a checkout: the same program and permission set)
@@ -41,6 +46,9 @@ ${FLAGS.filter((f) => f.origin === "upstream").map(line).join("\n")}
 
 This program's own flags:
 ${FLAGS.filter((f) => f.origin === "ours").map(line).join("\n")}
+
+Exit codes of the proxy:
+${exitLines(DEFAULT_COMMAND)}
 `;
 
 /**
@@ -60,6 +68,9 @@ ${command.flags.map(line).join("\n")}
 
 The proxy's flags it reads (as the running proxy takes them; --config for its file):
 ${h.related.map((n) => line(FLAG_BY_NAME.get(n)!)).join("\n")}
+
+Exit codes:
+${exitLines(command)}
 `;
 }
 
@@ -91,7 +102,7 @@ export function flagReference(): string {
     `| \`--${f.name}\` | ${cell(f.type)} | ${f.default === "" ? "" : `\`${cell(f.default)}\``} | ${
       cell(f.help)
     } |`;
-  const commands = HELPED.map(({ name, help: h, flags }) =>
+  const commands = HELPED.map(({ name, help: h, flags, exits }) =>
     `### \`${name}\`
 
 \`kube-proxy-deno ${h.synopsis}\` (from a checkout: \`deno task start ${h.synopsis}\`): ${h.summary}.
@@ -102,7 +113,9 @@ ${h.about.replaceAll("\n", " ")}
 | --- | --- | --- | --- |
 ${flags.map(commandRow).join("\n")}
 
-It reads these of the proxy's flags: ${h.related.map((n) => `\`--${n}\``).join(", ")}.`
+It reads these of the proxy's flags: ${h.related.map((n) => `\`--${n}\``).join(", ")}.
+
+Exit codes: ${exits.map(([code, means]) => `${code}, ${means}`).join("; ")}.`
   ).join("\n\n");
   return `# Flag reference
 

@@ -1,9 +1,9 @@
 import { assert, assertEquals } from "../../tests/support/assert.ts";
-import { COMMANDS } from "../commands.ts";
+import { COMMAND_NAMES, COMMANDS } from "../commands.ts";
 import { FLAGS } from "../options/flag_table.ts";
 import { flagReference, USAGE, usageOf } from "./usage.ts";
 
-const commandUsage = (name: "explain" | "trace" | "migrate" | "render") => usageOf(COMMANDS.get(name)!);
+const commandUsage = (name: typeof COMMAND_NAMES[number]) => usageOf(COMMANDS.get(name)!);
 
 Deno.test("docs/flags.md is what the flag table generates (run `deno task docs` after changing a flag)", () => {
   const file = Deno.readTextFileSync(new URL("../../docs/flags.md", import.meta.url));
@@ -24,11 +24,14 @@ Deno.test("the flag reference and --help name every flag, upstream's and ours, a
 });
 
 Deno.test("each command's --help lists its own flags (and not the proxy's whole list); the general --help names every command", () => {
-  for (const command of ["explain", "trace", "migrate", "render"] as const) {
-    const text = commandUsage(command);
+  const named = [...COMMANDS.values()].filter((c) => c.help !== undefined);
+  assertEquals(named.map((c) => c.name), COMMAND_NAMES.slice(1), "every command but the proxy has help");
+  for (const definition of named) {
+    const command = definition.name;
+    const text = usageOf(definition);
     assert(text.startsWith(`Usage: kube-proxy-deno ${command} `), text);
     assert(text.includes(`deno task start ${command} `), "the form from a checkout");
-    const own = COMMANDS.get(command)!.flags;
+    const own = definition.flags;
     assert(own.length > 0);
     for (const f of own) assert(text.includes(`\n  --${f.name} `), `${command} --help lists --${f.name}`);
     assert(!text.includes("--conntrack-max-per-core"), `${command} --help is not the general one`);
@@ -40,14 +43,13 @@ Deno.test("each command's --help lists its own flags (and not the proxy's whole 
   assert(commandUsage("explain").includes("\n  --client-ip IP"), "explain --help names --client-ip");
   assert(commandUsage("migrate").includes("\n  --to MODE"), "migrate --help names --to");
   assert(
-    USAGE.startsWith("Usage: kube-proxy-deno [explain|trace|migrate|render] [flags]"),
+    USAGE.startsWith(`Usage: kube-proxy-deno [${COMMAND_NAMES.slice(1).join("|")}] [flags]`),
     USAGE.split("\n")[0],
   );
 });
 
 Deno.test("--help keeps its columns: help starts in one column, two spaces at least after the flag, below it when the flag is long; every default is said", () => {
-  const lines = [USAGE, commandUsage("trace"), commandUsage("explain"), commandUsage("render")].join("\n")
-    .split("\n");
+  const lines = [USAGE, ...COMMAND_NAMES.slice(1).map(commandUsage)].join("\n").split("\n");
   for (const [i, l] of lines.entries()) {
     if (!/^ {2}-/.test(l)) continue;
     const flagEnd = l.indexOf(" ", l.indexOf("--") + 2);

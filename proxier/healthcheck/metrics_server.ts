@@ -29,13 +29,14 @@ export interface DebugServices {
   list(): Promise<unknown>;
   /**
    * The report on `namespace/name` (one port when given; `client`: a real client's address to ask
-   * about), or why there is none (no such Service, or no such port: served as 404).
+   * about), or why there is none (no such Service, or no such port: served as 404 with `missing`
+   * saying which).
    */
   service(
     name: string,
     port?: string,
     client?: string,
-  ): Promise<{ readonly report: unknown } | { readonly missing: string }>;
+  ): Promise<{ readonly report: unknown } | { readonly missing: string; readonly what: "service" | "port" }>;
 }
 
 /** Thrown by a {@linkcode DebugServices} page that cannot answer now; served as 503 with its message. */
@@ -113,7 +114,9 @@ async function serveDebug(debug: DebugServices, url: URL): Promise<Response> {
   }
   try {
     const r = await debug.service(name, url.searchParams.get("port") ?? undefined, client);
-    return "missing" in r ? Response.json({ error: r.missing }, { status: 404 }) : Response.json(r.report);
+    return "missing" in r
+      ? Response.json({ error: r.missing, missing: r.what }, { status: 404 })
+      : Response.json(r.report);
   } catch (e) {
     return Response.json({ error: (e as Error).message }, {
       status: e instanceof DebugUnavailable ? 503 : 500,

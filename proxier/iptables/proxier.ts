@@ -98,7 +98,7 @@ export class IptablesProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
-  protected override explainExtras(): Partial<FamilyView> {
+  protected override modeViewFacts(): Partial<FamilyView> {
     const npa = this.node.nodePortAddresses(this.#o.localhostNodePorts);
     return { masqueradeAll: this.#o.masqueradeAll, loopbackNodePorts: npa.allowLocalhost ? "rules" : "none" };
   }

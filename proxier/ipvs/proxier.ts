@@ -122,7 +122,7 @@ export class IpvsProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
-  protected override explainExtras(): Partial<FamilyView> {
+  protected override modeViewFacts(): Partial<FamilyView> {
     return {
       masqueradeAll: this.#o.masqueradeAll,
       nodePortIPs: this.#nodePortIPs(),

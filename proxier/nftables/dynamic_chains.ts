@@ -13,7 +13,14 @@ import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../model/types.ts";
 import { isPrecreated, type LbChain, lbChainName, parseLbChain, PRECREATED_LB_COUNTS } from "./backends.ts";
-import { affinityName, affinityRecordChain, DYNAMIC_CHAIN, type NftName, TABLE } from "./layout.ts";
+import {
+  affinityName,
+  affinityRecordChain,
+  affinityTimeout,
+  DYNAMIC_CHAIN,
+  type NftName,
+  TABLE,
+} from "./layout.ts";
 import { MAGLEV_PREFIX } from "./maglev_maps.ts";
 import type { PortElements } from "./port_elements.ts";
 
@@ -164,7 +171,7 @@ export class DynamicChains {
       // A chain is deleted with its rules; the map of the same name once nothing reads it.
       const withMap = name.startsWith("affinity-") || name.startsWith(MAGLEV_PREFIX);
       if (name.startsWith("affinity-")) {
-        tx.deleteChain(affinityRecordChain(Number(name.slice("affinity-".length))));
+        tx.deleteChain(affinityRecordChain(affinityTimeout(name)));
       }
       tx.deleteChain(name);
       if (withMap) tx.deleteSet("map", name);

@@ -117,6 +117,10 @@ export const SYNC_GENERATION: NftName = "sync-generation";
 export function affinityName(t: number): NftName {
   return `affinity-${t}`;
 }
+/** The timeout T of `affinity-T` (the inverse of {@linkcode affinityName}). */
+export function affinityTimeout(name: NftName): number {
+  return Number(name.slice("affinity-".length));
+}
 /** `affinity-record-T`: records a new connection's endpoint in `affinity-T`. */
 export function affinityRecordChain(t: number): NftName {
   return `affinity-record-${t}`;

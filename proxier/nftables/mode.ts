@@ -23,6 +23,7 @@ import type { IPFamily } from "../model/types.ts";
 import { nftablesSchedulers } from "./schedulers.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
 import { fixedLayout, TABLE } from "./layout.ts";
+import { cleanupNftables } from "./cleanup.ts";
 import { addAffinity } from "./affinity.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
@@ -258,12 +259,5 @@ export const nftablesMode: ProxyModeDefinition = {
     return chains !== undefined;
   },
 
-  async cleanup(exec: Executor, family: IPFamily) {
-    const nft = new NftRunner({ exec, family });
-    const chains = await nft.listChains(TABLE).catch(() => undefined);
-    await nft.apply(new NftTransaction(family, TABLE).deleteTable().text());
-    return chains === undefined
-      ? []
-      : [`table ${family === "IPv4" ? "ip" : "ip6"} ${TABLE} (${chains.length} chains)`];
-  },
+  cleanup: (exec: Executor, family: IPFamily) => cleanupNftables(exec, family),
 };

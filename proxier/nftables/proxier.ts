@@ -16,6 +16,7 @@ import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import {
   affinityRecordChain,
+  affinityTimeout,
   BACKENDS,
   BACKENDS_CLUSTER,
   ELEMENT_CONTAINERS,
@@ -137,7 +138,7 @@ export class NftablesProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
-  protected override explainExtras(): Partial<FamilyView> {
+  protected override modeViewFacts(): Partial<FamilyView> {
     return {
       masqueradeAll: this.#o.masqueradeAll,
       loopbackNodePorts: this.#localhost !== undefined ? "socket" : "none",
@@ -270,7 +271,7 @@ export class NftablesProxier extends BaseProxier {
 
   /** Adds the affinity map of `name` (`affinity-T`) and its chains to `tx`. */
   #createAffinity(tx: NftTransaction, name: NftName): void {
-    addAffinity(tx, Number(name.slice("affinity-".length)));
+    addAffinity(tx, affinityTimeout(name));
     this.#dynamic.created(name);
   }
 
@@ -319,7 +320,7 @@ export class NftablesProxier extends BaseProxier {
     // Affinity chains no service uses any more: emptied now, deleted with their map once
     // unreferenced (unused lb chains were emptied by the backends rebuild).
     for (const name of this.#dynamic.unusedAffinity()) {
-      tx.flushChain(name).flushChain(affinityRecordChain(Number(name.slice(9))));
+      tx.flushChain(name).flushChain(affinityRecordChain(affinityTimeout(name)));
     }
     for (const c of ELEMENT_CONTAINERS) tx.addElements(c, this.#book.contents(c));
   }

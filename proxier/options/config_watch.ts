@@ -9,7 +9,6 @@
  */
 import { type Clock, realClock } from "../runtime/clock.ts";
 import { onAbort } from "../runtime/abort.ts";
-import type { Logger } from "../runtime/logger.ts";
 
 /** What {@linkcode watchConfigFile} is given. */
 export interface ConfigWatch {
@@ -60,28 +59,4 @@ export async function watchConfigFile(o: ConfigWatch): Promise<void> {
     cancel();
     o.signal.removeEventListener("abort", stop);
   }
-}
-
-/**
- * Watches the `--config` file (see {@linkcode watchConfigFile}) and, when its content changes, logs
- * upstream's error naming the file and calls `stop`, so the DaemonSet or systemd
- * (`Restart=on-failure`) starts the program again. Resolves to the exit code: 1 after a change, 0
- * when `signal` ended the watch first.
- */
-export async function exitOnConfigChange(
-  o: Omit<ConfigWatch, "onChange"> & { readonly log: Logger; readonly stop: () => void },
-): Promise<number> {
-  let code = 0;
-  await watchConfigFile({
-    ...o,
-    onChange: () => {
-      o.log.error("Error running ProxyServer", {
-        err: "content of the proxy server's configuration file was updated",
-        file: o.path,
-      });
-      code = 1;
-      o.stop();
-    },
-  });
-  return code;
 }

@@ -82,15 +82,10 @@ function encodeValue(t: FieldType, v: unknown): unknown {
 
 /**
  * `--write-config-to`: writes `c` (see {@linkcode encodeConfig}) to `path` and changes nothing
- * else; returns the exit code (1: the file cannot be written, logged).
+ * else; says so in the log.
+ * @throws {Deno.errors.PermissionDenied} and the like when the file cannot be written.
  */
-export async function writeConfigFile(c: KubeProxyConfiguration, path: string, log: Logger): Promise<number> {
-  try {
-    await Deno.writeTextFile(path, encodeConfig(c));
-  } catch (e) {
-    log.error("Cannot write the configuration", { file: path, error: (e as Error).message });
-    return 1;
-  }
+export async function writeConfigFile(c: KubeProxyConfiguration, path: string, log: Logger): Promise<void> {
+  await Deno.writeTextFile(path, encodeConfig(c));
   log.info("Wrote configuration", { file: path });
-  return 0;
 }

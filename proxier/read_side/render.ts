@@ -5,6 +5,7 @@
  * @module
  */
 import { DryRunExecutor } from "../../iptables/dry_run.ts";
+import { CommandFailure, EXIT } from "../command_definition.ts";
 import { type ModeRenderer, newModeDeps, type ProxyModeDefinition } from "../mode_definition.ts";
 import type { ProxyConfig } from "../options/config.ts";
 import { realClock } from "../runtime/clock.ts";
@@ -33,32 +34,20 @@ export interface Rendered {
 /**
  * Builds `mode`'s proxiers on a dry run, feeds them the file source's objects and syncs once (as
  * `render` and offline `explain` and `trace` do), for the node `--hostname-override` names, else the
- * source's one Node (`sources/file_node.ts`); returns them, or the error and the exit code: 2 without
- * a file source, for a mode without render, or without one node to act for; 1 when a source file
- * cannot be read or does not parse (naming the file and line).
+ * source's one Node (`sources/file_node.ts`); returns them.
+ * @throws {CommandFailure} usage without a file source, for a mode without render, or without one
+ * node to act for; failed when a source file cannot be read or does not parse (naming the file and line).
  */
 export async function renderFileSource(
   o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs"> & {
     /** Only the objects this accepts are warned about (default: all, as a running proxy does). */
     readonly warnAbout?: (key: string, o: object) => boolean;
   },
-): Promise<Rendered | { readonly error: string; readonly code: 1 | 2 }> {
-  const { mode, config } = o;
-  if (config.source.kind !== "file") return { error: "needs --source=file:PATH", code: 2 };
-  if (mode.render === undefined) {
-    return { error: `--proxy-mode: not supported in mode "${mode.name}"`, code: 2 };
-  }
-  let nodes;
-  try {
-    nodes = await sourceNodeNames(config.source.path);
-  } catch (e) {
-    return { error: `--source: ${(e as Error).message}`, code: 1 };
-  }
-  // Which endpoints are local, and the node's addresses, are the node's: never guessed.
-  const chosen = fileSourceNode(nodes, config.hostnameOverride);
-  if ("error" in chosen) return { error: chosen.error, code: 2 };
-  const nodeName = chosen.node;
+): Promise<Rendered> {
+  const { config } = o;
+  if (config.source.kind !== "file") throw new CommandFailure(EXIT.usage, "needs --source=file:PATH");
   const path = config.source.path;
+  const nodeName = await fileNode(path, config.hostnameOverride);
   return await renderObjects({
     ...o,
     nodeName,
@@ -67,9 +56,28 @@ export async function renderFileSource(
 }
 
 /**
+ * Returns the node a file source's objects are rendered for: `--hostname-override`'s, else the
+ * source's one Node (which endpoints are local, and the node's addresses, are the node's: never
+ * guessed).
+ * @throws {CommandFailure} failed when the source cannot be read or does not parse, usage without
+ * one node to act for.
+ */
+export async function fileNode(path: string, hostnameOverride: string): Promise<string> {
+  let nodes;
+  try {
+    nodes = await sourceNodeNames(path);
+  } catch (e) {
+    throw new CommandFailure(EXIT.failed, `--source: ${(e as Error).message}`, { cause: e });
+  }
+  const chosen = fileSourceNode(nodes, hostnameOverride);
+  if ("error" in chosen) throw new CommandFailure(EXIT.usage, chosen.error);
+  return chosen.node;
+}
+
+/**
  * Builds `mode`'s proxiers on a dry run for node `nodeName`, feeds them what `load` gives (a file
- * source's objects, or the API's listed once) and syncs once; returns them, or exit 1 with the
- * error when `load` fails.
+ * source's objects, or the API's listed once) and syncs once; returns them.
+ * @throws {CommandFailure} usage for a mode without render, failed when `load` fails.
  */
 export async function renderObjects(
   o: Pick<RenderRun, "mode" | "config" | "log" | "nodeIPs"> & {
@@ -77,10 +85,10 @@ export async function renderObjects(
     readonly load: (handler: ModeRenderer["handler"], log: Logger) => Promise<void>;
     readonly warnAbout?: (key: string, o: object) => boolean;
   },
-): Promise<Rendered | { readonly error: string; readonly code: 1 | 2 }> {
+): Promise<Rendered> {
   const { mode, config, nodeName } = o;
   if (mode.render === undefined) {
-    return { error: `--proxy-mode: not supported in mode "${mode.name}"`, code: 2 };
+    throw new CommandFailure(EXIT.usage, `--proxy-mode: not supported in mode "${mode.name}"`);
   }
   const dryRun = new DryRunExecutor();
   const log = warningsOnly(o.log);
@@ -96,7 +104,8 @@ export async function renderObjects(
   try {
     await o.load(renderer.handler, log);
   } catch (e) {
-    return { error: `--source: ${(e as Error).message}`, code: 1 };
+    if (e instanceof CommandFailure) throw e;
+    throw new CommandFailure(EXIT.failed, `--source: ${(e as Error).message}`, { cause: e });
   }
   return { renderer, nodeName, output: await renderer.render() };
 }

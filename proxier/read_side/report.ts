@@ -209,9 +209,13 @@ export async function explainService(
 
 /**
  * Returns why {@linkcode explainService} has no report on `service` (`port`): no family holds a port
- * of it, or it has ports and none is `port` (they are listed).
+ * of it (`what: "service"`), or it has ports and none is `port` (`what: "port"`; they are listed).
  */
-export function whyNoReport(views: readonly FamilyView[], service: string, port?: string): string {
+export function whyNoReport(
+  views: readonly FamilyView[],
+  service: string,
+  port?: string,
+): { readonly missing: string; readonly what: "service" | "port" } {
   const ports = new Set<string>();
   for (const view of views) {
     for (const svc of view.services.values()) {
@@ -221,9 +225,18 @@ export function whyNoReport(views: readonly FamilyView[], service: string, port?
     }
   }
   if (ports.size === 0) {
-    return `no Service ${service} with a proxied port here (absent, headless, ExternalName, or not selected for this proxy)`;
+    return {
+      what: "service",
+      missing:
+        `no Service ${service} with a proxied port here (absent, headless, ExternalName, or not selected for this proxy)`,
+    };
   }
-  return `Service ${service} has no port ${JSON.stringify(port)}; its ports: ${[...ports].sort().join(", ")}`;
+  return {
+    what: "port",
+    missing: `Service ${service} has no port ${JSON.stringify(port)}; its ports: ${
+      [...ports].sort().join(", ")
+    }`,
+  };
 }
 
 /** The other families' endpoints of service port `key`: never reached through `view`'s addresses. */

@@ -23,7 +23,7 @@ async function nftables(
       mode: nftablesMode,
       node: "node-a",
       rules: "live",
-      views: [proxier.explainView()],
+      views: [proxier.familyView()],
       check: datapathCheck({
         tracer: nftablesMode,
         exec: new DryRunExecutor(),
@@ -111,7 +111,7 @@ Deno.test("explain: another family's endpoints are named as never reached throug
     mode: nftablesMode,
     node: "node-a",
     rules: "live",
-    views: [v4.proxier.explainView(), v6.proxier.explainView()],
+    views: [v4.proxier.familyView(), v6.proxier.familyView()],
     check: (asked) => Promise.resolve(asked.map(() => undefined)),
   };
   const r = (await explainService(ctx, "ns1/web"))!;

@@ -53,22 +53,21 @@ export async function checkTools<C>(
 }
 
 /**
- * Checks the tools `mode` runs (and the process's own, `process`) on `PATH`: a missing optional one
- * is one warning saying what stops working; a missing required one is one error naming each.
- * Returns false when a required one is missing (the mode cannot run).
+ * Returns what is missing for `mode` (and the process's own tools) on `path`: the message naming the
+ * mode and the tools, and each tool with what it is needed for; undefined when nothing required is.
  */
-export async function modeToolsPresent<C>(
+export async function missingModeTools<C>(
   mode: { readonly name: string; readonly tools: readonly ToolNeed<C>[] },
   process: readonly ToolNeed<C>[],
   config: C,
   path: string | undefined,
   log: Logger,
-): Promise<boolean> {
+): Promise<{ readonly message: string; readonly fields: { readonly tools: string[] } } | undefined> {
   const missing = await checkTools([...process, ...mode.tools], config, (t) => onPath(t, path), log);
   const required = missing.filter((m) => m.required);
-  if (required.length === 0) return true;
-  log.error(`${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`, {
-    tools: required.map((m) => `${m.tool}: ${m.without}`),
-  });
-  return false;
+  if (required.length === 0) return undefined;
+  return {
+    message: `${mode.name} mode cannot run: ${required.map((m) => m.tool).join(", ")} not found on PATH`,
+    fields: { tools: required.map((m) => `${m.tool}: ${m.without}`) },
+  };
 }

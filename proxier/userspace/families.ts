@@ -16,7 +16,7 @@ export function userspaceProvider(families: readonly UserspaceProxier[]): ModePr
     close: () => families.forEach((f) => f.close()),
     onStop: families[0].onStop,
     explain: {
-      views: () => families.map((f) => f.explainView()),
+      views: () => families.map((f) => f.familyView()),
       answer: (c: Connection, family: IPFamily) =>
         families.find((f) => f.family === family)?.explain.answer(c),
     },

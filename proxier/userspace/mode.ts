@@ -4,17 +4,17 @@
  * `--cleanup`.
  * @module
  */
-import { onEveryIptablesBackend, probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
+import { probeIptables, probeIptablesBackend } from "../_common/iptables_backend.ts";
 import {
   familyRenderer,
   proxierOptions,
   type ProxyModeDefinition,
-  removedText,
   renderNodeAddresses,
 } from "../mode_definition.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { unboundListen } from "../socket_proxy/listen.ts";
-import { cleanupUserspace, portalJumpLines } from "./portals.ts";
+import { portalJumpLines } from "./portals.ts";
+import { cleanupUserspaceMode } from "./cleanup.ts";
 import { oneWayPolicy } from "../scheduler_policy.ts";
 import { externallyAccessible } from "../model/topology.ts";
 import type { ServicePortInfo } from "../model/types.ts";
@@ -155,8 +155,5 @@ export const userspaceMode: ProxyModeDefinition = {
   recognizes: async (source) =>
     (await import("../trace/iptables_trace.ts")).natDeclares(source, "KUBE-PORTALS-CONTAINER"),
 
-  async cleanup(exec, family) {
-    const chains = await onEveryIptablesBackend(exec, family, cleanupUserspace);
-    return removedText([[chains.reduce((a, b) => a + b, 0), "portal chain"]]);
-  },
+  cleanup: (exec, family) => cleanupUserspaceMode(exec, family),
 };

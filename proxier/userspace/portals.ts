@@ -14,13 +14,14 @@ export const KUBE_PORTALS_CONTAINER: Chain = "KUBE-PORTALS-CONTAINER";
 /** nat chain for traffic from this host's own processes (OUTPUT). */
 export const KUBE_PORTALS_HOST: Chain = "KUBE-PORTALS-HOST";
 
-const PORTAL_JUMPS: ReadonlyArray<{ from: Chain; to: Chain }> = [
+/** The built-in chains' jumps into the portal chains. */
+export const PORTAL_JUMPS: ReadonlyArray<{ from: Chain; to: Chain }> = [
   { from: "PREROUTING", to: KUBE_PORTALS_CONTAINER },
   { from: "OUTPUT", to: KUBE_PORTALS_HOST },
 ];
 
 /** The arguments of the jump rule from a built-in chain into a portal chain. */
-function jumpArgs(to: Chain): string[] {
+export function jumpArgs(to: Chain): string[] {
   return ["-m", "comment", "--comment", "handle ClusterIP services", "-j", to];
 }
 
@@ -72,22 +73,4 @@ export function portalRules(
   }
   lines.push("COMMIT", "");
   return lines.join("\n");
-}
-
-/**
- * Removes the portal chains and their jump rules; succeeds when they are already gone, names no
- * table the backend does not hold (that would create it), and on a node that has no portal chain
- * (every start of another mode asks) only asks for them, never reading the whole table.
- */
-export async function cleanupUserspace(ipt: IPTables): Promise<number> {
-  // A jump needs its chain: where the table declares no portal chain, there is no jump either.
-  const declared = new Set(await ipt.existingChains("nat", PORTAL_JUMPS.map((j) => j.to)));
-  let removed = 0;
-  for (const { from, to } of PORTAL_JUMPS) {
-    if (!declared.has(to)) continue;
-    await ipt.deleteRule("nat", from, jumpArgs(to));
-    await ipt.deleteChain("nat", to);
-    removed++;
-  }
-  return removed;
 }

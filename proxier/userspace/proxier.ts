@@ -162,7 +162,7 @@ export class UserspaceProxier extends BaseProxier {
   }
 
   /** @inheritdoc */
-  protected override explainExtras(): Partial<FamilyView> {
+  protected override modeViewFacts(): Partial<FamilyView> {
     return {
       loopbackNodePorts: this.node.nodePortAddresses(true).allowLocalhost ? "listener" : "none",
       servesServiceIPs: this.#iptables !== undefined,
@@ -171,7 +171,7 @@ export class UserspaceProxier extends BaseProxier {
 
   /** What `explain` reads: this family's view, and where the listeners send a connection. */
   readonly explain = {
-    views: () => [this.explainView()],
+    views: () => [this.familyView()],
     answer: (c: Connection) => this.#answer(c),
   };
 

@@ -25,7 +25,7 @@ export async function e2eTest(
     sanitizeResources: false,
     sanitizeOps: false,
     async fn(ctx) {
-      const scenarios = SCENARIOS.filter((s) => s.notFor?.[mode] === undefined);
+      const scenarios = SCENARIOS.filter((s) => s.excludedIn?.[mode] === undefined);
       const t = new Topology();
       const dir = await Deno.makeTempDir({ prefix: `kpd-e2e-${mode}-` });
       const proxies: Array<{ node: string; p: ProxyProcess }> = [];
@@ -63,7 +63,7 @@ export async function e2eTest(
           proxies.push({ node: "node-b", p: t.startProxy(proxyArgs("node-b"), node2.ns) });
         }
         for (const s of SCENARIOS) {
-          const reason = s.notFor?.[mode];
+          const reason = s.excludedIn?.[mode];
           const passed = await ctx.step({
             name: reason === undefined ? s.name : `${s.name} (not for ${mode}: ${reason})`,
             ignore: reason !== undefined,

@@ -104,7 +104,7 @@ export interface Scenario {
   /** Needs node-b's proxy on the second node. */
   readonly secondNode?: boolean;
   /** Modes the scenario does not apply to, each with the reason. */
-  readonly notFor?: Readonly<Record<string, string>>;
+  readonly excludedIn?: Readonly<Record<string, string>>;
 }
 
 interface EndpointSpec {
@@ -249,7 +249,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: "NodePort on 127.0.0.1 from the node itself (route_localnet set by the program)",
     objects: ({ pods }) =>
       service("loopback", "172.30.0.21", { type: "NodePort", nodePort: 30082 }) + slice("loopback", pods),
-    notFor: {
+    excludedIn: {
       nftables: "nftables mode never sets route_localnet: it serves 127.0.0.1 NodePorts only when asked, " +
         "through its socket proxy (localhost_node_ports_test.ts)",
       ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on loopback",
@@ -490,7 +490,7 @@ export const SCENARIOS: readonly Scenario[] = [
       );
       assertEquals(await answers(8, () => admitted.agent.hello(t.nodeIP, 30087)), BOTH);
     },
-    notFor: {
+    excludedIn: {
       iptables: "kube-router's annotations choose IPVS schedulers",
       nftables: "kube-router's annotations choose IPVS schedulers",
       userspace: "kube-router's annotations choose IPVS schedulers",
@@ -508,7 +508,7 @@ export const SCENARIOS: readonly Scenario[] = [
       }, CONVERGE_MS);
       await traceAgrees(env, { node: true }, "172.30.0.14", 80, "refused");
     },
-    notFor: { userspace: "a userspace proxy accepts the connection and then closes it" },
+    excludedIn: { userspace: "a userspace proxy accepts the connection and then closes it" },
   },
   {
     id: "service-cidrs",
@@ -532,7 +532,7 @@ spec: { cidrs: [172.30.0.0/16] }
       await traceAgrees(env, { pod: pods[0] }, "172.30.0.250", 80, "refused");
       ok(await node.tcp("172.30.0.33", 80));
     },
-    notFor: {
+    excludedIn: {
       iptables: "upstream drops traffic to unallocated cluster IPs in nftables mode only",
       ipvs: "upstream drops traffic to unallocated cluster IPs in nftables mode only",
       userspace: "upstream drops traffic to unallocated cluster IPs in nftables mode only",
@@ -557,7 +557,9 @@ spec: { cidrs: [172.30.0.0/16] }
         else ok(await node.tcp("172.30.0.34", 80, 500));
       }, CONVERGE_MS);
     },
-    notFor: { userspace: "the userspace datapath is the process itself; its portal rules are not checked" },
+    excludedIn: {
+      userspace: "the userspace datapath is the process itself; its portal rules are not checked",
+    },
   },
   {
     id: "udp-moves",
@@ -652,7 +654,7 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
         assertMatch(nat, new RegExp(`-A ${SVC_NAMED} .*-j KUBE-SEP-[A-Z2-7]{16}`));
       }, CONVERGE_MS);
     },
-    notFor: {
+    excludedIn: {
       userspace: "userspace mode has portal chains only",
       nftables: "nftables mode programs nftables only (its own scenario checks its table)",
       ipvs: "ipvs mode has no per-service chains (its own scenario checks its kernel objects)",
@@ -672,7 +674,7 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
       // No iptables-mode chains: the mode's start removed what another mode left.
       assert(!(await t.exec(t.node, ["iptables-save"])).includes("KUBE-SERVICES"));
     },
-    notFor: {
+    excludedIn: {
       iptables: "iptables mode programs iptables",
       userspace: "userspace mode has no nftables table",
       ipvs: "ipvs mode programs IPVS",
@@ -701,7 +703,7 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
       ok(await node.tcp("172.30.0.25", 80));
       assertEquals(await pins(), 1, "a new connection pins again");
     },
-    notFor: {
+    excludedIn: {
       iptables: "iptables keeps pins in the recent module (the pinning scenario covers it)",
       userspace: "userspace keeps pins in the process (unit tests cover their timeout)",
       ipvs: "IPVS keeps pins in persistence templates (the pinning scenario covers it)",
@@ -731,7 +733,7 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
         /-A KUBE-PORTALS-HOST -d 172\.30\.0\.17\/32 -p tcp -m comment --comment "e2e\/rr:p" -m tcp --dport 80 -j REDIRECT --to-ports 400\d\d/,
       );
     },
-    notFor: {
+    excludedIn: {
       iptables: "iptables mode picks endpoints at random and has no portals",
       nftables: "nftables mode picks endpoints at random and has no portals",
       ipvs: "ipvs mode has no portals",
@@ -912,7 +914,7 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
       assertEquals((await stopProxy()).code, 0);
       assertEquals(await answers(16, () => node.tcp("172.30.0.29", 80)), BOTH, "cluster IP still served");
     },
-    notFor: { userspace: "the userspace datapath is the process itself" },
+    excludedIn: { userspace: "the userspace datapath is the process itself" },
   },
   {
     id: "cleanup",

@@ -64,7 +64,7 @@ export type Loaded = ((packet: FlowPacket) => FlowResult) & { readonly view: Fam
 
 /** Returns `trace` with the IPv4 view of `proxier` (read at each call: the maps are the live ones). */
 export function withView(proxier: BaseProxier, trace: (packet: FlowPacket) => FlowResult): Loaded {
-  return Object.assign(trace, { view: proxier.explainView() });
+  return Object.assign(trace, { view: proxier.familyView() });
 }
 
 /** One mode's adapter. */

@@ -26,7 +26,7 @@ for (const dp of Object.values(DATAPATHS)) {
   Deno.test(`flows: ${dp.mode} mode sends every packet where the table says`, async (t) => {
     const loaded = new Map<string, Loaded>();
     for (const row of FLOWS) {
-      const reason = row.notFor?.[dp.mode];
+      const reason = row.doesNotApplyIn?.[dp.mode];
       await t.step({
         name: reason === undefined ? row.name : `${row.name} (not for ${dp.mode}: ${reason})`,
         ignore: reason !== undefined,

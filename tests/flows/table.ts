@@ -60,7 +60,7 @@ export interface FlowRow {
   /** Why the modes in {@linkcode expectIn} differ. */
   readonly differs?: string;
   /** Modes the row does not apply to, each with the reason (a misspelt mode does not compile). */
-  readonly notFor?: Readonly<Partial<Record<ProxyMode, string>>>;
+  readonly doesNotApplyIn?: Readonly<Partial<Record<ProxyMode, string>>>;
 }
 
 const POD = "10.180.5.5";
@@ -126,7 +126,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp("10.180.0.1", "172.30.0.41", 80),
     expect: dnat(["10.180.0.1:80"], true),
-    notFor: {
+    doesNotApplyIn: {
       nftables: "10.180.0.1 runs on node-b, whose proxy handles its traffic; nftables mode marks hairpin " +
         "traffic of this node's endpoints only (the next row)",
       ipvs:
@@ -147,14 +147,14 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.41", 81),
     expect: { verdict: "none" },
-    notFor: { nftables: NFT_REJECTS_UNSERVED_PORTS, ipvs: IPVS_REJECTS_UNSERVED_PORTS },
+    doesNotApplyIn: { nftables: NFT_REJECTS_UNSERVED_PORTS, ipvs: IPVS_REJECTS_UNSERVED_PORTS },
   },
   {
     name: "ClusterIP wrong port is rejected (as upstream's nftables and ipvs modes)",
     objects: REPRESENTATIVE,
     packet: tcp(POD, "172.30.0.41", 81),
     expect: { verdict: "REJECT" },
-    notFor: {
+    doesNotApplyIn: {
       iptables: "upstream's iptables mode leaves unserved cluster IP ports alone",
       userspace: "the userspace mode has no listener there, so nothing is done with the packet",
     },
@@ -171,7 +171,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(POD, NODE_IP, 3001),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], false),
-    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+    doesNotApplyIn: { ipvs: IPVS_NO_SHORT_CIRCUIT },
     expectIn: { userspace: dnat(["10.180.0.2:80"], true) },
     excludedIn: { userspace: { "10.180.0.3:80": "remote-external-local" } },
     differs: USERSPACE_NO_SHORT_CIRCUIT,
@@ -181,7 +181,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp(NODE_IP, NODE_IP, 3001, true),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
-    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+    doesNotApplyIn: { ipvs: IPVS_NO_SHORT_CIRCUIT },
     expectIn: { userspace: dnat(["10.180.0.2:80"], true) },
     excludedIn: { userspace: { "10.180.0.3:80": "remote-external-local" } },
     differs: USERSPACE_NO_SHORT_CIRCUIT,
@@ -191,7 +191,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
     expect: dnat(["10.180.0.2:80", "10.180.0.3:80"], true),
-    notFor: {
+    doesNotApplyIn: {
       nftables: NFT_NO_LOCALHOST_NODEPORTS,
       ipvs: "upstream's ipvs mode serves NodePorts on the node's addresses, never on 127.0.0.1",
     },
@@ -204,7 +204,7 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
     expect: { verdict: "none" },
-    notFor: {
+    doesNotApplyIn: {
       iptables: "--iptables-localhost-nodeports (default true) serves NodePorts on 127.0.0.1",
       userspace: "userspace NodePorts listen on every address by default",
     },
@@ -218,7 +218,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: LOCALHOST,
     packet: tcp("127.0.0.1", "127.0.0.1", 3101, true),
     expect: dnat(["10.180.2.1:80", "10.180.2.2:80"], true),
-    notFor: { ipvs: IPVS_NO_LOCALHOST },
+    doesNotApplyIn: { ipvs: IPVS_NO_LOCALHOST },
   },
   {
     name: "localhost NodePort: UDP too (upstream's nftables proxy: TCP only)",
@@ -227,7 +227,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: LOCALHOST,
     packet: { ...tcp("127.0.0.1", "127.0.0.1", 3102, true), proto: "udp" },
     expect: dnat(["10.180.2.3:53"], true),
-    notFor: { ipvs: IPVS_NO_LOCALHOST },
+    doesNotApplyIn: { ipvs: IPVS_NO_LOCALHOST },
   },
   {
     name: "localhost NodePort: ClientIP affinity keeps the client on one endpoint",
@@ -236,7 +236,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: LOCALHOST,
     packet: { ...tcp("127.0.0.1", "127.0.0.1", 3105, true), again: true },
     expect: { ...dnat(["10.180.2.7:80", "10.180.2.8:80"], true), sticky: true },
-    notFor: { ipvs: IPVS_NO_LOCALHOST },
+    doesNotApplyIn: { ipvs: IPVS_NO_LOCALHOST },
   },
   {
     name: "localhost NodePort: trafficDistribution picks the zone's endpoint",
@@ -246,7 +246,7 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp("127.0.0.1", "127.0.0.1", 3106, true),
     expect: dnat(["10.180.2.9:80"], true),
     excluded: { "10.180.2.10:80": "topology-zone" },
-    notFor: { ipvs: IPVS_NO_LOCALHOST },
+    doesNotApplyIn: { ipvs: IPVS_NO_LOCALHOST },
   },
   {
     name:
@@ -257,7 +257,7 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp("127.0.0.1", "127.0.0.1", 3103, true),
     expect: dnat(["10.180.2.4:80"], true),
     excluded: { "10.180.2.5:80": "remote-external-local" },
-    notFor: {
+    doesNotApplyIn: {
       iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
       ipvs: IPVS_NO_LOCALHOST,
     },
@@ -271,7 +271,7 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp("127.0.0.1", "127.0.0.1", 3104, true),
     expect: { verdict: "REJECT" },
     excluded: { "10.180.2.6:80": "remote-external-local" },
-    notFor: {
+    doesNotApplyIn: {
       iptables: IPTABLES_LOCALHOST_SHORT_CIRCUIT,
       ipvs: IPVS_NO_LOCALHOST,
     },
@@ -284,7 +284,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: { nodePortAddresses: ["primary", "localhost"] },
     packet: tcp("127.0.0.1", "127.0.0.1", 3101, true),
     expect: { verdict: "none" },
-    notFor: {
+    doesNotApplyIn: {
       iptables: "iptables serves loopback NodePorts in the kernel (route_localnet); the gate is nftables'",
       userspace: "userspace NodePorts listen on every address --nodeport-addresses names",
       ipvs: IPVS_NO_LOCALHOST,
@@ -362,7 +362,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: { serviceCIDRs: ["172.30.0.0/16", "fd00:30::/108"] },
     packet: tcp(POD, "172.30.0.50", 80),
     expect: { verdict: "DROP" },
-    notFor: {
+    doesNotApplyIn: {
       iptables: NO_SERVICE_CIDRS,
       ipvs: NO_SERVICE_CIDRS,
       userspace: NO_SERVICE_CIDRS,
@@ -380,14 +380,14 @@ export const FLOWS: readonly FlowRow[] = [
     objects: REPRESENTATIVE,
     packet: { src: POD, dst: "172.30.0.44", port: 53, proto: "udp" },
     expect: { verdict: "REJECT" },
-    notFor: { userspace: "a userspace proxy has no endpoint to send the datagram to and drops it" },
+    doesNotApplyIn: { userspace: "a userspace proxy has no endpoint to send the datagram to and drops it" },
   },
   {
     name: "UDP service without endpoints rejects the host too",
     objects: REPRESENTATIVE,
     packet: { src: NODE_IP, dst: "172.30.0.44", port: 53, proto: "udp", fromNode: true },
     expect: { verdict: "REJECT" },
-    notFor: { userspace: "a userspace proxy has no endpoint to send the datagram to and drops it" },
+    doesNotApplyIn: { userspace: "a userspace proxy has no endpoint to send the datagram to and drops it" },
   },
   {
     name: "ITP Local without local endpoints drops",
@@ -395,7 +395,7 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(POD, "172.30.0.45", 80),
     expect: { verdict: "DROP" },
     excluded: { "10.180.0.6:80": "remote-internal-local" },
-    notFor: { userspace: NO_DROP_USERSPACE },
+    doesNotApplyIn: { userspace: NO_DROP_USERSPACE },
   },
   {
     name: "SCTP with only a serving+terminating endpoint",
@@ -403,7 +403,7 @@ export const FLOWS: readonly FlowRow[] = [
     packet: { src: POD, dst: "172.30.0.46", port: 7777, proto: "sctp" },
     expect: dnat(["10.180.0.7:7777"], false),
     excluded: { "10.180.0.8:7777": "not-ready" },
-    notFor: { userspace: "userspace mode proxies TCP and UDP only" },
+    doesNotApplyIn: { userspace: "userspace mode proxies TCP and UDP only" },
   },
   {
     name: "ETP Local LB without local endpoints drops external traffic",
@@ -440,7 +440,7 @@ export const FLOWS: readonly FlowRow[] = [
     expectIn: { userspace: { verdict: "REJECT" } },
     excludedIn: { userspace: { "10.180.0.2:80": "remote-external-local" } },
     differs: USERSPACE_NO_SHORT_CIRCUIT,
-    notFor: {
+    doesNotApplyIn: {
       nftables: "upstream's nftables mode checks no-endpoint-services in filter output, before DNAT: the " +
         "node's own connection is dropped too (its iptables and ipvs modes let the node through)",
     },
@@ -476,7 +476,7 @@ export const FLOWS: readonly FlowRow[] = [
     options: { masqueradeAll: true },
     packet: tcp(POD, "172.30.0.41", 80),
     expect: dnat(["10.180.0.1:80"], true),
-    notFor: {
+    doesNotApplyIn: {
       userspace: "the userspace proxy is the source of every connection; there is nothing to masquerade",
     },
   },
@@ -486,7 +486,9 @@ export const FLOWS: readonly FlowRow[] = [
     options: { localhostNodePorts: false },
     packet: tcp("127.0.0.1", "127.0.0.1", 3001, true),
     expect: { verdict: "none" },
-    notFor: { userspace: "an iptables-mode flag; userspace NodePorts listen on --nodeport-addresses" },
+    doesNotApplyIn: {
+      userspace: "an iptables-mode flag; userspace NodePorts listen on --nodeport-addresses",
+    },
   },
   {
     name: "--nodeport-addresses: an address inside answers",
@@ -596,7 +598,7 @@ export const FLOWS: readonly FlowRow[] = [
     packet: tcp(POD, NODE_IP, 3016),
     expect: dnat(["10.180.1.12:80"], false),
     excluded: { "10.180.1.11:80": "topology-zone" },
-    notFor: { ipvs: IPVS_NO_SHORT_CIRCUIT },
+    doesNotApplyIn: { ipvs: IPVS_NO_SHORT_CIRCUIT },
     expectIn: { userspace: dnat(["10.180.1.11:80"], true) },
     excludedIn: { userspace: { "10.180.1.11:80": null, "10.180.1.12:80": "remote-external-local" } },
     differs: USERSPACE_NO_SHORT_CIRCUIT,

@@ -10,6 +10,7 @@ import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { realKernel, sh } from "../support/namespace.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { startArgs } from "../support/program.ts";
+import { COMMANDS, DEFAULT_COMMAND } from "../../proxier/commands.ts";
 
 const ROOT = new URL("../..", import.meta.url);
 
@@ -56,7 +57,15 @@ Deno.test("docs: every command README.md and deploy/README.md show that runs fro
       ran.push(`${file}: ${line}`);
     }
   }
-  // The docs show each offline command in the form a checkout runs.
+  // The docs show every command in the form a checkout runs; each that reads rendered rules offline
+  // (its own flags include --source's reading of a file, not only live rules) is run here.
+  const shown = ["README.md", "deploy/README.md"].flatMap(shellLines);
+  for (const { name } of [...COMMANDS.values()].filter((c) => c !== DEFAULT_COMMAND)) {
+    assert(
+      shown.some((l) => l.startsWith(`deno task start ${name} `)),
+      `the docs show ${name} from a checkout`,
+    );
+  }
   for (const command of ["render", "explain", "trace"]) {
     assert(
       ran.some((r) => r.includes(`deno task start ${command} `)),

@@ -2,7 +2,7 @@
  * The `explain` command's definition: its help, its flags, and its code, loaded when it runs.
  * @module
  */
-import type { CommandDefinition } from "../../command_definition.ts";
+import { type CommandDefinition, EXIT } from "../../command_definition.ts";
 import { EXPLAIN_FLAGS, type ExplainQuery, parseExplainQuery } from "./flags.ts";
 
 /** `kube-proxy-deno explain NAMESPACE/NAME`. */
@@ -16,7 +16,7 @@ an external client on the NodePort, each external IP and each load-balancer IP, 
 loadBalancerSourceRanges), prints the endpoints reached, why every other endpoint is not, what
 happens instead when none is (REJECT, DROP), whether the source is masqueraded and why, and the
 datapath's own answer: a trace of the connection through the rules. A difference is a
-DISAGREEMENT, and the exit code is 1; clients it cannot ask about are named, with why.
+DISAGREEMENT; clients it cannot ask about are named, with why.
 
 With --source=file:PATH it explains the rules render would write for those objects, for the
 file's one Node (or --hostname-override's): no root, nothing touched. Otherwise it asks the proxy
@@ -25,6 +25,18 @@ the proxy runs with), which answers from its own view and this node's live rules
 served there at GET /debug/services/NAMESPACE/NAME.`,
     related: ["source", "proxy-mode", "hostname-override", "cluster-cidr", "metrics-bind-address", "config"],
   },
+  exits: [
+    [EXIT.ok, "every client checked, and the datapath agrees with the model"],
+    [
+      EXIT.failed,
+      "a DISAGREEMENT; or the Service, the rules or the proxy cannot be read, or the source file does not parse",
+    ],
+    [
+      EXIT.usage,
+      "bad input: a flag, an argument, a port the Service lacks, a file that does not exist, no one node to act for",
+    ],
+    [EXIT.notChecked, "nothing disagrees, but some client was not checked"],
+  ],
   flags: EXPLAIN_FLAGS,
   maxPositionals: 1,
   positionalsSay: "explain takes one NAMESPACE/NAME",

@@ -7,27 +7,33 @@
  * Touches nothing on the node.
  * @module
  */
-import type { CommandContext } from "../../command_definition.ts";
+import {
+  type CommandContext,
+  CommandFailure,
+  comparisonExit,
+  EXIT,
+  type ExitCode,
+} from "../../command_definition.ts";
 import type { ModeRenderer, ProxyModeDefinition } from "../../mode_definition.ts";
 import type { RulesSource } from "../../trace/packet.ts";
 import { FileSource } from "../../sources/file.ts";
-import { fileSourceNode, sourceNodeNames } from "../../sources/file_node.ts";
 import { listOnce } from "../../sources/list_once.ts";
 import { datapathCheck, dropsInvalid } from "../../read_side/datapath_check.ts";
 import { nodeSources } from "../../read_side/route.ts";
-import { type Rendered, renderObjects } from "../../read_side/render.ts";
+import { fileNode, type Rendered, renderObjects } from "../../read_side/render.ts";
 import { compareMigration, formatMigration, type MigrationReport, pairsOf } from "./compare.ts";
 import type { MigrateQuery } from "./flags.ts";
-import { comparisonExit } from "../../read_side/exit_codes.ts";
 
 /**
- * Runs `migrate`; returns the exit code: 0 when every connection was compared and nothing a client
- * would notice changes, 1 when something does (or the rules or objects cannot be read), 2 for bad
- * input (a mode without a tracer or render, no mode's rules on the node, a source without one node
- * to act for), 3 when nothing compared changes but some connection could not be compared.
+ * Runs `migrate`; returns the comparison's exit code: ok when every connection was compared and
+ * nothing a client would notice changes, failed when something does, notChecked when nothing
+ * compared changes but some connection could not be compared.
+ * @throws {CommandFailure} failed when the rules or objects cannot be read; usage for a mode without
+ * a tracer or render, no mode's rules on the node, a file that does not exist, a source without one
+ * node to act for.
  */
-export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<number> {
-  const fail = (code: number, text: string) => (r.stderr(`kube-proxy-deno: migrate: ${text}\n`), code);
+export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<ExitCode> {
+  const fail = (code: ExitCode, text: string) => new CommandFailure(code, text);
   let rulesText: string | undefined;
   if (q.rulesFiles.length > 0) {
     const texts: string[] = [];
@@ -35,7 +41,7 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
       try {
         texts.push(await Deno.readTextFile(f));
       } catch (e) {
-        return fail(2, `--rules: ${JSON.stringify(f)}: ${(e as Error).message}`);
+        throw fail(EXIT.usage, `--rules: ${JSON.stringify(f)}: ${(e as Error).message}`);
       }
     }
     // Each file may hold one family's listing or both: the tracers take each family's part.
@@ -51,22 +57,23 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<nu
     // Naming the mode does not make its rules appear: comparing with none would report every
     // Service as changed.
     if (from.recognizes !== undefined && !await from.recognizes(source).catch(() => false)) {
-      return fail(2, `--from-mode=${q.from}: no ${q.from} mode's Service rules found ${where}`);
+      throw fail(EXIT.usage, `--from-mode=${q.from}: no ${q.from} mode's Service rules found ${where}`);
     }
   } else from = await programming(r, source);
   if (from === undefined) {
-    return fail(2, `no mode's Service rules found ${where}; name the mode that programs it with --from-mode`);
+    throw fail(
+      EXIT.usage,
+      `no mode's Service rules found ${where}; name the mode that programs it with --from-mode`,
+    );
   }
   const to = r.modes.get(q.to)!;
   for (const m of [from, to]) {
     if (m.trace === undefined || m.render === undefined) {
-      return fail(2, `mode "${m.name}" cannot be compared yet`);
+      throw fail(EXIT.usage, `mode "${m.name}" cannot be compared yet`);
     }
   }
   // The objects' problems are the target's to say: the current mode's would describe what changes.
-  const [before, after] = [await render(r, q, from, () => false), await render(r, q, to)];
-  for (const x of [before, after]) if ("error" in x) return fail(x.code, x.error);
-  const [b, a] = [before as Rendered, after as Rendered];
+  const [b, a] = [await render(r, q, from, () => false), await render(r, q, to)];
   // On a live node its own connections leave from the address its kernel picks toward the Service.
   const views = [...b.renderer.explain.views(), ...a.renderer.explain.views()];
   const routes = rulesText === undefined
@@ -137,21 +144,13 @@ async function render(
   q: MigrateQuery,
   mode: ProxyModeDefinition,
   warnAbout?: (key: string, o: object) => boolean,
-) {
+): Promise<Rendered> {
   const config = r.configFor(mode.name);
   let nodeName = r.nodeName;
   let load = async (handler: ModeRenderer["handler"]) => listOnce(await r.apiAccess(), nodeName, handler);
   if (config.source.kind === "file") {
     const path = config.source.path;
-    let nodes: string[];
-    try {
-      nodes = await sourceNodeNames(path);
-    } catch (e) {
-      return { error: `--source: ${(e as Error).message}`, code: 1 as const };
-    }
-    const chosen = fileSourceNode(nodes, config.hostnameOverride);
-    if ("error" in chosen) return { error: chosen.error, code: 2 as const };
-    nodeName = chosen.node;
+    nodeName = await fileNode(path, config.hostnameOverride);
     load = (handler) => new FileSource({ path, nodeName, handler, log: r.log, strict: true }).load();
   }
   return await renderObjects({

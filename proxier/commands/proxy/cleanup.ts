@@ -5,7 +5,7 @@
  * @module
  */
 import { ExecError, type Executor } from "../../../iptables/executor.ts";
-import type { CommandContext } from "../../command_definition.ts";
+import { type CommandContext, EXIT, type ExitCode } from "../../command_definition.ts";
 import type { ProxyModeDefinition } from "../../mode_definition.ts";
 import type { Logger } from "../../runtime/logger.ts";
 
@@ -55,14 +55,17 @@ export async function cleanupModes(
   return { ok, removed: removed.size > 0 };
 }
 
-/** `--cleanup`: every mode's kernel objects, in both families; returns the exit code (1: something failed). */
+/**
+ * `--cleanup`: every mode's kernel objects, in both families; returns the exit code (failed: some
+ * removal failed, each logged).
+ */
 export async function runCleanup(
   c: Pick<CommandContext, "modes" | "exec" | "log" | "interfaceAddresses">,
-): Promise<number> {
+): Promise<ExitCode> {
   const { ok, removed } = await cleanupModes(c.modes.values(), c.exec, c.log, {
     interfaceIPs: c.interfaceAddresses(),
   });
   if (!removed && ok) c.log.info("Nothing to remove: no mode's rules on this node");
   c.log.info("Cleanup done", { ok });
-  return ok ? 0 : 1;
+  return ok ? EXIT.ok : EXIT.failed;
 }

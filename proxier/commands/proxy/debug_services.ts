@@ -57,7 +57,7 @@ export function debugServices(
         name,
         port,
       );
-      return r === undefined ? { missing: report.whyNoReport(views, name, port) } : { report: r };
+      return r === undefined ? report.whyNoReport(views, name, port) : { report: r };
     },
   };
 }

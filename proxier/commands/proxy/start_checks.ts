@@ -5,33 +5,28 @@
  * (`sources/file_node.ts`, the rule every command follows).
  * @module
  */
-import type { CommandContext } from "../../command_definition.ts";
+import { type CommandContext, CommandFailure, EXIT } from "../../command_definition.ts";
 import { fileSourceNode, sourceNodeNames } from "../../sources/file_node.ts";
 
 /**
  * Returns the node the proxy acts for: the file source's (its one Node, `--hostname-override`'s when
  * the file holds it or no Node, this machine's hostname, said, when it holds none and no override is
- * given), else the context's; or the exit code after saying why not: 1
- * for a source file that cannot be read or does not parse (FILE:LINE and the reason), 2 for no
- * one node to act for (naming the Nodes and the flag).
+ * given), else the context's.
+ * @throws {CommandFailure} exit 1 for a source file that cannot be read or does not parse (FILE:LINE
+ * and the reason), 2 for no one node to act for (naming the Nodes and the flag).
  */
-export async function nodeToActFor(
-  c: CommandContext,
-): Promise<{ readonly node: string } | { readonly exit: 1 | 2 }> {
+export async function nodeToActFor(c: CommandContext): Promise<string> {
   const { source } = c.config;
-  if (source.kind !== "file") return { node: c.nodeName };
+  if (source.kind !== "file") return c.nodeName;
+  const unchanged = "nothing on this node was changed";
   let nodes: string[];
   try {
     nodes = await sourceNodeNames(source.path);
   } catch (e) {
-    c.stderr(`kube-proxy-deno: --source: ${(e as Error).message}; nothing on this node was changed\n`);
-    return { exit: 1 };
+    throw new CommandFailure(EXIT.failed, `--source: ${(e as Error).message}; ${unchanged}`, { cause: e });
   }
   const chosen = fileSourceNode(nodes, c.config.hostnameOverride, c.nodeName);
-  if ("error" in chosen) {
-    c.stderr(`kube-proxy-deno: ${chosen.error}; nothing on this node was changed\n`);
-    return { exit: 2 };
-  }
+  if ("error" in chosen) throw new CommandFailure(EXIT.usage, `${chosen.error}; ${unchanged}`);
   if (chosen.assumed !== undefined) c.log.warn(chosen.assumed);
-  return chosen;
+  return chosen.node;
 }

@@ -2,7 +2,7 @@
  * The `render` command's definition: its help, its flag, and its code, loaded when it runs.
  * @module
  */
-import type { CommandDefinition } from "../../command_definition.ts";
+import { type CommandDefinition, EXIT } from "../../command_definition.ts";
 import { parseRenderQuery, RENDER_FLAGS, type RenderQuery } from "./flags.ts";
 
 /** `kube-proxy-deno render --source=file:PATH`. */
@@ -17,6 +17,11 @@ the file's one Node (or --hostname-override's); the node addresses it used, and 
 running proxy would log, go to stderr. A file that does not parse is an error naming its line.`,
     related: ["source", "proxy-mode", "hostname-override", "cluster-cidr", "config"],
   },
+  exits: [
+    [EXIT.ok, "rendered"],
+    [EXIT.failed, "the source file does not parse (its line is named)"],
+    [EXIT.usage, "bad input: a flag, no file source or one that does not exist, no one node to act for"],
+  ],
   flags: RENDER_FLAGS,
   maxPositionals: 0,
   positionalsSay: "render takes flags only",

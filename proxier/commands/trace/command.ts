@@ -2,7 +2,7 @@
  * The `trace` command's definition: its help, its flags, and its code, loaded when it runs.
  * @module
  */
-import type { CommandDefinition } from "../../command_definition.ts";
+import { type CommandDefinition, EXIT } from "../../command_definition.ts";
 import { parseTraceQuery, TRACE_FLAGS, type TraceArgs } from "./flags.ts";
 
 /** `kube-proxy-deno trace --dst IP --dport N`. */
@@ -26,6 +26,15 @@ node's live rules (read only; needs root), a file of rules (--rules), or, with
       "config",
     ],
   },
+  exits: [
+    [EXIT.ok, "traced"],
+    [EXIT.failed, "the rules cannot be read, or the source file does not parse"],
+    [
+      EXIT.usage,
+      "bad input: a flag, a --rules or source file that does not exist, a mode without a tracer, no one " +
+      "node to act for",
+    ],
+  ],
   flags: TRACE_FLAGS,
   maxPositionals: 0,
   positionalsSay: "trace takes flags only",

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Executor } from "../../../iptables/executor.ts";
-import type { CommandContext } from "../../command_definition.ts";
+import { type CommandContext, CommandFailure, EXIT, type ExitCode } from "../../command_definition.ts";
 import { ipFamily } from "../../model/net.ts";
 import type { ProxyConfig } from "../../options/config.ts";
 import { type RulesSource, type TraceQuery, traceSource } from "../../trace/packet.ts";
@@ -45,11 +45,12 @@ const live = (q: TraceQuery) => q.rulesFile === undefined && q.rulesText === und
 /**
  * `trace`: which endpoint one new connection reaches, through this node's live rules, a rules file
  * (`--rules`), or the rules `render` writes for a file source's objects (`--source=file:`); writes
- * nothing to the node. Returns the exit code: 0 traced, 1 the rules could not be read (or a source
- * file does not parse), 2 a `--rules` file that does not exist, a mode without a tracer, or a
- * source without one node to act for.
+ * nothing to the node. Returns {@linkcode EXIT.ok} once traced.
+ * @throws {CommandFailure} failed when the rules cannot be read (or a source file does not parse),
+ * usage for a `--rules` file that does not exist, a mode without a tracer, or a source without one
+ * node to act for.
  */
-export async function runTrace(args: TraceArgs, r: CommandContext): Promise<number> {
+export async function runTrace(args: TraceArgs, r: CommandContext): Promise<ExitCode> {
   let q: TraceQuery = { ...args, modeChosen: r.facts.modeChosen };
   let mode = r.mode;
   const interfaceIPs = r.interfaceAddresses();
@@ -62,10 +63,6 @@ export async function runTrace(args: TraceArgs, r: CommandContext): Promise<numb
       log: r.log,
       nodeIPs: q.nodeIPs.length > 0 ? q.nodeIPs : undefined,
     });
-    if ("error" in rendered) {
-      r.stderr(`kube-proxy-deno: trace: ${rendered.error}\n`);
-      return rendered.code;
-    }
     const family = ipFamily(q.dst) ?? "IPv4";
     const { explain } = rendered.renderer;
     nodeIPs = explain.views().find((v) => v.family === family)?.nodeIPs ?? [];
@@ -107,17 +104,17 @@ export async function runTrace(args: TraceArgs, r: CommandContext): Promise<numb
       }
     }
     if (mode.trace === undefined) {
-      r.stderr(`kube-proxy-deno: --proxy-mode: trace does not support mode "${mode.name}" yet\n`);
-      return 2;
+      throw new CommandFailure(EXIT.usage, `--proxy-mode: no tracer for mode "${mode.name}" yet`);
     }
     result = await mode.trace(q, { exec: r.exec, config: r.config, nodeIPs });
   } catch (e) {
+    if (e instanceof CommandFailure) throw e;
     const what = q.rulesFile !== undefined
       ? `--rules: ${JSON.stringify(q.rulesFile)}`
       : q.rulesName ?? "cannot read the live rules";
-    r.stderr(`kube-proxy-deno: trace: ${what}: ${(e as Error).message}\n`);
-    return q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? 2 : 1;
+    const code = q.rulesFile !== undefined && e instanceof Deno.errors.NotFound ? EXIT.usage : EXIT.failed;
+    throw new CommandFailure(code, `${what}: ${(e as Error).message}`, { cause: e });
   }
   r.stdout(formatTrace(q, result, mode.name));
-  return 0;
+  return EXIT.ok;
 }

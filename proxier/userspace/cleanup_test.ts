@@ -1,7 +1,8 @@
 import { assertEquals } from "../../tests/support/assert.ts";
 import { FakeIPTables } from "../../iptables/testing/fake_iptables.ts";
 import type { IPTables } from "../../iptables/iptables.ts";
-import { cleanupUserspace, ensurePortalJumps, KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST } from "./portals.ts";
+import { ensurePortalJumps, KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST } from "./portals.ts";
+import { cleanupUserspace } from "./cleanup.ts";
 
 /** The fake, with every call that is not a read recorded. */
 function recording(): { ipt: IPTables; fake: FakeIPTables; writes: string[] } {
