@@ -70,6 +70,29 @@ export function literalExits(files: ReadonlyMap<string, string>): string[] {
   return out;
 }
 
+/** The daemon's functions stay short: the proxy is phases, each a file, none a long function. */
+export const PROXY_FUNCTION_MAX = 80;
+
+/**
+ * Returns each top-level function of `files` under `proxier/commands/proxy/` longer than
+ * {@linkcode PROXY_FUNCTION_MAX} lines (from its declaration to its closing brace at column 0).
+ */
+export function longProxyFunctions(files: ReadonlyMap<string, string>): string[] {
+  const out: string[] = [];
+  for (const [path, text] of files) {
+    if (!path.startsWith("proxier/commands/proxy/")) continue;
+    const lines = text.split("\n");
+    lines.forEach((line, i) => {
+      const m = /^(?:export )?(?:async )?function\*? ?(\w+)/.exec(line);
+      if (m === null) return;
+      const end = lines.findIndex((l, j) => j > i && l === "}");
+      const length = (end < 0 ? lines.length : end) - i + 1;
+      if (length > PROXY_FUNCTION_MAX) out.push(`${path}:${i + 1}: ${m[1]} is ${length} lines`);
+    });
+  }
+  return out;
+}
+
 /** At most this many product files in the `proxier/` root: the hub, the registries, the contracts. */
 export const ROOT_FILES_MAX = 16;
 
@@ -153,6 +176,12 @@ Deno.test("house: no literal exit code outside main.ts (the contract's EXIT tabl
   assertEquals(literalExits(files), []);
 });
 
+Deno.test("house: no function of the proxy (commands/proxy/) is over 80 lines", () => {
+  const files = new Map(productFiles().map((f) => [f, Deno.readTextFileSync(new URL(f, ROOT))]));
+  assert(files.has("proxier/commands/proxy/run.ts"), "the files are read");
+  assertEquals(longProxyFunctions(files), []);
+});
+
 Deno.test("house: the proxier/ root holds at most 16 product files", () => {
   const files = productFiles();
   assert(files.includes("proxier/base_proxier.ts"), "the files are listed");
@@ -199,6 +228,20 @@ Deno.test("house: each rule fails when broken", () => {
       "proxier/commands/proxy/start_checks.ts:1: ): Promise<{ exit: 1 | 2 }> {",
       "proxier/runtime/gc.ts:1: Deno.exit(1);",
     ],
+  );
+  const body = (n: number) => Array.from({ length: n }, () => "  x();").join("\n");
+  assertEquals(
+    longProxyFunctions(
+      new Map([
+        [
+          "proxier/commands/proxy/run.ts",
+          `export async function runProxy() {\n${body(79)}\n}\nfunction ok() {\n}`,
+        ],
+        ["proxier/commands/proxy/build.ts", `function short() {\n${body(78)}\n}`],
+        ["proxier/base_proxier.ts", `function long() {\n${body(200)}\n}`],
+      ]),
+    ),
+    ["proxier/commands/proxy/run.ts:1: runProxy is 81 lines"],
   );
   const seventeen = Array.from({ length: 17 }, (_, i) => `proxier/f${i}.ts`);
   assertEquals(crowdedRoot(seventeen).length, 17);
