@@ -229,14 +229,15 @@ export class ProxyMetrics {
 
   /**
    * Returns ours, `kubeproxy_source_file_errors_total`, registered the first time it is asked for (a
-   * file source's start): changes of a `--source` file that left it unusable, its previous objects kept.
+   * file source's start): changes of the `--source` files refused, the previous objects kept.
    */
   sourceFileErrors(): { inc(): void } {
     return registeredOnce(this.registry, "kubeproxy_source_file_errors_total", () =>
       new Counter({
         name: "kubeproxy_source_file_errors_total",
         help:
-          "Changes of a --source file that left it unreadable or not parsing (its previous objects are kept)",
+          "Changes of the --source files refused: a file unreadable or not parsing (its previous objects are " +
+          "kept), or a source that vanished, emptied or lost the Node the proxy acts for (every object is kept)",
         registers: [this.registry],
       }));
   }

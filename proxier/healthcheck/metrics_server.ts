@@ -9,7 +9,7 @@
 import type { ProxyMetrics } from "../metrics.ts";
 import { ipFamily } from "../model/net.ts";
 
-/** What the status pages show; fixed for the life of the process. */
+/** What the status pages show; fixed for the life of the process but for `conditions`. */
 export interface StatusPages {
   readonly mode: string;
   /** The effective configuration (upstream's v1alpha1 fields). */
@@ -21,6 +21,8 @@ export interface StatusPages {
   readonly emulates: string;
   /** Process start, ms since the epoch. */
   readonly startedMs: number;
+  /** The proxy's conditions now (`ProxyHealth.conditions`), each on a line of `/statusz`. */
+  readonly conditions?: () => Readonly<Record<string, string>>;
 }
 
 /** What `/debug/services` answers (`explain`): kept abstract so this server knows no model. */
@@ -91,7 +93,10 @@ export function serveMetrics(
             `Up: ${Math.floor(up / 3600)} hr ${Math.floor((up % 3600) / 60)} min ${up % 60} sec\n` +
             `Deno version: ${Deno.version.deno}\n` +
             `Binary version: kube-proxy-deno ${pages.version}\n` +
-            `Emulation version: ${pages.emulates}\n`,
+            `Emulation version: ${pages.emulates}\n` +
+            Object.entries(pages.conditions?.() ?? {}).map(([name, c]) => `Condition ${name}: ${c}\n`).join(
+              "",
+            ),
           { headers: TEXT },
         );
       }

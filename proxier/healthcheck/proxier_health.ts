@@ -6,7 +6,9 @@
  * `ToBeDeletedByClusterAutoscaler` taint), so load balancers drain it; `/livez` ignores that.
  * `/readyz` (ours, for a DaemonSet's readiness probe) answers 200 once every family's first sync
  * is in the kernel and while none's last sync failed: a rollout whose proxy cannot program the node
- * stops at that node.
+ * stops at that node. Conditions beyond the syncs (a source whose changes are refused, Service
+ * ports the mode cannot serve) are named in its body and on `/statusz`; those that block readiness
+ * turn it 503.
  * @module
  */
 import type { V1Node } from "@kubernetes/client-node";
@@ -34,8 +36,9 @@ export class ProxyHealth {
   readonly #lastUpdated = new Map<IPFamily, number>();
   readonly #oldestPending = new Map<IPFamily, number>();
   readonly #syncs = new Map<IPFamily, "waiting" | "synced" | "failing">();
-  #ready: Array<() => void> = [];
+  #waiting: Array<{ readonly test: () => boolean; readonly resolve: () => void }> = [];
   #node?: V1Node;
+  readonly #conditions = new Map<string, { readonly message: string; readonly blocksReadiness: boolean }>();
 
   /** `timeoutMs` is how long a queued update may wait before health fails. */
   constructor(opts: { clock: Clock; timeoutMs: number }) {
@@ -54,12 +57,29 @@ export class ProxyHealth {
     this.#lastUpdated.set(family, this.#clock.now());
     this.#oldestPending.delete(family);
     this.#syncs.set(family, "synced");
-    if (this.readiness().ready) { for (const r of this.#ready.splice(0)) r(); }
+    this.#wake();
   }
 
-  /** Resolves once the proxy is first ready: every family's first sync in the kernel. */
+  /** Resolves once every family's first sync is in the kernel. */
+  whenSynced(): Promise<void> {
+    return this.#when(() => this.#synced());
+  }
+
+  /** Resolves once the proxy is first ready: every family's first sync in, no condition blocking readiness. */
   whenReady(): Promise<void> {
-    return this.readiness().ready ? Promise.resolve() : new Promise((r) => this.#ready.push(r));
+    return this.#when(() => this.readiness().ready);
+  }
+
+  #when(test: () => boolean): Promise<void> {
+    return test() ? Promise.resolve() : new Promise((resolve) => this.#waiting.push({ test, resolve }));
+  }
+
+  #wake(): void {
+    this.#waiting = this.#waiting.filter((w) => w.test() ? (w.resolve(), false) : true);
+  }
+
+  #synced(): boolean {
+    return this.#syncs.size > 0 && [...this.#syncs.values()].every((s) => s === "synced");
   }
 
   /** Records that `family`'s sync loop runs: the proxy is not ready until its first sync is in. */
@@ -72,8 +92,30 @@ export class ProxyHealth {
     this.#syncs.set(family, "failing");
   }
 
-  /** Returns `/readyz`'s verdict and each family's state. */
-  readiness(): { ready: boolean; status: Partial<Record<IPFamily, string>> } {
+  /**
+   * Sets (or, with undefined, clears) condition `name`: said on `/readyz`'s body and `/statusz`;
+   * with `blocksReadiness`, `/readyz` answers 503 while it holds.
+   */
+  setCondition(
+    name: string,
+    c: { readonly message: string; readonly blocksReadiness: boolean } | undefined,
+  ): void {
+    if (c === undefined) this.#conditions.delete(name);
+    else this.#conditions.set(name, c);
+    this.#wake();
+  }
+
+  /** The conditions now, by name. */
+  conditions(): Record<string, string> {
+    return Object.fromEntries([...this.#conditions].map(([n, c]) => [n, c.message]));
+  }
+
+  /** Returns `/readyz`'s verdict, each family's state and the conditions (when any). */
+  readiness(): {
+    ready: boolean;
+    status: Partial<Record<IPFamily, string>>;
+    conditions?: Record<string, string>;
+  } {
     const words = {
       waiting: "waiting for the first sync",
       synced: "synced",
@@ -81,8 +123,8 @@ export class ProxyHealth {
     };
     const status: Partial<Record<IPFamily, string>> = {};
     for (const [family, state] of this.#syncs) status[family] = words[state];
-    const ready = this.#syncs.size > 0 && [...this.#syncs.values()].every((s) => s === "synced");
-    return { ready, status };
+    const ready = this.#synced() && ![...this.#conditions.values()].some((c) => c.blocksReadiness);
+    return this.#conditions.size === 0 ? { ready, status } : { ready, status, conditions: this.conditions() };
   }
 
   /** The own Node as last seen (undefined: deleted or not known yet). */

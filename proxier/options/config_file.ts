@@ -5,7 +5,7 @@
  * used, as upstream's lenient fallback does.
  * @module
  */
-import { load as loadYaml } from "js-yaml";
+import { loadBounded, YamlInputError } from "../runtime/bounded_yaml.ts";
 import { UsageError } from "../runtime/errors.ts";
 import { parseDuration } from "./duration.ts";
 import {
@@ -35,13 +35,12 @@ export function decodeConfigFile(text: string, path: string): DecodedConfigFile 
   const fail = (msg: string, cause?: unknown) => new UsageError(`--config: ${path}: ${msg}`, { cause });
   let doc: unknown;
   try {
-    doc = loadYaml(text);
+    doc = loadBounded(text);
   } catch (e) {
-    const mark = (e as { mark?: { line: number } }).mark;
-    throw new UsageError(
-      `--config: ${path}${mark ? `:${mark.line + 1}` : ""}: ${(e as Error).message.split("\n")[0]}`,
-      { cause: e },
-    );
+    if (!(e instanceof YamlInputError)) throw e;
+    throw new UsageError(`--config: ${path}${e.line === undefined ? "" : `:${e.line}`}: ${e.reason}`, {
+      cause: e,
+    });
   }
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw fail("not a mapping");
   const d = doc as Record<string, unknown>;

@@ -5,7 +5,7 @@
  * API model (tens of MiB of resident memory) for what is a few fields of YAML.
  * @module
  */
-import { load as loadYaml } from "js-yaml";
+import { loadBounded, YamlInputError } from "../runtime/bounded_yaml.ts";
 import { KubeconfigError } from "../runtime/errors.ts";
 
 /** The server, its TLS material and the credentials to present. */
@@ -98,9 +98,12 @@ async function fromKubeconfig(i: ApiAccessInputs, path: string, master: string):
   const text = await read(i, path, "kubeconfig");
   let doc: Record<string, unknown>;
   try {
-    doc = (loadYaml(text) ?? {}) as Record<string, unknown>;
+    doc = (loadBounded(text) ?? {}) as Record<string, unknown>;
   } catch (e) {
-    throw new KubeconfigError(`kubeconfig ${path}: ${(e as Error).message.split("\n")[0]}`, { cause: e });
+    if (!(e instanceof YamlInputError)) throw e;
+    throw new KubeconfigError(`kubeconfig ${path}${e.line === undefined ? "" : `:${e.line}`}: ${e.reason}`, {
+      cause: e,
+    });
   }
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "./";
   const where = (f: string) => `kubeconfig ${path}: ${f}`;

@@ -4,14 +4,25 @@
  * @module
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { loadAll as loadAllYaml } from "js-yaml";
-import { type Clock, realClock } from "../runtime/clock.ts";
+import { documentLines } from "../runtime/bounded_yaml.ts";
+import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { objectName } from "../runtime/errors.ts";
 import { type ObjectProblem, ObjectWarnings } from "../model/object_warnings.ts";
 import { type EventHandler, type KindHandler, kindHandlers, objectKey, selectedByProxy } from "./handlers.ts";
 import { KIND_SHAPES, unknownFields } from "./known_fields.ts";
-import { onAbort } from "../runtime/abort.ts";
+import {
+  basename,
+  dirname,
+  expandList,
+  parseSourceText,
+  readSourceText,
+  SourceFileError,
+  sourceFiles,
+  sourcePath,
+} from "./file_text.ts";
+import { watchFiles, type WriteTracker } from "./file_watch.ts";
+import { keptReason, type SourceKept } from "./file_kept.ts";
 
 /** Options of {@linkcode FileSource}. */
 export interface FileSourceOptions {
@@ -28,105 +39,27 @@ export interface FileSourceOptions {
    * running proxy keeps a broken file's previous objects).
    */
   readonly strict?: boolean;
-  /** Told once per change of a file that cannot be read or does not parse (a running proxy counts it). */
+  /**
+   * Told once per change refused (a file that cannot be read or does not parse, a source that
+   * vanished, emptied or lost the Node it acts for): a running proxy counts it.
+   */
   readonly onBroken?: (path: string) => void;
-}
-
-/** A source file that cannot be read or does not parse: its path, the line when known, and why. */
-export class SourceFileError extends Error {
-  override readonly name = "SourceFileError";
-  /** @param line 1-based, when the parser says. */
-  constructor(readonly path: string, readonly line: number | undefined, readonly reason: string) {
-    super(`${path}${line === undefined ? "" : `:${line}`}: ${reason}`);
-  }
-}
-
-/**
- * Parses a source file's text into its documents.
- * @throws {SourceFileError} naming the file and the line where the YAML (or JSON) is broken.
- */
-export function parseSourceText(text: string, path: string): unknown[] {
-  try {
-    return loadAllYaml(text);
-  } catch (e) {
-    const mark = (e as { mark?: { line: number } }).mark;
-    throw new SourceFileError(path, mark ? mark.line + 1 : undefined, (e as Error).message.split("\n")[0]);
-  }
-}
-
-/** The files `path` names: itself, or a directory's `.yaml`, `.yml` and `.json` files, sorted. */
-export async function sourceFiles(path: string): Promise<string[]> {
-  const info = await Deno.stat(path);
-  if (!info.isDirectory) return [path];
-  const out: string[] = [];
-  for await (const e of Deno.readDir(path)) {
-    const f = e.isFile ? sourcePath(path, e.name, true) : undefined;
-    if (f !== undefined) out.push(f);
-  }
-  return out.sort();
-}
-
-/** Returns the source file `name` names under `path` (a manifest in the directory, or the file itself), if any. */
-function sourcePath(path: string, name: string, dirMode: boolean): string | undefined {
-  if (!dirMode) return name === basename(path) ? path : undefined;
-  return /\.(ya?ml|json)$/.test(name) && !name.startsWith(".") ? `${path}/${name}` : undefined;
+  /** Told when the running source's changes stop being applied (why, since when), and when they are again. */
+  readonly onKept?: (kept: SourceKept | undefined) => void;
 }
 
 const KINDS = new Set(["Service", "EndpointSlice", "Node", "ServiceCIDR"]);
 
+/** One file as read: its objects keyed by `Kind/namespace/name`, their problems, its modification time. */
+interface FileRead {
+  readonly objects: Map<string, KubernetesObject>;
+  readonly problems: ReadonlyMap<string, ObjectProblem[]>;
+  /** Set when the read is a change (not the first load): the objects' trigger time. */
+  readonly mtime: Date | null;
+}
+
 /** The annotation upstream's EndpointSlice controller sets; network programming latency starts there. */
 const TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time";
-
-/** Editors write in bursts (truncate, write, rename): a path is re-read once it is quiet this long. */
-const SETTLE_MS = 100;
-/**
- * ...and a file written in place (not replaced by a rename) once it has been quiet this long: a
- * writer that pauses mid-file must not have its half-written objects applied.
- */
-const IN_PLACE_SETTLE_MS = 600;
-/** ...but no later than this after the first event, however busy the directory stays. */
-export const MAX_SETTLE_MS = 1000;
-
-/**
- * When to read what the watcher named: once the paths have been quiet for {@linkcode SETTLE_MS}
- * ({@linkcode IN_PLACE_SETTLE_MS} after an in-place write), and never later than
- * {@linkcode MAX_SETTLE_MS} after the first event of a burst, however busy the directory stays.
- */
-export class Settle {
-  readonly #clock: Clock;
-  readonly #fire: () => void;
-  #cancel = () => {};
-  #firstAt: number | undefined;
-  #inPlace = false;
-
-  /** `fire` runs when a burst has settled. */
-  constructor(clock: Clock, fire: () => void) {
-    this.#clock = clock;
-    this.#fire = fire;
-  }
-
-  /** One watcher event; `inPlace`: a modification (the file may be half-written), not a rename. */
-  event(inPlace: boolean): void {
-    const now = this.#clock.now();
-    this.#firstAt ??= now;
-    if (inPlace) this.#inPlace = true;
-    this.#cancel();
-    const settle = this.#inPlace ? IN_PLACE_SETTLE_MS : SETTLE_MS;
-    const latest = this.#firstAt + Math.max(MAX_SETTLE_MS, settle) - now;
-    this.#cancel = this.#clock.setTimer(() => {
-      this.#firstAt = undefined;
-      this.#inPlace = false;
-      this.#fire();
-    }, Math.min(settle, Math.max(0, latest)));
-  }
-
-  /** Drops a burst not yet settled. */
-  stop(): void {
-    this.#cancel();
-    this.#firstAt = undefined;
-    this.#inPlace = false;
-  }
-}
 
 /**
  * Reads Services, EndpointSlices, the own Node and ServiceCIDRs from files and follows changes to them. A file that
@@ -151,96 +84,122 @@ export class FileSource {
   readonly #reported = new Map<string, { broken?: string; ignored?: string }>();
   /** Duplicates and unknown fields (keyed `file|Kind/ns/name`), conflicts between files (`Kind/ns/name`). */
   readonly #warnings: ObjectWarnings;
+  /** The key of the Node the proxy acts for, as objects are keyed. */
+  readonly #nodeKey: string;
+  /** Files that cannot be read or do not parse, with why (their previous objects stay). */
+  readonly #broken = new Map<string, string>();
+  /** True once the first load is in: from then on a change the start would refuse is not applied. */
+  #loaded = false;
+  /** Why the running source's changes are not applied, since when; undefined while they are. */
+  #kept: SourceKept | undefined;
 
   /** Builds the source; reads nothing until {@linkcode load}. */
   constructor(opts: FileSourceOptions) {
     this.#o = opts;
     this.#h = kindHandlers(opts.handler);
     this.#warnings = new ObjectWarnings(opts.log);
+    this.#nodeKey = `Node/${opts.nodeName}`;
   }
 
   /** Reads every file, delivers the objects and then the synced calls. */
   async load(): Promise<void> {
-    await this.#readAll(false);
+    await this.#read("all", false);
     this.#h.Service.synced();
     this.#h.EndpointSlice.synced();
     this.#h.Node.synced();
+    this.#loaded = true;
   }
 
   /**
-   * Re-reads the files the watcher reports as they change, until `signal` aborts; everything
-   * when the watcher lost events. EndpointSlices changed here get the file's modification time as
-   * their trigger time (unless they carry one), so network programming latency is measured from
-   * the edit.
+   * Re-reads the files the watcher reports as their writers close them (or rename them into
+   * place), until `signal` aborts; everything when the watch starts again or lost events.
+   * EndpointSlices changed here get the file's modification time as their trigger time (unless they
+   * carry one), so network programming latency is measured from the edit.
    */
   async watch(signal: AbortSignal): Promise<void> {
-    const info = await Deno.stat(this.#o.path);
-    const dirMode = info.isDirectory;
-    const dir = dirMode ? this.#o.path : dirname(this.#o.path);
-    const watcher = Deno.watchFs(dir, { recursive: false });
-    // Aborted already (a SIGTERM during the start): closed at once, the loop below ends at once.
-    onAbort(signal, () => watcher.close());
-    // Edits between load() and the watcher's start would otherwise be missed.
-    await this.#readAll(true);
-    const pending = new Set<string>();
-    let rescan = false;
-    let reading = Promise.resolve();
-    const settle = new Settle(this.#o.clock ?? realClock, () => {
-      const paths = [...pending];
-      const all = rescan;
-      pending.clear();
-      rescan = false;
-      // Reads run one after another, so a slow read never races a newer one of the same file.
-      reading = reading.then(() => all ? this.#readAll(true) : this.#readPaths(paths))
-        .catch((e) => this.#o.log.error("Reading source files failed", { error: String(e) }));
+    const { path } = this.#o;
+    const dirMode = await Deno.stat(path).then((i) => i.isDirectory, () => false);
+    await watchFiles({
+      dir: dirMode ? path : dirname(path),
+      match: (p) => sourcePath(path, basename(p), dirMode),
+      signal,
+      log: this.#o.log,
+      clock: this.#o.clock,
+      onSettled: (paths, tracker) => this.#read(paths, true, tracker),
     });
-    try {
-      for await (const ev of watcher) {
-        if (ev.flag === "rescan") rescan = true;
-        for (const p of ev.paths) {
-          const f = sourcePath(this.#o.path, basename(p), dirMode);
-          if (f !== undefined) pending.add(f);
-        }
-        if (!rescan && pending.size === 0) continue;
-        // Renames and creations bring whole files (instant); modifications may be half-written.
-        settle.event(ev.kind === "modify");
+  }
+
+  /**
+   * Reads `paths` (or every file) and applies what they hold as one change, unless the running
+   * source would then stand for something its start would refuse (`file_kept.ts`): then every
+   * previous object stays. A read that a new write overtook (`tracker`) is left for the next one.
+   */
+  async #read(paths: readonly string[] | "all", trigger: boolean, tracker?: WriteTracker): Promise<void> {
+    const reads = new Map<string, FileRead | undefined>();
+    let files: readonly string[];
+    if (paths === "all") {
+      try {
+        files = await sourceFiles(this.#o.path);
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound) || !this.#loaded) throw e;
+        return this.#keep(`${JSON.stringify(this.#o.path)} is gone`);
       }
-    } finally {
-      settle.stop();
-      await reading;
+      for (const f of this.#byFile.keys()) if (!files.includes(f)) reads.set(f, undefined);
+    } else files = [...paths].sort();
+    for (const f of files) {
+      const events = tracker?.count(f);
+      const r = await this.#readFile(f, trigger);
+      if (tracker !== undefined && (tracker.count(f) !== events || tracker.isOpen(f))) {
+        tracker.again(f);
+        continue;
+      }
+      if (r !== "broken") reads.set(f, r === "gone" ? undefined : r);
+    }
+    const refused = this.#loaded ? keptReason(this.#byFile, reads, this.#o.path, this.#nodeKey) : undefined;
+    if (refused !== undefined) return this.#keep(refused);
+    for (const [f, r] of reads) {
+      if (r !== undefined) this.#warnAbout(f, r);
+      this.#apply(f, r?.objects, r?.mtime?.toISOString());
+    }
+    if (this.#kept !== undefined && this.#broken.size === 0) {
+      this.#o.log.info("Source usable again; applying it", { path: this.#o.path });
+      this.#kept = undefined;
+      this.#o.onKept?.(undefined);
     }
   }
 
-  /** Reads every file (files gone since the last read lose their objects). */
-  async #readAll(trigger: boolean): Promise<void> {
-    const files = await sourceFiles(this.#o.path);
-    const present = new Set(files);
-    for (const f of [...this.#byFile.keys()]) if (!present.has(f)) this.#apply(f, undefined, undefined);
-    for (const f of files) await this.#readFile(f, trigger);
+  /** Refuses a change of the running source: says why once per reason, counts it, keeps every object. */
+  #keep(reason: string): void {
+    this.#o.onBroken?.(this.#o.path);
+    if (this.#kept?.reason === reason) return;
+    this.#o.log.error("Source change refused; keeping the objects last applied", {
+      path: this.#o.path,
+      reason,
+    });
+    this.#kept = { reason, since: this.#kept?.since ?? new Date() };
+    this.#o.onKept?.(this.#kept);
   }
 
-  async #readPaths(paths: readonly string[]): Promise<void> {
-    for (const f of [...paths].sort()) await this.#readFile(f, true);
-  }
-
-  /** Reads and parses `f`, then applies its objects; a file that vanished loses its objects. */
-  async #readFile(f: string, trigger: boolean): Promise<void> {
+  /**
+   * Reads and parses `f` into its objects: "gone" when it vanished, "broken" when it cannot be
+   * read or does not parse (said once per change of its text; its previous objects stay).
+   */
+  async #readFile(f: string, trigger: boolean): Promise<FileRead | "gone" | "broken"> {
     const { log, nodeName } = this.#o;
     let text: string;
-    let mtime: Date | null = null;
+    let mtime: Date | null;
     try {
-      if (trigger) mtime = (await Deno.stat(f)).mtime;
-      text = await Deno.readTextFile(f);
+      ({ text, mtime } = await readSourceText(f));
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) {
         this.#reported.delete(f);
-        return this.#apply(f, undefined, undefined);
+        this.#brokenFile(f, undefined);
+        return "gone";
       }
-      if (e instanceof Deno.errors.IsADirectory) return;
-      if (this.#o.strict) throw new SourceFileError(f, undefined, (e as Error).message);
+      if (this.#o.strict) throw e;
       log.error("Cannot read source file; keeping its previous objects", { path: f, error: String(e) });
-      this.#o.onBroken?.(f);
-      return;
+      this.#brokenFile(f, `cannot read ${f}: ${(e as Error).message}`);
+      return "broken";
     }
     let docs: unknown[];
     const reported = this.#reported.get(f) ?? {};
@@ -256,13 +215,14 @@ export class FileSource {
           line: e.line,
           error: e.reason,
         });
-        this.#o.onBroken?.(f);
+        this.#brokenFile(f, e.message);
       }
       reported.broken = text;
-      return;
+      return "broken";
     }
     if (reported.broken !== undefined) log.info("Source file parses again", { path: f });
     reported.broken = undefined;
+    this.#brokenFile(f, undefined);
     const objects = new Map<string, KubernetesObject>();
     const problems = new Map<string, ObjectProblem[]>();
     const lineOf = new Map<string, number | undefined>();
@@ -303,7 +263,6 @@ export class FileSource {
         lineOf.set(key, line);
       }
     }
-    for (const [key, o] of objects) this.#warnings.report(`${f}|${key}`, o, problems.get(key)!);
     const kinds = [...ignored].sort().join(", ");
     if (kinds !== "" && kinds !== reported.ignored) {
       log.warn("Ignoring documents that are not Services, EndpointSlices, Nodes or ServiceCIDRs", {
@@ -312,7 +271,26 @@ export class FileSource {
       });
     }
     reported.ignored = kinds === "" ? undefined : kinds;
-    this.#apply(f, objects, mtime?.toISOString());
+    return { objects, problems, mtime: trigger ? mtime : null };
+  }
+
+  /** Says the problems of `f`'s objects (once per object version). */
+  #warnAbout(f: string, r: FileRead): void {
+    for (const [key, o] of r.objects) this.#warnings.report(`${f}|${key}`, o, r.problems.get(key)!);
+  }
+
+  /** Records whether `f` is broken (`why`) or not (undefined), and counts a new breakage. */
+  #brokenFile(f: string, why: string | undefined): void {
+    if (why === undefined) {
+      this.#broken.delete(f);
+      return;
+    }
+    this.#broken.set(f, why);
+    this.#o.onBroken?.(f);
+    if (this.#loaded) {
+      this.#kept = { reason: why, since: this.#kept?.since ?? new Date() };
+      this.#o.onKept?.(this.#kept);
+    }
   }
 
   /** Makes `objects` the content of `f` (undefined: gone) and tells handlers what changed. */
@@ -384,48 +362,4 @@ function describe(o: KubernetesObject): string {
   return clusterWide
     ? `${o.kind} "${o.metadata?.name}"`
     : objectName(String(o.kind), o.metadata?.namespace, o.metadata?.name);
-}
-
-/**
- * Returns the line (1-based) where each of a YAML text's `count` documents begins, as js-yaml's
- * loadAll splits them (a `---` line starts one, `...` ends one, content before the first marker is
- * the first): its first line of content, or its marker when it has none. Undefined when the count
- * differs (messages then go without lines).
- */
-export function documentLines(text: string, count: number): number[] | undefined {
-  const starts: number[] = [];
-  /** The open document's line, and whether that is still its marker, waiting for content. */
-  let open: number | undefined;
-  let atMarker = false;
-  for (const [i, line] of text.split("\n").entries()) {
-    const marker = /^---(\s|$)/.test(line);
-    if (marker || /^\.\.\.(\s|$)/.test(line)) {
-      if (open !== undefined) starts.push(open);
-      open = marker ? i + 1 : undefined;
-      atMarker = marker && /^---\s*(#.*)?$/.test(line);
-    } else if (!/^\s*(#.*)?$/.test(line) && !(open === undefined && line.startsWith("%"))) {
-      if (open === undefined || atMarker) open = i + 1;
-      atMarker = false;
-    }
-  }
-  if (open !== undefined) starts.push(open);
-  return starts.length === count ? starts : undefined;
-}
-
-/** A document's objects: a `List`'s items, else the document itself. */
-export function expandList(doc: unknown): unknown[] {
-  const d = doc as { kind?: string; items?: unknown[] } | null;
-  return d !== null && typeof d === "object" && typeof d.kind === "string" && d.kind.endsWith("List") &&
-      Array.isArray(d.items)
-    ? d.items
-    : [doc];
-}
-
-function dirname(p: string): string {
-  const i = p.lastIndexOf("/");
-  return i <= 0 ? (i === 0 ? "/" : ".") : p.slice(0, i);
-}
-
-function basename(p: string): string {
-  return p.slice(p.lastIndexOf("/") + 1);
 }

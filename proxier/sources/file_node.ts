@@ -4,7 +4,7 @@
  * @module
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { expandList, parseSourceText, SourceFileError, sourceFiles } from "./file.ts";
+import { expandList, parseSourceText, readSourceText, SourceFileError, sourceFiles } from "./file_text.ts";
 
 /**
  * Returns the names of the Nodes the source at `path` defines, sorted.
@@ -15,9 +15,10 @@ export async function sourceNodeNames(path: string): Promise<string[]> {
   for (const f of await sourceFiles(path)) {
     let text: string;
     try {
-      text = await Deno.readTextFile(f);
+      text = (await readSourceText(f)).text;
     } catch (e) {
-      throw new SourceFileError(f, undefined, (e as Error).message);
+      if (e instanceof SourceFileError) throw e;
+      throw new SourceFileError(f, undefined, (e as Error).message, { cause: e });
     }
     for (const doc of parseSourceText(text, f)) {
       for (const item of expandList(doc)) {

@@ -2,7 +2,9 @@ import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node
 import { assert, assertEquals, assertNotEquals } from "../../tests/support/assert.ts";
 import { MemoryLogger } from "../../tests/support/fixtures.ts";
 import { eventually } from "../../tests/support/net_helpers.ts";
-import { documentLines, FileSource, MAX_SETTLE_MS, Settle } from "./file.ts";
+import { FileSource } from "./file.ts";
+import { MAX_SETTLE_MS, Settle, WriteTracker } from "./file_watch.ts";
+import type { SourceKept } from "./file_kept.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import type { EventHandler } from "./handlers.ts";
 
@@ -327,13 +329,6 @@ ${svc("twice", "172.30.0.6")}`;
   }
 });
 
-Deno.test("documentLines: where js-yaml's documents start", () => {
-  assertEquals(documentLines("# c\n---\n\na: 1\n---\n---\n# b\nb: 2\n", 3), [4, 5, 8]);
-  assertEquals(documentLines("a: 1\n...\n%YAML 1.2\n--- {b: 1}\n", 2), [1, 4]);
-  assertEquals(documentLines("---\nb: |\n  ---\n  x\n", 1), [2]);
-  assertEquals(documentLines("a: 1\n", 2), undefined);
-});
-
 Deno.test("FileSource: an edited EndpointSlice carries the file's modification time as its trigger time", async () => {
   const dir = await Deno.makeTempDir();
   const ac = new AbortController();
@@ -370,40 +365,47 @@ Deno.test("FileSource: an edited EndpointSlice carries the file's modification t
   }
 });
 
-Deno.test("Settle: a never-quiet burst of in-place writes is read 1 s after its first event; renames 100 ms after the last", async () => {
+Deno.test("Settle: a never-quiet burst is read 1 s after its first event; a burst 100 ms after its last", async () => {
   const clock = new FakeClock();
   const fired: number[] = [];
   const settle = new Settle(clock, () => fired.push(clock.now()));
   const start = clock.now();
-  // A writer that never pauses for the settle time: an in-place write every 30 ms for 3 s.
+  // A directory that never goes quiet: an event every 30 ms for 3 s.
   for (let t = 0; t < 3000; t += 30) {
-    settle.event(true);
+    settle.event();
     await clock.advance(30);
   }
   assertEquals(fired.map((t) => t - start), [MAX_SETTLE_MS, 2 * MAX_SETTLE_MS + 20]);
   settle.stop();
-  // A rename-writer's burst: read 100 ms after its last event.
   fired.length = 0;
   const burst = clock.now();
   for (let i = 0; i < 3; i++) {
-    settle.event(false);
+    settle.event();
     await clock.advance(50);
   }
   await clock.advance(1000);
   assertEquals(fired.map((t) => t - burst), [200]);
 });
 
-Deno.test("Settle: an in-place write that pauses 300 ms mid-file is not read until quiet for 600 ms", async () => {
-  const clock = new FakeClock();
-  const fired: number[] = [];
-  const settle = new Settle(clock, () => fired.push(clock.now()));
-  const start = clock.now();
-  settle.event(true);
-  await clock.advance(300);
-  assertEquals(fired, []);
-  settle.event(true);
-  await clock.advance(1000);
-  assertEquals(fired.map((t) => t - start), [900]);
+Deno.test("WriteTracker: a path written and not closed is never taken; closed, renamed or removed, it is", () => {
+  const t = new WriteTracker();
+  t.event("create", "a");
+  t.event("modify", "a");
+  t.event("modify", "b");
+  assertEquals(t.takeClosed(), [], "both held open by their writers");
+  assert(t.waiting);
+  t.event("access", "b"); // closed after writing
+  assertEquals(t.takeClosed(), ["b"]);
+  t.event("modify", "a");
+  assertEquals(t.takeClosed(), [], "a writer that pauses for any time still holds it");
+  t.event("rename", "a"); // a new file renamed over it: whole
+  const before = t.count("a");
+  assertEquals(t.takeClosed(), ["a"]);
+  t.event("modify", "a");
+  assert(t.count("a") !== before && t.isOpen("a"), "a read taken before this write was overtaken");
+  t.event("remove", "a");
+  assertEquals(t.takeClosed(), ["a"]);
+  assertEquals(t.waiting, false);
 });
 
 Deno.test("FileSource: a file rewritten without pause is still read (a writer that never pauses is not starved)", async () => {
@@ -493,5 +495,133 @@ Deno.test("file source: a watch whose signal aborted before it began (SIGTERM du
     assertEquals(ended, "ended");
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+const node = (name: string) => `apiVersion: v1\nkind: Node\nmetadata: {name: ${name}}\n`;
+
+/** A file source of `files` (name -> text) in a new directory, loaded and watched: `path` names the file or the directory. */
+async function watched(files: Record<string, string>, single?: string) {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-file-kept-" });
+  for (const [f, text] of Object.entries(files)) await Deno.writeTextFile(`${dir}/${f}`, text);
+  const rec = new Recorder();
+  const log = new MemoryLogger();
+  const kept: Array<SourceKept | undefined> = [];
+  let refused = 0;
+  const path = single === undefined ? dir : `${dir}/${single}`;
+  const src = new FileSource({
+    path,
+    nodeName: "node-a",
+    handler: rec,
+    log,
+    onKept: (k) => kept.push(k),
+    onBroken: () => refused++,
+  });
+  await src.load();
+  const ac = new AbortController();
+  const watching = src.watch(ac.signal);
+  await new Promise((r) => setTimeout(r, 200));
+  rec.events = [];
+  return {
+    dir,
+    rec,
+    log,
+    kept,
+    refused: () => refused,
+    async close() {
+      ac.abort();
+      await watching;
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** Waits until `w` says it keeps the source for `reason`, then a little longer for anything it might still apply. */
+async function keptSaid(w: Awaited<ReturnType<typeof watched>>, reason: RegExp) {
+  await eventually(() => {
+    const k = w.kept.at(-1);
+    assert(k !== undefined && reason.test(k.reason), `kept for ${reason}: ${JSON.stringify(w.kept)}`);
+  }, 5000);
+  await new Promise((r) => setTimeout(r, 400));
+}
+
+Deno.test("FileSource: a single file that vanishes, empties or loses the Node keeps every object, said once and counted; repaired, it applies", async () => {
+  const full = node("node-a") + "---\n" + svc("a", "172.30.0.1") + "---\n" + svc("b", "172.30.0.2");
+  const w = await watched({ "objects.yaml": full }, "objects.yaml");
+  const f = `${w.dir}/objects.yaml`;
+  try {
+    await Deno.remove(f);
+    await keptSaid(w, /is gone/);
+    assertEquals(w.rec.events, [], "nothing deleted");
+    assertEquals(w.log.messages("error").filter((m) => m.startsWith("Source change refused")).length, 1);
+    assert(w.refused() >= 1, "counted");
+    // Written back whole: applied (nothing changed), and said.
+    await Deno.writeTextFile(f, full);
+    await eventually(() => assertEquals(w.kept.at(-1), undefined), 5000);
+    assert(w.log.messages("info").some((m) => m.startsWith("Source usable again")));
+    // Truncated as `: > objects.yaml` does.
+    await Deno.writeTextFile(f, "");
+    await keptSaid(w, /emptied/);
+    assertEquals(w.rec.events, []);
+    // The Node renamed: every object stays, the NodePorts with them.
+    await Deno.writeTextFile(f, full.replace("node-a", "node-b").replace("172.30.0.2", "172.30.0.3"));
+    await keptSaid(w, /no longer defines Node "node-a"/);
+    assertEquals(w.rec.events, []);
+    // A real change with the Node kept applies.
+    await Deno.writeTextFile(f, node("node-a") + "---\n" + svc("a", "172.30.0.1"));
+    await eventually(() => assertEquals(w.rec.events, ["delete Service ns1/b"]), 5000);
+    assertEquals(w.kept.at(-1), undefined);
+  } finally {
+    await w.close();
+  }
+});
+
+Deno.test("FileSource: a directory drops a removed file's objects, but keeps everything when it empties or vanishes, and reads it again when it is back", async () => {
+  const w = await watched({
+    "node.yaml": node("node-a"),
+    "a.yaml": svc("a", "172.30.0.1"),
+    "b.yaml": svc("b", "172.30.0.2"),
+  });
+  try {
+    await Deno.remove(`${w.dir}/b.yaml`);
+    await eventually(() => assertEquals(w.rec.events, ["delete Service ns1/b"]), 5000);
+    w.rec.events = [];
+    for (const f of ["a.yaml", "node.yaml"]) await Deno.remove(`${w.dir}/${f}`);
+    await keptSaid(w, /is gone|emptied/);
+    assertEquals(w.rec.events, [], "an emptied directory keeps its objects");
+    await Deno.remove(w.dir, { recursive: true });
+    await new Promise((r) => setTimeout(r, 1500));
+    assertEquals(w.rec.events, [], "a vanished directory keeps its objects");
+    await Deno.mkdir(w.dir);
+    await Deno.writeTextFile(`${w.dir}/node.yaml`, node("node-a"));
+    await Deno.writeTextFile(`${w.dir}/c.yaml`, svc("c", "172.30.0.3"));
+    await eventually(() => assertEquals(w.rec.events, ["delete Service ns1/a", "add Service ns1/c"]), 10_000);
+    assertEquals(w.kept.at(-1), undefined);
+  } finally {
+    await w.close();
+  }
+});
+
+Deno.test("FileSource: a writer slower than any window, holding the file open, never has a prefix applied", async () => {
+  const services = Array.from({ length: 6 }, (_, i) => svc(`s${i}`, `172.30.0.${i + 1}`));
+  const full = node("node-a") + "---\n" + services.join("---\n");
+  const w = await watched({ "objects.yaml": full }, "objects.yaml");
+  try {
+    const f = await Deno.open(`${w.dir}/objects.yaml`, { write: true, truncate: true });
+    const bytes = new TextEncoder().encode(full.replace("172.30.0.6", "172.30.0.60"));
+    // 100-byte chunks 1.2 s apart: every window a time-based settle could use passes between them.
+    for (let at = 0; at < bytes.length; at += 100) {
+      await f.write(bytes.subarray(at, at + 100));
+      await new Promise((r) => setTimeout(r, at < 300 ? 1200 : 50));
+    }
+    assertEquals(w.rec.events, [], "nothing applied while the writer holds the file");
+    f.close();
+    await eventually(
+      () => assertEquals(w.rec.events, ["update Service ns1/s5 172.30.0.6->172.30.0.60"]),
+      5000,
+    );
+    assertEquals(w.kept, [], "nothing refused either: no half-written state was read");
+  } finally {
+    await w.close();
   }
 });

@@ -244,7 +244,7 @@ metricsBindAddress: 127.0.0.1:10249
     assertEquals(edited.code, 1, p.log());
     assertMatch(
       p.log(),
-      /E\d{4} [\d:.]+ +\d+ config_watch\.ts:\d+\] "Error running ProxyServer" err="content of the proxy server's configuration file was updated" file=".*\/plain\/config\.conf"/,
+      /E\d{4} [\d:.]+ +\d+ main\.ts:\d+\] "Error running ProxyServer" err="content of the proxy server's configuration file was updated" file=".*\/plain\/config\.conf"/,
     );
     // As kubelet projects a ConfigMap: config.conf -> ..data/config.conf, ..data -> a dated directory,
     // and an update swaps ..data by a rename.

@@ -374,7 +374,7 @@ endpoints:
     const r = await run(["render", `--source=file:${dir}`, "--hostname-override=node-a"]);
     assertEquals(r.code, 0, r.stderr);
     const lines = r.stderr.trim().split("\n");
-    assertMatch(lines.at(-1)!, /^kube-proxy-deno: render: node addresses: none /);
+    assertMatch(lines.at(-1)!, /^I\d{4} .* render\.ts:\d+\] "Rendered for these node addresses" addresses="none /);
     const warnings = lines.slice(0, -1);
     assertEquals(warnings.length, 2, r.stderr);
     // klog's text: the message is quoted, so its own quotes are escaped.
@@ -804,7 +804,7 @@ Deno.test("main: text logs in klog's shape: level letter, date and time, pid, ca
   const line = r.stderr.split("\n").find((l) => l.includes("Cannot write the configuration"))!;
   assertMatch(
     line,
-    /^E\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ write_config\.ts:\d+\] "Cannot write the configuration" file="\/nonexistent-dir\/kp\.yaml" error="[^"]+"$/,
+    /^E\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ main\.ts:\d+\] "Cannot write the configuration" file="\/nonexistent-dir\/kp\.yaml" error="[^"]+"$/,
   );
   const warn = r.stderr.split("\n").find((l) => l.includes("--config is set") || l.startsWith("W"));
   assert(warn === undefined || warn.startsWith("W"), r.stderr);
@@ -872,10 +872,10 @@ endpoints: [{ addresses: [10.180.0.60], conditions: { ready: true }, nodeName: n
     const bare = await render();
     assertEquals(bare.code, 0, bare.stderr);
     assert(!selfRule.test(bare.stdout), "no node address known: the node is not admitted");
-    assertMatch(bare.stderr, /render: node addresses: none \(no Node object "node-a" in the source/);
+    assertMatch(bare.stderr, /"Rendered for these node addresses" addresses="none \(no Node object \\"node-a\\" in the source/);
     const flag = await render("--node-ip=192.168.0.2");
     assertMatch(flag.stdout, selfRule);
-    assertMatch(flag.stderr, /render: node addresses: 192\.168\.0\.2 \(--node-ip\)\n/);
+    assertMatch(flag.stderr, /"Rendered for these node addresses" addresses="192\.168\.0\.2 \(--node-ip\)"\n/);
     await Deno.writeTextFile(
       `${dir}/node.yaml`,
       "apiVersion: v1\nkind: Node\nmetadata: { name: node-a }\nstatus: { addresses: [{ type: InternalIP, address: 192.168.0.2 }, { type: Hostname, address: node-a }] }\n",
@@ -884,7 +884,7 @@ endpoints: [{ addresses: [10.180.0.60], conditions: { ready: true }, nodeName: n
     assertMatch(node.stdout, selfRule);
     assertMatch(
       node.stderr,
-      /render: node addresses: 192\.168\.0\.2 \(the Node object "node-a"'s InternalIP and ExternalIP\)/,
+      /addresses="192\.168\.0\.2 \(the Node object \\"node-a\\"'s InternalIP and ExternalIP\)"/,
     );
     // The addresses decide NodePorts in nftables mode as well.
     const nft = await render("--proxy-mode=nftables");

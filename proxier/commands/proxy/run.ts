@@ -111,6 +111,7 @@ function serveStatusPages(
         version: VERSION,
         emulates: `${UPSTREAM_VERSION.major}.${UPSTREAM_VERSION.minor}`,
         startedMs: performance.timeOrigin,
+        conditions: () => s.deps.health.conditions(),
       },
       debug: debugServices({ config, nodeName: s.nodeName, mode, proxier, exec, signal }),
       signal,
@@ -139,8 +140,10 @@ function say(s: ProxyServer): void {
 }
 
 /**
- * Once every family's first sync is in the kernel: says so, gives back the start's memory, removes
- * the other modes' rules, and drains what they keep for their connections.
+ * Once every family's first sync is in the kernel, says so; once the proxy is ready (nothing it
+ * holds left unserved: `/readyz`), gives back the start's memory, removes the other modes' rules,
+ * and drains what they keep for their connections. A start that cannot serve what it replaces
+ * leaves the other mode's rules in place.
  */
 async function afterFirstSync(
   s: ProxyServer,
@@ -149,9 +152,11 @@ async function afterFirstSync(
   signal: AbortSignal,
 ): Promise<void> {
   const stopped = new Promise<void>((resolve) => onAbort(signal, resolve));
-  await Promise.race([s.deps.health.whenReady(), stopped]);
+  await Promise.race([s.deps.health.whenSynced(), stopped]);
   if (signal.aborted) return;
   sayFirstSync(s.c.log, proxier.explain.views());
+  await Promise.race([s.deps.health.whenReady(), stopped]);
+  if (signal.aborted) return;
   await settleMemory(s.c.log, () => switching.afterFirstSync());
   return switching.drain(signal);
 }

@@ -30,7 +30,23 @@ export function openSource(s: ProxyServer): ProxySource {
     return {
       async start(handler, signal) {
         const broken = s.metrics.sourceFileErrors();
-        const src = new FileSource({ path, nodeName, handler, log, onBroken: () => broken.inc() });
+        const src = new FileSource({
+          path,
+          nodeName,
+          handler,
+          log,
+          onBroken: () => broken.inc(),
+          // The node keeps serving what it served: readiness stays; the reason is said where operators look.
+          onKept: (k) =>
+            s.deps.health.setCondition(
+              "source",
+              k &&
+                {
+                  message: `changes refused since ${k.since.toISOString()}: ${k.reason}`,
+                  blocksReadiness: false,
+                },
+            ),
+        });
         try {
           await src.load();
         } catch (e) {
