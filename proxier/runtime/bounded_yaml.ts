@@ -34,7 +34,7 @@ export interface YamlLimits {
  */
 export const YAML_LIMITS: YamlLimits = {
   maxBytes: 256 * 1024 * 1024,
-  maxDocuments: 1_000_000,
+  maxDocuments: 500_000,
   maxDepth: 64,
   maxAliases: 1_000,
   maxMergeKeys: 10_000,
@@ -69,6 +69,16 @@ export function loadAllBounded(text: string, limits: YamlLimits = YAML_LIMITS): 
       undefined,
       `${text.length} bytes, over the limit of ${limits.maxBytes} (maxBytes)`,
       "maxBytes",
+    );
+  }
+  // Counted before the parse, which holds an event per document: a marker in a block scalar counts
+  // too, so this errs towards refusing only near the limit.
+  const markers = countMarkers(text);
+  if (markers > limits.maxDocuments) {
+    throw new YamlInputError(
+      undefined,
+      `at least ${markers} documents, over the limit of ${limits.maxDocuments} (maxDocuments)`,
+      "maxDocuments",
     );
   }
   let docs: unknown[];
@@ -109,6 +119,13 @@ export function loadBounded(text: string, limits: YamlLimits = YAML_LIMITS): unk
   const docs = loadAllBounded(text, limits);
   if (docs.length > 1) throw new YamlInputError(undefined, `${docs.length} documents where one is expected`);
   return docs[0] ?? null;
+}
+
+/** The lines of `text` that start a document (`---`), counted without splitting the text. */
+function countMarkers(text: string): number {
+  let n = text.startsWith("---") ? 1 : 0;
+  for (let at = text.indexOf("\n---"); at >= 0; at = text.indexOf("\n---", at + 4)) n++;
+  return n;
 }
 
 /**
