@@ -17,6 +17,8 @@ export interface NftElement {
   readonly key: readonly string[];
   /** The value's parts (empty for sets). */
   readonly value: readonly string[];
+  /** Its comment, when it has one. */
+  readonly comment?: string;
 }
 
 /** A base chain's hook as the kernel holds it: priority is a number whatever name it was given. */
@@ -226,8 +228,9 @@ export class NftRunner implements NFTables {
     for (const o of objects) {
       const s = o as { map?: { elem?: unknown[] }; set?: { elem?: unknown[] } };
       for (const e of (s.map ?? s.set)?.elem ?? []) {
-        if (Array.isArray(e)) out.push({ key: jsonParts(e[0]), value: jsonParts(e[1]) });
-        else out.push({ key: jsonParts(e), value: [] });
+        const [k, v] = Array.isArray(e) ? e : [e, undefined];
+        const comment = (k as { elem?: { comment?: string } } | null)?.elem?.comment;
+        out.push({ key: jsonParts(k), value: jsonParts(v), ...(comment === undefined ? {} : { comment }) });
       }
     }
     return out;

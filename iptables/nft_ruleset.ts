@@ -345,6 +345,7 @@ export class NftRuleset {
     return [...set.elements].map(([k, v]) => ({
       key: k.split(" . "),
       value: v.value === "" ? [] : v.value.split(" . "),
+      ...(v.comment === undefined ? {} : { comment: v.comment }),
     }));
   }
 

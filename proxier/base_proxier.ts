@@ -121,7 +121,7 @@ export abstract class BaseProxier implements Provider {
       ...o,
       periodMs: o.syncPeriodMs,
       detect: (thorough) => this.detectDrift(thorough),
-      repairs: this.metrics.driftRepairsTotal,
+      counters: this.metrics,
       exclusive: this.#exclusive,
       ready: () => this.isInitialized,
       repair: () => this.requestFullSync(),

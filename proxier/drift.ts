@@ -3,7 +3,8 @@
  * flush, one rule, element, real server or address deleted). Each mode says what drifted
  * (`BaseProxier.detectDrift`): cheap checks before every partial sync, thorough ones (what the mode
  * owns, counted) once per sync period between syncs. What is found is logged once, counted in
- * `kubeproxy_sync_proxy_rules_drift_repairs_total`, and repaired by a full sync.
+ * `kubeproxy_sync_proxy_rules_drift_repairs_total` (and, when a mode names another writer of its
+ * rules, in `kubeproxy_sync_proxy_rules_other_writer_repairs_total`), and repaired by a full sync.
  * @module
  */
 import type { Clock } from "./runtime/clock.ts";
@@ -11,6 +12,12 @@ import type { Exclusive } from "./runtime/exclusive.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { IPFamily } from "./model/types.ts";
 import { onAbort } from "./runtime/abort.ts";
+
+/**
+ * How a mode's drift starts when it can name who changed its rules: another instance of this
+ * program (its identity is in what it writes). Such drift is counted apart too.
+ */
+export const ANOTHER_WRITER = "another writer programs this node";
 
 /** Options of {@linkcode DriftWatch}. */
 export interface DriftWatchOptions {
@@ -21,8 +28,11 @@ export interface DriftWatchOptions {
   readonly periodMs: number;
   /** The mode's check; see `BaseProxier.detectDrift`. */
   readonly detect: (thorough: boolean) => Promise<string | undefined>;
-  /** Counts each repair. */
-  readonly repairs: { inc(): void };
+  /** Counts each repair, and apart each repair of what another writer (named) wrote. */
+  readonly counters: {
+    readonly driftRepairsTotal: { inc(): void };
+    readonly otherWritersTotal: { inc(): void };
+  };
   /**
    * Shared with the syncs: a thorough check never runs beside a sync. A kernel listing that a
    * commit interrupts starts over (nft and iptables-nft both redo their dump when the ruleset
@@ -54,8 +64,15 @@ export class DriftWatch {
 
   /** Logs and counts what drifted (the caller makes the next sync full). */
   report(drift: string): void {
-    this.#o.log.warn("Rules changed outside the proxy; doing a full sync", { family: this.#o.family, drift });
-    this.#o.repairs.inc();
+    const other = drift.startsWith(ANOTHER_WRITER);
+    this.#o.log.warn(
+      other
+        ? "Another writer programs this node's rules; rewriting them (one proxy per node)"
+        : "Rules changed outside the proxy; doing a full sync",
+      { family: this.#o.family, drift },
+    );
+    this.#o.counters.driftRepairsTotal.inc();
+    if (other) this.#o.counters.otherWritersTotal.inc();
   }
 
   /**

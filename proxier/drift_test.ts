@@ -1,6 +1,6 @@
 import { assertEquals } from "../tests/support/assert.ts";
 import { MemoryLogger } from "../tests/support/fixtures.ts";
-import { DriftWatch } from "./drift.ts";
+import { ANOTHER_WRITER, DriftWatch } from "./drift.ts";
 import { FakeClock } from "./runtime/clock.ts";
 import { Exclusive } from "./runtime/exclusive.ts";
 
@@ -8,6 +8,7 @@ function watch(detect: (thorough: boolean) => Promise<string | undefined>, ready
   const log = new MemoryLogger();
   const clock = new FakeClock();
   let repairs = 0;
+  let others = 0;
   let fullSyncs = 0;
   const w = new DriftWatch({
     family: "IPv4",
@@ -15,12 +16,12 @@ function watch(detect: (thorough: boolean) => Promise<string | undefined>, ready
     clock,
     periodMs: 30_000,
     detect,
-    repairs: { inc: () => repairs++ },
+    counters: { driftRepairsTotal: { inc: () => repairs++ }, otherWritersTotal: { inc: () => others++ } },
     exclusive: new Exclusive(),
     ready: () => ready,
     repair: () => fullSyncs++,
   });
-  return { w, log, clock, counts: () => ({ repairs, fullSyncs }) };
+  return { w, log, clock, counts: () => ({ repairs, others, fullSyncs }) };
 }
 
 Deno.test("drift watch: what drifted is logged once, counted and repaired by a full sync; a failing check counts as drift", async () => {
@@ -29,8 +30,23 @@ Deno.test("drift watch: what drifted is logged once, counted and repaired by a f
   );
   assertEquals(await w.check(false), undefined);
   assertEquals(await w.repair(), "the check failed: nft: Permission denied");
-  assertEquals(counts(), { repairs: 1, fullSyncs: 1 });
+  assertEquals(counts(), { repairs: 1, others: 0, fullSyncs: 1 });
   assertEquals(log.messages("warn"), ["Rules changed outside the proxy; doing a full sync"]);
+});
+
+Deno.test("drift watch: another writer the mode names is said as such and counted apart", async () => {
+  const { w, log, counts } = watch(() =>
+    Promise.resolve(`${ANOTHER_WRITER}: kube-proxy-deno nftables/1a2b3c4d pid 7 wrote transaction 9`)
+  );
+  await w.repair();
+  assertEquals(counts(), { repairs: 1, others: 1, fullSyncs: 1 });
+  assertEquals(log.messages("warn"), [
+    "Another writer programs this node's rules; rewriting them (one proxy per node)",
+  ]);
+  assertEquals(
+    log.records[0].fields?.drift,
+    `${ANOTHER_WRITER}: kube-proxy-deno nftables/1a2b3c4d pid 7 wrote transaction 9`,
+  );
 });
 
 Deno.test("drift watch: nothing is checked before the first sync may run; then once per period until stopped", async () => {
@@ -44,7 +60,7 @@ Deno.test("drift watch: nothing is checked before the first sync may run; then o
     clock,
     periodMs: 30_000,
     detect: () => (checks++, Promise.resolve(undefined)),
-    repairs: { inc: () => {} },
+    counters: { driftRepairsTotal: { inc: () => {} }, otherWritersTotal: { inc: () => {} } },
     exclusive: new Exclusive(),
     ready: () => ready,
     repair: () => {},

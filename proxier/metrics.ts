@@ -46,6 +46,8 @@ export interface FamilyMetrics extends ChangeCounters {
   readonly syncFailuresTotal: { inc(v?: number): void };
   /** Ours: syncs made full because the kernel state had drifted (rules flushed or deleted by others). */
   readonly driftRepairsTotal: { inc(v?: number): void };
+  /** Ours: those of the repairs that rewrote what another instance of this program wrote. */
+  readonly otherWritersTotal: { inc(v?: number): void };
   /** Sets `kubeproxy_sync_proxy_rules_no_local_endpoints_total`: Local-policy services without local endpoints. */
   noLocalEndpoints(internal: number, external: number): void;
   /**
@@ -71,6 +73,7 @@ export class ProxyMetrics {
   readonly queuedTimestamp: Gauge<typeof FAMILY>;
   readonly syncFailuresTotal: Counter<typeof FAMILY>;
   readonly driftRepairsTotal: Counter<typeof FAMILY>;
+  readonly otherWritersTotal: Counter<typeof FAMILY>;
   readonly noLocalEndpointsTotal: Gauge<typeof FAMILY | "traffic_policy">;
   readonly healthzTotal: Counter<"code">;
   readonly livezTotal: Counter<"code">;
@@ -205,6 +208,12 @@ export class ProxyMetrics {
       help: "Syncs made full because rules this proxy owns were changed or removed by someone else (ours)",
       ...common,
     });
+    this.otherWritersTotal = new Counter({
+      name: "kubeproxy_sync_proxy_rules_other_writer_repairs_total",
+      help:
+        "Drift repairs that rewrote rules another instance of this program wrote (two proxies on one node; ours)",
+      ...common,
+    });
     this.syncFailuresTotal = new Counter({
       name: "kubeproxy_sync_proxy_rules_failures_total",
       help: "Cumulative failed syncs of proxy rules (any mode)",
@@ -258,6 +267,7 @@ export class ProxyMetrics {
       queuedTimestamp: this.queuedTimestamp.labels(l),
       syncFailuresTotal: this.syncFailuresTotal.labels(l),
       driftRepairsTotal: this.driftRepairsTotal.labels(l),
+      otherWritersTotal: this.otherWritersTotal.labels(l),
       noLocalEndpoints: (internal, external) => {
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "internal" }, internal);
         this.noLocalEndpointsTotal.set({ ...l, traffic_policy: "external" }, external);

@@ -46,6 +46,11 @@ export interface ModeDeps {
   readonly renderNodeIPs?: readonly string[];
   /** This machine's interface addresses (a live node's; none for `render`). */
   readonly interfaceIPs: () => readonly string[];
+  /**
+   * Who writes the rules, as the running proxy writes itself into them (`nftables/5f3a9c1e pid
+   * 42`), so another writer is told from a drift; undefined for `render`.
+   */
+  readonly writer?: string;
 }
 
 /**
@@ -55,7 +60,7 @@ export interface ModeDeps {
 export function newModeDeps(
   config: ProxyConfig,
   o:
-    & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer" | "renderNodeIPs">
+    & Pick<ModeDeps, "nodeName" | "log" | "clock" | "exec" | "healthServer" | "renderNodeIPs" | "writer">
     & Partial<Pick<ModeDeps, "metrics" | "events" | "interfaceIPs">>
     & { readonly warnAbout?: (key: string, o: object) => boolean },
 ): ModeDeps {
@@ -98,6 +103,7 @@ export function proxierOptions(
     nodePortAddresses: d.config.nodePortAddresses,
     allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
     schedulers,
+    writer: d.writer,
     syncPeriodMs: d.config.syncPeriodMs,
     saidOfNode: nodeLines.get(d) ?? nodeLines.set(d, new Set()).get(d)!,
     nodeWaitMs: d.config.source.kind === "kubernetes"

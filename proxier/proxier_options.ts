@@ -51,6 +51,8 @@ export interface BaseProxierOptions extends
   readonly conntrack?: Conntrack;
   /** Health check node ports, updated after each sync; default: none. */
   readonly healthServer?: ServiceHealthServer;
+  /** Who writes the rules (the running proxy's identity), written into them; default none (`render`, tests). */
+  readonly writer?: string;
   /** Gives malloc's free memory back after a sync (`runtime/gc.ts`); default glibc's malloc_trim. */
   readonly trim?: () => void;
 }

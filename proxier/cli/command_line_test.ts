@@ -271,8 +271,9 @@ Deno.test("flags: each upstream flag sets upstream's field, as --write-config-to
 
 Deno.test("flags: the rest parse with upstream's meaning", () => {
   const p = (...argv: string[]) => parseCommandLine(argv, noFile);
-  assertEquals(p("--cleanup").query, { cleanup: true, initOnly: false });
-  assertEquals(p("--init-only").query, { cleanup: false, initOnly: true });
+  assertEquals(p("--cleanup").query, { cleanup: true, initOnly: false, takeOver: false });
+  assertEquals(p("--init-only").query, { cleanup: false, initOnly: true, takeOver: false });
+  assertEquals(p("--take-over").query, { cleanup: false, initOnly: false, takeOver: true });
   assertEquals(p("--help").action, "help");
   assertEquals(p("-h").action, "help");
   assertEquals(p("--version").action, "version");

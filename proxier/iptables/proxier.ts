@@ -12,6 +12,8 @@ import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type SyncContext } from "../base_proxier.ts";
 import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { FamilyView } from "../family_view.ts";
+import { otherWriter, syncMarkRule } from "./sync_mark.ts";
+import { ANOTHER_WRITER } from "../drift.ts";
 import {
   joinLines,
   JUMP_CHAINS,
@@ -31,7 +33,6 @@ import {
   type PortRules,
   SERVICE_CHAIN,
   servicePortRules,
-  syncMarkRule,
 } from "./rules.ts";
 import {
   CT_STATE_INVALID_DROPPED,
@@ -190,8 +191,11 @@ export class IptablesProxier extends BaseProxier {
       }
     }
     const postrouting = (await this.#ipt.listRules("nat", KUBE_POSTROUTING)) ?? [];
-    if (this.#generation > 0 && !postrouting.includes(syncMarkRule(this.#generation))) {
-      return `the last restore (sync ${this.#generation}) is not in the kernel (it exited 0 having done nothing?)`;
+    if (this.#generation > 0 && !postrouting.includes(syncMarkRule(this.#generation, this.#o.writer))) {
+      const other = otherWriter(postrouting, this.#o.writer);
+      return other !== undefined
+        ? `${ANOTHER_WRITER}: kube-proxy-deno ${other} wrote KUBE-POSTROUTING after sync ${this.#generation}`
+        : `the last restore (sync ${this.#generation}) is not in the kernel (it exited 0 having done nothing?)`;
     }
     const services = (await this.#ipt.listRules("nat", KUBE_SERVICES))?.length ?? 0;
     if (services !== this.#servicesRules) {
@@ -345,7 +349,7 @@ export class IptablesProxier extends BaseProxier {
         `-A ${KUBE_POSTROUTING} -j MARK --xor-mark ${m}`,
         `-A ${KUBE_POSTROUTING} -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`,
         `-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${m}`,
-        syncMarkRule(this.#generation + 1),
+        syncMarkRule(this.#generation + 1, this.#o.writer),
       ]),
       ...parts.natServices,
       joinLines(this.#nodePortJumps()),

@@ -1,3 +1,4 @@
+import { syncMarkRule } from "./sync_mark.ts";
 import { tracePacket } from "../trace/iptables_walker.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import {
@@ -13,13 +14,7 @@ import { iptablesSetup } from "../../tests/flows/iptables_datapath.ts";
 import { NODE_A_TWO_IPS, NODE_A_ZONE_A, NODE_IP, TOPOLOGY } from "../../tests/flows/objects.ts";
 import { RestoreError } from "../../iptables/iptables.ts";
 import { servicePortChainName } from "./chain_name.ts";
-import {
-  JUMP_CHAINS,
-  KUBE_PROXY_CANARY,
-  KUBE_PROXY_DENO_SYNC,
-  SERVICE_CHAIN,
-  syncMarkRule,
-} from "./rules.ts";
+import { JUMP_CHAINS, KUBE_PROXY_CANARY, KUBE_PROXY_DENO_SYNC, SERVICE_CHAIN } from "./rules.ts";
 import { jumpRuleArgs, jumpRuleLine } from "../_common/iptables_chains.ts";
 import { IptablesRunner } from "../../iptables/iptables.ts";
 import { commandWorks, netnsAvailable, withNamespace } from "../../tests/support/namespace.ts";
@@ -489,4 +484,22 @@ Deno.test("the sync mark is the last rule of KUBE-POSTROUTING; a chain of ours f
     { flush: false, counters: false },
   );
   assert(!fake.saveSync("nat").includes("kube-proxy-deno"));
+});
+
+Deno.test("iptables: a restore another instance of this program wrote is named in the drift", async () => {
+  const { fake, proxier } = iptablesSetup({ writer: "iptables/aaaaaaaa pid 1" });
+  await proxier.syncNow();
+  assertEquals(
+    (await fake.listRules("nat", "KUBE-POSTROUTING"))!.at(-1),
+    syncMarkRule(1, "iptables/aaaaaaaa pid 1"),
+  );
+  assertEquals(await proxier.checkDrift(), undefined);
+  await fake.restoreAll(
+    `*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -m comment --comment "kube-proxy-deno sync 3 by iptables/bbbbbbbb pid 2"\nCOMMIT\n`,
+    { flush: false, counters: false },
+  );
+  assertEquals(
+    await proxier.checkDrift(),
+    "another writer programs this node: kube-proxy-deno iptables/bbbbbbbb pid 2 wrote KUBE-POSTROUTING after sync 1",
+  );
 });

@@ -39,16 +39,6 @@ export const KUBE_PROXY_CANARY: Chain = "KUBE-PROXY-CANARY";
  */
 export const KUBE_PROXY_DENO_SYNC: Chain = "KUBE-PROXY-DENO-SYNC";
 
-/**
- * The last rule of nat KUBE-POSTROUTING: a comment naming the sync that wrote it, after the
- * MASQUERADE no packet passes. Every restore rewrites it, so the drift check finds a restore that
- * exited 0 having done nothing; living in upstream's chain, it goes with upstream's first restore
- * or cleanup, and a rollback leaves nothing of ours.
- */
-export function syncMarkRule(generation: number): string {
-  return `-A ${KUBE_POSTROUTING} -m comment --comment "kube-proxy-deno sync ${generation}"`;
-}
-
 const NEW = ["-m", "conntrack", "--ctstate", "NEW"];
 
 /** Upstream's jump rules, all prepended to the built-in chains. */

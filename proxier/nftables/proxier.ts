@@ -14,6 +14,7 @@ import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
+import { generationElement, otherWriterOf } from "./sync_generation.ts";
 import {
   affinityRecordChain,
   affinityTimeout,
@@ -166,8 +167,9 @@ export class NftablesProxier extends BaseProxier {
     else this.#buildPartial(tx, ctx, affinityDirty);
     if (tx.size > 0) {
       // As nft lists a mark, so a listing reads back as sent.
-      tx.flushSet("set", SYNC_GENERATION)
-        .addElements(SYNC_GENERATION, [`0x${(this.#generation + 1).toString(16).padStart(8, "0")}`]);
+      tx.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [
+        generationElement(this.#generation + 1, this.#o.writer),
+      ]);
       // One transaction: nft applies all of it or none, also when killed on shutdown.
       await this.#nft.apply(tx.text(), ctx.signal);
       this.#generation++;
@@ -208,9 +210,12 @@ export class NftablesProxier extends BaseProxier {
     const held = (await this.#nft.listElements(TABLE, SERVICE_IPS)).length;
     const written = this.#book.size(SERVICE_IPS);
     if (held !== written) return `map ${SERVICE_IPS} holds ${held} elements; the last sync wrote ${written}`;
-    const generation = (await this.#nft.listElements(TABLE, SYNC_GENERATION)).map((e) => Number(e.key[0]));
-    if (this.#generation > 0 && (generation.length !== 1 || generation[0] !== this.#generation)) {
-      return `the last transaction (${this.#generation}) is not in the kernel (nft exited 0 having done nothing?)`;
+    const generation = await this.#nft.listElements(TABLE, SYNC_GENERATION);
+    if (
+      this.#generation > 0 && (generation.length !== 1 || Number(generation[0].key[0]) !== this.#generation)
+    ) {
+      return otherWriterOf(generation, this.#o.writer) ??
+        `the last transaction (${this.#generation}) is not in the kernel (nft exited 0 having done nothing?)`;
     }
     // Listing a chain makes nft read the whole table (seconds at scale): last, and off the sync path.
     const rules = await this.#nft.countRules(TABLE, SERVICES);

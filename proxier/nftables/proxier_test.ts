@@ -1,7 +1,7 @@
 import { NftError } from "../../iptables/nft.ts";
 import { affinityNotice } from "./mode.ts";
 import { traceNft } from "../trace/nft_walker.ts";
-import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { NODE_IP } from "../../tests/flows/objects.ts";
@@ -373,4 +373,30 @@ Deno.test("nftables hand-over: a table holding our marker whose chain another wr
   assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80"]);
   const input = fake.table("IPv4", TABLE)!.chains.get("filter-input")!;
   assertEquals(input.base, "type filter hook input priority filter; policy accept;");
+});
+
+Deno.test("nftables: a transaction another instance of this program wrote is named in the drift, said and counted apart", async () => {
+  const { fake, proxier, log, metrics } = nftablesSetup({ writer: "nftables/aaaaaaaa pid 1" });
+  await proxier.syncNow();
+  assert(
+    fake.transactions[0].includes(
+      'sync-generation { 0x00000001 comment "kube-proxy-deno nftables/aaaaaaaa pid 1" }',
+    ),
+  );
+  assertEquals(await proxier.checkDrift(), undefined, "its own element is no drift");
+  // A second proxy on the node (one that skipped the node's lock) writes its transaction.
+  await fake.apply(
+    'flush set ip kube-proxy sync-generation\nadd element ip kube-proxy sync-generation { 0x00000007 comment "kube-proxy-deno nftables/bbbbbbbb pid 2" }\n',
+  );
+  assertEquals(
+    await proxier.repairDrift(),
+    "another writer programs this node: kube-proxy-deno nftables/bbbbbbbb pid 2 wrote transaction 7",
+  );
+  assertEquals(log.messages("warn"), [
+    "Another writer programs this node's rules; rewriting them (one proxy per node)",
+  ]);
+  assertMatch(
+    await metrics.registry.metrics(),
+    /kubeproxy_sync_proxy_rules_other_writer_repairs_total\{ip_family="IPv4"\} 1/,
+  );
 });

@@ -707,6 +707,16 @@ export const FLAGS: readonly FlagDef[] = [
     apply: (c, s) => c.own.migrationDrainTimeoutMs = dur("migration-drain-timeout", s),
   },
   {
+    name: "take-over",
+    origin: "ours",
+    bool: true,
+    type: "bool",
+    default: "false",
+    withConfig: true,
+    help:
+      "start even while another kube-proxy-deno runs on this node (its network namespace): ask it to stop, then take its place (without: wait 10s for it to stop, else exit 2 naming it)",
+  },
+  {
     name: "userspace-portals",
     origin: "ours",
     bool: true,

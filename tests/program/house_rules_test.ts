@@ -127,16 +127,16 @@ export const BUDGETS: Readonly<Record<string, number>> = {
   "proxier/ipvs/proxier.ts": 434,
   // Upstream's KubeProxyConfiguration: every field's type, default and platform default.
   "proxier/options/kube_proxy_configuration.ts": 427,
-  // The iptables proxier: the partial sync's chain bookkeeping.
-  "proxier/iptables/proxier.ts": 422,
+  // The iptables proxier: the partial sync's chain bookkeeping; the drift check names another writer.
+  "proxier/iptables/proxier.ts": 425,
   // The iptables rules of every kind of service port.
-  "proxier/iptables/rules.ts": 415,
+  "proxier/iptables/rules.ts": 405,
   // The iptables interpreter: every match and target the modes write.
   "proxier/trace/iptables_walker.ts": 410,
   // The nft interpreter: every expression the nftables mode writes.
   "proxier/trace/nft_walker.ts": 401,
-  // nft's JSON ruleset, read back into rules and elements.
-  "iptables/nft_ruleset.ts": 410,
+  // nft's ruleset model, read back into rules and elements (with their comments: a writer's identity).
+  "iptables/nft_ruleset.ts": 411,
 };
 
 /** Returns each file of `sizes` (path -> lines) over its budget, and each budget that is wrong. */

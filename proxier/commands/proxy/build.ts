@@ -22,6 +22,16 @@ import { PROCESS_TOOLS } from "./process_tools.ts";
 import { proxyFailure } from "./proxy_failure.ts";
 import { MALLOC_ARENAS } from "./settle_memory.ts";
 import { nodeToActFor } from "./start_checks.ts";
+import {
+  describeIdentity,
+  type Identity,
+  newIdentity,
+  NodeLock,
+  takeNodeLock,
+  writerOf,
+} from "./node_lock.ts";
+import { EXIT } from "../../command_definition.ts";
+import { VERSION } from "../../runtime/version.ts";
 
 /**
  * Said when the mode was left to its default, as upstream 1.37 (KEP-5343: the default moves to
@@ -48,12 +58,17 @@ export interface ProxyServer {
   readonly healthServer: ServiceHealthServer;
   /** What the mode's setup and proxiers are built with. */
   readonly deps: ModeDeps;
+  /** This process, as it says itself to another start and writes itself into the rules. */
+  readonly identity: Identity;
+  /** The node's one-proxy lock; undefined for `--init-only`, which programs no rule. */
+  readonly lock?: NodeLock;
 }
 
 /**
- * Returns the proxy built for `c`'s configuration.
+ * Returns the proxy built for `c`'s configuration, holding the node's one-proxy lock.
  * @throws {CommandFailure} for a source without one node to act for, a mode this configuration
- * cannot run, a kernel tool that is missing, or an API access that cannot be used.
+ * cannot run, a kernel tool that is missing, an API access that cannot be used, or another
+ * instance of this program that keeps the node (exit 2, naming it).
  */
 export async function buildProxyServer(query: ProxyQuery, c: CommandContext): Promise<ProxyServer> {
   const { config, mode, log } = c;
@@ -67,6 +82,8 @@ export async function buildProxyServer(query: ProxyQuery, c: CommandContext): Pr
   if (missing !== undefined) throw proxyFailure(missing.message, missing.fields);
   const access = config.source.kind === "kubernetes" ? await apiAccess(c) : undefined;
   const clock = realClock;
+  const identity = newIdentity({ mode: config.mode, node: nodeName, version: VERSION });
+  const lock = query.initOnly ? undefined : await nodeLock(identity, query.takeOver, c, clock);
   const metrics = new ProxyMetrics();
   metrics.recordFeatures(config.features.all());
   const api = access === undefined
@@ -96,8 +113,39 @@ export async function buildProxyServer(query: ProxyQuery, c: CommandContext): Pr
     metrics,
     events,
     interfaceIPs: c.interfaceAddresses,
+    writer: writerOf(identity),
   });
-  return { query, c, nodeName, clock, access, api, metrics, events, warnNode, healthServer, deps };
+  return {
+    query,
+    c,
+    nodeName,
+    clock,
+    access,
+    api,
+    metrics,
+    events,
+    warnNode,
+    healthServer,
+    deps,
+    identity,
+    lock,
+  };
+}
+
+/**
+ * Takes the node's one-proxy lock (`node_lock.ts`).
+ * @throws {CommandFailure} exit 2 when another instance keeps it, naming that instance.
+ */
+async function nodeLock(me: Identity, takeOver: boolean, c: CommandContext, clock: Clock): Promise<NodeLock> {
+  const taken = await takeNodeLock({ me, takeOver, log: c.log, clock });
+  if (taken instanceof NodeLock) return taken;
+  const who = taken.heldBy === undefined ? "a process that does not answer" : describeIdentity(taken.heldBy);
+  throw proxyFailure(
+    "Another kube-proxy-deno keeps this node; nothing on it was changed",
+    { other: who, fix: "stop it, or start this one with --take-over" },
+    undefined,
+    EXIT.usage,
+  );
 }
 
 /** The API access the configuration gives. @throws {CommandFailure} naming what is wrong with it. */

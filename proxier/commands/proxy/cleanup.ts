@@ -8,6 +8,7 @@ import { ExecError, type Executor } from "../../../iptables/executor.ts";
 import { type CommandContext, EXIT, type ExitCode } from "../../command_definition.ts";
 import type { ProxyModeDefinition } from "../../mode_definition.ts";
 import type { Logger } from "../../runtime/logger.ts";
+import { askHolder, describeIdentity } from "./node_lock.ts";
 
 /**
  * Removes the kernel objects of every mode in `modes` but `keep` (all of them with `--cleanup`), in
@@ -62,6 +63,12 @@ export async function cleanupModes(
 export async function runCleanup(
   c: Pick<CommandContext, "modes" | "exec" | "log" | "interfaceAddresses">,
 ): Promise<ExitCode> {
+  const running = await askHolder();
+  if (running !== undefined) {
+    c.log.warn("A kube-proxy-deno runs on this node: its next sync writes its rules again; stop it first", {
+      running: describeIdentity(running),
+    });
+  }
   const { ok, removed } = await cleanupModes(c.modes.values(), c.exec, c.log, {
     interfaceIPs: c.interfaceAddresses(),
   });

@@ -19,6 +19,7 @@ import type { ProxyServer } from "./build.ts";
 import { debugServices } from "./debug_services.ts";
 import { sayFirstSync } from "./first_sync.ts";
 import { type ModeSwitch, modeSwitch } from "./mode_switch.ts";
+import { describeIdentity } from "./node_lock.ts";
 import { proxyFailure } from "./proxy_failure.ts";
 import { settleLoading, settleMemory } from "./settle_memory.ts";
 import type { ProxySource } from "./source.ts";
@@ -58,6 +59,11 @@ export async function runProxy(
   Deno.addSignalListener("SIGINT", stop);
   if (s.c.stop !== undefined) onAbort(s.c.stop, stop);
   const tasks: Promise<unknown>[] = [];
+  // Another start asking to take the node over (`--take-over`) stops this one as SIGTERM does.
+  const serving = s.lock?.serve((by) => {
+    log.info("Another kube-proxy-deno takes this node over; stopping", { by: by && describeIdentity(by) });
+    stop();
+  });
   let failure: unknown;
   try {
     serveStatusPages(s, proxier, ac.signal, tasks);
@@ -79,6 +85,9 @@ export async function runProxy(
     ac.abort();
   }
   await Promise.allSettled(tasks);
+  // Held until the last sync is over: a start waiting for this node writes only after.
+  s.lock?.release();
+  await serving;
   proxier.close();
   s.healthServer.close();
   Deno.removeSignalListener("SIGTERM", stop);
