@@ -3,6 +3,7 @@
  * iptables REDIRECT "portals" for cluster, external and load-balancer IPs.
  * @module
  */
+import { unservedCondition } from "./unserved.ts";
 import type { IPTables } from "../../iptables/iptables.ts";
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import type { PortRange } from "../options/config.ts";
@@ -301,9 +302,10 @@ export class UserspaceProxier extends BaseProxier {
   }
 
   /**
-   * A port another program holds concerns its Service, not the node: the sync succeeds (health
-   * stays about syncs), the Service is named in a warning once per reason, counted in
-   * `kubeproxy_userspace_unserved_service_ports`, and its port retried with backoff.
+   * A port another program holds (or none left in `--proxy-port-range`) leaves its Service unserved:
+   * the sync succeeds (health stays about syncs), the Service is named in a warning once per reason,
+   * counted in `kubeproxy_userspace_unserved_service_ports`, `/readyz` is 503 naming it, and its
+   * port is retried with backoff.
    */
   #reportUnserved(unopened: ReadonlyMap<string, string>, ctx: SyncContext): void {
     for (const [key, error] of unopened) {
@@ -335,6 +337,9 @@ export class UserspaceProxier extends BaseProxier {
     this.#unserved.clear();
     for (const [k, v] of unopened) this.#unserved.set(k, v);
     this.#metrics.unservedPorts(this.family, unopened.size);
+    // Not ready while a port it holds is unserved: a start does not take the node over (the other
+    // mode's rules stay) and a readiness-gated rollout stops here.
+    this.health.setCondition(`unserved-${this.family}`, unservedCondition(unopened));
     if (unopened.size === 0) {
       this.#retry?.cancel();
       this.#retry = undefined;

@@ -3,7 +3,9 @@
  * over the workers' shared listeners; the workers rotate as one; ports open, close and fail as on
  * the main thread.
  */
-import { assert, assertEquals } from "../support/assert.ts";
+import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { ProxyHealth } from "../../proxier/healthcheck/proxier_health.ts";
+import { realClock } from "../../proxier/runtime/clock.ts";
 import {
   ep,
   loopbackUserspaceProxier,
@@ -75,14 +77,15 @@ Deno.test("userspace TCP workers: connections alternate backends as one rotation
   }
 });
 
-Deno.test("userspace: a port another program holds is named once, its Service waits; the sync (and health) stay good; freed, it is served", async () => {
+Deno.test("userspace: a port another program holds is named once, its Service waits; the sync and health stay good, readiness names it; freed, it is served and ready", async () => {
   for (const tcpWorkers of [2, 0]) {
     const backend = tcpNameServer("a");
     const nodePort = freePort();
     const otherPort = freePort();
     const holder = Deno.listen({ hostname: "127.0.0.1", port: nodePort });
     const log = new MemoryLogger();
-    const p = loopbackUserspaceProxier({ tcpWorkers, log });
+    const health = new ProxyHealth({ clock: realClock, timeoutMs: 60_000 });
+    const p = loopbackUserspaceProxier({ tcpWorkers, log, health });
     const ac = new AbortController();
     const loop = p.syncLoop(ac.signal);
     p.onServicesSynced();
@@ -109,10 +112,18 @@ Deno.test("userspace: a port another program holds is named once, its Service wa
         nodePort,
       ]);
       assertEquals(log.messages("error").filter((m) => m.startsWith("Sync failed")), [], "syncs do not fail");
+      assert(health.status().healthy, "healthy: its syncs succeed");
+      const r = health.readiness();
+      assertEquals(r.ready, false, "not ready: it holds a port it does not serve");
+      assertMatch(
+        r.conditions?.["unserved-IPv4"] ?? "",
+        /^1 Service port not served: ns1\/svc1:p\/TCP \(.+\)$/,
+      );
       holder.close();
       // Retried with backoff (1 s, 2 s, ...): served once the port is free.
       assertEquals(await eventually(() => tcpAsk(nodePort), 15_000), "a");
       assert(log.messages("info").includes("Serving the Service's port now"));
+      assertEquals(health.readiness(), { ready: true, status: { IPv4: "synced" } });
     } finally {
       ac.abort();
       await loop;

@@ -12,9 +12,12 @@ import { askHolder, describeIdentity } from "./node_lock.ts";
 
 /**
  * Removes the kernel objects of every mode in `modes` but `keep` (all of them with `--cleanup`), in
- * both families, and says what went, one line per mode that had something. With `keep` (a start),
- * chain names modes share are removed only where the other mode's own chains show it ran; a mode in
- * `draining` keeps its datapath. A tool that is not installed has nothing to clean; any other
+ * both families, and says what went, one line per mode that had something. Each mode first removes
+ * what its own chains show it wrote (names modes share, KUBE-SERVICES, KUBE-MARK-MASQ..., go with
+ * the mode whose own chains are beside them); with `--cleanup` every mode then removes what is left
+ * of its names, said apart as leftovers whose mode cannot be told, never credited to a mode that
+ * did not run. With `keep` (a start) the names modes share stay for a mode that runs, and a mode
+ * in `draining` keeps its datapath. A tool that is not installed has nothing to clean; any other
  * failure is logged and the rest still runs. Returns whether everything succeeded and whether
  * anything was removed.
  */
@@ -31,27 +34,41 @@ export async function cleanupModes(
 ): Promise<{ readonly ok: boolean; readonly removed: boolean }> {
   const { keep, draining = new Set() } = o;
   let ok = true;
-  const all = [...modes];
-  const removed = new Map<ProxyModeDefinition, string[]>();
+  const all = [...modes].filter((m) => m !== keep);
+  /** What went, per mode (undefined: leftovers whose mode cannot be told), per family. */
+  const removed = new Map<ProxyModeDefinition | undefined, string[]>();
+  const passes = keep === undefined ? [false, true] : [false];
   for (const family of ["IPv4", "IPv6"] as const) {
-    for (const mode of all) {
-      if (mode === keep) continue;
-      try {
-        const gone = await mode.cleanup(exec, family, {
-          everything: keep === undefined,
-          keepDatapath: draining.has(mode),
-          interfaceIPs: o.interfaceIPs,
-        });
-        if (gone.length > 0) removed.set(mode, [...removed.get(mode) ?? [], `${family}: ${gone.join(", ")}`]);
-      } catch (e) {
-        if (e instanceof ExecError && e.code === -1) continue; // the tool is not installed
-        ok = false;
-        log.error("Cleanup failed", { mode: mode.name, family, error: (e as Error).message });
+    for (const everything of passes) {
+      for (const mode of all) {
+        try {
+          const gone = await mode.cleanup(exec, family, {
+            everything,
+            keepDatapath: draining.has(mode),
+            interfaceIPs: o.interfaceIPs,
+          });
+          const owner = everything ? undefined : mode;
+          if (gone.length > 0) {
+            removed.set(owner, [...removed.get(owner) ?? [], `${family}: ${gone.join(", ")}`]);
+          }
+        } catch (e) {
+          if (e instanceof ExecError && e.code === -1) continue; // the tool is not installed
+          ok = false;
+          log.error("Cleanup failed", { mode: mode.name, family, error: (e as Error).message });
+        }
       }
     }
   }
   for (const [mode, what] of removed) {
-    log.info(`Removed the ${mode.name} mode's rules`, { mode: mode.name, removed: what.join("; ") });
+    if (mode !== undefined) {
+      log.info(`Removed the ${mode.name} mode's rules`, { mode: mode.name, removed: what.join("; ") });
+    }
+  }
+  const leftovers = removed.get(undefined);
+  if (leftovers !== undefined) {
+    log.info("Removed leftovers whose mode cannot be told (names more than one mode uses)", {
+      removed: leftovers.join("; "),
+    });
   }
   return { ok, removed: removed.size > 0 };
 }

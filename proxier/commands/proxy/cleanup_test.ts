@@ -36,21 +36,27 @@ Deno.test("cleanup: --cleanup removes every mode in both families; a missing too
     interfaceAddresses: () => [],
   };
   assertEquals(await runCleanup(context), 1);
+  // Each family: what each mode's own chains show it wrote, then what is left of every mode's names.
+  const pass = (family: string, everything: boolean) =>
+    ["ipvs", "iptables", "nftables"].map((m) => `${m} ${family} everything=${everything}`);
   assertEquals(calls, [
-    "ipvs IPv4 everything=true",
-    "iptables IPv4 everything=true",
-    "nftables IPv4 everything=true",
-    "ipvs IPv6 everything=true",
-    "iptables IPv6 everything=true",
-    "nftables IPv6 everything=true",
+    ...pass("IPv4", false),
+    ...pass("IPv4", true),
+    ...pass("IPv6", false),
+    ...pass("IPv6", true),
   ]);
   assertEquals(
     log.records.filter((r) => r.level === "error").map((r) => `${r.fields?.mode} ${r.fields?.family}`),
-    [
-      "iptables IPv4",
-      "iptables IPv6",
-    ],
+    ["iptables IPv4", "iptables IPv4", "iptables IPv6", "iptables IPv6"],
   );
+  assertEquals(log.records.filter((r) => r.level === "info").map((r) => [r.msg, r.fields?.removed]), [
+    ["Removed the nftables mode's rules", "IPv4: 3 chains; IPv6: 3 chains"],
+    [
+      "Removed leftovers whose mode cannot be told (names more than one mode uses)",
+      "IPv4: 3 chains; IPv6: 3 chains",
+    ],
+    ["Cleanup done", undefined],
+  ]);
 });
 
 Deno.test("cleanup: a start removes the other modes' objects only, sparing the names modes share", async () => {
