@@ -39,7 +39,7 @@ export interface DatapathTraits {
   readonly dropsUnallocatedServiceIPs: boolean;
   /**
    * Forwarded packets conntrack finds INVALID (out-of-window TCP) are dropped, as upstream's iptables
-   * and nftables modes do, unless `conntrack.tcpBeLiberal` makes none INVALID.
+   * mode does (its nftables mode does not), unless `conntrack.tcpBeLiberal` makes none INVALID.
    */
   readonly dropsInvalid: boolean;
   /**

@@ -247,11 +247,6 @@ export interface LayoutOptions {
   /** How traffic from this node's pods is told; undefined when it cannot be. */
   readonly local: LocalDetector | undefined;
   /**
-   * `--conntrack-tcp-be-liberal`: out-of-window TCP packets are not INVALID, so INVALID packets are
-   * not dropped either (upstream drops them otherwise, against spurious resets).
-   */
-  readonly conntrackTCPLiberal?: boolean;
-  /**
    * The cluster's service CIDRs of this family (ServiceCIDR objects): traffic to an address in them
    * that no Service holds is dropped, as upstream, so it fails fast instead of leaving by the default
    * route. Default none.
@@ -297,7 +292,8 @@ export function fixedLayout(tx: NftTransaction, o: LayoutOptions): void {
   // check sees it; an endpoint's address is in no such map.
   rule(FILTER_INPUT, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
   rule(FILTER_INPUT, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);
-  if (!o.conntrackTCPLiberal) rule(FILTER_FORWARD, "ct state invalid drop");
+  // No rule drops a forwarded packet conntrack finds INVALID: upstream's nftables mode decided so
+  // (the iptables mode's drop broke legitimate traffic in ways liberal conntrack only partly fixed).
   rule(FILTER_FORWARD, `ct state new jump ${SERVICE_ENDPOINTS_CHECK}`);
   rule(FILTER_FORWARD, `ct state new jump ${CLUSTER_IPS_CHECK}`);
   rule(FILTER_FORWARD, `ct state new ct status dnat jump ${AFFINITY_RECORD}`);

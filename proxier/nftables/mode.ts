@@ -9,8 +9,6 @@ import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptab
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
 import { ModeUnavailableError } from "../runtime/errors.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
-import { SysctlRunner } from "../../iptables/sysctl.ts";
-import { kernelTCPLiberal } from "../conntrack/sysctls.ts";
 import {
   familyProvider,
   familyRenderer,
@@ -46,7 +44,6 @@ async function newProxier(
     | "nodeIPs"
     | "nodeIPsFromNode"
     | "affinitySupported"
-    | "conntrackTCPLiberal"
     | "localhostNodePorts"
     | "portNotice"
   >,
@@ -59,7 +56,6 @@ async function newProxier(
     nft,
     masqueradeAll: c.masqueradeAll,
     masqueradeBit: c.nftablesMasqueradeBit,
-    conntrackTCPLiberal: c.conntrack.tcpBeLiberal,
     maglevTableSize: c.maglevTableSize,
     maglevSeed: c.maglevSeed,
     ...extra,
@@ -128,7 +124,7 @@ export const nftablesMode: ProxyModeDefinition = {
     externalLocal: "short-circuit-node-drops",
     rejectsUnservedPorts: "cluster-ips",
     dropsUnallocatedServiceIPs: true,
-    dropsInvalid: true,
+    dropsInvalid: false,
     hairpin: "local-endpoints",
   },
   migrationAdvice: {
@@ -169,7 +165,6 @@ export const nftablesMode: ProxyModeDefinition = {
     }
     d.log.info("Using nft", { version: version.text });
     const nodeIPs = d.interfaceIPs();
-    const conntrackTCPLiberal = await kernelTCPLiberal(new SysctlRunner({ exec: d.exec }), d.log);
     const families: NftablesProxier[] = [];
     const localhost = localhostFamilies(d);
     for (const family of ["IPv4", "IPv6"] as const) {
@@ -207,7 +202,6 @@ export const nftablesMode: ProxyModeDefinition = {
           nodeIPs,
           affinitySupported,
           portNotice: affinitySupported ? undefined : affinityNotice(family, version.text),
-          conntrackTCPLiberal,
           localhostNodePorts: localhost.has(family)
             ? {
               udpIdleTimeoutMs: d.config.udpIdleTimeoutMs,

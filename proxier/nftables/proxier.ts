@@ -49,8 +49,6 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
    * so on each Service that asks (`portNotice`).
    */
   readonly affinitySupported: boolean;
-  /** The kernel is liberal about out-of-window TCP (`conntrack/sysctls.ts`): INVALID packets are then not dropped, as upstream. */
-  readonly conntrackTCPLiberal?: boolean;
   /**
    * Serve NodePorts on this family's loopback address through a socket proxy (feature gate
    * KubeProxyNFTablesLocalhostNodePorts, with `--nodeport-addresses` naming loopback); undefined:
@@ -297,7 +295,6 @@ export class NftablesProxier extends BaseProxier {
       masqueradeAll: this.#o.masqueradeAll,
       mark: masqueradeMark(this.#o.masqueradeBit, 8),
       local: this.node.localDetector,
-      conntrackTCPLiberal: this.#o.conntrackTCPLiberal,
       serviceCIDRs: this.serviceCIDRs,
     });
     this.#book.clear();

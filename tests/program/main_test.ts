@@ -374,7 +374,10 @@ endpoints:
     const r = await run(["render", `--source=file:${dir}`, "--hostname-override=node-a"]);
     assertEquals(r.code, 0, r.stderr);
     const lines = r.stderr.trim().split("\n");
-    assertMatch(lines.at(-1)!, /^I\d{4} .* render\.ts:\d+\] "Rendered for these node addresses" addresses="none /);
+    assertMatch(
+      lines.at(-1)!,
+      /^I\d{4} .* render\.ts:\d+\] "Rendered for these node addresses" addresses="none /,
+    );
     const warnings = lines.slice(0, -1);
     assertEquals(warnings.length, 2, r.stderr);
     // klog's text: the message is quoted, so its own quotes are escaped.
@@ -872,10 +875,16 @@ endpoints: [{ addresses: [10.180.0.60], conditions: { ready: true }, nodeName: n
     const bare = await render();
     assertEquals(bare.code, 0, bare.stderr);
     assert(!selfRule.test(bare.stdout), "no node address known: the node is not admitted");
-    assertMatch(bare.stderr, /"Rendered for these node addresses" addresses="none \(no Node object \\"node-a\\" in the source/);
+    assertMatch(
+      bare.stderr,
+      /"Rendered for these node addresses" addresses="none \(no Node object \\"node-a\\" in the source/,
+    );
     const flag = await render("--node-ip=192.168.0.2");
     assertMatch(flag.stdout, selfRule);
-    assertMatch(flag.stderr, /"Rendered for these node addresses" addresses="192\.168\.0\.2 \(--node-ip\)"\n/);
+    assertMatch(
+      flag.stderr,
+      /"Rendered for these node addresses" addresses="192\.168\.0\.2 \(--node-ip\)"\n/,
+    );
     await Deno.writeTextFile(
       `${dir}/node.yaml`,
       "apiVersion: v1\nkind: Node\nmetadata: { name: node-a }\nstatus: { addresses: [{ type: InternalIP, address: 192.168.0.2 }, { type: Hostname, address: node-a }] }\n",
