@@ -41,6 +41,12 @@ export interface DatapathAnswer {
   readonly picks?: string[];
   /** This client's ClientIP affinity entry pins it to one endpoint, for `expiresSeconds` more. */
   readonly pinned?: { readonly endpoint: string; readonly expiresSeconds?: number };
+  /**
+   * A socket proxy carries the connection (the userspace mode, a loopback NodePort's socket proxy):
+   * it opens its own, so the backend sees the node's address (`masquerade` true), and it refuses by
+   * accepting and closing at once.
+   */
+  readonly proxied?: boolean;
 }
 
 /** What the read side reads of a mode's proxiers: one view per family, and its sockets' own answers. */

@@ -85,6 +85,7 @@ export class LocalhostFeed {
         ? []
         : [`listener ${lo.address}:${c.port}/${c.protocol} of ${route.service}`],
       by: "the loopback socket proxy",
+      ...(route === undefined ? {} : { proxied: true }),
     };
   }
 

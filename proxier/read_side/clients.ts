@@ -12,7 +12,7 @@
  */
 import { ipBytes } from "../../iptables/ip.ts";
 import type { Connection, FamilyView } from "../family_view.ts";
-import { cidrContains, ipFamily } from "../model/net.ts";
+import { cidrContains, ipFamily, isLoopback } from "../model/net.ts";
 import type { IPFamily, ServicePortInfo } from "../model/types.ts";
 import type { ClientKind, Via } from "./expectation.ts";
 
@@ -49,6 +49,12 @@ export interface ClientOptions {
    * `src`), where it was asked (a live node); undefined: the node's first address of the family.
    */
   readonly nodeSource?: (dst: string) => string | undefined;
+  /**
+   * Every address of the node (a live node's interfaces; offline, `--node-ip` or the Node's
+   * addresses), where an external client asks each NodePort beside the addresses the view answers
+   * NodePorts on: a mode switch may stop (or start) answering on one of them.
+   */
+  readonly nodeAddresses?: readonly string[];
 }
 
 /** The interface an external client's packets come in on, where local detection reads interfaces. */
@@ -103,6 +109,21 @@ function heldAddresses(view: FamilyView): ReadonlySet<string> {
     held.set(view, set = s);
   }
   return set;
+}
+
+/**
+ * The node addresses an external client asks a NodePort on: those the view answers NodePorts on
+ * (every node address when `--nodeport-addresses` names no CIDR of the family, the first standing
+ * for them when no others are asked), and every one of `all` of the family (not loopback).
+ */
+function nodePortAddresses(view: FamilyView, all: readonly string[] = []): string[] {
+  const served = view.nodePortIPs.length > 0
+    ? view.nodePortIPs
+    : view.nodePortsOnEveryAddress && view.nodeIPs.length > 0
+    ? [view.nodeIPs[0]]
+    : [];
+  const more = all.filter((ip) => ipFamily(ip) === view.family && !isLoopback(ip));
+  return [...new Set(more.length > 0 ? [...served, ...more] : served)];
 }
 
 /** Returns the clients of `svc` on this node, and those skipped; see the module doc. */
@@ -175,15 +196,17 @@ export function clientsOf(svc: ServicePortInfo, view: FamilyView, o: ClientOptio
       addressIn(OUTSIDE_RANGES[family][0]),
   );
   const externalLabel = real !== undefined ? `the client ${real}` : "an external client";
-  const nodePortIP = view.nodePortIPs[0] ?? (view.nodePortsOnEveryAddress ? nodeIP : undefined);
-  if (svc.nodePort !== 0 && nodePortIP !== undefined) {
+  const nodePortIPs = nodePortAddresses(view, o.nodeAddresses);
+  for (const ip of svc.nodePort === 0 ? [] : nodePortIPs) {
     clients.push({
       kind: "external",
       via: "NodePort",
-      label: externalLabel,
-      connection: { ...outside, ...to(nodePortIP, svc.nodePort) },
+      // Each address its own client where several are asked; the one address as before.
+      label: nodePortIPs.length > 1 ? `${externalLabel} on ${ip}` : externalLabel,
+      connection: { ...outside, ...to(ip, svc.nodePort) },
     });
-  } else if (svc.nodePort !== 0) {
+  }
+  if (svc.nodePort !== 0 && nodePortIPs.length === 0) {
     skipped.push({
       client: "external",
       via: "NodePort",

@@ -10,6 +10,7 @@ import { MemoExecutor } from "../../iptables/memo_executor.ts";
 import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
 import type { ModeTracer, TraceQuery, TracerConfig, TraceResult } from "../trace/packet.ts";
 import type { IPFamily } from "../model/types.ts";
+import { ipFamily } from "../model/net.ts";
 import type { Client } from "./clients.ts";
 
 /** One client whose connection the datapath is asked about, in its family's view. */
@@ -30,10 +31,26 @@ export interface DatapathSources {
   readonly rendered?: (family: IPFamily) => string | undefined;
   /** Where the mode's own sockets send a connection, where they decide (`ExplainSource.answer`). */
   readonly answer?: (c: Connection, family: IPFamily) => DatapathAnswer | undefined;
+  /**
+   * The node's addresses beyond its view's (a live node's other interfaces): local to the rules
+   * (`addrtype LOCAL`) as the kernel's are.
+   */
+  readonly localAddresses?: readonly string[];
+}
+
+/** The node's addresses of `view`'s family: the view's, and `more` of the family. */
+export function localAddressesOf(view: FamilyView, more: readonly string[] = []): readonly string[] {
+  const extra = more.filter((ip) => !view.nodeIPs.includes(ip) && ipFamily(ip) === view.family);
+  return extra.length === 0 ? view.nodeIPs : [...view.nodeIPs, ...extra];
 }
 
 /** Returns the `trace` query for `client`'s connection (`rulesText`: rendered rules; else the live ones). */
-export function checkQuery(client: Client, view: FamilyView, rulesText?: string): TraceQuery {
+export function checkQuery(
+  client: Client,
+  view: FamilyView,
+  rulesText?: string,
+  nodeIPs: readonly string[] = view.nodeIPs,
+): TraceQuery {
   const c = client.connection;
   return {
     src: c.src,
@@ -44,7 +61,7 @@ export function checkQuery(client: Client, view: FamilyView, rulesText?: string)
     inInterface: c.inInterface,
     rulesText,
     output: "json",
-    nodeIPs: view.nodeIPs,
+    nodeIPs,
     modeChosen: true,
     // Every endpoint a hash may give (any client's), as the model lists them; this client's pick
     // is told beside.
@@ -100,11 +117,12 @@ export function datapathCheck(s: DatapathSources): DatapathCheck {
       }
       const text = s.rendered?.(view.family);
       const by = tracedBy(s.tracer.name, s.rendered !== undefined);
+      const nodeIPs = localAddressesOf(view, s.localAddresses);
       try {
-        const r = await s.tracer.trace(checkQuery(client, view, text), {
+        const r = await s.tracer.trace(checkQuery(client, view, text, nodeIPs), {
           exec,
           config: s.config,
-          nodeIPs: view.nodeIPs,
+          nodeIPs,
         });
         out.push(traceAnswer(r, by));
       } catch (e) {

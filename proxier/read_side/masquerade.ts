@@ -62,7 +62,10 @@ function masqueradeRules(
   chosen: readonly EndpointInfo[],
 ): { masquerade?: boolean; masqueradeWhy: string } {
   if (traits.carrier === "sockets") {
-    return { masqueradeWhy: `the ${name} proxy opens its own connection: endpoints see the node` };
+    return {
+      masquerade: true,
+      masqueradeWhy: `the ${name} proxy opens its own connection: endpoints see the node's address`,
+    };
   }
   const itself = (e: EndpointInfo) => e.ip === c.src && (traits.hairpin === "every-endpoint" || e.isLocal);
   if (chosen.every(itself)) {

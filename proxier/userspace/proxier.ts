@@ -195,18 +195,28 @@ export class UserspaceProxier extends BaseProxier {
       }
     }
     if (route === undefined) return { verdict: "none", endpoints: [], rules: [], by };
+    const proxied = true;
     if (route.admits !== undefined && !route.admits(c.src)) {
       return {
         verdict: protocol === "UDP" ? "DROP" : "REJECT",
         endpoints: [],
         rules: [rule, `the source ${c.src} is outside loadBalancerSourceRanges: closed at once`],
         by,
+        proxied,
       };
     }
     if (route.endpoints.length === 0) {
-      return { verdict: protocol === "UDP" ? "DROP" : "REJECT", endpoints: [], rules: [rule], by };
+      return { verdict: protocol === "UDP" ? "DROP" : "REJECT", endpoints: [], rules: [rule], by, proxied };
     }
-    return { verdict: "DNAT", endpoints: [...route.endpoints].sort(), rules: [rule], by };
+    // The proxy opens its own connection: the backend sees the node's address.
+    return {
+      verdict: "DNAT",
+      endpoints: [...route.endpoints].sort(),
+      rules: [rule],
+      by,
+      masquerade: true,
+      proxied,
+    };
   }
 
   /** @inheritdoc */

@@ -298,7 +298,7 @@ endpoints:
         only.unanswered.length > 0 && only.unanswered.every((d: { port: string }) => d.port.endsWith("IPv6")),
       );
       const said = await run(["migrate", `--rules=${dir}/v4.rules`, ...args.slice(0, -1)]);
-      assertMatch(said.stdout, /^node n1: .*\nNOT COMPARED: \d+ connections of \d+/);
+      assertMatch(said.stdout, /^node n1: .*\nNodePorts asked on .*\nNOT COMPARED: \d+ connections of \d+/);
       assert(!said.stdout.includes("nothing changes for any Service"), said.stdout);
     });
   },

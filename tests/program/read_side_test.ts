@@ -158,7 +158,7 @@ Deno.test("read side: the offline commands act for the file's one Node; two Node
     assertMatch(r.stderr, /--hostname-override: the source defines 2 Nodes \(node-a, node-b\)/);
     const named = await run(["render", `--source=file:${file}`, "--hostname-override=node-b"]);
     assertEquals(named.code, 0, named.stderr);
-    assertMatch(named.stderr, /node addresses: 192\.168\.1\.6 \(the Node object "node-b"'s/);
+    assertMatch(named.stderr, /addresses="192\.168\.1\.6 \(the Node object \\"node-b\\"'s/);
   });
   await withObjects(objects().slice(objects().indexOf("---\n") + 4), async (file) => {
     const r = await run(["explain", "shop/web", `--source=file:${file}`]);
@@ -251,7 +251,7 @@ Deno.test("read side: synthetic clients collide with no address of the Service, 
 Deno.test("read side: a port the Service does not have is named with the ports it has; explain's help is its own", async () => {
   await withObjects(objects(), async (file) => {
     const r = await run(["explain", "shop/web", "--port=1234", `--source=file:${file}`]);
-    assertEquals(r.code, 1);
+    assertEquals(r.code, 2, "a port the Service lacks is bad input");
     assertEquals(
       r.stderr.trim().split("\n").at(-1),
       'kube-proxy-deno: explain: Service shop/web has no port "1234"; its ports: http 80/TCP',

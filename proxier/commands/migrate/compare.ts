@@ -36,10 +36,12 @@ export type Cause =
   | "unserved-ports"
   | "unallocated-service-ips"
   | "localhost-nodeport"
+  | "nodeport-addresses"
   | "source-ranges"
   | "no-endpoints"
   | "external-traffic-policy-local"
   | "masquerade"
+  | "proxy-source"
   | "scheduler"
   | "limits"
   | "endpoints";
@@ -50,6 +52,8 @@ export interface Difference {
   readonly port: string;
   /** The client, for a connection's difference; absent for a port's (scheduler, limits). */
   readonly client?: string;
+  /** The connection, for a connection's difference. */
+  readonly connection?: { readonly src: string; readonly dst: string; readonly port: number };
   readonly before: string;
   readonly after: string;
 }
@@ -72,9 +76,13 @@ export interface MigrationReport {
   readonly node: string;
   readonly from: { readonly mode: ProxyMode; readonly rules: string };
   readonly to: { readonly mode: ProxyMode; readonly rules: string };
+  /** The node's addresses each NodePort was asked on, and where they came from. */
+  readonly nodeAddresses: { readonly addresses: readonly string[]; readonly from: string };
   readonly groups: readonly DifferenceGroup[];
   /** Connections compared and found the same. */
   readonly unchanged: number;
+  /** Every connection compared, with both answers, changed or not (what a test of the move holds to). */
+  readonly connections: readonly (Difference & { readonly changed: boolean })[];
   /** Connections one datapath could not answer (a rule the tracer does not know), each with why. */
   readonly unanswered: readonly Difference[];
 }
@@ -112,8 +120,15 @@ export function pairsOf(
 /** How an answer reads in a report: `DNAT to 10.0.0.1:80, 10.0.0.2:80 (masqueraded)`, `REJECT`. */
 export function answerText(a: DatapathAnswer | undefined): string {
   if (a === undefined) return "not answered";
+  if (a.verdict === "REJECT" && a.proxied === true) return "REJECT (a proxy: accepted, then closed at once)";
   if (a.verdict !== "DNAT") return a.verdict === "none" ? "not a service (passes untouched)" : a.verdict;
-  const masq = a.masquerade === undefined ? "" : a.masquerade ? " (masqueraded)" : " (source kept)";
+  const masq = a.proxied === true
+    ? " (the proxy connects: the backend sees the node's address)"
+    : a.masquerade === undefined
+    ? ""
+    : a.masquerade
+    ? " (masqueraded)"
+    : " (source kept)";
   const pin = a.pinned === undefined ? "" : " (this client's ClientIP affinity entry)";
   return `DNAT to ${a.endpoints.join(", ") || "nothing"}${masq}${pin}`;
 }
@@ -141,12 +156,17 @@ function causeOf(p: Pair, a: DatapathAnswer, b: DatapathAnswer): Cause {
   if (p.client.via === "NodePort" && isLoopback(c.dst) && (a.verdict === "none") !== (b.verdict === "none")) {
     return "localhost-nodeport";
   }
+  if (p.client.via === "NodePort" && (a.verdict === "none") !== (b.verdict === "none")) {
+    return "nodeport-addresses";
+  }
   if (p.client.via === "load balancer IP" && p.svc.loadBalancerSourceRanges.length > 0) {
     return "source-ranges";
   }
   if (usableEndpoints(p.view.endpoints.get(portKey(p)) ?? []).length === 0) return "no-endpoints";
   if (p.svc.externalPolicyLocal && p.client.via !== "cluster IP") return "external-traffic-policy-local";
-  if (a.verdict === b.verdict && a.endpoints.join() === b.endpoints.join()) return "masquerade";
+  if (a.verdict === b.verdict && a.endpoints.join() === b.endpoints.join()) {
+    return a.proxied === true || b.proxied === true ? "proxy-source" : "masquerade";
+  }
   return "endpoints";
 }
 
@@ -168,10 +188,12 @@ const TITLES: Readonly<Record<Cause, string>> = {
   "unserved-ports": "a port no Service serves on a service address",
   "unallocated-service-ips": "service-CIDR addresses no Service holds",
   "localhost-nodeport": "NodePorts on the loopback address",
+  "nodeport-addresses": "NodePorts on the node's other addresses",
   "source-ranges": "loadBalancerSourceRanges",
   "no-endpoints": "Services without usable endpoints",
   "external-traffic-policy-local": "externalTrafficPolicy Local",
   "masquerade": "source address kept or masqueraded",
+  "proxy-source": "source address: a proxy connects from the node, so the backends see the node's address",
   "scheduler": "how new connections are balanced",
   "limits": "what the mode cannot program",
   "endpoints": "endpoints reached",
@@ -193,10 +215,24 @@ function keepFor(cause: Cause, advice: MigrationAdvice, d: readonly Difference[]
       return d.some((x) => x.before === "kept")
         ? "set `conntrack.tcpBeLiberal: true` (`--conntrack-tcp-be-liberal`): no packet is then INVALID for being out of window"
         : undefined;
+    case "nodeport-addresses": {
+      // The addresses that answer today and would not: name them (each as a host route) beside the
+      // target's own choice.
+      const lost = [
+        ...new Set(d.filter((x) => x.after.startsWith("not a service")).map((x) => x.connection!.dst)),
+      ];
+      if (lost.length === 0) return undefined;
+      const hosts = lost.map((ip) => `${ip}/${ip.includes(":") ? 128 : 32}`).join(",");
+      return `list every address that must keep answering: \`--nodeport-addresses=primary,${hosts}\``;
+    }
     case "masquerade":
       return "check `--cluster-cidr` / `--detect-local-mode` (and `--masquerade-all`) for the target";
     case "source-ranges":
-      return "the target enforces the ranges as listed: add the sources that must stay admitted";
+      // Only where a source admitted today would be refused (or the reverse): a change of how a
+      // refused source is refused (DROP, or a proxy's accept and close) keeps it refused.
+      return d.some((x) => x.before.startsWith("DNAT") !== x.after.startsWith("DNAT"))
+        ? "the target enforces the ranges as listed: add the sources that must stay admitted"
+        : undefined;
     default:
       return undefined;
   }
@@ -250,6 +286,7 @@ export function compareMigration(o: {
   readonly node: string;
   readonly from: MigrationReport["from"];
   readonly to: MigrationReport["to"];
+  readonly nodeAddresses: MigrationReport["nodeAddresses"];
   readonly pairs: readonly Pair[];
   readonly before: ReadonlyArray<DatapathAnswer | undefined>;
   readonly after: ReadonlyArray<DatapathAnswer | undefined>;
@@ -269,18 +306,25 @@ export function compareMigration(o: {
   for (const [cause, d] of modeWide(o.wide.before, o.wide.after, cidrs)) add(cause, d);
   let unchanged = 0;
   const unanswered: Difference[] = [];
+  const connections: Array<Difference & { changed: boolean }> = [];
   o.pairs.forEach((p, i) => {
     const [a, b] = [o.before[i], o.after[i]];
-    const base = { service: p.service, port: `${p.port} ${p.family}`, client: p.client.label };
+    const { src, dst, port } = p.client.connection;
+    const base = {
+      service: p.service,
+      port: `${p.port} ${p.family}`,
+      client: p.client.label,
+      connection: { src, dst, port },
+    };
     if (a === undefined || b === undefined || a.verdict === "UNKNOWN" || b.verdict === "UNKNOWN") {
       unanswered.push({ ...base, before: a?.note ?? answerText(a), after: b?.note ?? answerText(b) });
       return;
     }
-    if (!differ(a, b)) {
-      unchanged++;
-      return;
-    }
-    add(causeOf(p, a, b), { ...base, before: answerText(a), after: answerText(b) });
+    const d = { ...base, before: answerText(a), after: answerText(b) };
+    const changed = differ(a, b);
+    connections.push({ ...d, changed });
+    if (!changed) unchanged++;
+    else add(causeOf(p, a, b), d);
   });
   // A port's own differences: how it balances, what the mode cannot program of it.
   const ports = new Map<string, Pair>();
@@ -304,6 +348,7 @@ export function compareMigration(o: {
     node: o.node,
     from: o.from,
     to: o.to,
+    nodeAddresses: o.nodeAddresses,
     groups: [...groups].sort(([x], [y]) => order.indexOf(x) - order.indexOf(y)).map(
       ([cause, differences]) => {
         const services = [...new Set(differences.map((d) => d.service))].sort();
@@ -323,48 +368,6 @@ export function compareMigration(o: {
     ),
     unchanged,
     unanswered,
+    connections,
   };
-}
-
-/** `n thing` or `n things`. */
-const count = (n: number, thing: string) => `${n} ${thing}${n === 1 ? "" : "s"}`;
-
-/**
- * The report as people read it: what could not be compared first (it is not "nothing changes"),
- * then each group, its differences and what would keep today's behaviour.
- */
-export function formatMigration(r: MigrationReport): string {
-  const out = [
-    `node ${r.node}: ${r.from.mode} (${r.from.rules}) -> ${r.to.mode} (${r.to.rules})`,
-  ];
-  const compared = r.unchanged +
-    r.groups.reduce((n, g) => n + g.differences.filter((d) => d.client).length, 0);
-  if (r.unanswered.length > 0) {
-    out.push(
-      `NOT COMPARED: ${count(r.unanswered.length, "connection")} of ${
-        compared + r.unanswered.length
-      } (listed at the end, with why): what they do after the move is unknown`,
-    );
-  }
-  if (r.groups.length === 0) {
-    out.push(
-      r.unanswered.length === 0
-        ? "nothing changes for any Service's clients"
-        : `nothing changes for the ${count(compared, "connection")} compared`,
-    );
-  }
-  for (const g of r.groups) {
-    out.push("", `${g.title}:`);
-    for (const d of g.differences) {
-      const where = [d.service, d.port].filter((x) => x !== "").join(" ");
-      out.push(`  ${where}${d.client === undefined ? "" : `, ${d.client}`}: ${d.before} -> ${d.after}`);
-    }
-    if (g.keep !== undefined) out.push(`  to keep today's behaviour: ${g.keep}`);
-  }
-  out.push("", `${count(r.unchanged, "connection")} unchanged`);
-  if (r.unanswered.length > 0) {
-    out.push(`${count(r.unanswered.length, "connection")} not compared:`);
-    for (const d of r.unanswered) out.push(`  ${d.service} ${d.port}, ${d.client}: ${d.before} / ${d.after}`);
-  }
-  return out.join("\n") + "\n";
 }

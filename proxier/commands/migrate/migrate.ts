@@ -16,12 +16,15 @@ import {
 } from "../../command_definition.ts";
 import type { ModeRenderer, ProxyModeDefinition } from "../../mode_definition.ts";
 import type { RulesSource } from "../../trace/packet.ts";
+import type { FamilyView } from "../../family_view.ts";
+import { isLoopback } from "../../model/net.ts";
 import { FileSource } from "../../sources/file.ts";
 import { listOnce } from "../../sources/list_once.ts";
 import { datapathCheck, dropsInvalid } from "../../read_side/datapath_check.ts";
 import { nodeSources } from "../../read_side/route.ts";
 import { fileNode, type Rendered, renderObjects } from "../../read_side/render.ts";
-import { compareMigration, formatMigration, type MigrationReport, pairsOf } from "./compare.ts";
+import { compareMigration, type MigrationReport, pairsOf } from "./compare.ts";
+import { formatMigration } from "./format.ts";
 import type { MigrateQuery } from "./flags.ts";
 
 /**
@@ -79,8 +82,10 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
   const routes = rulesText === undefined
     ? await nodeSources(r.exec, views.flatMap((v) => [...v.services.values()].map((s) => s.clusterIP)))
     : undefined;
+  const nodeAddresses = nodeAddressesOf(r, q, rulesText === undefined, views);
   const pairs = pairsOf(b.renderer.explain.views(), a.renderer.explain.views(), {
     nodeSource: routes === undefined ? undefined : (dst) => routes.get(dst),
+    nodeAddresses: nodeAddresses.addresses,
   });
   const asked = pairs.map((p) => ({ client: p.client, view: p.view }));
   const beforeSources = {
@@ -88,6 +93,9 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
     exec: r.exec,
     config: r.configFor(from.name),
     rendered: rulesText === undefined ? undefined : () => rulesText,
+    // Where a mode's own sockets decide (the userspace mode's listeners), they route as its model does.
+    answer: b.renderer.explain.answer,
+    localAddresses: nodeAddresses.addresses,
   };
   const afterSources = {
     tracer: to,
@@ -95,6 +103,7 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
     config: r.configFor(to.name),
     rendered: a.renderer.explain.rendered,
     answer: a.renderer.explain.answer,
+    localAddresses: nodeAddresses.addresses,
   };
   const beforeAnswers = await datapathCheck(beforeSources)(asked);
   const afterAnswers = await datapathCheck(afterSources)(asked);
@@ -108,6 +117,7 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
     node: a.nodeName,
     from: { mode: from.name, rules: q.rulesFiles.length > 0 ? q.rulesFiles.join(", ") : "live" },
     to: { mode: to.name, rules: "rendered" },
+    nodeAddresses,
     pairs,
     before: beforeAnswers,
     after: afterAnswers,
@@ -128,6 +138,32 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
   });
   r.stdout(q.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatMigration(report));
   return comparisonExit(report.groups.length, report.unanswered.length);
+}
+
+/**
+ * Every address of the node, where each NodePort is asked: a live node's interfaces, else
+ * `--node-ip`'s (given once per address), else the Node object's; with where they came from.
+ */
+function nodeAddressesOf(
+  r: CommandContext,
+  q: MigrateQuery,
+  live: boolean,
+  views: readonly FamilyView[],
+): MigrationReport["nodeAddresses"] {
+  if (live) {
+    return {
+      addresses: r.interfaceAddresses().filter((ip) => !isLoopback(ip)),
+      from: "this node's interfaces",
+    };
+  }
+  if (q.nodeIPs !== undefined && q.nodeIPs.length > 0) {
+    return { addresses: [...q.nodeIPs], from: "--node-ip" };
+  }
+  const addresses = [...new Set(views.flatMap((v) => v.nodeIPs))];
+  return {
+    addresses,
+    from: addresses.length > 0 ? "the Node object's addresses" : "none known (--node-ip gives them)",
+  };
 }
 
 /** The first mode (registry order) whose Service rules `source` (the node, or a listing) holds. */
