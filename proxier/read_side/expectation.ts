@@ -76,6 +76,44 @@ export interface Expectation {
 
 const sorted = (eps: readonly EndpointInfo[]) => eps.map((e) => e.key).sort();
 
+type Found = { key: string; svc: ServicePortInfo; via: Via };
+
+/** Each view's service ports by address and port, and by NodePort, built once per view. */
+const indexes = new WeakMap<
+  FamilyView,
+  { readonly addresses: Map<string, Found>; readonly nodePorts: Map<string, Found> }
+>();
+
+/**
+ * Returns `view`'s service ports by `PROTOCOL|address|port` and by `PROTOCOL|nodePort`. Where
+ * Services claim the same address and port, the one whose port key sorts first is indexed: it wins,
+ * as the kernel modes write their rules (`claims.ts`).
+ */
+function portIndex(
+  view: FamilyView,
+): { readonly addresses: Map<string, Found>; readonly nodePorts: Map<string, Found> } {
+  let index = indexes.get(view);
+  if (index !== undefined) return index;
+  index = { addresses: new Map(), nodePorts: new Map() };
+  const put = (m: Map<string, Found>, id: string, f: Found) => {
+    const had = m.get(id);
+    if (had === undefined || f.key < had.key) m.set(id, f);
+  };
+  for (const [key, svc] of view.services) {
+    const p = svc.protocol;
+    put(index.addresses, `${p}|${svc.clusterIP}|${svc.port}`, { key, svc, via: "cluster IP" });
+    for (const ip of svc.externalIPs) {
+      put(index.addresses, `${p}|${ip}|${svc.port}`, { key, svc, via: "external IP" });
+    }
+    for (const ip of svc.loadBalancerIPs) {
+      put(index.addresses, `${p}|${ip}|${svc.port}`, { key, svc, via: "load balancer IP" });
+    }
+    if (svc.nodePort !== 0) put(index.nodePorts, `${p}|${svc.nodePort}`, { key, svc, via: "NodePort" });
+  }
+  indexes.set(view, index);
+  return index;
+}
+
 /** Returns the service port `c` is addressed to and how, or undefined. */
 function findPort(
   view: FamilyView,
@@ -87,16 +125,10 @@ function findPort(
   const nodePortHere = loopback
     ? view.loopbackNodePorts !== "none" && (c.fromNode === true || view.loopbackNodePorts === "listener")
     : view.nodePortIPs.includes(c.dst) || (view.nodePortsOnEveryAddress && view.nodeIPs.includes(c.dst));
-  for (const [key, svc] of view.services) {
-    if (svc.protocol !== proto) continue;
-    if (svc.port === c.port) {
-      if (svc.clusterIP === c.dst) return { key, svc, via: "cluster IP" };
-      if (svc.externalIPs.includes(c.dst)) return { key, svc, via: "external IP" };
-      if (svc.loadBalancerIPs.includes(c.dst)) return { key, svc, via: "load balancer IP" };
-    }
-    if (svc.nodePort !== 0 && svc.nodePort === c.port && nodePortHere) return { key, svc, via: "NodePort" };
-  }
-  return undefined;
+  const index = portIndex(view);
+  const at = index.addresses.get(`${proto}|${c.dst}|${c.port}`);
+  if (at !== undefined) return at;
+  return nodePortHere ? index.nodePorts.get(`${proto}|${c.port}`) : undefined;
 }
 
 /** Returns who opens `c` as the rules see it. */

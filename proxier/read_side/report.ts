@@ -12,6 +12,7 @@ import type { EndpointInfo, IPFamily, ServicePortInfo } from "../model/types.ts"
 import { type Client, clientsOf, type SkippedClient } from "./clients.ts";
 import type { CheckAsked, DatapathCheck } from "./datapath_check.ts";
 import { type Exclusion, type Expectation, expectConnection, type ExpectedDatapath } from "./expectation.ts";
+import { addressClaims, CLAIM_ORDER, claimText } from "./claims.ts";
 
 /** The schema name every report carries. */
 export const EXPLAIN_SCHEMA = "kube-proxy-deno.explain/v1";
@@ -51,6 +52,11 @@ export interface ClientReport {
   readonly agrees: boolean | null;
   /** What differs, when `agrees` is false. */
   readonly disagreement?: string;
+  /**
+   * Another Service claims this address and port and wins it (`claims.ts`): the connection reaches
+   * that Service's endpoints, never this one's. Such a client is counted in `claimed`, never as agreeing.
+   */
+  readonly claimedBy?: string;
 }
 
 /** One endpoint of a port as the proxy holds it. */
@@ -97,6 +103,8 @@ export interface PortReport {
   readonly clients: readonly ClientReport[];
   /** Clients of the port not asked about here, each with why and what would add it. */
   readonly skipped: readonly SkippedClient[];
+  /** Its addresses and ports another Service claims too, each with who wins (`claims.ts`). */
+  readonly claims: readonly string[];
 }
 
 /** The whole report. */
@@ -113,6 +121,8 @@ export interface ExplainReport {
   readonly ports: readonly PortReport[];
   /** Clients whose datapath answer differs from the model's. */
   readonly disagreements: number;
+  /** Clients whose address and port another Service wins: they reach that Service, not this one. */
+  readonly claimed: number;
   /**
    * Clients that could not be checked: not asked here (`skipped`), or the datapath could not answer
    * (`agrees` null). Never counted as agreeing.
@@ -134,6 +144,7 @@ export async function explainService(
 ): Promise<ExplainReport | undefined> {
   const ports: PortReport[] = [];
   let disagreements = 0;
+  let claimed = 0;
   let timing;
   const asked: CheckAsked[] = [];
   const pending: Array<
@@ -175,6 +186,10 @@ export async function explainService(
       const datapath = answers[next++] ?? null;
       const verdict = compare(e, datapath);
       if (verdict.agrees === false) disagreements++;
+      const winner = e.servicePort !== undefined && e.servicePort !== key
+        ? view.services.get(e.servicePort)
+        : undefined;
+      if (winner !== undefined) claimed++;
       return {
         client: client.kind,
         via: client.via,
@@ -183,9 +198,14 @@ export async function explainService(
         expected: e,
         datapath,
         ...verdict,
+        ...(winner === undefined ? {} : {
+          claimedBy: `${winner.service} claims this address and port too and wins it (${CLAIM_ORDER}): ` +
+            `the connection reaches ${winner.service}'s endpoints, not this Service's`,
+        }),
       };
     });
-    ports.push(portReport(view, svc, view.endpoints.get(key) ?? [], clients, skipped));
+    const claims = addressClaims(view).filter((c) => c.claimants.some((x) => x.key === key)).map(claimText);
+    ports.push(portReport(view, svc, view.endpoints.get(key) ?? [], clients, skipped, claims));
   }
   if (ports.length === 0) return undefined;
   const notChecked = ports.reduce(
@@ -203,6 +223,7 @@ export async function explainService(
     applied: iso(timing?.appliedMs),
     ports,
     disagreements,
+    claimed,
     notChecked,
   };
 }
@@ -257,6 +278,7 @@ function portReport(
   eps: readonly EndpointInfo[],
   clients: ClientReport[],
   skipped: SkippedClient[],
+  claims: string[],
 ): PortReport {
   const usableLocal = usableEndpoints(eps, (e) => e.isLocal).length;
   return {
@@ -290,6 +312,7 @@ function portReport(
     })),
     clients,
     skipped,
+    claims,
   };
 }
 

@@ -183,15 +183,18 @@ export class UserspaceProxier extends BaseProxier {
     let route = this.route(protocol, c.dst, c.port);
     let rule = `listener ${joinHostPort(c.dst, c.port)}/${protocol}`;
     if (route === undefined && this.#iptables !== undefined) {
+      // The portal rules go in the order of the service ports' names: where two claim an address
+      // and port, the first named wins (`portals.ts`).
+      let name = "";
       for (const p of this.#listeners.values()) {
         if (p.info.protocol !== protocol || p.info.port !== c.port) continue;
         const cls = p.classes.find((x) => x.proxyPort !== 0 && x.plan.portalIPs.includes(c.dst));
-        if (cls === undefined) continue;
-        route = this.#listeners.routeOf(cls.plan);
+        const own = servicePortNameString(p.info.name);
+        if (cls === undefined || (route !== undefined && own.localeCompare(name) >= 0)) continue;
+        [route, name] = [this.#listeners.routeOf(cls.plan), own];
         rule = `portal ${joinHostPort(c.dst, c.port)}/${protocol} -> ${
           joinHostPort(this.#listenAddress, cls.proxyPort)
         }`;
-        break;
       }
     }
     if (route === undefined) return { verdict: "none", endpoints: [], rules: [], by };

@@ -329,3 +329,38 @@ Deno.test("migrate: bad input is exit 2 naming what", async () => {
     }
   });
 });
+
+Deno.test({
+  name: `migrate names an address another Service claims, with who wins${kernel.note}`,
+  ignore: kernel.ignore,
+  async fn() {
+    const mitm = `---
+apiVersion: v1
+kind: Service
+metadata: { namespace: evil, name: mitm }
+spec:
+  clusterIP: 172.30.0.99
+  clusterIPs: [172.30.0.99]
+  externalIPs: [172.30.0.10]
+  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080 }]
+`;
+    await withFiles(NODE + WEB + mitm, async (src, dir) => {
+      const r = await run([
+        "migrate",
+        "--to=nftables",
+        await listed(src, dir, "iptables"),
+        src,
+        CIDR,
+        "--output=json",
+      ]);
+      const report = JSON.parse(r.stdout);
+      assertEquals(report.claims.length, 1, r.stdout);
+      assertMatch(
+        report.claims[0],
+        /^172\.30\.0\.10:80\/TCP is claimed by 2 Services: evil\/mitm \(its external IP\) wins/,
+      );
+      const text = await run(["migrate", "--to=nftables", `--rules=${dir}/iptables.rules`, src, CIDR]);
+      assertMatch(text.stdout, /\nADDRESS CLAIM: 172\.30\.0\.10:80\/TCP is claimed by 2 Services/);
+    });
+  },
+});

@@ -320,3 +320,90 @@ Deno.test("read side: explain warns only about the Service it was asked about; r
     assertMatch(render.stderr, /default\/cache.*mh.* is not honoured in iptables mode/);
   });
 });
+
+/** A Service `ns/name` on port 80 with its one endpoint, `spec` lines added. */
+const svcWith = (ns: string, name: string, clusterIP: string, ep: string, spec = "") =>
+  `---
+apiVersion: v1
+kind: Service
+metadata: { namespace: ${ns}, name: ${name} }
+spec:
+  clusterIP: ${clusterIP}
+  clusterIPs: [${clusterIP}]
+${spec}  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { namespace: ${ns}, name: ${name}-1, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: p, protocol: TCP, port: 8080 }]
+endpoints: [{ addresses: [${ep}], conditions: { ready: true }, nodeName: node-a }]
+`;
+
+Deno.test("read side: a Service that takes another's address is named by render and explain in every mode; the loser's clients are never 'agrees'", async () => {
+  // CVE-2020-8554's shape: evil/mitm's external IP is shop/web's cluster IP (API-valid).
+  const text = NODE_A + svcWith("shop", "web", "172.30.0.80", "10.244.1.5") +
+    svcWith("evil", "mitm", "172.30.0.99", "10.244.1.66", "  externalIPs: [172.30.0.80]\n");
+  await withObjects(text, async (file) => {
+    for (const mode of ["iptables", "nftables", "userspace"]) {
+      const src = [`--source=file:${file}`, `--proxy-mode=${mode}`, "--cluster-cidr=10.244.0.0/16"];
+      const flat = (x: { stdout: string; stderr: string; code: number }) => ({
+        ...x,
+        stdout: x.stdout.replace(/\s+/g, " "),
+      });
+      const loser = flat(await run(["explain", "shop/web", ...src]));
+      assertEquals(loser.code, 1, `${mode}: ${loser.stdout}${loser.stderr}`);
+      assertMatch(loser.stdout, /CLAIMED: evil\/mitm claims this address and port too and wins it/);
+      assert(!/DISAGREEMENT/.test(loser.stdout), `${mode}: named as a claim, not blamed on drift`);
+      assertMatch(
+        loser.stdout,
+        /ADDRESS CLAIM: 172\.30\.0\.80:80\/TCP is claimed by 2 Services: evil\/mitm \(its external IP\) wins/,
+      );
+      const json = JSON.parse((await run(["explain", "shop/web", ...src, "--output=json"])).stdout);
+      const toWeb = json.ports[0].clients.filter((c: { connection: { dst: string } }) =>
+        c.connection.dst === "172.30.0.80"
+      );
+      assert(
+        toWeb.length > 0 && toWeb.every((c: { claimedBy?: string }) => c.claimedBy !== undefined),
+        JSON.stringify(toWeb),
+      );
+      assertEquals(json.claimed, toWeb.length);
+      // The winner's explain names the claim, and its own clients agree.
+      const winner = flat(await run(["explain", "evil/mitm", ...src]));
+      assertEquals(winner.code, 0, winner.stdout);
+      assertMatch(winner.stdout, /ADDRESS CLAIM: 172\.30\.0\.80:80\/TCP/);
+      const rendered = await run(["render", ...src]);
+      assertMatch(
+        rendered.stderr,
+        /"Services claim the same address and port; one wins".*evil\/mitm \(its external IP\) wins/,
+      );
+    }
+  });
+  // Two Services with one cluster IP and NodePort (possible only in a file): b/two loses to a/one.
+  const twins = NODE_A +
+    svcWith("a", "one", "172.30.0.50", "10.244.1.11", "  type: NodePort\n").replace(
+      "port: 80, targetPort: 8080 }",
+      "port: 80, targetPort: 8080, nodePort: 30500 }",
+    ) +
+    svcWith("b", "two", "172.30.0.50", "10.244.1.22", "  type: NodePort\n").replace(
+      "port: 80, targetPort: 8080 }",
+      "port: 80, targetPort: 8080, nodePort: 30500 }",
+    );
+  await withObjects(twins, async (file) => {
+    const r = await run([
+      "explain",
+      "b/two",
+      `--source=file:${file}`,
+      "--cluster-cidr=10.244.0.0/16",
+      "--output=json",
+    ]);
+    assertEquals(r.code, 1, r.stderr);
+    const clients = JSON.parse(r.stdout).ports[0].clients as Array<
+      { claimedBy?: string; agrees: boolean | null; expected: { endpoints: string[] } }
+    >;
+    for (const c of clients) {
+      assert(c.claimedBy !== undefined, `every client of b/two reaches a/one: ${JSON.stringify(c)}`);
+      assert(!c.expected.endpoints.includes("10.244.1.22:8080"));
+    }
+  });
+});

@@ -35,7 +35,8 @@ export async function runExplain(query: ExplainQuery, context: CommandContext): 
   const r: ExplainRun = { ...context, query };
   const report = r.config.source.kind === "file" ? await offline(r) : await fromRunningProxy(r);
   r.stdout(r.query.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatExplain(report));
-  return comparisonExit(report.disagreements, report.notChecked);
+  // A client another Service's claim takes is as wrong for this Service as a disagreement.
+  return comparisonExit(report.disagreements + report.claimed, report.notChecked);
 }
 
 /** The failure for no report: a port the Service lacks is bad input; a Service not held, not found. */

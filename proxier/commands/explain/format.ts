@@ -47,6 +47,7 @@ function portLines(p: PortReport): string[] {
   ];
   out.push(...wrap("  ", facts.join("; ")));
   for (const l of p.limits) out.push(...wrap("  ", `not honoured here: ${l}`));
+  for (const c of p.claims) out.push(...wrap("  ", `ADDRESS CLAIM: ${c}`));
   if (p.endpoints.length === 0) out.push("  endpoints: none");
   else out.push("  endpoints:");
   for (const e of p.endpoints) {
@@ -75,6 +76,14 @@ function clientLines(c: ClientReport): string[] {
   const dst = k.dst.includes(":") ? `[${k.dst}]:${k.port}` : `${k.dst}:${k.port}`;
   const out = wrap("  ", `${c.label} (${k.src}) -> ${dst} (${c.via}):`);
   const e = c.expected;
+  if (c.claimedBy !== undefined) {
+    // Whatever the datapath does there, it is another Service's: never "agrees" for this one.
+    out.push(...wrap("    ", `CLAIMED: ${c.claimedBy}`));
+    if (e.verdict === "DNAT") {
+      out.push(...wrap("    ", `(${e.endpoints.length === 0 ? "none" : list(e.endpoints)})`));
+    }
+    return out;
+  }
   if (e.verdict === "DNAT") {
     out.push(...wrap("    ", `reaches ${list(e.endpoints)}`));
     if (e.masqueradeWhy !== undefined) out.push(...wrap("    ", e.masqueradeWhy));
@@ -110,17 +119,23 @@ function notCheckedText(r: ExplainReport): string {
 /** The last line: how many clients the datapath was checked for and agrees on, and what was not checked. */
 function summary(r: ExplainReport): string {
   const clients = r.ports.flatMap((p) => p.clients);
-  const agreed = clients.filter((c) => c.agrees === true).length;
   const notChecked = r.notChecked === 0 ? "" : ` ${notCheckedText(r).replace("below", "above")}.`;
+  const claimed = r.claimed === 0
+    ? ""
+    : ` ${r.claimed} client${r.claimed === 1 ? " reaches" : "s reach"} another Service that claims ` +
+      "the same address and port (CLAIMED above).";
   if (r.disagreements > 0) {
     return `${r.disagreements} DISAGREEMENT${
       r.disagreements === 1 ? "" : "S"
-    }: the datapath does not do what the proxy's view says (drift, a stale sync, or a bug).${notChecked}`;
+    }: the datapath does not do what the proxy's view says (drift, a stale sync, or a bug).${claimed}${notChecked}`;
   }
-  if (agreed === 0) return `No client could be checked against the datapath.${notChecked}`;
+  // A client another Service's claim takes is never counted as agreeing for this one.
+  const own = clients.filter((c) => c.agrees === true && c.claimedBy === undefined).length;
+  if (own === 0 && r.claimed > 0) return `No client reaches this Service's endpoints.${claimed}${notChecked}`;
+  if (own === 0) return `No client could be checked against the datapath.${notChecked}`;
   return `The datapath agrees with the model for ${
-    agreed === 1 ? "the one client" : `the ${agreed} clients`
-  } checked.${notChecked}`;
+    own === 1 ? "the one client" : `the ${own} clients`
+  } checked.${claimed}${notChecked}`;
 }
 
 /** Returns the text report; see the module doc. */

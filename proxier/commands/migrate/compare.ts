@@ -12,6 +12,7 @@ import { isLoopback } from "../../model/net.ts";
 import { usableEndpoints } from "../../model/topology.ts";
 import type { ServicePortInfo } from "../../model/types.ts";
 import { type Client, type ClientOptions, clientsOf } from "../../read_side/clients.ts";
+import { addressClaims, claimText } from "../../read_side/claims.ts";
 import type { ProxyMode } from "../../options/config.ts";
 import type { DatapathTraits } from "../../datapath_traits.ts";
 import type { MigrationAdvice } from "../../mode_definition.ts";
@@ -76,6 +77,8 @@ export interface MigrationReport {
   readonly node: string;
   readonly from: { readonly mode: ProxyMode; readonly rules: string };
   readonly to: { readonly mode: ProxyMode; readonly rules: string };
+  /** Addresses and ports more than one Service claims, each with who wins, in the target's rules. */
+  readonly claims: readonly string[];
   /** The node's addresses each NodePort was asked on, and where they came from. */
   readonly nodeAddresses: { readonly addresses: readonly string[]; readonly from: string };
   readonly groups: readonly DifferenceGroup[];
@@ -349,6 +352,9 @@ export function compareMigration(o: {
     from: o.from,
     to: o.to,
     nodeAddresses: o.nodeAddresses,
+    claims: o.pairs.map((p) => p.view).filter((v, i, a) => a.indexOf(v) === i).flatMap(addressClaims).map(
+      claimText,
+    ),
     groups: [...groups].sort(([x], [y]) => order.indexOf(x) - order.indexOf(y)).map(
       ([cause, differences]) => {
         const services = [...new Set(differences.map((d) => d.service))].sort();

@@ -15,6 +15,7 @@ export function formatMigration(r: MigrationReport): string {
   const out = [
     `node ${r.node}: ${r.from.mode} (${r.from.rules}) -> ${r.to.mode} (${r.to.rules})`,
     `NodePorts asked on ${r.nodeAddresses.addresses.join(", ") || "no address"} (${r.nodeAddresses.from})`,
+    ...r.claims.map((c) => `ADDRESS CLAIM: ${c}`),
   ];
   const compared = r.unchanged +
     r.groups.reduce((n, g) => n + g.differences.filter((d) => d.client).length, 0);

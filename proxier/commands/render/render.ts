@@ -5,11 +5,12 @@
  */
 import { type CommandContext, EXIT, type ExitCode } from "../../command_definition.ts";
 import { renderFileSource } from "../../read_side/render.ts";
+import { addressClaims, claimText } from "../../read_side/claims.ts";
 import type { RenderQuery } from "./flags.ts";
 
 /**
  * Prints the batches a full sync would apply on stdout (exactly them), the live proxy's warnings
- * about skipped objects and the node addresses used on stderr.
+ * about skipped objects, the node addresses used and every address two Services claim on stderr.
  * @throws {CommandFailure} as `renderFileSource` does.
  */
 export async function runRender(query: RenderQuery, r: CommandContext): Promise<ExitCode> {
@@ -23,5 +24,13 @@ export async function runRender(query: RenderQuery, r: CommandContext): Promise<
   // Rules that depend on the node's addresses (NodePorts, a load balancer reaching itself) are only
   // as right as these: say which were used.
   r.log.info("Rendered for these node addresses", { addresses: rendered.renderer.nodeAddresses() });
+  for (const view of rendered.renderer.explain.views()) {
+    for (const claim of addressClaims(view)) {
+      r.log.warn("Services claim the same address and port; one wins", {
+        family: view.family,
+        claim: claimText(claim),
+      });
+    }
+  }
   return EXIT.ok;
 }
