@@ -28,8 +28,9 @@ export function masquerade(
   const rules = masqueradeRules(mode, view, c, client, external, local, chosen);
   // A packet from outside the node DNATed to one of the node's own addresses is delivered to it
   // (prerouting, then input): it never reaches postrouting, where masquerading happens. The node's
-  // own packets always pass postrouting.
-  if (rules.masquerade !== true || client === "node") return rules;
+  // own packets always pass postrouting. A socket proxy's connection is the node's own, whatever the
+  // endpoint's address.
+  if (rules.masquerade !== true || client === "node" || mode.traits.carrier === "sockets") return rules;
   const delivered = chosen.filter((e) => isNodeAddress(view, e.ip));
   if (delivered.length === 0) return rules;
   const here = "on this node's own address: delivered to the node, never masqueraded";
