@@ -44,6 +44,7 @@ export type Cause =
   | "masquerade"
   | "proxy-source"
   | "scheduler"
+  | "affinity-reset"
   | "limits"
   | "endpoints";
 
@@ -198,6 +199,7 @@ const TITLES: Readonly<Record<Cause, string>> = {
   "masquerade": "source address kept or masqueraded",
   "proxy-source": "source address: a proxy connects from the node, so the backends see the node's address",
   "scheduler": "how new connections are balanced",
+  "affinity-reset": "ClientIP affinity entries (each datapath keeps its own)",
   "limits": "what the mode cannot program",
   "endpoints": "endpoints reached",
 };
@@ -342,6 +344,14 @@ export function compareMigration(o: {
     // Without an endpoint there is nothing to balance: the scheduler changes nothing a client sees.
     const balanced = [old, p.view].some((v) => (v.endpoints.get(key) ?? []).length > 0);
     if (balanced && algorithm(sa) !== algorithm(sb)) add("scheduler", { ...at, before: sa, after: sb });
+    // The new datapath starts with no affinity entry: a pinned client may land elsewhere once.
+    if (o.from.mode !== o.to.mode && p.svc.stickyMaxAgeSeconds > 0 && balanced) {
+      add("affinity-reset", {
+        ...at,
+        before: `clients pinned to their endpoint (${p.svc.stickyMaxAgeSeconds} s)`,
+        after: "every client starts over: a pinned client may move to another endpoint once",
+      });
+    }
     const [la, lb] = [old.limits(svc).join("; "), p.view.limits(p.svc).join("; ")];
     if (la !== lb) add("limits", { ...at, before: la || "none", after: lb || "none" });
   }
