@@ -227,10 +227,12 @@ Deno.test("migrate from upstream 1.36's own listings: every connection compared;
   // Upstream's nftables mode to this program's: nothing (neither drops an INVALID packet).
   assertEquals(await report("nftables", "nftables-mode.nft"), { code: 0, unchanged: 34, groups: [] });
   // Across modes: upstream's own differences between its two modes, and nothing else.
+  // (and, across datapaths, the affinity entries a switch resets).
   assertEquals((await report("nftables", "iptables-mode.iptables-save")).groups, [
     "invalid-drop",
     "unserved-ports",
     "localhost-nodeport",
+    "affinity-reset",
   ]);
   // The advice followed, it is not given again: what still differs is the socket proxy being an
   // outside client of externalTrafficPolicy Local Services.
@@ -242,6 +244,7 @@ Deno.test("migrate from upstream 1.36's own listings: every connection compared;
     "invalid-drop",
     "unserved-ports",
     "external-traffic-policy-local",
+    "affinity-reset",
   ]);
   const again = JSON.parse((await upstream("nftables", "iptables-mode.iptables-save", followed)).stdout);
   assert(!JSON.stringify(again.groups).includes("--nodeport-addresses"), JSON.stringify(again.groups));
@@ -249,6 +252,7 @@ Deno.test("migrate from upstream 1.36's own listings: every connection compared;
     "invalid-drop",
     "unserved-ports",
     "localhost-nodeport",
+    "affinity-reset",
   ]);
 });
 
