@@ -197,12 +197,12 @@ export function clientsOf(svc: ServicePortInfo, view: FamilyView, o: ClientOptio
   );
   const externalLabel = real !== undefined ? `the client ${real}` : "an external client";
   const nodePortIPs = nodePortAddresses(view, o.nodeAddresses);
-  for (const ip of svc.nodePort === 0 ? [] : nodePortIPs) {
+  for (const [i, ip] of (svc.nodePort === 0 ? [] : nodePortIPs).entries()) {
     clients.push({
       kind: "external",
       via: "NodePort",
-      // Each address its own client where several are asked; the one address as before.
-      label: nodePortIPs.length > 1 ? `${externalLabel} on ${ip}` : externalLabel,
+      // The first address the view serves is the NodePort's client; each other address its own.
+      label: i === 0 ? externalLabel : `${externalLabel} on ${ip}`,
       connection: { ...outside, ...to(ip, svc.nodePort) },
     });
   }

@@ -89,6 +89,8 @@ endpoints:
         ];
       };
       const groups = [
+        // The iptables mode drops forwarded INVALID packets; the nftables mode, as upstream's, does not.
+        ["invalid-drop", ["(every Service)"]],
         ["unserved-ports", ["(every Service)"]],
         ["localhost-nodeport", ["shop/web"]],
         ["scheduler", ["default/cache"]],

@@ -76,13 +76,15 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
     }
   }
   // The objects' problems are the target's to say: the current mode's would describe what changes.
-  const [b, a] = [await render(r, q, from, () => false), await render(r, q, to)];
+  // On a live node both modes are rendered for its own addresses, as the running proxy reads them.
+  const live = rulesText === undefined ? r.interfaceAddresses().filter((ip) => !isLoopback(ip)) : undefined;
+  const [b, a] = [await render(r, q, from, live, () => false), await render(r, q, to, live)];
   // On a live node its own connections leave from the address its kernel picks toward the Service.
   const views = [...b.renderer.explain.views(), ...a.renderer.explain.views()];
   const routes = rulesText === undefined
     ? await nodeSources(r.exec, views.flatMap((v) => [...v.services.values()].map((s) => s.clusterIP)))
     : undefined;
-  const nodeAddresses = nodeAddressesOf(r, q, rulesText === undefined, views);
+  const nodeAddresses = nodeAddressesOf(q, live, views);
   const pairs = pairsOf(b.renderer.explain.views(), a.renderer.explain.views(), {
     nodeSource: routes === undefined ? undefined : (dst) => routes.get(dst),
     nodeAddresses: nodeAddresses.addresses,
@@ -141,21 +143,15 @@ export async function runMigrate(q: MigrateQuery, r: CommandContext): Promise<Ex
 }
 
 /**
- * Every address of the node, where each NodePort is asked: a live node's interfaces, else
+ * Every address of the node, where each NodePort is asked: a live node's interfaces (`live`), else
  * `--node-ip`'s (given once per address), else the Node object's; with where they came from.
  */
 function nodeAddressesOf(
-  r: CommandContext,
   q: MigrateQuery,
-  live: boolean,
+  live: readonly string[] | undefined,
   views: readonly FamilyView[],
 ): MigrationReport["nodeAddresses"] {
-  if (live) {
-    return {
-      addresses: r.interfaceAddresses().filter((ip) => !isLoopback(ip)),
-      from: "this node's interfaces",
-    };
-  }
+  if (live !== undefined) return { addresses: live, from: "this node's interfaces" };
   if (q.nodeIPs !== undefined && q.nodeIPs.length > 0) {
     return { addresses: [...q.nodeIPs], from: "--node-ip" };
   }
@@ -179,6 +175,7 @@ async function render(
   r: CommandContext,
   q: MigrateQuery,
   mode: ProxyModeDefinition,
+  nodeIPs: readonly string[] | undefined,
   warnAbout?: (key: string, o: object) => boolean,
 ): Promise<Rendered> {
   const config = r.configFor(mode.name);
@@ -193,7 +190,7 @@ async function render(
     mode,
     config,
     log: r.log,
-    nodeIPs: q.nodeIPs,
+    nodeIPs: nodeIPs ?? q.nodeIPs,
     nodeName,
     load,
     warnAbout,
