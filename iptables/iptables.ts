@@ -70,9 +70,9 @@ export interface IPTables {
   existingChains(table: Table, chains: readonly Chain[]): Promise<Chain[]>;
   /**
    * Returns the chain's rules as `iptables -S` prints them (`-A CHAIN ...`), or undefined when the
-   * chain does not exist. Reads that chain only: cheap beside a whole table's save.
+   * chain does not exist. Reads that chain only: cheap beside a whole table's save. `signal` stops it.
    */
-  listRules(table: Table, chain: Chain): Promise<string[] | undefined>;
+  listRules(table: Table, chain: Chain, signal?: AbortSignal): Promise<string[] | undefined>;
   /** Flushes and deletes the chain; succeeds when it does not exist. */
   deleteChain(table: Table, chain: Chain): Promise<void>;
 }
@@ -156,8 +156,11 @@ export class IptablesRunner implements IPTables {
     );
   }
 
-  async #iptables(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    return await this.#exec.run(this.#cmd, { args: [...LOCK_WAIT, ...args] });
+  async #iptables(
+    args: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<{ code: number; stdout: string; stderr: string }> {
+    return await this.#exec.run(this.#cmd, { args: [...LOCK_WAIT, ...args], signal });
   }
 
   async #must(args: readonly string[]): Promise<void> {
@@ -172,8 +175,8 @@ export class IptablesRunner implements IPTables {
    * tool. Read as "absent", such a failure would skip a cleanup silently or report drift that is
    * not there.
    */
-  async #query(args: readonly string[]): Promise<string | undefined> {
-    const r = await this.#iptables(args);
+  async #query(args: readonly string[], signal?: AbortSignal): Promise<string | undefined> {
+    const r = await this.#iptables(args, signal);
     if (r.code === 0) return r.stdout;
     if (saysAbsent(r)) return undefined;
     throw this.#failed(args, r);
@@ -204,8 +207,8 @@ export class IptablesRunner implements IPTables {
   }
 
   /** @inheritdoc */
-  async listRules(table: Table, chain: Chain): Promise<string[] | undefined> {
-    const out = await this.#query(["-t", table, "-S", chain]);
+  async listRules(table: Table, chain: Chain, signal?: AbortSignal): Promise<string[] | undefined> {
+    const out = await this.#query(["-t", table, "-S", chain], signal);
     return out?.split("\n").filter((l) => l.startsWith("-A "));
   }
 

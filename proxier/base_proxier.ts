@@ -120,7 +120,7 @@ export abstract class BaseProxier implements Provider {
     this.#drift = new DriftWatch({
       ...o,
       periodMs: o.syncPeriodMs,
-      detect: (thorough) => this.detectDrift(thorough),
+      detect: (thorough, signal) => this.detectDrift(thorough, signal),
       counters: this.metrics,
       exclusive: this.#exclusive,
       ready: () => this.isInitialized,
@@ -156,9 +156,9 @@ export abstract class BaseProxier implements Provider {
    * Returns what of the mode's kernel state changed behind its back (undefined: nothing found), so
    * the next sync is full and repairs it (`drift.ts`). Cheap checks before every partial sync;
    * `thorough` ones (what the mode owns, counted: jumps, fixed chains, element or server counts)
-   * once per sync period beside the syncs. Default: none.
+   * once per sync period beside the syncs, stopped by `signal` when a sync is asked for. Default: none.
    */
-  protected detectDrift(_thorough: boolean): Promise<string | undefined> {
+  protected detectDrift(_thorough: boolean, _signal?: AbortSignal): Promise<string | undefined> {
     return Promise.resolve(undefined);
   }
 

@@ -2,7 +2,10 @@
  * Drift: kernel state this proxy owns changed behind its back (a firewalld reload, an admin's
  * flush, one rule, element, real server or address deleted). Each mode says what drifted
  * (`BaseProxier.detectDrift`): cheap checks before every partial sync, thorough ones (what the mode
- * owns, counted) once per sync period between syncs. What is found is logged once, counted in
+ * owns, counted) once per sync period between syncs. A thorough check never delays a change: it
+ * gives way to a sync the moment one is asked for (its kernel listing is stopped) and runs again
+ * later; and at scale, where listing the table takes seconds, it runs at most once per
+ * {@linkcode DRIFT_CHECK_PACE} times its own duration, so it never costs more than a twentieth of a core. What is found is logged once, counted in
  * `kubeproxy_sync_proxy_rules_drift_repairs_total` (and, when a mode names another writer of its
  * rules, in `kubeproxy_sync_proxy_rules_other_writer_repairs_total`), and repaired by a full sync.
  * @module
@@ -19,6 +22,33 @@ import { onAbort } from "./runtime/abort.ts";
  */
 export const ANOTHER_WRITER = "another writer programs this node";
 
+/** A thorough check runs at most once per this many times its last duration (below, the sync period). */
+export const DRIFT_CHECK_PACE = 20;
+
+/**
+ * A costly step of a check (listing a map of tens of thousands of elements), run at most once per
+ * `pace` times its last duration: at most 1/`pace` of a core, however large the table.
+ */
+export class Paced {
+  readonly #pace: number;
+  #next = -Infinity;
+
+  /** `pace`: how many times its duration must pass between two runs. */
+  constructor(pace: number) {
+    this.#pace = pace;
+  }
+
+  /** True when the step may run at `nowMs`. */
+  due(nowMs: number): boolean {
+    return nowMs >= this.#next;
+  }
+
+  /** Records a run from `startMs` to `endMs`. */
+  ran(startMs: number, endMs: number): void {
+    this.#next = endMs + this.#pace * (endMs - startMs);
+  }
+}
+
 /** Options of {@linkcode DriftWatch}. */
 export interface DriftWatchOptions {
   readonly family: IPFamily;
@@ -26,8 +56,8 @@ export interface DriftWatchOptions {
   readonly clock: Clock;
   /** How often the thorough check runs (the sync period). */
   readonly periodMs: number;
-  /** The mode's check; see `BaseProxier.detectDrift`. */
-  readonly detect: (thorough: boolean) => Promise<string | undefined>;
+  /** The mode's check; see `BaseProxier.detectDrift`. `signal` stops a thorough check's listing. */
+  readonly detect: (thorough: boolean, signal?: AbortSignal) => Promise<string | undefined>;
   /** Counts each repair, and apart each repair of what another writer (named) wrote. */
   readonly counters: {
     readonly driftRepairsTotal: { inc(): void };
@@ -40,6 +70,8 @@ export interface DriftWatchOptions {
    * sync ran could not be trusted anyway.
    */
   readonly exclusive: Exclusive;
+  /** Reads the elapsed time of a check; default the clock. */
+  readonly now?: () => number;
   /** False until the first sync may run (nothing is checked before). */
   readonly ready: () => boolean;
   /** Asks for the full sync that repairs what drifted. */
@@ -49,6 +81,8 @@ export interface DriftWatchOptions {
 /** Detects and reports drift; see the module doc. */
 export class DriftWatch {
   readonly #o: DriftWatchOptions;
+  /** How long the last thorough check that ran to its end took. */
+  #lastMs = 0;
 
   /** Starts nothing; {@linkcode watch} starts the periodic check. */
   constructor(o: DriftWatchOptions) {
@@ -60,6 +94,24 @@ export class DriftWatch {
     return this.#o.detect(thorough).catch((e) =>
       `the check failed: ${e instanceof Error ? e.message : String(e)}`
     );
+  }
+
+  /**
+   * Runs the thorough check beside nothing, giving way to a sync asked for meanwhile: then it says
+   * nothing (a check cut short found nothing), and the next period tries again.
+   */
+  #thorough(): Promise<string | undefined> {
+    return this.#o.exclusive.runYielding(async (signal) => {
+      if (!this.#o.ready() || signal.aborted) return undefined;
+      const now = this.#o.now ?? (() => this.#o.clock.now());
+      const start = now();
+      const drift = await this.#o.detect(true, signal).catch((e) =>
+        signal.aborted ? undefined : `the check failed: ${e instanceof Error ? e.message : String(e)}`
+      );
+      if (signal.aborted) return undefined;
+      this.#lastMs = now() - start;
+      return drift;
+    });
   }
 
   /** Logs and counts what drifted (the caller makes the next sync full). */
@@ -80,16 +132,17 @@ export class DriftWatch {
    * full sync that repairs it. Returns what drifted.
    */
   async repair(): Promise<string | undefined> {
-    const drift = await this.#o.exclusive.run(() =>
-      this.#o.ready() ? this.check(true) : Promise.resolve(undefined)
-    );
+    const drift = await this.#thorough();
     if (drift === undefined) return undefined;
     this.report(drift);
     this.#o.repair();
     return drift;
   }
 
-  /** Runs {@linkcode repair} once per period, beside the syncs, until `signal` aborts. */
+  /**
+   * Runs {@linkcode repair} once per period (at scale, once per {@linkcode DRIFT_CHECK_PACE} times
+   * its last duration), beside the syncs, until `signal` aborts.
+   */
   watch(signal: AbortSignal): void {
     let cancel = () => {};
     const tick = () => {
@@ -97,7 +150,7 @@ export class DriftWatch {
         if (signal.aborted) return;
         await this.repair();
         if (!signal.aborted) tick();
-      }, this.#o.periodMs);
+      }, Math.max(this.#o.periodMs, DRIFT_CHECK_PACE * this.#lastMs));
     };
     tick();
     onAbort(signal, () => cancel());

@@ -176,28 +176,29 @@ export class IptablesProxier extends BaseProxier {
    * and the number of rules in nat KUBE-SERVICES (one service's jump deleted, the nat table flushed
    * while mangle kept its canary).
    */
-  protected override async detectDrift(thorough: boolean): Promise<string | undefined> {
+  protected override async detectDrift(thorough: boolean, signal?: AbortSignal): Promise<string | undefined> {
     if (!(await this.#ipt.chainExists("mangle", KUBE_PROXY_CANARY))) {
       return "the mangle canary chain is gone (tables flushed?)";
     }
     if (!thorough) return undefined;
     const jumps = JUMP_CHAINS.filter((j) => j.to !== KUBE_FIREWALL || this.#firewallChainUsed());
     const builtin = new Map<string, string>();
+    const list = (table: Table, chain: Chain) => this.#ipt.listRules(table, chain, signal);
     for (const j of jumps) {
       const k = `${j.table} ${j.from}`;
-      if (!builtin.has(k)) builtin.set(k, (await this.#ipt.listRules(j.table, j.from) ?? []).join("\n"));
+      if (!builtin.has(k)) builtin.set(k, (await list(j.table, j.from) ?? []).join("\n"));
       if (missingJumps([j], builtin.get(k)!).length > 0) {
         return `the jump ${j.table} ${j.from} -> ${j.to} is gone`;
       }
     }
-    const postrouting = (await this.#ipt.listRules("nat", KUBE_POSTROUTING)) ?? [];
+    const postrouting = (await list("nat", KUBE_POSTROUTING)) ?? [];
     if (this.#generation > 0 && !postrouting.includes(syncMarkRule(this.#generation, this.#o.writer))) {
       const other = otherWriter(postrouting, this.#o.writer);
       return other !== undefined
         ? `${ANOTHER_WRITER}: kube-proxy-deno ${other} wrote KUBE-POSTROUTING after sync ${this.#generation}`
         : `the last restore (sync ${this.#generation}) is not in the kernel (it exited 0 having done nothing?)`;
     }
-    const services = (await this.#ipt.listRules("nat", KUBE_SERVICES))?.length ?? 0;
+    const services = (await list("nat", KUBE_SERVICES))?.length ?? 0;
     if (services !== this.#servicesRules) {
       return `nat ${KUBE_SERVICES} holds ${services} rules; the last sync wrote ${this.#servicesRules}`;
     }

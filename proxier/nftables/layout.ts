@@ -127,6 +127,18 @@ export function affinityRecordChain(t: number): NftName {
 }
 
 /**
+ * Maps and sets of the fixed layout, each with a chain whose rule uses it: while the rule is there
+ * the kernel refuses to delete them, which the thorough drift check asks cheaply (a flushed chain
+ * or table is found without listing the table's rules, which makes nft fetch every element).
+ */
+export const REFERENCED: ReadonlyArray<readonly ["map" | "set", NftName, NftName]> = [
+  ["map", SERVICE_IPS, SERVICES],
+  ["map", LB, INTERNAL],
+  ["map", NO_ENDPOINT_SERVICES, SERVICE_ENDPOINTS_CHECK],
+  ["set", CLUSTER_IPS, CLUSTER_IPS_CHECK],
+];
+
+/**
  * Object-dependent chains (and affinity maps), recognised by name for stale cleanup: the lb chains
  * (`backends.ts`), `affinity-T` / `affinity-record-T`, and the Maglev chains and maps (`maglev_maps.ts`).
  */

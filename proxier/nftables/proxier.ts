@@ -14,7 +14,9 @@ import type { BaseProxierOptions } from "../proxier_options.ts";
 import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
-import { generationElement, otherWriterOf } from "./sync_generation.ts";
+import { generationElement } from "./sync_generation.ts";
+import { Paced } from "../drift.ts";
+import { ELEMENT_COUNT_PACE, nftablesDrift } from "./drift_check.ts";
 import {
   affinityRecordChain,
   affinityTimeout,
@@ -25,7 +27,6 @@ import {
   foreignLayout,
   type NftName,
   SERVICE_IPS,
-  SERVICES,
   SYNC_GENERATION,
   TABLE,
 } from "./layout.ts";
@@ -79,6 +80,8 @@ export class NftablesProxier extends BaseProxier {
   /** The Maglev tables the kernel holds. */
   readonly #maglev: MaglevMaps;
   readonly #seed: number;
+  /** When the thorough drift check's element count is due (`drift_check.ts`). */
+  readonly #countDue = new Paced(ELEMENT_COUNT_PACE);
   /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
   #generation = 0;
   /** The loopback NodePort listeners' feed, when they are served. */
@@ -186,39 +189,23 @@ export class NftablesProxier extends BaseProxier {
     return full;
   }
 
-  /**
-   * @inheritdoc
-   * Cheap: the layout's marker chain (the table deleted, the ruleset flushed). Thorough: the
-   * `services` chain's one rule (the table flushed) and the number of `service-ips` elements (one
-   * deleted by hand).
-   */
-  protected override async detectDrift(thorough: boolean): Promise<string | undefined> {
-    const found = await this.#detectDrift(thorough);
+  /** @inheritdoc (`drift_check.ts`) */
+  protected override async detectDrift(thorough: boolean, signal?: AbortSignal): Promise<string | undefined> {
+    const found = await nftablesDrift(
+      {
+        nft: this.#nft,
+        generation: this.#generation,
+        writer: this.#o.writer,
+        serviceIPs: () => this.#book.size(SERVICE_IPS),
+        countDue: this.#countDue,
+        now: () => this.clock.now(),
+      },
+      thorough,
+      signal,
+    );
     // The repair is a full sync: it writes the Maglev tables anew too.
     if (found !== undefined) this.#maglev.clear();
     return found;
-  }
-
-  async #detectDrift(thorough: boolean): Promise<string | undefined> {
-    const chains = await this.#nft.listChains(TABLE);
-    if (chains === undefined) return `the ${TABLE} table is gone (ruleset flushed?)`;
-    const foreign = foreignLayout(chains);
-    if (foreign !== undefined) return `another writer changed the ${TABLE} table: ${foreign}`;
-    if (!thorough) return undefined;
-    const held = (await this.#nft.listElements(TABLE, SERVICE_IPS)).length;
-    const written = this.#book.size(SERVICE_IPS);
-    if (held !== written) return `map ${SERVICE_IPS} holds ${held} elements; the last sync wrote ${written}`;
-    const generation = await this.#nft.listElements(TABLE, SYNC_GENERATION);
-    if (
-      this.#generation > 0 && (generation.length !== 1 || Number(generation[0].key[0]) !== this.#generation)
-    ) {
-      return otherWriterOf(generation, this.#o.writer) ??
-        `the last transaction (${this.#generation}) is not in the kernel (nft exited 0 having done nothing?)`;
-    }
-    // Listing a chain makes nft read the whole table (seconds at scale): last, and off the sync path.
-    const rules = await this.#nft.countRules(TABLE, SERVICES);
-    if (rules !== 1) return `chain ${SERVICES} holds ${rules ?? 0} rules, not 1 (table flushed?)`;
-    return undefined;
   }
 
   /** @inheritdoc */

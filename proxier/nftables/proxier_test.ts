@@ -1,11 +1,12 @@
-import { NftError } from "../../iptables/nft.ts";
+import { type NFTables, NftError } from "../../iptables/nft.ts";
+import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { affinityNotice } from "./mode.ts";
 import { traceNft } from "../trace/nft_walker.ts";
 import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { NODE_IP } from "../../tests/flows/objects.ts";
-import { LAYOUT_MARKER, TABLE } from "./layout.ts";
+import { LAYOUT_MARKER, SERVICE_IPS, TABLE } from "./layout.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
 import { upstreamNftablesSync } from "../../tests/support/upstream_kube_proxy.ts";
 
@@ -407,4 +408,87 @@ Deno.test("nftables: a transaction another instance of this program wrote is nam
     await metrics.registry.metrics(),
     /kubeproxy_sync_proxy_rules_other_writer_repairs_total\{ip_family="IPv4"\} 1/,
   );
+});
+
+/** The nft interface of `fake` that records each call's name (and, for a transaction, its lines). */
+function recordingNft(fake: Fake, calls: string[]): NFTables {
+  const nft = fake.forFamily("IPv4");
+  return new Proxy(nft, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        calls.push(
+          key === "apply"
+            ? `apply ${String(args[0]).split("\n").filter((l) => l !== "").length}`
+            : String(key),
+        );
+        return v.apply(target, args);
+      };
+    },
+  });
+}
+
+Deno.test("nftables at scale: a partial sync asks nft for its chain names and one transaction the size of the change, whatever the table holds", async () => {
+  const asked = new Map<number, string[]>();
+  for (const n of [50, 2000]) {
+    const fake = new FakeNft();
+    const calls: string[] = [];
+    const { proxier } = nftablesSetup({ nft: recordingNft(fake, calls) });
+    for (let i = 0; i < n; i++) {
+      const ip = `172.31.${i >> 8}.${i & 255}`;
+      proxier.onServiceAdd(
+        makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
+      );
+      proxier.onEndpointSliceAdd(
+        makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
+      );
+    }
+    await proxier.syncNow();
+    calls.length = 0;
+    for (let g = 1; g <= 5; g++) {
+      const before = makeEndpointSlice(
+        "scale",
+        "s7",
+        (s) => s.endpoints = [ep(`10.181.0.${g === 1 ? 7 : 100 + g - 1}`)],
+      );
+      proxier.onEndpointSliceUpdate(
+        before,
+        makeEndpointSlice("scale", "s7", (s) => s.endpoints = [ep(`10.181.0.${100 + g}`)]),
+      );
+      await proxier.syncNow();
+    }
+    // Nothing that reads the table's elements or rules (nft fetches every element to list those).
+    assert(calls.every((c) => c === "listChains" || c.startsWith("apply ")), calls.join(", "));
+    asked.set(n, calls);
+  }
+  assertEquals(asked.get(2000), asked.get(50), "the same calls and transaction sizes at 40 times the table");
+});
+
+Deno.test("nftables: a thorough drift check gives way to a sync asked for while it lists the table", async () => {
+  const fake = new FakeNft();
+  let listings = 0;
+  let stopped = 0;
+  // A map whose listing takes as long as it is let run (seconds at scale), until its nft is killed.
+  const nft: NFTables = {
+    ...fake.forFamily("IPv4"),
+    listElements: (table, name, signal) =>
+      name !== SERVICE_IPS ? fake.forFamily("IPv4").listElements(table, name) : new Promise((_, reject) => {
+        listings++;
+        signal?.addEventListener("abort", () => (stopped++, reject(new Error("nft killed"))));
+      }),
+  };
+  const { proxier } = nftablesSetup({ nft });
+  await proxier.syncNow();
+  const checking = proxier.repairDrift();
+  await new Promise((r) => setTimeout(r, 20));
+  assertEquals(listings, 1, "the check is listing");
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.77")]),
+  );
+  await proxier.syncNow();
+  assertEquals(stopped, 1, "the listing was stopped for the sync");
+  assertEquals(await checking, undefined, "a check cut short reports no drift");
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80", "10.180.0.77:80"], "the change is in");
 });

@@ -8,7 +8,8 @@ import { TABLE } from "../nftables/layout.ts";
 import { datapathCheck } from "./datapath_check.ts";
 import { addressIn } from "./clients.ts";
 import { formatExplain } from "../commands/explain/format.ts";
-import { type ExplainContext, explainService, summarizeServices } from "./report.ts";
+import { type ExplainContext, explainService } from "./report.ts";
+import { summarizeServices } from "./summary.ts";
 import { type ObjectSet, SCHEDULERS } from "../../tests/flows/objects.ts";
 
 /** nftables on the fake nft with the flow table's representative objects; the datapath read as `nft list` shows it. */

@@ -22,3 +22,22 @@ Deno.test("exclusive: a task asked while another runs starts only after it ended
   assertEquals(await second, 2);
   assertEquals(order, ["first starts", "first ends", "second runs"]);
 });
+
+Deno.test("exclusive: a yielding task's signal aborts the moment another task asks, which then runs at once", async () => {
+  const ex = new Exclusive();
+  const order: string[] = [];
+  const check = ex.runYielding(async (signal) => {
+    order.push("check starts");
+    await new Promise<void>((r) => signal.addEventListener("abort", () => r()));
+    order.push("check stops");
+    return "cut short";
+  });
+  await Promise.resolve();
+  const sync = ex.run(() => (order.push("sync runs"), Promise.resolve("synced")));
+  assertEquals(await check, "cut short");
+  assertEquals(await sync, "synced");
+  assertEquals(order, ["check starts", "check stops", "sync runs"]);
+  // Not cut short by anything asked before it.
+  const quiet = ex.runYielding((signal) => Promise.resolve(signal.aborted));
+  assertEquals(await quiet, false);
+});

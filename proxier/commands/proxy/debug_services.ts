@@ -27,19 +27,20 @@ export function debugServices(
   const { explain } = o.proxier;
   let readSide: ReturnType<typeof load> | undefined;
   async function load() {
-    const [{ DatapathWorkers }, report, { nodeSources }] = await Promise.all([
+    const [{ DatapathWorkers }, report, summary, { nodeSources }] = await Promise.all([
       import("../../read_side/datapath_workers.ts"),
       import("../../read_side/report.ts"),
+      import("../../read_side/summary.ts"),
       import("../../read_side/route.ts"),
     ]);
     const workers = new DatapathWorkers({ signal: o.signal, toolTimeoutMs: o.config.kernelToolTimeoutMs });
     const check = workers.check({ tracer: o.mode, config: o.config, answer: explain.answer });
-    return { report, check, nodeSources };
+    return { report, summary, check, nodeSources };
   }
   return {
     async list() {
-      const { report } = await (readSide ??= load());
-      return { schema: report.SERVICES_SCHEMA, services: report.summarizeServices(explain.views()) };
+      const { summary } = await (readSide ??= load());
+      return { schema: summary.SERVICES_SCHEMA, services: summary.summarizeServices(explain.views()) };
     },
     async service(name, port, client) {
       const { report, check, nodeSources } = await (readSide ??= load());
