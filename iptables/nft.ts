@@ -17,7 +17,12 @@ export function nftFamily(family: IPFamily): "ip" | "ip6" {
  * rules instead makes nft fetch every element of the table (seconds at scale).
  * @throws {NftError} when the map or set does not exist, or nft fails otherwise.
  */
-export async function isReferenced(nft: NFTables, table: string, kind: "map" | "set", name: string): Promise<boolean> {
+export async function isReferenced(
+  nft: NFTables,
+  table: string,
+  kind: "map" | "set",
+  name: string,
+): Promise<boolean> {
   try {
     await nft.check(`delete ${kind} ${nftFamily(nft.family)} ${table} ${name}\n`);
     return false;
