@@ -10,7 +10,7 @@ import { splitArgs } from "../../iptables/rule_args.ts";
 import type { BaseProxier } from "../../proxier/base_proxier.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { traceNft } from "../../proxier/trace/nft_walker.ts";
-import { assert, assertEquals, assertMatch } from "../support/assert.ts";
+import { assertEquals, assertMatch } from "../support/assert.ts";
 import type { MemoryLogger } from "../support/fixtures.ts";
 import { iptablesSetup } from "../flows/iptables_datapath.ts";
 import { ipvsSetup } from "../flows/ipvs_datapath.ts";
