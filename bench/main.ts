@@ -1,7 +1,9 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [trace] [conntrack] [npl] [chaos] [soak]
- * (default: all but chaos and soak). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
+ * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [trace] [conntrack] [npl] [scale] [chaos] [soak]
+ * (default: all but scale, chaos and soak). `scale` runs the real program against the test API server at
+ * SCALE_SIZES (default 5000x50,50000x1,50000x10; SCALE_CHANGES changes each, default 110; SCALE_MODES
+ * default nftables, and iptables at 5000x50). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
  * VM (CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODES=iptables,iptables-legacy,nftables,ipvs change it). `soak` runs the
  * real program for an hour per mode at 10,000 Services, ipvs at 1,000 in the VM (SOAK_SECONDS,
@@ -16,6 +18,7 @@ import { onPath } from "../proxier/runtime/kernel_tools.ts";
 import { benchChaos } from "./chaos.ts";
 import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
+import { benchScale, type ScaleResult } from "./scale.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -419,6 +422,60 @@ if (which.has("memory")) {
       series,
     });
   }
+}
+
+if (which.has("scale") && Deno.uid() === 0) {
+  const sizes = (Deno.env.get("SCALE_SIZES") ?? "5000x50,50000x1,50000x10").split(",").map((x) =>
+    x.split("x").map(Number)
+  );
+  const changes = Number(Deno.env.get("SCALE_CHANGES") ?? "110");
+  const modes = (Deno.env.get("SCALE_MODES") ?? "nftables").split(",") as Array<ScaleResult["mode"]>;
+  out(`\n## Scale: the real program (deno task start) against the test API server, N Services x E endpoints`);
+  out(
+    `Cold start: process start to every Service in the kernel; its floor: nft -f of the same transaction ` +
+      `(iptables: the rules as iptables-save prints them, restored) into an empty namespace. ${changes} ` +
+      `one-endpoint changes 1.1-1.6 s apart, each from the API write to the new endpoint in the kernel ` +
+      `(nft monitor's event; iptables: its chain), with the periodic sync and the drift check running; ` +
+      `change floor: nft -f of one change's transaction on the loaded table. CPU: the program and its ` +
+      `kernel tools over the changes, per change. RSS: after the first sync / at the end / the most ` +
+      `sampled every 100 ms / the peak (VmHWM).`,
+  );
+  out(
+    "| mode | services x endpoints | cold start | floor | ratio | change to kernel median / p99 / max | change floor | CPU per change | RSS MiB | syncs partial / full, drift repairs |",
+  );
+  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const points = new Map<string, Point[]>();
+  for (const mode of modes) {
+    for (const [services, endpoints] of sizes) {
+      if (mode === "iptables" && services * endpoints > 250_000) continue;
+      const r = await benchScale({ mode, services, endpoints, changes });
+      const size = `${services.toLocaleString("en")} x ${endpoints}`;
+      for (
+        const [name, v] of [["median", r.change.median], ["p99", r.change.p99], [
+          "max",
+          r.change.max,
+        ]] as const
+      ) {
+        const k = `${mode} ${name}`;
+        points.set(k, [...points.get(k) ?? [], [services * endpoints, v]]);
+      }
+      out(
+        `| ${mode} | ${size} | ${r.coldStartS.toFixed(2)} s | ${r.floorS.toFixed(2)} s | ${
+          (r.coldStartS / r.floorS).toFixed(2)
+        }x | ${r.change.median} / ${r.change.p99} / ${r.change.max} ms${
+          r.change.missed > 0 ? ` (${r.change.missed} missed)` : ""
+        } | ${
+          Number.isNaN(r.floorChangeMs) ? "-" : `${r.floorChangeMs.toFixed(1)} ms`
+        } | ${r.cpuPerChangeMs} ms | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
+      );
+    }
+  }
+  await chart("scale-change.svg", {
+    title: "One endpoint change, API write to the kernel, against the table's size",
+    x: "endpoints in the table",
+    y: "ms",
+    series: [...points].map(([name, pts]) => ({ name, points: pts })),
+  });
 }
 
 if (which.has("chaos")) {

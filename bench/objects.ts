@@ -10,8 +10,8 @@ const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) &
 import type { ProxyConfig } from "../proxier/options/config.ts";
 import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 
-/** The generator: service i has cluster IP 172.30.x.y and 10 endpoints in 10.0.0.0/8. */
-export function generate(n: number): { services: V1Service[]; slices: V1EndpointSlice[] } {
+/** The generator: service i has cluster IP 172.30.x.y and `endpoints` (10) endpoints in 10.0.0.0/8. */
+export function generate(n: number, endpoints = 10): { services: V1Service[]; slices: V1EndpointSlice[] } {
   const services: V1Service[] = [];
   const slices: V1EndpointSlice[] = [];
   for (let i = 0; i < n; i++) {
@@ -26,22 +26,22 @@ export function generate(n: number): { services: V1Service[]; slices: V1Endpoint
         ports: [{ name: "http", port: 80, protocol: "TCP" }],
       },
     });
-    slices.push(slice(name, i, 0));
+    slices.push(slice(name, i, 0, endpoints));
   }
   return { services, slices };
 }
 
 /**
- * Service `name` (the i-th)'s slice of 10 endpoints in 10.0.0.0/8. Generation g > 0 replaces exactly
- * one of them (the first) with an address in 11.0.0.0/8: a one-endpoint change.
+ * Service `name` (the i-th)'s slice of `endpoints` (10) endpoints in 10.0.0.0/8. Generation g > 0
+ * replaces exactly one of them (the first) with an address in 11.0.0.0/8: a one-endpoint change.
  */
-export function slice(name: string, i: number, generation: number): V1EndpointSlice {
+export function slice(name: string, i: number, generation: number, endpoints = 10): V1EndpointSlice {
   return {
     metadata: { namespace: "bench", name: `${name}-abc`, labels: { "kubernetes.io/service-name": name } },
     addressType: "IPv4",
     ports: [{ name: "http", port: 8080, protocol: "TCP" }],
-    endpoints: Array.from({ length: 10 }, (_, k) => ({
-      addresses: [k === 0 && generation > 0 ? ip(i + generation * 65536, 11) : ip(i * 10 + k + 1, 10)],
+    endpoints: Array.from({ length: endpoints }, (_, k) => ({
+      addresses: [k === 0 && generation > 0 ? ip(i + generation * 65536, 11) : ip(i * endpoints + k + 1, 10)],
       conditions: { ready: true },
       nodeName: "node-b",
     })),
@@ -55,8 +55,8 @@ export function peakRssMiB(): number {
 }
 
 /** Feeds N generated services to `p` with both "synced" calls; returns the milliseconds it took. */
-export function feedGenerated(p: EventHandler, n: number): number {
-  const { services, slices } = generate(n);
+export function feedGenerated(p: EventHandler, n: number, endpoints = 10): number {
+  const { services, slices } = generate(n, endpoints);
   const t = performance.now();
   for (const s of services) p.onServiceAdd(s);
   for (const s of slices) p.onEndpointSliceAdd(s);

@@ -1,0 +1,419 @@
+/**
+ * The real program at scale, against the test API server: `deno task bench scale` (SCALE_SIZES, e.g.
+ * `5000x50,50000x1,50000x10`; SCALE_CHANGES, default 110; SCALE_MODES, default `nftables`, add
+ * `iptables` for its partial syncs).
+ *
+ * {@linkcode benchScale} creates two network namespaces and runs this file inside the first as the
+ * driver. The driver serves N Services x E endpoints (one EndpointSlice each) and the Node from the
+ * test API server, starts `main.ts` as `deno task start` does, and reads:
+ * - the cold start: process start to every Service in the kernel (the program's own "First sync in
+ *   the kernel" line, which it says once the first full transaction is committed);
+ * - M single-endpoint changes 1.1-1.6 s apart (over the minimum sync period, so each is a sync of its
+ *   own; the periodic sync and the drift check run meanwhile:
+ *   the run spans several sync periods), each from the API write to the new endpoint in the kernel:
+ *   nftables, the element's add event on `nft monitor` (no polling: listing or getting one element
+ *   makes nft fetch every element, seconds at scale); iptables, its endpoint chain (`iptables-nft
+ *   -S`, every 25 ms, a few ms whatever the table holds);
+ * - CPU of the program and its kernel tools (utime + stime + the children's) over the changes,
+ *   per change; RSS after the first sync, at the end, sampled every 100 ms, and the peak (VmHWM);
+ * - the kernel's floor in the second namespace: the same full transaction (the proxier's own, on a
+ *   dry run) loaded by `nft -f` (or the rules as `iptables-save` prints them, restored), and one
+ *   change's transaction on top of it (median of 6).
+ * @module
+ */
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { parseArgs } from "node:util";
+import { DryRunExecutor } from "../iptables/dry_run.ts";
+import type { ExecOptions, ExecResult } from "../iptables/executor.ts";
+import { NftRunner } from "../iptables/nft.ts";
+import { endpointChainName } from "../proxier/iptables/chain_name.ts";
+import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
+import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
+import { nftablesMode } from "../proxier/nftables/mode.ts";
+import { NftablesProxier } from "../proxier/nftables/proxier.ts";
+import { realClock } from "../proxier/runtime/clock.ts";
+import { nullLogger } from "../proxier/runtime/logger.ts";
+import { TestApiServer } from "../tests/support/api_server.ts";
+import { startArgs } from "../tests/support/program.ts";
+import { benchConfig, feedGenerated, generate, slice } from "./objects.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const METRICS = 10249;
+
+/** One size and mode of the benchmark. */
+export interface ScaleOptions {
+  readonly mode: "nftables" | "iptables";
+  readonly services: number;
+  readonly endpoints: number;
+  readonly changes: number;
+}
+
+/** What one run measured; times in ms unless said, memory in MiB. */
+export interface ScaleResult extends ScaleOptions {
+  /** Process start to every Service in the kernel, s. */
+  readonly coldStartS: number;
+  /** The kernel loading the same full transaction into an empty namespace, s. */
+  readonly floorS: number;
+  /** One change's transaction loaded on top of it, ms (median of 6). */
+  readonly floorChangeMs: number;
+  readonly change: { median: number; p99: number; max: number; missed: number; count: number };
+  /** CPU of the program and its tools over the changes, per change. */
+  readonly cpuPerChangeMs: number;
+  readonly rss: { afterFirstSync: number; end: number; maxSampled: number; peak: number };
+  readonly syncs: { partial: number; full: number; driftRepairs: number };
+}
+
+/** Runs one configuration in namespaces of its own; returns what it measured. */
+export async function benchScale(o: ScaleOptions): Promise<ScaleResult> {
+  const id = crypto.randomUUID().slice(0, 8);
+  const node = `kpd-scale-${id}`;
+  const floor = `kpd-scale-${id}-floor`;
+  try {
+    for (const ns of [node, floor]) {
+      await run("ip", ["netns", "add", ns]);
+      await run("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
+    }
+    const child = new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        node,
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--config",
+        `${ROOT}deno.json`,
+        new URL(import.meta.url).pathname,
+        `--mode=${o.mode}`,
+        `--services=${o.services}`,
+        `--endpoints=${o.endpoints}`,
+        `--changes=${o.changes}`,
+        `--floor-ns=${floor}`,
+      ],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const out = new TextDecoder().decode((await child.output()).stdout);
+    const line = out.split("\n").find((l) => l.startsWith("{"));
+    if (line === undefined) throw new Error(`scale driver printed no result: ${out}`);
+    return JSON.parse(line);
+  } finally {
+    for (const ns of [node, floor]) await run("ip", ["netns", "del", ns]).catch(() => {});
+  }
+}
+
+async function run(cmd: string, args: string[], stdin?: string): Promise<{ code: number; out: string }> {
+  const c = new Deno.Command(cmd, {
+    args,
+    stdin: stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .spawn();
+  if (stdin !== undefined) {
+    const w = c.stdin.getWriter();
+    await w.write(new TextEncoder().encode(stdin));
+    await w.close();
+  }
+  const r = await c.output();
+  return { code: r.code, out: new TextDecoder().decode(r.stdout) + new TextDecoder().decode(r.stderr) };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The process's (and its waited-for children's) CPU time, ms. */
+function cpuMs(pid: number): number {
+  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  // utime, stime, cutime, cstime: fields 14-17, here 11-14 after the name; clock ticks of 10 ms.
+  return [11, 12, 13, 14].reduce((n, i) => n + Number(f[i]), 0) * 10;
+}
+
+function status(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(Deno.readTextFileSync(`/proc/${pid}/status`));
+  return m ? Math.round(Number(m[1]) / 1024) : NaN;
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
+}
+
+function metric(page: string, name: string): number {
+  const m = new RegExp(`^${name}(\\{ip_family="IPv4"\\})? (\\S+)$`, "m").exec(page);
+  return m ? Number(m[2]) : 0;
+}
+
+/** A dry run that, after the first sync, reports the table as there (so later syncs stay partial). */
+class TableKeepingDryRun extends DryRunExecutor {
+  override run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
+    if (cmd === "nft" && opts.args.join(" ") === "-j list chains ip" && this.commands.length > 0) {
+      const chain = { family: "ip", table: TABLE, name: LAYOUT_MARKER };
+      return Promise.resolve({ code: 0, stdout: JSON.stringify({ nftables: [{ chain }] }), stderr: "" });
+    }
+    return super.run(cmd, opts);
+  }
+}
+
+/** The nftables proxier's own full transaction for the objects, and one change's on top of it. */
+async function nftTransactions(n: number, e: number, i: number): Promise<[string, string]> {
+  const exec = new TableKeepingDryRun();
+  const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
+  const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec });
+  const p = new NftablesProxier({
+    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
+    fullSyncPeriodMs: 3_600_000,
+    nft: new NftRunner({ exec, family: "IPv4" }),
+    masqueradeAll: false,
+    masqueradeBit: 14,
+    nodePortAddresses: [],
+    nodeIPs: ["192.168.0.2"],
+    affinitySupported: true,
+  });
+  feedGenerated(p, n, e);
+  await p.syncNow();
+  const full = exec.commands.filter((c) => c.args.includes("-f")).at(-1)!.stdin!;
+  p.onEndpointSliceUpdate(slice(`svc-${i}`, i, 0, e), slice(`svc-${i}`, i, 200, e));
+  await p.syncNow();
+  return [full, exec.commands.filter((c) => c.args.includes("-f")).at(-1)!.stdin!];
+}
+
+/** When each new endpoint address reached the kernel, from a watch started before the changes. */
+interface KernelWatch {
+  /** Resolves with the time the kernel holds `address` (of service `i`), or undefined after `ms`. */
+  seen(address: string, i: number, ms: number): Promise<number | undefined>;
+  close(): void;
+}
+
+/** nftables: `nft monitor new elements`, each line stamped as it arrives. */
+function nftWatch(): KernelWatch {
+  const child = new Deno.Command("nft", {
+    args: ["monitor", "new", "elements"],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const at = new Map<string, number>();
+  const waiting = new Map<string, (t: number) => void>();
+  (async () => {
+    let rest = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      const now = performance.now();
+      const lines = (rest + chunk).split("\n");
+      rest = lines.pop()!;
+      for (const l of lines) {
+        for (const m of l.matchAll(/: (11\.\d+\.\d+\.\d+) \. 8080/g)) {
+          at.set(m[1], now);
+          waiting.get(m[1])?.(now);
+        }
+      }
+    }
+  })().catch(() => {});
+  return {
+    seen(address, _i, ms) {
+      const t = at.get(address);
+      if (t !== undefined) return Promise.resolve(t);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => (waiting.delete(address), resolve(undefined)), ms);
+        waiting.set(address, (t) => (clearTimeout(timer), waiting.delete(address), resolve(t)));
+      });
+    },
+    close: () => child.kill("SIGTERM"),
+  };
+}
+
+/** iptables (nf_tables): the endpoint's chain, asked every 25 ms (a few ms whatever the table holds). */
+function iptablesWatch(): KernelWatch {
+  return {
+    async seen(address, i, ms) {
+      const chain = endpointChainName(`bench/svc-${i}:http`, "TCP", `${address}:8080`);
+      for (const end = performance.now() + ms; performance.now() < end; await sleep(25)) {
+        if ((await run("iptables-nft", ["-w", "-t", "nat", "-S", chain])).code === 0) {
+          return performance.now();
+        }
+      }
+      return undefined;
+    },
+    close() {},
+  };
+}
+
+async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResult> {
+  const { services, slices } = generate(o.services, o.endpoints);
+  const api = new TestApiServer();
+  api.apply("nodes", {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: "node-a" },
+    status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
+  } as KubernetesObject);
+  for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
+  for (const s of slices) {
+    api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
+  }
+  const proxy = new Deno.Command(Deno.execPath(), {
+    args: startArgs([
+      `--proxy-mode=${o.mode}`,
+      "--hostname-override=node-a",
+      "--cluster-cidr=10.0.0.0/8",
+      `--metrics-bind-address=127.0.0.1:${METRICS}`,
+      "--healthz-bind-address=127.0.0.1:10256",
+      ...(o.mode === "iptables" ? ["--iptables-backend=nft"] : []),
+      `--master=${api.start()}`,
+    ]),
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let log = "";
+  const drained = (async () => {
+    for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) log += t;
+  })().catch(() => {});
+  let maxSampled = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      try {
+        maxSampled = Math.max(maxSampled, status(proxy.pid, "VmRSS"));
+      } catch { /* exited */ }
+      await sleep(100);
+    }
+  })();
+  const watch = o.mode === "nftables" ? nftWatch() : iptablesWatch();
+  try {
+    let coldStartS = NaN;
+    for (const end = performance.now() + 30 * 60_000; performance.now() < end; await sleep(50)) {
+      const m = /"First sync in the kernel" .*sinceStartMs=(\d+)/.exec(log);
+      if (m !== null) {
+        coldStartS = Number(m[1]) / 1000;
+        break;
+      }
+    }
+    if (Number.isNaN(coldStartS)) throw new Error(`no first sync within 30 min:\n${log.slice(-4000)}`);
+    await sleep(3000);
+    const rssAfterFirstSync = status(proxy.pid, "VmRSS");
+    // The first change also tells the watch is live (nft monitor reads the ruleset as it starts).
+    const change = async (c: number) => {
+      const i = (c * 7919) % o.services;
+      const s = slice(`svc-${i}`, i, c + 1, o.endpoints);
+      const address = s.endpoints![0].addresses[0];
+      const t = performance.now();
+      api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
+      const seen = await watch.seen(address, i, 120_000);
+      return seen === undefined ? undefined : Math.max(0, seen - t);
+    };
+    if (await change(0) === undefined) {
+      throw new Error(`the warm-up change never reached the kernel:\n${log.slice(-4000)}`);
+    }
+    const before = await (await fetch(`http://127.0.0.1:${METRICS}/metrics`)).text();
+    const cpu0 = cpuMs(proxy.pid);
+    const latencies: number[] = [];
+    let missed = 0;
+    for (let c = 1; c <= o.changes; c++) {
+      // Over the minimum sync period (1 s), so each change is a sync of its own.
+      await sleep(1100 + Math.random() * 500);
+      const ms = await change(c);
+      if (ms === undefined) missed++;
+      else latencies.push(ms);
+    }
+    await sleep(1000);
+    const cpuPerChangeMs = (cpuMs(proxy.pid) - cpu0) / o.changes;
+    const after = await (await fetch(`http://127.0.0.1:${METRICS}/metrics`)).text();
+    const count = (name: string) => metric(after, name) - metric(before, name);
+    const rss = {
+      afterFirstSync: rssAfterFirstSync,
+      end: status(proxy.pid, "VmRSS"),
+      maxSampled,
+      peak: status(proxy.pid, "VmHWM"),
+    };
+    proxy.kill("SIGTERM");
+    await proxy.status;
+    sampling = false;
+    await sampler;
+    await drained;
+    const { floorS, floorChangeMs } = await floorOf(o);
+    latencies.sort((a, b) => a - b);
+    const r = (x: number) => Number(x.toFixed(1));
+    return {
+      mode: o.mode,
+      services: o.services,
+      endpoints: o.endpoints,
+      changes: o.changes,
+      coldStartS,
+      floorS,
+      floorChangeMs,
+      change: {
+        median: r(percentile(latencies, 0.5)),
+        p99: r(percentile(latencies, 0.99)),
+        max: r(latencies.at(-1) ?? NaN),
+        missed,
+        count: latencies.length,
+      },
+      cpuPerChangeMs: r(cpuPerChangeMs),
+      rss,
+      syncs: {
+        partial: count("kubeproxy_sync_partial_proxy_rules_duration_seconds_count"),
+        full: count("kubeproxy_sync_full_proxy_rules_duration_seconds_count"),
+        driftRepairs: count("kubeproxy_sync_proxy_rules_drift_repairs_total"),
+      },
+    };
+  } finally {
+    watch.close();
+    sampling = false;
+    try {
+      proxy.kill("SIGKILL");
+    } catch { /* exited */ }
+  }
+}
+
+/** The kernel's floor: the same full rules loaded into an empty namespace, and one change on top. */
+async function floorOf(
+  o: ScaleOptions & { floorNs: string },
+): Promise<{ floorS: number; floorChangeMs: number }> {
+  const inFloor = (cmd: string, args: string[], stdin?: string) =>
+    run("ip", ["netns", "exec", o.floorNs, cmd, ...args], stdin);
+  if (o.mode === "nftables") {
+    const [full, change] = await nftTransactions(o.services, o.endpoints, Math.floor(o.services / 2));
+    let t = performance.now();
+    const loaded = await inFloor("nft", ["-f", "-"], full);
+    if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.out.slice(0, 300)}`);
+    const floorS = (performance.now() - t) / 1000;
+    const times: number[] = [];
+    for (let k = 0; k < 6; k++) {
+      t = performance.now();
+      // Deleting the port's keys, then adding them: the same transaction applies again and again.
+      await inFloor("nft", ["-f", "-"], change);
+      times.push(performance.now() - t);
+    }
+    return { floorS, floorChangeMs: percentile(times.sort((a, b) => a - b), 0.5) };
+  }
+  // iptables: the program's rules as iptables-save prints them, restored into the floor namespace.
+  let canonical = "";
+  for (const t of ["filter", "nat"]) {
+    canonical += (await run("iptables-nft-save", ["-t", t])).out.split("\n").filter((l) =>
+      !l.startsWith("#")
+    ).join("\n") + "\n";
+  }
+  const t = performance.now();
+  await inFloor("iptables-nft-restore", ["--noflush"], canonical);
+  return { floorS: (performance.now() - t) / 1000, floorChangeMs: NaN };
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      mode: { type: "string" },
+      services: { type: "string" },
+      endpoints: { type: "string" },
+      changes: { type: "string" },
+      "floor-ns": { type: "string" },
+    },
+  });
+  const r = await driver({
+    mode: values.mode as ScaleOptions["mode"],
+    services: Number(values.services),
+    endpoints: Number(values.endpoints),
+    changes: Number(values.changes),
+    floorNs: values["floor-ns"]!,
+  });
+  console.log(JSON.stringify(r));
+  Deno.exit(0);
+}
