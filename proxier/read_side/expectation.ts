@@ -255,15 +255,15 @@ export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Co
   const fallback = chosen.length > 0 && chosen.every((e) => !e.ready);
   const excluded = exclusions(svc, eps, chosen, policy, view, cat);
   if (chosen.length === 0) {
+    // A socket proxy listens on nothing for a class without endpoints: the kernel refuses (a reset,
+    // ICMP port-unreachable for a datagram).
+    const nothingListens = sockets ? ": nothing listens there, so the kernel refuses it" : "";
     if (!cat.hasAny) {
-      const refuse = sockets && svc.protocol === "UDP" ? "DROP" : "REJECT";
       return {
         ...at,
-        verdict: refuse,
+        verdict: "REJECT",
         reason: "no-endpoints",
-        why: refuse === "DROP"
-          ? "no usable endpoint: the userspace proxy has nowhere to send the datagram"
-          : "no usable endpoint anywhere: refused",
+        why: `no usable endpoint anywhere: refused${nothingListens}`,
         excluded,
       };
     }
@@ -273,7 +273,7 @@ export function expectConnection(mode: ExpectedDatapath, view: FamilyView, c: Co
       reason: "no-local-endpoints",
       why: `${
         policy === "internal" ? "internal" : "external"
-      }TrafficPolicy Local and no endpoint on this node`,
+      }TrafficPolicy Local and no endpoint on this node${nothingListens}`,
       excluded,
     };
   }

@@ -38,6 +38,11 @@ export interface ClassPort {
 
 /** One service port, as opened. */
 export interface PortProxy {
+  /**
+   * Classes with no endpoint: their portal port is kept (and its portal rule), but nothing listens,
+   * so the kernel refuses the connection (a reset; ICMP port-unreachable for a datagram), as the
+   * kernel modes' REJECT does.
+   */
   /** The fields that decide the listeners; a change reopens them. */
   readonly spec: string;
   readonly info: ServicePortInfo;
@@ -74,6 +79,15 @@ export class PortListeners {
   readonly #ports = new Map<string, PortProxy>();
   /** Where NodePorts listen, as of the sync in progress. */
   nodePortHosts: readonly string[] = [];
+  /**
+   * Where UDP listens, as of the sync in progress: each NodePort address on its own (a socket on
+   * every address would answer from the address the kernel routes by, not the one asked), and the
+   * portals on one address their rules DNAT to.
+   */
+  udpHosts: { readonly portal: string; readonly nodePorts: readonly string[] } = {
+    portal: "",
+    nodePorts: [],
+  };
 
   /** Opens nothing until {@linkcode open}. */
   constructor(o: PortListenersOptions) {
@@ -102,11 +116,14 @@ export class PortListeners {
    */
   route(protocol: "TCP" | "UDP" | "SCTP", hostname: string, port: number): UserspaceRoute | undefined {
     const bound = (addr: string) => addr === hostname || addr === "0.0.0.0" || addr === "::";
+    const udp = protocol === "UDP";
     for (const p of this.#ports.values()) {
       if (p.info.protocol !== protocol) continue;
       for (const c of p.classes) {
-        const portal = c.proxyPort !== 0 && c.proxyPort === port && bound(this.#o.listenAddress);
-        const nodePort = c.plan.nodePort && p.info.nodePort === port && this.nodePortHosts.some(bound);
+        const portal = c.proxyPort !== 0 && c.proxyPort === port &&
+          bound(udp ? this.udpHosts.portal : this.#o.listenAddress);
+        const nodePort = c.plan.nodePort && p.info.nodePort === port &&
+          (udp ? this.udpHosts.nodePorts : this.nodePortHosts).some(bound);
         if (portal || nodePort) return this.routeOf(c.plan);
       }
     }
@@ -129,17 +146,29 @@ export class PortListeners {
 
   /**
    * Opens every traffic class of service port `key` (its listeners here, or a probe of each address
-   * for the TCP workers) and starts serving them; `spec` is what decided them.
+   * for the TCP workers) and starts serving them; `spec` is what decided them. A class `refused`
+   * (no endpoint) gets its portal port and no listener: the kernel refuses its connections.
    * @throws {Error} naming why a listener could not be opened (nothing of the port stays open).
    */
-  open(key: string, info: ServicePortInfo, spec: string): void {
+  open(
+    key: string,
+    info: ServicePortInfo,
+    spec: string,
+    refused: ReadonlySet<TrafficClass> = new Set(),
+  ): void {
     const plans = trafficClasses(key, info, this.#o.portals);
     // ClientIP affinity needs one table for every connection of a client: those stay here.
     const workers = this.#o.workers && info.protocol === "TCP" && info.stickyMaxAgeSeconds === 0;
     const classes: ClassPort[] = [];
     try {
       for (const plan of plans) {
-        classes.push(workers ? this.#probeClass(info, plan) : this.#openClass(info, plan));
+        classes.push(
+          refused.has(plan.cls)
+            ? this.#refusingClass(info, plan)
+            : workers
+            ? this.#probeClass(info, plan)
+            : this.#openClass(info, plan),
+        );
       }
     } catch (e) {
       for (const c of classes) this.#closeClass(c);
@@ -171,10 +200,30 @@ export class PortListeners {
     plan: ClassPlan,
     portal: number,
   ): Array<{ hostname: string; port: number }> {
+    const udp = info.protocol === "UDP";
+    const nodePorts = udp ? this.udpHosts.nodePorts : this.nodePortHosts;
     return [
-      ...(plan.portalIPs.length > 0 ? [{ hostname: this.#o.listenAddress, port: portal }] : []),
-      ...(plan.nodePort ? this.nodePortHosts.map((hostname) => ({ hostname, port: info.nodePort })) : []),
+      ...(plan.portalIPs.length > 0
+        ? [{ hostname: udp ? this.udpHosts.portal : this.#o.listenAddress, port: portal }]
+        : []),
+      ...(plan.nodePort ? nodePorts.map((hostname) => ({ hostname, port: info.nodePort })) : []),
     ];
+  }
+
+  /**
+   * A class without endpoints: a portal port (its rule stays) where nothing listens. Without
+   * `--proxy-port-range` the kernel picks one: bound once to learn it, then closed.
+   */
+  #refusingClass(info: ServicePortInfo, plan: ClassPlan): ClassPort {
+    if (plan.portalIPs.length === 0) return { plan, proxyPort: 0, listeners: [] };
+    let portal = this.#o.allocator.allocate();
+    if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
+    if (portal === 0) {
+      const probe = this.#listen(info, this.#classAddresses(info, plan, 0)[0].hostname, 0);
+      portal = (probe.addr as Deno.NetAddr).port;
+      probe.close();
+    }
+    return { plan, proxyPort: portal, listeners: [] };
   }
 
   /** Opens class `plan`'s listeners on this thread. */

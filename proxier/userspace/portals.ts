@@ -46,11 +46,16 @@ export function portalJumpLines(): string {
 }
 
 /**
- * Returns the restore input for the portal chains: one REDIRECT per service address, to the proxy
- * port of the traffic class that serves it (`traffic_classes.ts`).
+ * Returns the restore input for the portal chains: one rule per service address, to the proxy port
+ * of the traffic class that serves it (`traffic_classes.ts`). TCP is REDIRECTed (the accepted
+ * socket answers from the address the connection was redirected to). UDP is DNATed to `udpAddress`
+ * (one address the proxy's UDP sockets bind): a socket on every address cannot tell which one a
+ * datagram came in on, and its reply would leave from another address than conntrack expects, so
+ * the client, connected to the service address, would drop it.
  */
 export function portalRules(
   ports: ReadonlyArray<{ info: ServicePortInfo; plan: Pick<ClassPlan, "portalIPs">; proxyPort: number }>,
+  udpAddress?: string,
 ): string {
   const lines = ["*nat", `:${KUBE_PORTALS_CONTAINER} - [0:0]`, `:${KUBE_PORTALS_HOST} - [0:0]`];
   const sorted = [...ports].sort((a, b) =>
@@ -62,11 +67,14 @@ export function portalRules(
     const proto = info.protocol.toLowerCase();
     const comment = `"${servicePortNameString(info.name)}"`;
     const ips = plan.portalIPs;
+    const target = proto === "udp" && udpAddress !== undefined
+      ? `-j DNAT --to-destination ${udpAddress.includes(":") ? `[${udpAddress}]` : udpAddress}:${proxyPort}`
+      : `-j REDIRECT --to-ports ${proxyPort}`;
     for (const chain of [KUBE_PORTALS_CONTAINER, KUBE_PORTALS_HOST]) {
       for (const ip of ips) {
         lines.push(
           `-A ${chain} -d ${ip}${hostPrefix(ip)} -p ${proto} -m comment --comment ${comment} ` +
-            `-m ${proto} --dport ${info.port} -j REDIRECT --to-ports ${proxyPort}`,
+            `-m ${proto} --dport ${info.port} ${target}`,
         );
       }
     }

@@ -4,6 +4,7 @@
  * @module
  */
 import { unservedCondition } from "./unserved.ts";
+import { udpNodePortHosts, udpPortalAddress } from "./udp_hosts.ts";
 import type { IPTables } from "../../iptables/iptables.ts";
 import { RoundRobinBalancer } from "../../loadbalancer/round_robin.ts";
 import type { PortRange } from "../options/config.ts";
@@ -22,7 +23,7 @@ import { DialWarnings } from "../socket_proxy/dial_warnings.ts";
 import { denoListen, type ListenFn } from "../socket_proxy/listen.ts";
 import { type UserspaceMetrics, userspaceMetrics } from "./metrics.ts";
 import { categorizeEndpoints } from "../model/topology.ts";
-import { classEndpoints, type TrafficClass } from "./traffic_classes.ts";
+import { classEndpoints, type TrafficClass, trafficClasses } from "./traffic_classes.ts";
 import { joinHostPort, servicePortNameString } from "../model/types.ts";
 
 /** Options of {@linkcode UserspaceProxier}. */
@@ -208,9 +209,8 @@ export class UserspaceProxier extends BaseProxier {
         proxied,
       };
     }
-    if (route.endpoints.length === 0) {
-      return { verdict: protocol === "UDP" ? "DROP" : "REJECT", endpoints: [], rules: [rule], by, proxied };
-    }
+    // Nothing listens for a class without endpoints: the kernel refuses (`port_listeners.ts`).
+    if (route.endpoints.length === 0) return { verdict: "REJECT", endpoints: [], rules: [rule], by };
     // The proxy opens its own connection: the backend sees the node's address.
     return {
       verdict: "DNAT",
@@ -253,18 +253,33 @@ export class UserspaceProxier extends BaseProxier {
     // so it could not share a NodePort with the IPv4 side's socket on 0.0.0.0.
     const nodePortHosts = npa.matchAll && this.family === "IPv4" ? ["0.0.0.0"] : npa.nodeIPs(this.node.ips);
     this.#listeners.nodePortHosts = nodePortHosts;
+    const udpHosts = {
+      portal: udpPortalAddress(this.#listenAddress, this.family, npa.nodeIPs(this.node.ips)),
+      nodePorts: udpNodePortHosts(npa, this.node.ips, this.family),
+    };
+    this.#listeners.udpHosts = udpHosts;
     const unopened = new Map<string, string>();
     const workerPorts: Array<Omit<WorkerPort, "slot">> = [];
     for (const [key, info] of ctx.services) {
+      // Each traffic class balances over the endpoints its policy chooses (`traffic_classes.ts`); one
+      // without any refuses its connections (nothing listens on its ports).
+      const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.node.topology, this.log);
+      const refused = new Set(
+        trafficClasses(key, info, this.#iptables !== undefined).filter((c) =>
+          classEndpoints(c.cls, info, cat).length === 0
+        ).map((c) => c.cls),
+      );
       const spec = JSON.stringify([
         info.protocol,
         info.clusterIP,
         info.port,
         info.nodePort,
-        info.nodePort === 0 ? [] : nodePortHosts,
+        info.nodePort === 0 ? [] : info.protocol === "UDP" ? udpHosts.nodePorts : nodePortHosts,
+        info.protocol === "UDP" ? udpHosts.portal : "",
         info.externalIPs,
         info.loadBalancerIPs,
         info.hasSourceRanges ? info.loadBalancerSourceRanges : null,
+        [...refused],
       ]);
       const cur = this.#listeners.get(key);
       if (info.protocol === "SCTP") {
@@ -278,13 +293,11 @@ export class UserspaceProxier extends BaseProxier {
       if (cur?.spec !== spec) {
         if (cur !== undefined) this.#listeners.close(key);
         try {
-          this.#listeners.open(key, info, spec);
+          this.#listeners.open(key, info, spec, refused);
         } catch (e) {
           unopened.set(key, (e as Error).message);
         }
       }
-      // Each traffic class balances over the endpoints its policy chooses (`traffic_classes.ts`).
-      const cat = categorizeEndpoints(info, ctx.endpoints.get(key) ?? [], this.node.topology, this.log);
       for (const c of this.#listeners.get(key)?.classes ?? []) {
         const eps = classEndpoints(c.plan.cls, info, cat).map((e) => e.key);
         this.#balancer.update(c.plan.key, eps, info.stickyMaxAgeSeconds);
@@ -368,6 +381,7 @@ export class UserspaceProxier extends BaseProxier {
     if (full) await ensurePortalJumps(ipt);
     const text = portalRules(
       [...this.#listeners.values()].flatMap((p) => p.classes.map((c) => ({ info: p.info, ...c }))),
+      this.#listeners.udpHosts.portal,
     );
     if (!full && text === this.#portalText) return;
     await ipt.restoreAll(text, { flush: false, counters: false });
