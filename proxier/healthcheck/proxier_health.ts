@@ -35,6 +35,8 @@ export class ProxyHealth {
   readonly #timeoutMs: number;
   readonly #lastUpdated = new Map<IPFamily, number>();
   readonly #oldestPending = new Map<IPFamily, number>();
+  /** Each family's last completed sync (`#lastUpdated` also starts at a family's first queued update). */
+  readonly #lastSynced = new Map<IPFamily, number>();
   readonly #syncs = new Map<IPFamily, "waiting" | "synced" | "failing">();
   #waiting: Array<{ readonly test: () => boolean; readonly resolve: () => void }> = [];
   #node?: V1Node;
@@ -55,9 +57,23 @@ export class ProxyHealth {
   /** Records a completed sync of `family`. */
   updated(family: IPFamily): void {
     this.#lastUpdated.set(family, this.#clock.now());
+    this.#lastSynced.set(family, this.#clock.now());
     this.#oldestPending.delete(family);
     this.#syncs.set(family, "synced");
     this.#wake();
+  }
+
+  /**
+   * Returns when every family last completed a sync (the oldest family's last, ms by the clock);
+   * undefined before each has completed one.
+   */
+  lastSyncMs(): number | undefined {
+    if (this.#syncs.size === 0) return undefined;
+    let oldest = Infinity;
+    for (const family of this.#syncs.keys()) {
+      oldest = Math.min(oldest, this.#lastSynced.get(family) ?? -Infinity);
+    }
+    return Number.isFinite(oldest) ? oldest : undefined;
   }
 
   /** Resolves once every family's first sync is in the kernel. */

@@ -35,6 +35,8 @@ export interface ExplainContext {
    * (`route.ts`); absent for rendered rules (the node's first address stands for it).
    */
   readonly nodeSources?: (dsts: readonly string[]) => Promise<ReadonlyMap<string, string>>;
+  /** The running proxy's last completed sync (ms since the epoch); absent for rendered rules. */
+  readonly lastSyncMs?: () => number | undefined;
 }
 
 /** One client's line of the report. */
@@ -112,6 +114,10 @@ export interface ExplainReport {
   readonly mode: ProxyMode;
   readonly node: string;
   readonly rules: "live" | "rendered";
+  /** When the report was made, by the clock of the node that made it (RFC 3339). */
+  readonly reportedAt: string;
+  /** The running proxy's last completed sync, by the same clock; null for rendered rules or before the first. */
+  readonly lastSync: string | null;
   /** When the proxy saw the Service's last change (RFC 3339), its slice's trigger time, and when a sync applied it. */
   readonly changed: string | null;
   readonly triggered: string | null;
@@ -216,6 +222,8 @@ export async function explainService(
     mode: ctx.mode.name,
     node: ctx.node,
     rules: ctx.rules,
+    reportedAt: new Date().toISOString(),
+    lastSync: iso(ctx.lastSyncMs?.()),
     changed: iso(timing?.changedMs),
     triggered: iso(timing?.triggerMs),
     applied: iso(timing?.appliedMs),

@@ -18,6 +18,13 @@ export interface ApiAccess {
   headers(): Promise<Headers>;
   /** An HTTP client carrying the CA, client certificate and proxy; undefined when none is needed. */
   readonly client?: Deno.HttpClient;
+  /**
+   * The same TLS material and proxy for a connection of the program's own (a pod exec's stream,
+   * whose refusal fetch and WebSocket cannot show): kept in memory only, as the HTTP client keeps it.
+   */
+  readonly tls: { readonly caCerts?: readonly string[]; readonly cert?: string; readonly key?: string };
+  /** The kubeconfig's `proxy-url`, when it gives one. */
+  readonly proxyURL?: string;
 }
 
 /** What {@linkcode loadApiAccess} reads; injected so tests need no files or environment. */
@@ -242,6 +249,11 @@ function build(i: ApiAccessInputs, p: Parts): ApiAccess {
     server: url.href.replace(/\/+$/, ""),
     origin: p.origin,
     client,
+    tls: {
+      ...(p.ca === undefined ? {} : { caCerts: [p.ca.text] }),
+      ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert.text, key: p.key.text } : {}),
+    },
+    ...(p.proxyURL === undefined ? {} : { proxyURL: p.proxyURL }),
     async headers() {
       const h = new Headers({ accept: "application/json" });
       if (p.tokenFile !== undefined && performance.now() - tokenReadAt >= TOKEN_RELOAD_MS) {

@@ -113,10 +113,28 @@ export class ApiClient {
     path: string,
     query: ListQuery = {},
   ): Promise<KubernetesListObject<T>> {
+    const list = await this.#getJSON<KubernetesListObject<T>>("list", path, query);
+    for (const o of list.items ?? []) slim(o);
+    return list;
+  }
+
+  /**
+   * Reads the one object at `path`; resolves with it slimmed, undefined when the API has none (404).
+   * Rejects with a {@linkcode WatchError} carrying the HTTP status on any other failure.
+   */
+  async get<T extends KubernetesObject>(path: string): Promise<T | undefined> {
+    try {
+      return slim(await this.#getJSON<T>("get", path, {}));
+    } catch (e) {
+      if (e instanceof WatchError && e.statusCode === 404) return undefined;
+      throw e;
+    }
+  }
+
+  async #getJSON<T>(verb: string, path: string, query: ListQuery): Promise<T> {
     await this.#limiter?.wait();
     // The deadline covers the body too: a server may send headers and then stall.
     const signal = AbortSignal.timeout(this.#listTimeoutMs);
-    let list: KubernetesListObject<T>;
     try {
       const res = await this.#fetch(this.#url(path, query), {
         headers: await this.#access.headers(),
@@ -125,17 +143,15 @@ export class ApiClient {
       });
       if (res.status !== 200) {
         await res.body?.cancel();
-        throw new WatchError(`list ${path}: HTTP ${res.status} ${res.statusText}`, res.status);
+        throw new WatchError(`${verb} ${path}: HTTP ${res.status} ${res.statusText}`, res.status);
       }
-      list = await res.json() as KubernetesListObject<T>;
+      return await res.json() as T;
     } catch (e) {
       if (!signal.aborted) throw e;
-      throw new WatchError(`list ${path}: no answer within ${this.#listTimeoutMs / 1000} s`, undefined, {
+      throw new WatchError(`${verb} ${path}: no answer within ${this.#listTimeoutMs / 1000} s`, undefined, {
         cause: e,
       });
     }
-    for (const o of list.items ?? []) slim(o);
-    return list;
   }
 
   /**

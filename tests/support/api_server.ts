@@ -1,10 +1,13 @@
 /**
  * A small Kubernetes API server for tests: list with resourceVersion, chunked watch streams
  * (newline-delimited JSON events), bookmarks, 410 Gone for compacted versions, label and field
- * selectors of the forms kube-proxy uses. The real client-node informers run against it unchanged.
+ * selectors of the forms kube-proxy uses, namespaced lists and gets, and pod exec over the WebSocket
+ * stream protocol (`exec_stream_server.ts`). Every request's RBAC attributes are recorded, and any
+ * can be forbidden. The real client-node informers run against it unchanged.
  * @module
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
+import { type ExecPlan, type ExecRequest, serveExec } from "./exec_stream_server.ts";
 
 interface Resource {
   readonly path: string;
@@ -28,7 +31,31 @@ const RESOURCES: Record<string, Resource> = {
     apiVersion: "networking.k8s.io/v1",
     namespaced: false,
   },
+  pods: { path: "/api/v1/pods", listKind: "PodList", apiVersion: "v1", namespaced: true },
 };
+
+/** A request's RBAC attributes, as an authorizer sees them. */
+export interface Access {
+  readonly verb: string;
+  /** `pods`, or a subresource: `pods/exec`. */
+  readonly resource: string;
+  readonly namespace?: string;
+  /** The object's name, for a request on one object. */
+  readonly name?: string;
+}
+
+/** A path's resource, namespace, name and subresource (`/api/v1/namespaces/NS/pods/NAME/exec`). */
+function route(
+  pathname: string,
+): { name: string; namespace?: string; object?: string; sub?: string } | undefined {
+  const m =
+    /^(\/api\/v1|\/apis\/[^/]+\/[^/]+)(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(?:\/([^/]+))?$/
+      .exec(pathname);
+  if (m === null) return undefined;
+  const [, prefix, namespace, name, object, sub] = m;
+  if (RESOURCES[name]?.path !== `${prefix}/${name}`) return undefined;
+  return { name, namespace, object, sub };
+}
 
 type Obj = {
   metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
@@ -66,6 +93,14 @@ export class TestApiServer {
   hangListOf: string | undefined;
   /** Faults: requests arriving before this time (ms since the epoch) wait until then (a stall). */
   stallUntil = 0;
+  /** Every request's RBAC attributes (an exec is a `get` and, since 1.35, a `create` of `pods/exec`). */
+  readonly access: Access[] = [];
+  /** Requests this returns true for are answered 403, as an authorizer denying them. */
+  forbid: (a: Access) => boolean = () => false;
+  /** What a pod exec does; undefined: every exec is 404 (no such pod). */
+  onExec?: (r: ExecRequest) => ExecPlan;
+  /** Exec messages are sent in two frames each (a continuation), as a proxy in between may. */
+  fragmentExec = false;
 
   /** A server holding no object yet; `without` lists resources it answers 404 for. */
   constructor(o: { without?: readonly string[] } = {}) {
@@ -193,17 +228,76 @@ export class TestApiServer {
         );
         continue;
       }
-      const entry = Object.entries(RESOURCES).find(([, r]) => r.path === url.pathname);
-      if (entry !== undefined) this.requestsOf.set(entry[0], (this.requestsOf.get(entry[0]) ?? 0) + 1);
-      if (entry === undefined || this.without.has(entry[0])) {
-        const body = JSON.stringify({ kind: "Status", code: 404 });
-        await write(
-          `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+      const at = route(url.pathname);
+      if (at !== undefined) this.requestsOf.set(at.name, (this.requestsOf.get(at.name) ?? 0) + 1);
+      const status = (code: number, message = "") => {
+        const body = JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", code, message });
+        const text = code === 403 ? "Forbidden" : "Not Found";
+        return write(
+          `HTTP/1.1 ${code} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+        );
+      };
+      if (at === undefined || this.without.has(at.name) || (at.sub !== undefined && at.sub !== "exec")) {
+        await status(404);
+        continue;
+      }
+      const verb = at.sub === "exec"
+        ? "get"
+        : at.object !== undefined
+        ? "get"
+        : url.searchParams.get("watch") === "true"
+        ? "watch"
+        : "list";
+      const asked: Access[] = [{
+        verb,
+        resource: at.sub === undefined ? at.name : `${at.name}/${at.sub}`,
+        namespace: at.namespace,
+        ...(at.object === undefined ? {} : { name: at.object }),
+      }];
+      if (at.sub === "exec") asked.push({ ...asked[0], verb: "create" });
+      this.access.push(...asked);
+      const denied = asked.find(this.forbid);
+      if (denied !== undefined) {
+        await status(
+          403,
+          `${at.name} is forbidden: User "test" cannot ${denied.verb} resource "${denied.resource}" in namespace "${
+            at.namespace ?? ""
+          }"`,
         );
         continue;
       }
-      const [name, res] = entry;
-      const match = selector(url.searchParams.get("labelSelector"), url.searchParams.get("fieldSelector"));
+      const res = RESOURCES[at.name];
+      const name = at.name;
+      if (at.sub === "exec") {
+        const request: ExecRequest = {
+          namespace: at.namespace ?? "",
+          pod: at.object!,
+          container: url.searchParams.get("container") ?? "",
+          command: url.searchParams.getAll("command"),
+        };
+        const known = this.#objects.get("pods")!.has(`${request.namespace}/${request.pod}`);
+        const plan: ExecPlan = !known || this.onExec === undefined
+          ? { refuse: { status: 404, reason: "NotFound", message: `pods "${request.pod}" not found` } }
+          : this.onExec(request);
+        await serveExec(c, head, request, plan, { fragment: this.fragmentExec });
+        return;
+      }
+      if (at.object !== undefined) {
+        const o = this.#objects.get(name)!.get(`${at.namespace ?? ""}/${at.object}`);
+        if (o === undefined) {
+          await status(404, `${name} "${at.object}" not found`);
+          continue;
+        }
+        const body = enc.encode(JSON.stringify(withKind(res, o)));
+        await write(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
+        );
+        await writeAllText(c, body);
+        continue;
+      }
+      const inNamespace = (o: Obj) => at.namespace === undefined || o.metadata.namespace === at.namespace;
+      const selected = selector(url.searchParams.get("labelSelector"), url.searchParams.get("fieldSelector"));
+      const match = (o: Obj) => inNamespace(o) && selected(o);
       if (url.searchParams.get("watch") !== "true") {
         if (name !== "servicecidrs") this.listRequests++;
         if (this.hangListOf === name) {

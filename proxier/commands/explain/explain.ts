@@ -32,6 +32,12 @@ interface ExplainRun extends CommandContext {
  * cannot render, or an offline run without one node to act for.
  */
 export async function runExplain(query: ExplainQuery, context: CommandContext): Promise<ExitCode> {
+  if (query.allNodes !== undefined) {
+    return await (await import("./cluster/run.ts")).runClusterExplain(
+      { ...query, ...query.allNodes },
+      context,
+    );
+  }
   const r: ExplainRun = { ...context, query };
   const report = r.config.source.kind === "file" ? await offline(r) : await fromRunningProxy(r);
   r.stdout(r.query.output === "json" ? JSON.stringify(report, null, 2) + "\n" : formatExplain(report));

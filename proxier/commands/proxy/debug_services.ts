@@ -22,6 +22,8 @@ export function debugServices(
     readonly proxier: ModeProvider;
     readonly exec: Executor;
     readonly signal: AbortSignal;
+    /** The proxy's last completed sync (ms since the epoch), undefined before the first. */
+    readonly lastSyncMs: () => number | undefined;
   },
 ): DebugServices {
   const { explain } = o.proxier;
@@ -54,6 +56,7 @@ export function debugServices(
           check,
           clientIP: client,
           nodeSources: (dsts) => nodeSources(o.exec, dsts),
+          lastSyncMs: o.lastSyncMs,
         },
         name,
         port,
