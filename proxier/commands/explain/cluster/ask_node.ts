@@ -82,7 +82,7 @@ export async function askNode(
     out.kind === "not-started" && /executable file not found|no such file or directory/i.test(out.message)
   ) {
     const version = await podExec(api, { ...target, command: ["kube-proxy", "--version"] }, limits);
-    const upstream = version.kind === "exited" && version.code === 0 &&
+    const upstream = version.kind === "exited" && version.exitCode === 0 &&
       /^Kubernetes v\d/.test(version.stdout.trim());
     return upstream
       ? {
@@ -126,7 +126,7 @@ function answerOf(
   return {
     ...base,
     notAsked: "failed",
-    detail: `its explain exited ${out.code}: ${said || "(nothing said)"}`,
+    detail: `its explain exited ${out.exitCode}: ${said || "(nothing said)"}`,
   };
 }
 

@@ -158,7 +158,7 @@ export function clusterReport(i: ClusterInputs): ClusterReport {
   };
 }
 
-/** The read side's exit: 1 for any node behind, drifted or claimed; 3 when some node was not asked or checked; else 0. */
+/** The read side's exit code: failed for any node behind, drifted or claimed; notChecked when some node was not asked or checked; else ok. */
 export function clusterExit(r: ClusterReport): ExitCode {
   const c = r.counts;
   return comparisonExit(c.behind + c.drifted + c.claimed, c.notAsked + c.notChecked);
@@ -233,7 +233,7 @@ function apiAgreement(i: ClusterInputs, report: ExplainReport): NodeEntry["api"]
     note: newest === undefined
       ? "the API's slices carry no change trigger time to say how far behind"
       : `the API's newest change is of ${iso(newest)}; this proxy's newest ${
-        report.triggered === null ? "carries no trigger time" : `is of ${report.triggered}`
+        report.triggered === null ? "is none since it started" : `is of ${report.triggered}`
       }`,
   };
 }

@@ -38,8 +38,18 @@ export function formatCluster(r: ClusterReport): string {
   for (const n of r.notAsked) {
     out.push(`NOT ASKED ${n.node}${n.pod === null ? "" : ` (pod ${n.pod})`}: ${n.reason}: ${n.detail}`);
   }
-  for (const n of r.nodes.filter((n) => n.verdict === "not-checked")) out.push(...lines(n));
-  for (const n of r.nodes.filter((n) => n.verdict === "agrees")) out.push(...lines(n));
+  for (const n of r.nodes.filter((n) => n.verdict === "not-checked")) out.push(...nodeBlock(n));
+  // Nodes that agree and reach the same endpoints share one reach block: the text grows by a line a node.
+  const groups = new Map<string, NodeEntry[]>();
+  for (const n of r.nodes.filter((n) => n.verdict === "agrees")) {
+    const key = JSON.stringify(n.reach);
+    groups.set(key, [...groups.get(key) ?? [], n]);
+  }
+  for (const group of groups.values()) {
+    out.push(...group.map((n) => head(n)));
+    if (group.length > 1) out.push(`  (the ${group.length} nodes above reach the same)`);
+    out.push(...reachLines(group[0]));
+  }
   const c = r.counts;
   out.push(
     "",
@@ -60,15 +70,17 @@ function apiPort(p: ApiPort): string {
     `${p.nodePort === null ? "" : ` NodePort ${p.nodePort}`}: ${eps}`;
 }
 
-function nodeBlock(n: NodeEntry): string[] {
+function head(n: NodeEntry): string {
   const age = n.lastSyncAgeSeconds === null
     ? "no sync yet"
     : `last sync ${seconds(n.lastSyncAgeSeconds)} ago`;
-  const out = [
-    `${HEADS[n.verdict]} ${n.node} (pod ${n.pod}${n.ready ? "" : ", not ready"}${
-      n.mode === null ? "" : `, ${n.mode}`
-    }, ${age})`,
-  ];
+  return `${HEADS[n.verdict]} ${n.node} (pod ${n.pod}${n.ready ? "" : ", not ready"}${
+    n.mode === null ? "" : `, ${n.mode}`
+  }, ${age})`;
+}
+
+function nodeBlock(n: NodeEntry): string[] {
+  const out = [head(n)];
   if (n.api.agrees === false) {
     out.push(
       `  behind the API${
@@ -85,6 +97,11 @@ function nodeBlock(n: NodeEntry): string[] {
   }
   if (n.kernel.details.length > 0) out.push(...n.kernel.details.map((d) => `    ${d}`));
   if (n.kernel.notChecked > 0) out.push(`  ${n.kernel.notChecked} clients not checked on this node`);
+  return [...out, ...reachLines(n)];
+}
+
+function reachLines(n: NodeEntry): string[] {
+  const out: string[] = [];
   let port = "";
   for (const r of n.reach) {
     if (r.port !== port) out.push(`  ${port = r.port}:`);

@@ -33,8 +33,8 @@ export interface ExecLimits {
 
 /** What came of it. */
 export type ExecOutcome =
-  /** The command ran and ended with `code`. */
-  | { readonly kind: "exited"; readonly code: number; readonly stdout: string; readonly stderr: string }
+  /** The command ran and ended with `exitCode`. */
+  | { readonly kind: "exited"; readonly exitCode: number; readonly stdout: string; readonly stderr: string }
   /** The container runtime could not start it (no such executable...): its message. */
   | { readonly kind: "not-started"; readonly message: string }
   /** The API server answered instead of upgrading (403 forbidden, 404 no such pod...). */
@@ -205,13 +205,13 @@ function ended(json: string, stdout: string, stderr: string): ExecOutcome {
   } catch {
     return { kind: "unreachable", message: `the command's end is not a Status: ${json.slice(0, 200)}` };
   }
-  if (s.status === "Success") return { kind: "exited", code: 0, stdout, stderr };
+  if (s.status === "Success") return { kind: "exited", exitCode: 0, stdout, stderr };
   const cause = (s.details?.causes ?? []).find((c) => (c as { reason?: unknown })?.reason === "ExitCode") as
     | { message?: unknown }
     | undefined;
   const code = Number(cause?.message);
   if (s.reason === "NonZeroExitCode" && Number.isInteger(code)) {
-    return { kind: "exited", code, stdout, stderr };
+    return { kind: "exited", exitCode: code, stdout, stderr };
   }
   return { kind: "not-started", message: String(s.message ?? s.reason ?? json.slice(0, 200)) };
 }

@@ -44,7 +44,7 @@ Deno.test("pod exec: a real process's output on channels 1 and 2 and its exit co
       const out = await podExec(access(url), { ...TARGET, command: ["sh", "-c", "a b"] }, LIMITS);
       assertEquals(out.kind, "exited");
       const o = out as Extract<ExecOutcome, { kind: "exited" }>;
-      assertEquals(o.code, 3);
+      assertEquals(o.exitCode, 3);
       assertEquals(o.stdout, "x".repeat(300000) + "\n");
       assertEquals(o.stderr, "oops\n");
       assertEquals(seen, [["sh", "-c", "a b"]], "the command's words arrive as they were given");
@@ -61,7 +61,7 @@ Deno.test("pod exec: a success, a refusal with the API's own message, a command 
     api.onExec = () => ({ print: { stdout: "fine", code: 0 } });
     assertEquals(await podExec(access(url), { ...TARGET, command: ["x"] }, LIMITS), {
       kind: "exited",
-      code: 0,
+      exitCode: 0,
       stdout: "fine",
       stderr: "",
     });
@@ -121,7 +121,7 @@ Deno.test("pod exec: the client speaks Deno's own WebSocket server over TLS veri
       { ...TARGET, command: ["a", "b c"] },
       LIMITS,
     );
-    assertEquals(out, { kind: "exited", code: 0, stdout: "hello", stderr: "" });
+    assertEquals(out, { kind: "exited", exitCode: 0, stdout: "hello", stderr: "" });
     assertEquals(auth, "Bearer secret-token");
     assertEquals(protocols, "v5.channel.k8s.io, v4.channel.k8s.io");
     assertEquals(
