@@ -11,8 +11,8 @@ import { CONVERGE_MS, IN_VM } from "../../support/bounds.ts";
 import { Topology } from "../../e2e/netns.ts";
 import { describeCounts, switchScenario } from "../../e2e/switch_scenario.ts";
 
-/** ipvs <-> nftables: the INVALID drop, the unserved ports, every Service's scheduler (rr, random). */
-const GROUPS = ["invalid-drop", "unserved-ports", "scheduler"];
+/** ipvs <-> nftables: the unserved ports and every Service's scheduler (rr, random); neither drops INVALID packets. */
+const GROUPS = ["unserved-ports", "scheduler"];
 
 for (const drain of ["15m", "0s"]) {
   Deno.test({
