@@ -21,6 +21,7 @@ import { isLoopback } from "../../model/net.ts";
 import { FileSource } from "../../sources/file.ts";
 import { listOnce } from "../../sources/list_once.ts";
 import { datapathCheck, dropsInvalid } from "../../read_side/datapath_check.ts";
+import { readSideApiAccess } from "../../read_side/api_access.ts";
 import { nodeSources } from "../../read_side/route.ts";
 import { fileNode, type Rendered, renderObjects } from "../../read_side/render.ts";
 import { compareMigration, type MigrationReport, pairsOf } from "./compare.ts";
@@ -180,7 +181,8 @@ async function render(
 ): Promise<Rendered> {
   const config = r.configFor(mode.name);
   let nodeName = r.nodeName;
-  let load = async (handler: ModeRenderer["handler"]) => listOnce(await r.apiAccess(), nodeName, handler);
+  let load = async (handler: ModeRenderer["handler"]) =>
+    listOnce(await readSideApiAccess(r, "migrate reads the Services from the API"), nodeName, handler);
   if (config.source.kind === "file") {
     const path = config.source.path;
     nodeName = await fileNode(path, config.hostnameOverride);

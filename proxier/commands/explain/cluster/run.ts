@@ -8,7 +8,8 @@
  */
 import type { V1EndpointSlice, V1Node, V1Pod, V1Service } from "@kubernetes/client-node";
 import { type CommandContext, CommandFailure, EXIT, type ExitCode } from "../../../command_definition.ts";
-import { KubeconfigError, WatchError } from "../../../runtime/errors.ts";
+import { WatchError } from "../../../runtime/errors.ts";
+import { readSideApiAccess } from "../../../read_side/api_access.ts";
 import { ApiClient } from "../../../sources/api_client.ts";
 import type { ApiAccess } from "../../../sources/api_access.ts";
 import { SERVICE_NAME_LABEL } from "../../../model/endpoint.ts";
@@ -46,7 +47,7 @@ const RBAC = "deploy/explain-rbac.yaml";
  * failed for a Service the API does not have or an API that refuses or fails a read.
  */
 export async function runClusterExplain(q: ClusterQuery, context: CommandContext): Promise<ExitCode> {
-  const access = await apiAccess(context);
+  const access = await readSideApiAccess(context, "--all-nodes reaches the cluster through its API");
   const api = new ApiClient(access);
   const [namespace, name] = q.service.split("/");
   const askedAtMs = Date.now();
@@ -116,17 +117,6 @@ async function boundedAll(
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
   return out;
-}
-
-async function apiAccess(context: CommandContext): Promise<ApiAccess> {
-  try {
-    return await context.apiAccess();
-  } catch (e) {
-    if (!(e instanceof KubeconfigError)) throw e;
-    throw new CommandFailure(EXIT.usage, `--all-nodes reaches the cluster through its API: ${e.message}`, {
-      cause: e,
-    });
-  }
 }
 
 /** The API's view of the Service. @throws {CommandFailure} for a Service it lacks or cannot give. */
