@@ -68,16 +68,31 @@ export async function podExec(api: ExecAccess, t: ExecTarget, l: ExecLimits): Pr
     } catch { /* closed */ }
   };
   stop.addEventListener("abort", close, { once: true });
-  try {
-    conn = await open(url, api);
+  // A connect that hangs (no route, a silent firewall) must not outlive the deadline: the exchange
+  // races the signal, and a connection that opens after it is closed at once.
+  const work = (async () => {
+    conn = await open(url, api, stop);
     if (stop.aborted) close();
     return await exchange(conn, url, await api.headers(), l.maxOutputBytes);
+  })();
+  let fail = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    fail = () => reject(new Error("aborted"));
+    if (stop.aborted) fail();
+    else stop.addEventListener("abort", fail, { once: true });
+  });
+  // Whichever loses the race settles unobserved later: neither may become an unhandled rejection.
+  work.catch(() => {});
+  aborted.catch(() => {});
+  try {
+    return await Promise.race([work, aborted]);
   } catch (e) {
     if (timeout.aborted) return { kind: "timed-out", afterMs: Math.round(performance.now() - started) };
     if (stop.aborted) return { kind: "unreachable", message: "interrupted by the program's stop" };
     return { kind: "unreachable", message: (e as Error).message };
   } finally {
     stop.removeEventListener("abort", close);
+    stop.removeEventListener("abort", fail);
     close();
   }
 }
@@ -94,12 +109,12 @@ export function execURL(server: string, t: ExecTarget): URL {
   return url;
 }
 
-async function open(url: URL, api: ExecAccess): Promise<Deno.Conn> {
+async function open(url: URL, api: ExecAccess, signal: AbortSignal): Promise<Deno.Conn> {
   const tls = url.protocol === "https:";
   const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
   const port = Number(url.port || (tls ? 443 : 80));
   if (api.proxyURL === undefined) {
-    if (!tls) return await Deno.connect({ hostname, port });
+    if (!tls) return await Deno.connect({ hostname, port, signal });
     const caCerts = api.tls.caCerts === undefined ? undefined : [...api.tls.caCerts];
     return api.tls.cert !== undefined && api.tls.key !== undefined
       ? await Deno.connectTls({ hostname, port, caCerts, cert: api.tls.cert, key: api.tls.key })
@@ -115,6 +130,7 @@ async function open(url: URL, api: ExecAccess): Promise<Deno.Conn> {
   const conn = await Deno.connect({
     hostname: proxy.hostname.replace(/^\[(.*)\]$/, "$1"),
     port: Number(proxy.port || 80),
+    signal,
   });
   const authority = `${url.hostname}:${port}`;
   await writeAll(

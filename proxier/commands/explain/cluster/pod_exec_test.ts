@@ -97,6 +97,32 @@ Deno.test("pod exec: a success, a refusal with the API's own message, a command 
   });
 });
 
+Deno.test("pod exec: a server that accepts and never answers ends at the deadline; a deadline that passes after an answer is nobody's failure", async () => {
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  (async () => {
+    for await (const c of silent) held.push(c);
+  })().catch(() => {});
+  try {
+    const out = await podExec(
+      access(`http://127.0.0.1:${silent.addr.port}`),
+      { ...TARGET, command: ["x"] },
+      { ...LIMITS, deadlineMs: 300 },
+    );
+    assertEquals(out.kind, "timed-out");
+  } finally {
+    silent.close();
+    for (const c of held) c.close();
+  }
+  await withServer(async (api, url) => {
+    api.onExec = () => ({ print: { stdout: "quick", code: 0 } });
+    const out = await podExec(access(url), { ...TARGET, command: ["x"] }, { ...LIMITS, deadlineMs: 200 });
+    assertEquals(out.kind, "exited");
+    // The deadline fires after the answer: it must reject nothing anyone is left to handle.
+    await new Promise((r) => setTimeout(r, 400));
+  });
+});
+
 Deno.test("pod exec: the client speaks Deno's own WebSocket server over TLS verified with the kubeconfig's CA, and refuses a server it cannot verify", async () => {
   const ac = new AbortController();
   let auth: string | null = null;
