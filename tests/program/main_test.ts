@@ -1069,7 +1069,18 @@ Deno.test("main: /debug/services on the metrics port answers explain's JSON, the
     ]);
     // The pod client is not asked without --cluster-cidr: not checked is exit 3, never agreement.
     assertEquals(cli.code, 3, cli.stderr);
-    assertEquals(JSON.parse(cli.stdout), direct, "the command prints what the endpoint answers");
+    // Each report says when it was made; everything else is the same answer.
+    const asked = JSON.parse(cli.stdout);
+    assert(Date.parse(asked.reportedAt) >= Date.parse(direct.reportedAt), "the later ask is reported later");
+    assertEquals(
+      { ...asked, reportedAt: direct.reportedAt },
+      direct,
+      "the command prints what the endpoint answers",
+    );
+    assert(
+      Date.parse(direct.lastSync) <= Date.parse(direct.reportedAt),
+      "the proxy's last sync precedes the report",
+    );
     assertEquals([direct.rules, direct.mode, direct.disagreements, direct.notChecked], [
       "live",
       "userspace",
