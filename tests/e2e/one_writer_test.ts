@@ -10,29 +10,10 @@ import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { CONVERGE_MS } from "../support/bounds.ts";
 import { realKernel } from "../support/namespace.ts";
+import { nodePortObjects } from "../support/node_port_objects.ts";
 import { Topology } from "./netns.ts";
 
-const OBJECTS = `apiVersion: v1
-kind: Node
-metadata: { name: node-a }
-status: { addresses: [{ type: InternalIP, address: 192.168.0.2 }] }
----
-apiVersion: v1
-kind: Service
-metadata: { namespace: e2e, name: web }
-spec:
-  type: NodePort
-  clusterIP: 172.30.0.10
-  clusterIPs: [172.30.0.10]
-  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30080 }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { namespace: e2e, name: web-1, labels: { kubernetes.io/service-name: web } }
-addressType: IPv4
-ports: [{ name: p, protocol: TCP, port: 8080 }]
-endpoints: [{ addresses: [10.180.0.4], conditions: { ready: true } }]
-`;
+const OBJECTS = nodePortObjects();
 
 const kernel = await realKernel(["nft", "iptables-nft-save"]);
 

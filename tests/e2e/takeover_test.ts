@@ -10,32 +10,12 @@ import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { CONVERGE_MS } from "../support/bounds.ts";
 import { realKernel } from "../support/namespace.ts";
+import { nodePortObjects } from "../support/node_port_objects.ts";
 import { Topology } from "./netns.ts";
 
 const kernel = await realKernel(["nft", "curl", "iptables-nft-save"]);
 
-const objects = (held: number) =>
-  `apiVersion: v1
-kind: Node
-metadata: { name: node-a }
-status: { addresses: [{ type: InternalIP, address: 192.168.0.2 }] }
----
-apiVersion: v1
-kind: Service
-metadata: { namespace: e2e, name: held }
-spec:
-  type: NodePort
-  clusterIP: 172.30.0.10
-  clusterIPs: [172.30.0.10]
-  ports: [{ name: p, protocol: TCP, port: 80, targetPort: 8080, nodePort: ${held} }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { namespace: e2e, name: held-1, labels: { kubernetes.io/service-name: held } }
-addressType: IPv4
-ports: [{ name: p, protocol: TCP, port: 8080 }]
-endpoints: [{ addresses: [10.180.0.4], conditions: { ready: true } }]
-`;
+const objects = (held: number) => nodePortObjects("held", held);
 
 Deno.test({
   name:
