@@ -153,7 +153,10 @@ export interface CommandContext {
   readonly nodeName: string;
   /** This machine's hostname as the kernel gives it (the Events' reporting instance). */
   readonly hostname: string;
-  /** This machine's interface addresses, both families, read when asked. */
+  /**
+   * This machine's interface addresses, both families, read when asked: the node's own, never the
+   * service addresses the ipvs mode binds to kube-ipvs0.
+   */
   interfaceAddresses(): readonly string[];
   /**
    * The API access the configuration gives (kubeconfig, `--master`, in-cluster).

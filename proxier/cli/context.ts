@@ -4,6 +4,7 @@
  * @module
  */
 import { DenoExecutor } from "../../iptables/executor.ts";
+import { KUBE_IPVS_INTERFACE } from "../../iptables/ip_link.ts";
 import type { CommandContext } from "../command_definition.ts";
 import { MODES } from "../modes.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -38,7 +39,10 @@ export function commandContext(line: CommandLine, p: ProcessFacts): CommandConte
     // Upstream's node name: the override, else the hostname in lower case.
     nodeName: config.hostnameOverride || hostname.toLowerCase(),
     hostname,
-    interfaceAddresses: () => Deno.networkInterfaces().map((i) => i.address),
+    // The node's own: kube-ipvs0 holds the service addresses the ipvs mode binds (as upstream, which
+    // reads every local address but the dummy's), never an address a NodePort answers on.
+    interfaceAddresses: () =>
+      Deno.networkInterfaces().filter((i) => i.name !== KUBE_IPVS_INTERFACE).map((i) => i.address),
     apiAccess: () =>
       loadApiAccess({
         kubeconfig: config.kubeconfig,

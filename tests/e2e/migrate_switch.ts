@@ -243,7 +243,9 @@ export async function migrateSwitch(walk: readonly string[]): Promise<{ counts: 
             !r.client.includes(" inside "))
       );
     const start = async (mode: string) => {
-      proxy = t.startProxy([`--proxy-mode=${mode}`, ...flags]);
+      // migrate predicts where a switch ends: the ipvs mode's virtual servers are not kept draining
+      // (the drain has its own test, tests/vm/guest/switch_ipvs.guest.ts).
+      proxy = t.startProxy([`--proxy-mode=${mode}`, ...flags, "--migration-drain-timeout=0s"]);
       const p = proxy;
       await eventually(() => assert(/First sync in the kernel/.test(p.log()), p.log()), CONVERGE_MS);
       // Ready: the other modes' rules are gone (a start takes over once it serves everything).
@@ -276,7 +278,14 @@ export async function migrateSwitch(walk: readonly string[]): Promise<{ counts: 
       const report = JSON.parse(m.stdout) as {
         connections: Row[];
         groups: Array<{ cause: string; services: string[] }>;
+        nodeAddresses: { addresses: string[] };
       };
+      // The node's own IPv4 addresses, never the service addresses the ipvs mode binds to kube-ipvs0.
+      assertEquals(
+        report.nodeAddresses.addresses.filter((a) => !a.includes(":")).sort(),
+        [...nodeAddresses].sort(),
+        `${from} -> ${to}: migrate's node addresses`,
+      );
       // A pinned client may move once: each datapath keeps its own affinity entries.
       const reset = new Set(report.groups.find((g) => g.cause === "affinity-reset")?.services ?? []);
       const rows = report.connections;
