@@ -245,15 +245,19 @@ export async function migrateSwitch(walk: readonly string[]): Promise<{ counts: 
     const start = async (mode: string) => {
       // migrate predicts where a switch ends: the ipvs mode's virtual servers are not kept draining
       // (the drain has its own test, tests/vm/guest/switch_ipvs.guest.ts).
-      proxy = t.startProxy([`--proxy-mode=${mode}`, ...flags, "--migration-drain-timeout=0s"]);
+      proxy = t.startProxy([`--proxy-mode=${mode}`, ...flags, "--migration-drain-timeout=0s", "--v=2"]);
       const p = proxy;
       await eventually(() => assert(/First sync in the kernel/.test(p.log()), p.log()), CONVERGE_MS);
-      // Ready: the other modes' rules are gone (a start takes over once it serves everything).
+      // Ready, and then the switch's end: the other modes' rules removed (a start takes over once
+      // it serves everything; in the emulated guest that removal takes seconds after /readyz).
       await eventually(async () => {
         const r = await t.nodeAgent.http("127.0.0.1", 10256, ANSWER_MS, "/readyz");
         assert(r.startsWith("200 "), r);
       }, CONVERGE_MS);
-      await new Promise((r) => setTimeout(r, 1000));
+      await eventually(
+        () => assert(/Gave back what the start alone used/.test(p.log()), p.log()),
+        CONVERGE_MS,
+      );
       // ClientIP affinity in use before anything is asked.
       await podC.agent.tcp("172.30.2.5", 80);
     };
