@@ -11,7 +11,7 @@
  * - M single-endpoint changes 1.1-1.6 s apart (over the minimum sync period, so each is a sync of its
  *   own; the periodic sync and the drift check run meanwhile:
  *   the run spans several sync periods), each from the API write to the new endpoint in the kernel:
- *   nftables, the element's add event on `nft monitor` (no polling: listing or getting one element
+ *   nftables, the kernel's notification of the new element on the nftables netlink group (no polling: listing or getting one element
  *   makes nft fetch every element, seconds at scale); iptables, its endpoint chain (`iptables-nft
  *   -S`, every 25 ms, a few ms whatever the table holds);
  * - CPU of the program and its kernel tools (utime + stime + the children's) over the changes,
@@ -178,43 +178,93 @@ async function nftTransactions(n: number, e: number, i: number): Promise<[string
 
 /** When each new endpoint address reached the kernel, from a watch started before the changes. */
 interface KernelWatch {
+  /** Resolves once the watch sees events (a probe element of its own seen). */
+  ready(): Promise<void>;
   /** Resolves with the time the kernel holds `address` (of service `i`), or undefined after `ms`. */
   seen(address: string, i: number, ms: number): Promise<number | undefined>;
   close(): void;
 }
 
-/** nftables: `nft monitor new elements`, each line stamped as it arrives. */
+/** A table of the bench's own whose element events say the watch listens. */
+const PROBE_TABLE = "kpd-bench-probe";
+
+/**
+ * The kernel's own notifications of new set elements (`NFT_MSG_NEWSETELEM` on the nftables netlink
+ * group, as `nft monitor` reads them), each message's payload printed in hex as it arrives. Not `nft
+ * monitor` itself: it reads the whole ruleset into its cache before it listens and again as the
+ * table changes, and at 250,000 elements it printed nothing in 10 minutes.
+ */
+const NETLINK_WATCH = `
+import socket, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
+s.bind((0, 1 << 6))  # NFNLGRP_NFTABLES (7)
+while True:
+    try:
+        data = s.recv(1 << 20)
+    except OSError as e:
+        if e.errno != 105:  # ENOBUFS: notifications were lost (a full sync's); a change then waits in vain
+            raise
+        sys.stdout.write("overflow\\n")
+        continue
+    off = 0
+    while off + 16 <= len(data):
+        length = int.from_bytes(data[off:off + 4], "little")
+        kind = int.from_bytes(data[off + 4:off + 6], "little")
+        if length < 16:
+            break
+        if kind == 0x0a0c:  # NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_NEWSETELEM
+            sys.stdout.write(data[off + 16:off + length].hex() + "\\n")
+        off += (length + 3) & ~3
+    sys.stdout.flush()
+`;
+
+/** An IPv4 address as the kernel carries it in an element: four bytes, in hex. */
+const hexIPv4 = (ip: string) => ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0")).join("");
+
+/** nftables: the kernel's new-element notifications, each stamped as it arrives. */
 function nftWatch(): KernelWatch {
-  const child = new Deno.Command("nft", {
-    args: ["monitor", "new", "elements"],
+  const child = new Deno.Command("python3", {
+    args: ["-u", "-c", NETLINK_WATCH],
     stdout: "piped",
-    stderr: "null",
+    stderr: "inherit",
   }).spawn();
-  const at = new Map<string, number>();
+  const lines: Array<{ at: number; hex: string }> = [];
   const waiting = new Map<string, (t: number) => void>();
   (async () => {
     let rest = "";
     for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
       const now = performance.now();
-      const lines = (rest + chunk).split("\n");
-      rest = lines.pop()!;
-      for (const l of lines) {
-        for (const m of l.matchAll(/: (11\.\d+\.\d+\.\d+) \. 8080/g)) {
-          at.set(m[1], now);
-          waiting.get(m[1])?.(now);
-        }
+      const got = (rest + chunk).split("\n");
+      rest = got.pop()!;
+      for (const hex of got) {
+        lines.push({ at: now, hex });
+        for (const [needle, resolve] of waiting) if (hex.includes(needle)) resolve(now);
       }
     }
   })().catch(() => {});
+  const seenAt = (needle: string) => lines.find((l) => l.hex.includes(needle))?.at;
+  const wait = (needle: string, ms: number) => {
+    const t = seenAt(needle);
+    if (t !== undefined) return Promise.resolve<number | undefined>(t);
+    return new Promise<number | undefined>((resolve) => {
+      const timer = setTimeout(() => (waiting.delete(needle), resolve(undefined)), ms);
+      waiting.set(needle, (t) => (clearTimeout(timer), waiting.delete(needle), resolve(t)));
+    });
+  };
   return {
-    seen(address, _i, ms) {
-      const t = at.get(address);
-      if (t !== undefined) return Promise.resolve(t);
-      return new Promise((resolve) => {
-        const timer = setTimeout(() => (waiting.delete(address), resolve(undefined)), ms);
-        waiting.set(address, (t) => (clearTimeout(timer), waiting.delete(address), resolve(t)));
-      });
+    async ready() {
+      await run("nft", ["add", "table", "ip", PROBE_TABLE]);
+      await run("nft", ["add", "set", "ip", PROBE_TABLE, "s", "{ type ipv4_addr; }"]);
+      for (let k = 1;; k++) {
+        if (k > 600) throw new Error("no element notification in 5 minutes");
+        const probe = `192.0.2.${k % 250 + 1}`;
+        await run("nft", ["add", "element", "ip", PROBE_TABLE, "s", `{ ${probe} }`]);
+        if (await wait(hexIPv4(probe), 500) !== undefined) break;
+      }
+      await run("nft", ["delete", "table", "ip", PROBE_TABLE]);
     },
+    seen: (address, _i, ms) => wait(hexIPv4(address), ms),
     close: () => child.kill("SIGTERM"),
   };
 }
@@ -222,6 +272,7 @@ function nftWatch(): KernelWatch {
 /** iptables (nf_tables): the endpoint's chain, asked every 25 ms (a few ms whatever the table holds). */
 function iptablesWatch(): KernelWatch {
   return {
+    ready: () => Promise.resolve(),
     async seen(address, i, ms) {
       const chain = endpointChainName(`bench/svc-${i}:http`, "TCP", `${address}:8080`);
       for (const end = performance.now() + ms; performance.now() < end; await sleep(25)) {
@@ -276,7 +327,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       await sleep(100);
     }
   })();
-  const watch = o.mode === "nftables" ? nftWatch() : iptablesWatch();
+  let watch: KernelWatch | undefined;
   try {
     let coldStartS = NaN;
     for (const end = performance.now() + 30 * 60_000; performance.now() < end; await sleep(50)) {
@@ -289,14 +340,18 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
     if (Number.isNaN(coldStartS)) throw new Error(`no first sync within 30 min:\n${log.slice(-4000)}`);
     await sleep(3000);
     const rssAfterFirstSync = status(proxy.pid, "VmRSS");
-    // The first change also tells the watch is live (nft monitor reads the ruleset as it starts).
+    // Started after the first sync: its quarter million notifications would overflow any buffer.
+    const kernel = o.mode === "nftables" ? nftWatch() : iptablesWatch();
+    watch = kernel;
+    await kernel.ready();
+    // A warm-up change first: the first of a run may meet caches not yet warm.
     const change = async (c: number) => {
       const i = (c * 7919) % o.services;
       const s = slice(`svc-${i}`, i, c + 1, o.endpoints);
       const address = s.endpoints![0].addresses[0];
       const t = performance.now();
       api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
-      const seen = await watch.seen(address, i, 120_000);
+      const seen = await kernel.seen(address, i, 120_000);
       return seen === undefined ? undefined : Math.max(0, seen - t);
     };
     if (await change(0) === undefined) {
@@ -355,7 +410,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       },
     };
   } finally {
-    watch.close();
+    watch?.close();
     sampling = false;
     try {
       proxy.kill("SIGKILL");
