@@ -435,9 +435,8 @@ if (which.has("scale") && Deno.uid() === 0) {
     `Cold start: process start to every Service in the kernel; its floor: nft -f of the same transaction ` +
       `(iptables: the rules as iptables-save prints them, restored) into an empty namespace. ${changes} ` +
       `one-endpoint changes 1.1-1.6 s apart, each from the API write to the new endpoint in the kernel ` +
-      `(nft monitor's event; iptables: its chain), with the periodic sync and the drift check running; ` +
-      `change floor: nft -f of one change's transaction on the loaded table. CPU: the program and its ` +
-      `kernel tools over the changes, per change. RSS: after the first sync / at the end / the most ` +
+      `(nftables: the kernel's netlink notification of the new element; iptables: its chain, listed every 25 ms), with the periodic sync and the drift check running; ` +
+      `change floor: nft -f of one change's transaction on the loaded table. CPU: the program and its kernel tools over the changes, per change (the program + its tools). RSS: after the first sync / at the end / the most ` +
       `sampled every 100 ms / the peak (VmHWM).`,
   );
   out(
@@ -466,7 +465,7 @@ if (which.has("scale") && Deno.uid() === 0) {
           r.change.missed > 0 ? ` (${r.change.missed} missed)` : ""
         } | ${
           Number.isNaN(r.floorChangeMs) ? "-" : `${r.floorChangeMs.toFixed(1)} ms`
-        } | ${r.cpuPerChangeMs} ms | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
+        } | ${r.cpuPerChangeMs} ms (${r.cpuSplitMs.own} + ${r.cpuSplitMs.tools}) | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
       );
     }
   }

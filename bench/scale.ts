@@ -59,6 +59,8 @@ export interface ScaleResult extends ScaleOptions {
   readonly change: { median: number; p99: number; max: number; missed: number; count: number };
   /** CPU of the program and its tools over the changes, per change. */
   readonly cpuPerChangeMs: number;
+  /** The same, the program's own and its tools' apart. */
+  readonly cpuSplitMs: { own: number; tools: number };
   readonly rss: { afterFirstSync: number; end: number; maxSampled: number; peak: number };
   readonly syncs: { partial: number; full: number; driftRepairs: number };
 }
@@ -121,11 +123,11 @@ async function run(cmd: string, args: string[], stdin?: string): Promise<{ code:
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The process's (and its waited-for children's) CPU time, ms. */
-function cpuMs(pid: number): number {
+/** The process's own CPU time and its waited-for children's, ms. */
+function cpuMs(pid: number): { own: number; tools: number } {
   const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
   // utime, stime, cutime, cstime: fields 14-17, here 11-14 after the name; clock ticks of 10 ms.
-  return [11, 12, 13, 14].reduce((n, i) => n + Number(f[i]), 0) * 10;
+  return { own: (Number(f[11]) + Number(f[12])) * 10, tools: (Number(f[13]) + Number(f[14])) * 10 };
 }
 
 function status(pid: number, field: "VmRSS" | "VmHWM"): number {
@@ -154,7 +156,7 @@ class TableKeepingDryRun extends DryRunExecutor {
 }
 
 /** The nftables proxier's own full transaction for the objects, and one change's on top of it. */
-async function nftTransactions(n: number, e: number, i: number): Promise<[string, string]> {
+export async function nftTransactions(n: number, e: number, i: number): Promise<[string, string]> {
   const exec = new TableKeepingDryRun();
   const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec });
@@ -265,7 +267,11 @@ function nftWatch(): KernelWatch {
       await run("nft", ["delete", "table", "ip", PROBE_TABLE]);
     },
     seen: (address, _i, ms) => wait(hexIPv4(address), ms),
-    close: () => child.kill("SIGTERM"),
+    close: () => {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already closed */ }
+    },
   };
 }
 
@@ -306,6 +312,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       "--cluster-cidr=10.0.0.0/8",
       `--metrics-bind-address=127.0.0.1:${METRICS}`,
       "--healthz-bind-address=127.0.0.1:10256",
+      ...(Deno.env.get("SCALE_LOG") ? ["--v=4"] : []),
       ...(o.mode === "iptables" ? ["--iptables-backend=nft"] : []),
       `--master=${api.start()}`,
     ]),
@@ -367,9 +374,18 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       const ms = await change(c);
       if (ms === undefined) missed++;
       else latencies.push(ms);
+      // A slow change, with the wall clock, to be read against the program's log (SCALE_LOG).
+      if (ms === undefined || ms > 50) {
+        console.error(`slow change ${c} at ${new Date().toISOString()}: ${ms} ms`);
+      }
     }
     await sleep(1000);
-    const cpuPerChangeMs = (cpuMs(proxy.pid) - cpu0) / o.changes;
+    const cpu1 = cpuMs(proxy.pid);
+    const cpuSplitMs = {
+      own: (cpu1.own - cpu0.own) / o.changes,
+      tools: (cpu1.tools - cpu0.tools) / o.changes,
+    };
+    const cpuPerChangeMs = cpuSplitMs.own + cpuSplitMs.tools;
     const after = await (await fetch(`http://127.0.0.1:${METRICS}/metrics`)).text();
     const count = (name: string) => metric(after, name) - metric(before, name);
     const rss = {
@@ -378,8 +394,13 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       maxSampled,
       peak: status(proxy.pid, "VmHWM"),
     };
+    // The watch's netlink listener makes every netns's nftables build notifications (the kernel's
+    // listener check is per protocol, not per namespace): it would triple the floor's load below.
+    kernel.close();
     proxy.kill("SIGTERM");
     await proxy.status;
+    const logTo = Deno.env.get("SCALE_LOG");
+    if (logTo) Deno.writeTextFileSync(logTo, log);
     sampling = false;
     await sampler;
     await drained;
@@ -402,6 +423,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
         count: latencies.length,
       },
       cpuPerChangeMs: r(cpuPerChangeMs),
+      cpuSplitMs: { own: r(cpuSplitMs.own), tools: r(cpuSplitMs.tools) },
       rss,
       syncs: {
         partial: count("kubeproxy_sync_partial_proxy_rules_duration_seconds_count"),
