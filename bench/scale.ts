@@ -305,6 +305,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   for (const s of slices) {
     api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
   }
+  const keepLog = Boolean(Deno.env.get("SCALE_LOG"));
   const proxy = new Deno.Command(Deno.execPath(), {
     args: startArgs([
       `--proxy-mode=${o.mode}`,
@@ -312,18 +313,27 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       "--cluster-cidr=10.0.0.0/8",
       `--metrics-bind-address=127.0.0.1:${METRICS}`,
       "--healthz-bind-address=127.0.0.1:10256",
-      ...(Deno.env.get("SCALE_LOG") ? ["--v=4"] : []),
+      ...(keepLog ? ["--v=4"] : []),
       ...(o.mode === "iptables" ? ["--iptables-backend=nft"] : []),
       `--master=${api.start()}`,
-    ]),
+    ]).map((a) => keepLog && a.startsWith("--v8-flags=") ? `${a},--trace-gc` : a),
     stdin: "null",
-    stdout: "null",
+    // With SCALE_LOG, V8's collections (--trace-gc, on stdout) go to the log beside the program's lines.
+    stdout: keepLog ? "piped" : "null",
     stderr: "piped",
   }).spawn();
   let log = "";
-  const drained = (async () => {
-    for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) log += t;
-  })().catch(() => {});
+  const stamp = () => new Date().toISOString().slice(11, 23);
+  const drained = Promise.all([
+    (async () => {
+      for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) log += t;
+    })(),
+    keepLog
+      ? (async () => {
+        for await (const t of proxy.stdout!.pipeThrough(new TextDecoderStream())) log += `${stamp()} ${t}`;
+      })()
+      : undefined,
+  ]).catch(() => {});
   let maxSampled = 0;
   let sampling = true;
   const sampler = (async () => {
