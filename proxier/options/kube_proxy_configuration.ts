@@ -294,8 +294,9 @@ export function platformDefaults(c: KubeProxyConfiguration): KubeProxyConfigurat
 }
 
 /**
- * `--kernel-tool-timeout`'s default: far above the slowest write a node makes (a full
- * iptables-restore of 10,000 services on nf_tables), far below "never".
+ * `--kernel-tool-timeout`'s default: far above the slowest write a node makes at 10,000 Services (a
+ * full iptables-restore on nf_tables), far below "never". A slower write (iptables on nf_tables at
+ * 250,000 endpoints takes over 7 minutes) is killed at it once, then given twice as long at each try.
  */
 export const KERNEL_TOOL_TIMEOUT_MS = 300_000;
 
