@@ -469,14 +469,15 @@ if (which.has("scale") && Deno.uid() === 0) {
           Number.isNaN(r.floorChangeMs) ? "-" : `${r.floorChangeMs.toFixed(1)} ms`
         } | ${r.cpuPerChangeMs} ms (${r.cpuSplitMs.own} + ${r.cpuSplitMs.tools}) | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
       );
+      // After each size: a run cut short still leaves the chart of what it measured.
+      await chart("scale-change.svg", {
+        title: "One endpoint change, API write to the kernel, against the table's size",
+        x: "endpoints in the table",
+        y: "ms",
+        series: [...points].map(([name, pts]) => ({ name, points: [...pts].sort((a, b) => a[0] - b[0]) })),
+      });
     }
   }
-  await chart("scale-change.svg", {
-    title: "One endpoint change, API write to the kernel, against the table's size",
-    x: "endpoints in the table",
-    y: "ms",
-    series: [...points].map(([name, pts]) => ({ name, points: pts })),
-  });
 }
 
 if (which.has("chaos")) {

@@ -243,7 +243,9 @@ export class NftRunner implements NFTables {
     let objects: unknown[];
     try {
       objects = await this.#list(["map", this.#family, table, name], [], signal);
-    } catch {
+    } catch (e) {
+      // Stopped: no second listing (nft reads the table's elements before it says a map is no set).
+      if (signal?.aborted === true) throw e;
       // Not a map (or gone): try it as a set, and treat a missing one as empty.
       objects = await this.#list(["set", this.#family, table, name], [], signal).catch(() => []);
     }

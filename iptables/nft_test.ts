@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertMatch, assertRejects, assertThrows } from "../tests/support/assert.ts";
-import { type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
+import { ExecError, type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
 import { NftError, NftRunner, parseBaseHook, parseNftVersion, priorityValue, versionAtLeast } from "./nft.ts";
 import { realKernel, withNamespace } from "../tests/support/namespace.ts";
 
@@ -78,6 +78,29 @@ Deno.test("NftRunner: lists one table's chains, reading that table alone (undefi
     key: ["fd00::1", "fd00:30::1", "tcp", "80"],
     value: ["fd00:180::1", "8080"],
   }]);
+});
+
+Deno.test("NftRunner: a listing stopped by its signal fails at once and runs no second nft (nft reads the table's elements before it says a map is no set)", async () => {
+  const asked: string[] = [];
+  const ac = new AbortController();
+  const exec: Executor = {
+    run(_cmd, opts) {
+      asked.push(opts.args.join(" "));
+      if (opts.args.includes("chains")) {
+        const doc = { nftables: [{ chain: { family: "ip", table: "t", name: "c" } }] };
+        return Promise.resolve({ code: 0, stdout: JSON.stringify(doc), stderr: "" });
+      }
+      // The map's listing runs until it is killed, as a listing of a large map is at scale.
+      return new Promise((resolve) =>
+        opts.signal?.addEventListener("abort", () => resolve({ code: 143, stdout: "", stderr: "" }))
+      );
+    },
+  };
+  const listing = new NftRunner({ exec, family: "IPv4" }).listElements("t", "m", ac.signal);
+  await new Promise((r) => setTimeout(r, 10));
+  ac.abort();
+  await assertRejects(() => listing, ExecError);
+  assertEquals(asked, ["-j list chains ip", "-j list map ip t m"]);
 });
 
 Deno.test("nft priorities: numbers, names and offsets as nft prints them; anything else is an error", () => {
