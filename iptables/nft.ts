@@ -100,7 +100,10 @@ export interface NFTables {
    * undefined when it has none (or does not exist).
    */
   listChains(table: string): Promise<NftChainInfo[] | undefined>;
-  /** The elements of map or set `name` of `table`; empty when it does not exist. */
+  /**
+   * The elements of map or set `name` of `table`; empty when it does not exist. Rejects at once when
+   * `signal` stops it (its nft is killed; nothing else is run).
+   */
   listElements(table: string, name: string, signal?: AbortSignal): Promise<NftElement[]>;
   /** The number of rules of `chain` in `table`, or undefined when the chain does not exist. */
   countRules(table: string, chain: string, signal?: AbortSignal): Promise<number | undefined>;
