@@ -294,9 +294,8 @@ export function platformDefaults(c: KubeProxyConfiguration): KubeProxyConfigurat
 }
 
 /**
- * `--kernel-tool-timeout`'s default: far above the slowest write a node makes at 10,000 Services (a
- * full iptables-restore on nf_tables), far below "never". A slower write (iptables on nf_tables at
- * 250,000 endpoints takes over 7 minutes) is killed at it once, then given twice as long at each try.
+ * `--kernel-tool-timeout`'s default: far above a full iptables-restore of 10,000 Services on nf_tables,
+ * far below "never"; a slower write is then given twice as long at each try (`DenoExecutor`).
  */
 export const KERNEL_TOOL_TIMEOUT_MS = 300_000;
 
