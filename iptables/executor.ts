@@ -37,9 +37,6 @@ export class ExecError extends Error {
   }
 }
 
-/** How many times, at most, a tool's deadline doubles after runs killed at it in a row (32 times the bound). */
-export const MAX_DEADLINE_DOUBLINGS = 5;
-
 /** The exit code reported for a command killed at its deadline (as coreutils' `timeout`). */
 export const TIMED_OUT_CODE = 124;
 
@@ -85,17 +82,12 @@ class Deadline {
 /** The real executor: `Deno.Command`, with `PATH` lookup and no shell. */
 export class DenoExecutor implements Executor {
   readonly #timeoutMs: number;
-  /** Per tool, how many of its runs in a row were killed at their deadline. */
-  readonly #killedInARow = new Map<string, number>();
 
   /**
    * `timeoutMs`: a command still running after this long (plus
    * {@linkcode TIMEOUT_MS_PER_INPUT_BYTE} for each byte of its input) is killed and reported as
    * exit code {@linkcode TIMED_OUT_CODE} with a stderr saying so, so a hung tool fails one sync
-   * (retried) instead of stopping every later one. Each run of a tool killed so in a row doubles
-   * its next deadline (up to {@linkcode MAX_DEADLINE_DOUBLINGS} times) until one run ends by
-   * itself: a write slower than any fixed bound (a first restore at a scale never met before) ends
-   * at a later try instead of being killed at every one. 0: no deadline.
+   * (retried) instead of stopping every later one. 0: no deadline.
    */
   constructor(o: { timeoutMs?: number } = {}) {
     this.#timeoutMs = o.timeoutMs ?? 0;
@@ -103,10 +95,7 @@ export class DenoExecutor implements Executor {
 
   /** @inheritdoc */
   async run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
-    const killed = this.#killedInARow.get(cmd) ?? 0;
-    const deadline = this.#timeoutMs > 0
-      ? new Deadline(this.#timeoutMs * 2 ** Math.min(killed, MAX_DEADLINE_DOUBLINGS))
-      : undefined;
+    const deadline = this.#timeoutMs > 0 ? new Deadline(this.#timeoutMs) : undefined;
     const signal = deadline === undefined
       ? opts.signal
       : opts.signal === undefined
@@ -137,7 +126,6 @@ export class DenoExecutor implements Executor {
     const [stdout, stderr, status] = await output;
     deadline?.clear();
     if (deadline?.signal.aborted === true && opts.signal?.aborted !== true) {
-      this.#killedInARow.set(cmd, killed + 1);
       return {
         code: TIMED_OUT_CODE,
         stdout,
@@ -147,7 +135,6 @@ export class DenoExecutor implements Executor {
           } s (--kernel-tool-timeout); killed\n` + stderr,
       };
     }
-    if (opts.signal?.aborted !== true) this.#killedInARow.delete(cmd);
     return { code: status.code, stdout, stderr };
   }
 }

@@ -693,7 +693,7 @@ export const FLAGS: readonly FlagDef[] = [
     default: "5m0s",
     withConfig: true,
     help:
-      "kill a kernel tool (iptables-restore, nft, ipvsadm...) still running after this long plus 10 s per MiB of its input; the sync fails and is retried, and each kill of the same tool in a row doubles its next bound (up to 32 times) until a run ends by itself (0: never)",
+      "kill a kernel tool (iptables-restore, nft, ipvsadm...) still running after this long plus 10 s per MiB of its input; the sync fails and is retried (0: never)",
     apply: (c, s) => c.own.kernelToolTimeoutMs = dur("kernel-tool-timeout", s),
   },
   {

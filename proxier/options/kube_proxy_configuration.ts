@@ -294,8 +294,8 @@ export function platformDefaults(c: KubeProxyConfiguration): KubeProxyConfigurat
 }
 
 /**
- * `--kernel-tool-timeout`'s default: far above a full iptables-restore of 10,000 Services on nf_tables,
- * far below "never"; a slower write is then given twice as long at each try (`DenoExecutor`).
+ * `--kernel-tool-timeout`'s default: far above the slowest write a node makes (a full
+ * iptables-restore of 10,000 services on nf_tables), far below "never".
  */
 export const KERNEL_TOOL_TIMEOUT_MS = 300_000;
 
