@@ -431,23 +431,28 @@ function recordingNft(fake: Fake, calls: string[]): NFTables {
   });
 }
 
+/** A proxier synced with `n` Services of one endpoint each; `calls` records what it asks nft from then on. */
+async function syncedAtScale(n: number) {
+  const calls: string[] = [];
+  const { proxier } = nftablesSetup({ nft: recordingNft(new FakeNft(), calls) });
+  for (let i = 0; i < n; i++) {
+    const ip = `172.31.${i >> 8}.${i & 255}`;
+    proxier.onServiceAdd(
+      makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
+    );
+    proxier.onEndpointSliceAdd(
+      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
+    );
+  }
+  await proxier.syncNow();
+  calls.length = 0;
+  return { proxier, calls };
+}
+
 Deno.test("nftables at scale: a partial sync asks nft for its chain names and one transaction the size of the change, whatever the table holds", async () => {
   const asked = new Map<number, string[]>();
   for (const n of [50, 2000]) {
-    const fake = new FakeNft();
-    const calls: string[] = [];
-    const { proxier } = nftablesSetup({ nft: recordingNft(fake, calls) });
-    for (let i = 0; i < n; i++) {
-      const ip = `172.31.${i >> 8}.${i & 255}`;
-      proxier.onServiceAdd(
-        makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
-      );
-      proxier.onEndpointSliceAdd(
-        makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
-      );
-    }
-    await proxier.syncNow();
-    calls.length = 0;
+    const { proxier, calls } = await syncedAtScale(n);
     for (let g = 1; g <= 5; g++) {
       const before = makeEndpointSlice(
         "scale",
@@ -470,20 +475,7 @@ Deno.test("nftables at scale: a partial sync asks nft for its chain names and on
 Deno.test("nftables at scale: a thorough drift check reads no chain's rules and lists the elements of no map but its generation and the paced count, whatever the table holds", async () => {
   const asked = new Map<number, string[]>();
   for (const n of [50, 2000]) {
-    const fake = new FakeNft();
-    const calls: string[] = [];
-    const { proxier } = nftablesSetup({ nft: recordingNft(fake, calls) });
-    for (let i = 0; i < n; i++) {
-      const ip = `172.31.${i >> 8}.${i & 255}`;
-      proxier.onServiceAdd(
-        makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
-      );
-      proxier.onEndpointSliceAdd(
-        makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
-      );
-    }
-    await proxier.syncNow();
-    calls.length = 0;
+    const { proxier, calls } = await syncedAtScale(n);
     assertEquals(await proxier.checkDrift(), undefined);
     // Listing a chain's rules makes nft fetch every element of the table: seconds at scale.
     const allowed = ["listChains", "check", "listElements sync-generation", `listElements ${SERVICE_IPS}`];
