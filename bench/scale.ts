@@ -305,7 +305,8 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   for (const s of slices) {
     api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
   }
-  const keepLog = Boolean(Deno.env.get("SCALE_LOG"));
+  const logTo = Deno.env.get("SCALE_LOG");
+  const keepLog = Boolean(logTo);
   const proxy = new Deno.Command(Deno.execPath(), {
     args: startArgs([
       `--proxy-mode=${o.mode}`,
@@ -409,7 +410,6 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
     kernel.close();
     proxy.kill("SIGTERM");
     await proxy.status;
-    const logTo = Deno.env.get("SCALE_LOG");
     if (logTo) Deno.writeTextFileSync(logTo, log);
     sampling = false;
     await sampler;
