@@ -4,6 +4,7 @@
  * each destination when its source ends, with idle and stalled-write bounds.
  * @module
  */
+import { writeAll } from "../runtime/write_all.ts";
 
 /**
  * Buffer size of a direction that moves little data (most connections: requests and answers).
@@ -34,12 +35,6 @@ function takeSmall(): Uint8Array<ArrayBuffer> {
 /** Returns a small buffer to the pool. The caller guarantees no read or write still uses it. */
 function giveBack(buf: Uint8Array<ArrayBuffer>): void {
   if (buf.length === MIN_BUFFER && pool.length < POOL_MAX) pool.push(buf);
-}
-
-/** Writes all of `data`, looping over short writes. */
-async function writeAll(w: Deno.Conn, data: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < data.length) off += await w.write(data.subarray(off));
 }
 
 /**

@@ -9,7 +9,8 @@
  * @module
  */
 import type { ApiAccess } from "../../../sources/api_access.ts";
-import { acceptFor, sendClose, writeAll, WsReader } from "./ws_frames.ts";
+import { writeAll } from "../../../runtime/write_all.ts";
+import { acceptFor, sendClose, WsReader } from "./ws_frames.ts";
 
 /** The stream protocols asked for, best first; both carry the command's end on channel 3. */
 export const EXEC_PROTOCOLS: readonly string[] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];

@@ -3,6 +3,7 @@
  * accept key, masked control frames, and a bounded reader for the HTTP head and whole messages.
  * @module
  */
+import { writeAll } from "../../../runtime/write_all.ts";
 
 const WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 const MAX_HEAD = 64 * 1024;
@@ -31,11 +32,6 @@ function clientFrame(opcode: number, payload: Uint8Array): Uint8Array {
   frame.set(mask, 2);
   for (let i = 0; i < payload.length; i++) frame[6 + i] = payload[i] ^ mask[i % 4];
   return frame;
-}
-
-/** Writes all of `data`; a short write is continued, never dropped. */
-export async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
-  for (let off = 0; off < data.length;) off += await conn.write(data.subarray(off));
 }
 
 /**
