@@ -7,6 +7,7 @@
 
 import { ProxyProcess, startArgs } from "../support/program.ts";
 import { sh } from "../support/namespace.ts";
+import { Unrecoverable } from "../support/net_helpers.ts";
 import { ANSWER_MS, IN_VM } from "../support/bounds.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -20,6 +21,7 @@ const WAIT_MS = IN_VM ? ANSWER_MS : 2000;
 
 /** A JSON-lines helper process (`agent.ts`) running inside a namespace. */
 export class Agent {
+  readonly #ns: string;
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #lines: AsyncIterator<string>;
@@ -27,6 +29,7 @@ export class Agent {
 
   /** Starts the agent in `ns`. */
   constructor(ns: string) {
+    this.#ns = ns;
     this.#child = new Deno.Command("ip", {
       args: [
         "netns",
@@ -55,7 +58,10 @@ export class Agent {
     const p = this.#queue.then(async () => {
       await this.#writer.write(new TextEncoder().encode(JSON.stringify(cmd) + "\n"));
       const r = await this.#lines.next();
-      if (r.done) throw new Error("agent exited");
+      if (r.done) {
+        const { code, signal } = await this.#child.status;
+        throw new Unrecoverable(`the agent in ${this.#ns} exited (code ${code}, signal ${signal})`);
+      }
       return JSON.parse(r.value);
     });
     this.#queue = p.catch(() => {});

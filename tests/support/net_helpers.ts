@@ -96,9 +96,18 @@ export async function udpAsk(port: number, ms = 2000, hostname = "127.0.0.1"): P
 }
 
 /**
- * Polls `fn` until it returns without throwing (or `ms` passes, then rethrows). The default bound is
- * the suite's for a state ({@linkcode CONVERGE_MS}): it returns as soon as `fn` holds, so only a
- * check that never holds pays it, and a busy machine slows a check without failing it.
+ * A failure no retry can mend (a helper process that died): {@linkcode eventually} rethrows it at
+ * once instead of polling it until its bound.
+ */
+export class Unrecoverable extends Error {
+  override name = "Unrecoverable";
+}
+
+/**
+ * Polls `fn` until it returns without throwing (or `ms` passes, then rethrows; an
+ * {@linkcode Unrecoverable} is rethrown at once). The default bound is the suite's for a state
+ * ({@linkcode CONVERGE_MS}): it returns as soon as `fn` holds, so only a check that never holds pays
+ * it, and a busy machine slows a check without failing it.
  */
 export async function eventually<T>(fn: () => Promise<T> | T, ms = CONVERGE_MS): Promise<T> {
   const end = Date.now() + ms;
@@ -106,7 +115,7 @@ export async function eventually<T>(fn: () => Promise<T> | T, ms = CONVERGE_MS):
     try {
       return await fn();
     } catch (e) {
-      if (Date.now() > end) throw e;
+      if (e instanceof Unrecoverable || Date.now() > end) throw e;
       await new Promise((r) => setTimeout(r, 25));
     }
   }

@@ -67,9 +67,15 @@ echo "$cache/root/lib/modules/$kver" >"$run/initrd/modules.path"
 echo "$kver" >"$run/initrd/kernel.version"
 (cd "$run/initrd" && find . | cpio -o -H newc --quiet) >"$run/initrd.cpio"
 
+# Deno's caches: the guest reads the host's DENO_DIR through 9p while the host's own tests keep
+# writing its SQLite databases (the V8 code cache among them), and a torn page read there crashes
+# deno's deserializer. The guest gets databases of its own in RAM; the directories (npm packages,
+# emitted JavaScript: files written whole) stay shared.
+host_deno_dir=${DENO_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/deno}
 {
-  echo "export PATH=$(printf %q "$PATH") HOME=$(printf %q "$HOME") NO_COLOR=${NO_COLOR:-} DENO_DIR=$(printf %q "${DENO_DIR:-}")"
-  [ -n "${DENO_DIR:-}" ] || echo "unset DENO_DIR"
+  echo "export PATH=$(printf %q "$PATH") HOME=$(printf %q "$HOME") NO_COLOR=${NO_COLOR:-} DENO_DIR=/run/kpd-deno-dir"
+  echo "mkdir -p /run/kpd-deno-dir"
+  echo "for d in $(printf %q "$host_deno_dir")/*/; do [ -d \"\$d\" ] && ln -s \"\${d%/}\" /run/kpd-deno-dir/; done"
   echo "cd $(printf %q "$PWD")"
   printf 'exec'
   printf ' %q' "$@"
