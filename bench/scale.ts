@@ -315,7 +315,8 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       `--metrics-bind-address=127.0.0.1:${METRICS}`,
       "--healthz-bind-address=127.0.0.1:10256",
       ...(keepLog ? ["--v=4"] : []),
-      ...(o.mode === "iptables" ? ["--iptables-backend=nft"] : []),
+      // iptables-nft-restore of 250,000 endpoints' rules takes minutes, past the default bound.
+      ...(o.mode === "iptables" ? ["--iptables-backend=nft", "--kernel-tool-timeout=1h"] : []),
       `--master=${api.start()}`,
     ]).map((a) => keepLog && a.startsWith("--v8-flags=") ? `${a},--trace-gc` : a),
     stdin: "null",

@@ -30,6 +30,7 @@ export * from "./iptables.ts";
 export * from "./rule_args.ts";
 export * from "./nft.ts";
 export * from "./nft_ruleset.ts";
+export * from "./nft_syntax.ts";
 export * from "./nft_listing.ts";
 export * from "./ipvsadm.ts";
 export * from "./ipset.ts";

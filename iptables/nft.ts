@@ -11,27 +11,6 @@ export function nftFamily(family: IPFamily): "ip" | "ip6" {
   return family === "IPv4" ? "ip" : "ip6";
 }
 
-/**
- * Returns whether a rule still references map or set `name` of `table` (`kind`), asked cheaply: a
- * `delete` checked with `nft -c`, which the kernel refuses as busy while a rule uses it. Listing the
- * rules instead makes nft fetch every element of the table (seconds at scale).
- * @throws {NftError} when the map or set does not exist, or nft fails otherwise.
- */
-export async function isReferenced(
-  nft: NFTables,
-  table: string,
-  kind: "map" | "set",
-  name: string,
-): Promise<boolean> {
-  try {
-    await nft.check(`delete ${kind} ${nftFamily(nft.family)} ${table} ${name}\n`);
-    return false;
-  } catch (e) {
-    if (e instanceof Error && /Device or resource busy/.test(e.message)) return true;
-    throw e;
-  }
-}
-
 /** One element of a map or set as `nft -j` lists it: key and value as their concatenated parts. */
 export interface NftElement {
   /** The key's parts, each as nft prints it (`10.0.0.1`, `tcp`, `80`). */
@@ -96,6 +75,13 @@ export interface NFTables {
   /** Checks `script` against the kernel without applying it (`nft -c`). @throws {NftError} */
   check(script: string): Promise<void>;
   /**
+   * Checks `script` with `nft -c` and returns every statement the kernel refused, in order (none:
+   * it would apply whole). The kernel goes on past a refused statement and reports each, so one
+   * run answers many questions: `delete element` refused when an element is missing, `delete map`
+   * refused as busy while a rule uses the map.
+   */
+  refusals(script: string): Promise<NftRefusal[]>;
+  /**
    * The chains of `table` in this family, base chains with their hook and numeric priority, or
    * undefined when it has none (or does not exist).
    */
@@ -107,6 +93,31 @@ export interface NFTables {
   listElements(table: string, name: string, signal?: AbortSignal): Promise<NftElement[]>;
   /** The number of rules of `chain` in `table`, or undefined when the chain does not exist. */
   countRules(table: string, chain: string, signal?: AbortSignal): Promise<number | undefined>;
+}
+
+/** A statement `nft -c` refused: its line (1-based) and nft's message. */
+export interface NftRefusal {
+  readonly lineNumber: number;
+  readonly line: string;
+  readonly message: string;
+  /** The part of the line nft pointed at (the missing element of a `delete element`). */
+  readonly at: string;
+}
+
+/**
+ * Reads every `/dev/stdin:LINE:FROM-TO: Error: MESSAGE` of nft's stderr against `script`, in the
+ * order nft printed them.
+ */
+export function parseRefusals(script: string, stderr: string): NftRefusal[] {
+  const lines = script.split("\n");
+  const out: NftRefusal[] = [];
+  for (const m of stderr.matchAll(/^(?:\/dev\/stdin|-):(\d+):(\d+)(?:-(\d+))?: Error: (.*)$/gm)) {
+    const lineNumber = Number(m[1]);
+    const line = lines[lineNumber - 1] ?? "";
+    const from = Number(m[2]);
+    out.push({ lineNumber, line, message: m[4], at: line.slice(from - 1, Number(m[3] ?? from)) });
+  }
+  return out;
 }
 
 /** A transaction failed; `line` is the transaction line nft named, when it named one. */
@@ -177,6 +188,15 @@ export class NftRunner implements NFTables {
   /** @inheritdoc */
   check(script: string): Promise<void> {
     return this.#run(["-c", "-f", "-"], script);
+  }
+
+  /** @inheritdoc */
+  async refusals(script: string): Promise<NftRefusal[]> {
+    const r = await this.#exec.run("nft", { args: ["-c", "-f", "-"], stdin: script });
+    if (r.code === 0) return [];
+    const refused = parseRefusals(script, r.stderr);
+    if (refused.length > 0) return refused;
+    throw new NftError(`nft -c -f - exited ${r.code}: ${r.stderr.trim().split("\n")[0]}`, r.code);
   }
 
   async #run(args: string[], script: string, signal?: AbortSignal): Promise<void> {

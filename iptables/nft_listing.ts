@@ -4,7 +4,7 @@
  * listing that compares equal whatever order nft printed the elements in.
  * @module
  */
-import { splitTop } from "./nft_ruleset.ts";
+import { splitTop } from "./nft_syntax.ts";
 
 /**
  * Normalizes an `nft list table` text for comparison: every `elements = { ... }` block (which nft

@@ -11,6 +11,8 @@
  */
 import type { IPFamily } from "./ip.ts";
 import { type NftChainInfo, type NftElement, NftError, nftFamily, parseBaseHook } from "./nft.ts";
+import type { NftRefusal } from "./nft.ts";
+import { formatSeconds, parseElement, parseSeconds, setRefs, splitTop, targets } from "./nft_syntax.ts";
 
 /** A chain: base chain properties (`type filter hook input priority -110`) and rules. */
 export interface NftChain {
@@ -61,25 +63,6 @@ function clone(s: State): State {
   return out;
 }
 
-/** Splits on `sep` outside braces and quotes (one pass; the parts are slices of `s`). */
-export function splitTop(s: string, sep: string): string[] {
-  const out: string[] = [];
-  const sepCode = sep.charCodeAt(0);
-  let depth = 0, quote = false, start = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 34) quote = !quote; // "
-    else if (!quote && c === 123) depth++; // {
-    else if (!quote && c === 125) depth--; // }
-    if (!quote && depth === 0 && c === sepCode) {
-      out.push(s.slice(start, i));
-      start = i + 1;
-    }
-  }
-  out.push(s.slice(start));
-  return out.map((x) => x.trim()).filter((x) => x !== "");
-}
-
 /**
  * Checks that `add chain NAME { want }` may meet the chain as it is, as the kernel does: the same
  * hook at the same priority (by number: `dstnat - 10` is `-110`) is a no-op; another priority or
@@ -94,39 +77,11 @@ function sameHook(name: string, held: string | undefined, want: string): void {
   if (a.type !== b.type) throw new Error(`Could not process rule: File exists: chain ${name} { ${want} }`);
 }
 
-/** Returns the chains a rule or verdict text jumps or goes to. */
-function targets(text: string): string[] {
-  return [...text.matchAll(/\b(?:jump|goto) ([A-Za-z0-9_./-]+)/g)].map((m) => m[1]);
-}
-
-/** Returns the sets and maps a rule refers to (`@name`). */
-function setRefs(text: string): string[] {
-  return [...text.matchAll(/@([A-Za-z0-9_./-]+)/g)].map((m) => m[1]);
-}
-
-/** Parses `key [timeout T] [expires E] [comment "c"] [: value]`. */
-function parseElement(text: string): { key: string; value: string; comment?: string; expires?: number } {
-  let rest = text;
-  let value = "";
-  const colon = rest.search(/ : /);
-  if (colon >= 0) {
-    value = rest.slice(colon + 3).trim();
-    rest = rest.slice(0, colon);
+/** A statement refused over one part of it (`at`: what nft points at, as a name or an element). */
+class Refused extends Error {
+  constructor(message: string, readonly at: string) {
+    super(message);
   }
-  let comment: string | undefined;
-  const cm = / comment "([^"]*)"/.exec(rest);
-  if (cm) {
-    comment = cm[1];
-    rest = rest.replace(cm[0], "");
-  }
-  const expires = / expires (\S+)/.exec(rest)?.[1];
-  rest = rest.replace(/ (timeout|expires) \S+/g, "");
-  return {
-    key: rest.trim().replace(/\s+/g, " "),
-    value,
-    comment,
-    ...(expires === undefined ? {} : { expires: parseSeconds(expires) }),
-  };
 }
 
 /** Every table of every family, as the kernel holds them. */
@@ -138,23 +93,37 @@ export class NftRuleset {
    * @throws {NftError} naming the failing line.
    */
   apply(script: string, commit = true): void {
-    const next = clone(this.#state);
+    const next = this.#run(script);
+    if (commit) this.#state = next;
+  }
+
+  /** Checks a transaction as `nft -c` does: every refused statement, with its message. */
+  refusals(script: string): NftRefusal[] {
+    const out: NftRefusal[] = [];
+    this.#run(script, (r) => out.push(r));
+    return out;
+  }
+
+  /** Runs `script` on a copy; the first refusal throws, unless `refused` takes each (as the kernel goes on). */
+  #run(script: string, refused?: (r: NftRefusal) => void): State {
+    let next = clone(this.#state);
     const lines = script.split("\n");
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i].trim();
       if (line === "" || line.startsWith("#")) continue;
+      // A statement refused part-way leaves nothing behind; the next sees what those before it did.
+      const trial = refused === undefined ? next : clone(next);
       try {
-        this.#statement(next, line);
+        this.#statement(trial, line);
+        next = trial;
       } catch (e) {
-        throw new NftError(
-          `nft -f - exited 1: /dev/stdin:${i + 1}:1: Error: ${(e as Error).message}`,
-          1,
-          lines[i],
-          i + 1,
-        );
+        const message = (e as Error).message;
+        const error = `nft -f - exited 1: /dev/stdin:${i + 1}:1: Error: ${message}`;
+        if (refused === undefined) throw new NftError(error, 1, lines[i], i + 1);
+        refused({ lineNumber: i + 1, line: lines[i], message, at: e instanceof Refused ? e.at : "" });
       }
     }
-    if (commit) this.#state = next;
+    return next;
   }
 
   #statement(s: State, line: string): void {
@@ -278,7 +247,10 @@ export class NftRuleset {
     }
     for (const [chainName, c] of t.chains) {
       if (c.rules.some((r) => setRefs(r).includes(name))) {
-        throw new Error(`Device or resource busy: ${kind} ${name} is referenced by chain ${chainName}`);
+        throw new Refused(
+          `Device or resource busy: ${kind} ${name} is referenced by chain ${chainName}`,
+          name,
+        );
       }
     }
     t.sets.delete(name);
@@ -311,7 +283,7 @@ export class NftRuleset {
         });
       } else if (verb === "delete") {
         if (!set.elements.delete(e.key)) {
-          throw new Error(`Could not process rule: No such file or directory: ${name} ${e.key}`);
+          throw new Refused(`Could not process rule: No such file or directory: ${name} ${e.key}`, e.key);
         }
       } else throw new Error(`unsupported: ${verb} element`);
     }
@@ -393,19 +365,4 @@ export class NftRuleset {
     out.push("}");
     return out.join("\n") + "\n";
   }
-}
-
-/** Reads a duration as nft writes or prints it (`10800s`, `3h`, `1m40s`, `2d`, `9m58s340ms`) in seconds. */
-export function parseSeconds(text: string): number {
-  const unit: Record<string, number> = { d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 };
-  let total = 0;
-  for (const [, n, u] of text.matchAll(/(\d+)(ms|[dhms])/g)) total += Number(n) * unit[u];
-  return total;
-}
-
-/** Formats seconds as nft prints durations (`3h`, `1m40s`). */
-export function formatSeconds(total: number): string {
-  const d = Math.floor(total / 86400), h = Math.floor(total % 86400 / 3600);
-  const m = Math.floor(total % 3600 / 60), s = total % 60;
-  return `${d ? `${d}d` : ""}${h ? `${h}h` : ""}${m ? `${m}m` : ""}${s || total === 0 ? `${s}s` : ""}`;
 }

@@ -25,30 +25,6 @@ export const ANOTHER_WRITER = "another writer programs this node";
 /** A thorough check runs at most once per this many times its last duration (below, the sync period). */
 export const DRIFT_CHECK_PACE = 20;
 
-/**
- * A costly step of a check (listing a map of tens of thousands of elements), run at most once per
- * `pace` times its last duration: at most 1/`pace` of a core, however large the table.
- */
-export class Paced {
-  readonly #pace: number;
-  #next = -Infinity;
-
-  /** `pace`: how many times its duration must pass between two runs. */
-  constructor(pace: number) {
-    this.#pace = pace;
-  }
-
-  /** True when the step may run at `nowMs`. */
-  due(nowMs: number): boolean {
-    return nowMs >= this.#next;
-  }
-
-  /** Records a run from `startMs` to `endMs`. */
-  ran(startMs: number, endMs: number): void {
-    this.#next = endMs + this.#pace * (endMs - startMs);
-  }
-}
-
 /** Options of {@linkcode DriftWatch}. */
 export interface DriftWatchOptions {
   readonly family: IPFamily;

@@ -7,7 +7,7 @@ import type { IPFamily } from "../ip.ts";
 import { type NFTables, type NftElement, NftError } from "../nft.ts";
 import { type NftChain, NftRuleset, type NftSet, type NftTable } from "../nft_ruleset.ts";
 
-export { formatSeconds, splitTop } from "../nft_ruleset.ts";
+export { formatSeconds, splitTop } from "../nft_syntax.ts";
 export { normalizeListing } from "../nft_listing.ts";
 /** A chain of the fake's tables. */
 export type FakeChain = NftChain;
@@ -30,6 +30,7 @@ export class FakeNft {
       family,
       apply: (script) => this.apply(script),
       check: (script) => this.#run(script, false),
+      refusals: (script) => Promise.resolve(this.#ruleset.refusals(script)),
       listChains: (table) => Promise.resolve(this.#ruleset.chainInfos(family, table)),
       listElements: (table, name) => Promise.resolve(this.listElements(family, table, name)),
       countRules: (table, chain) =>

@@ -189,3 +189,38 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "refusals: the real nft and the fake refuse the same statements of one check, each on its line, and neither keeps anything",
+  ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
+  async fn() {
+    const setup = `${BASE}add map ip t unused { type ipv4_addr : verdict; }
+add set ip t gen { type mark; }
+add element ip t m { 10.0.0.2 : goto a }
+add element ip t gen { 0x00000007 }
+`;
+    const check = `delete element ip t gen { 0x00000007 }
+delete element ip t m { 10.0.0.1, 10.0.0.3 }
+delete element ip t m { 10.0.0.2 }
+delete map ip t m
+delete map ip t unused
+`;
+    const fake = new FakeNft();
+    await fake.apply(setup);
+    const seen = (rs: { lineNumber: number; at: string; message: string }[]) =>
+      rs.map((
+        r,
+      ) => [r.lineNumber, r.at, /No such file or directory|Device or resource busy/.exec(r.message)?.[0]]);
+    const expected = [[2, "10.0.0.3", "No such file or directory"], [4, "m", "Device or resource busy"]];
+    assertEquals(seen(await fake.forFamily("IPv4").refusals(check)), expected, "the fake");
+    assertEquals(fake.listElements("IPv4", "t", "m").length, 2, "the fake kept its elements");
+    await withNamespace(async (exec) => {
+      const real = new NftRunner({ exec, family: "IPv4" });
+      await real.apply(setup);
+      assertEquals(seen(await real.refusals(check)), expected, "the real nft");
+      assertEquals((await real.listElements("t", "m")).length, 2, "the kernel kept its elements");
+      assertEquals(await real.refusals("delete element ip t m { 10.0.0.1 }\n"), [], "nothing refused");
+    });
+  },
+});

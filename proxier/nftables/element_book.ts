@@ -38,6 +38,8 @@ export class ElementBook {
   readonly #slots = new Map<NftName, Map<string, Slot>>();
   /** port -> the claims it made. */
   readonly #byPort = new Map<string, readonly Claim[]>();
+  /** container -> where {@linkcode window} stopped: a live iterator over the keys map it walks. */
+  readonly #cursors = new Map<NftName, { keys: Map<string, Slot>; at: Iterator<string> }>();
 
   /** Forgets everything (a full sync rebuilds the book). */
   clear(): void {
@@ -182,6 +184,32 @@ export class ElementBook {
   /** Number of keys of `container` someone claims. */
   size(container: NftName): number {
     return this.#slots.get(container)?.size ?? 0;
+  }
+
+  /**
+   * Returns up to `count` keys of `container`, going on from where the last call stopped and
+   * starting over after the last: every key held meanwhile comes round, each call costing `count`
+   * however many the container holds. None twice in one call.
+   */
+  window(container: NftName, count: number): string[] {
+    const keys = this.#slots.get(container);
+    if (keys === undefined) return [];
+    let cursor = this.#cursors.get(container);
+    // A full sync fills new maps: a cursor over the old one would name keys long gone.
+    if (cursor?.keys !== keys) this.#cursors.set(container, cursor = { keys, at: keys.keys() });
+    const out: string[] = [];
+    for (let restarted = false; out.length < Math.min(count, keys.size);) {
+      const n = cursor.at.next();
+      if (!n.done) {
+        out.push(n.value);
+      } else if (restarted) {
+        break;
+      } else {
+        cursor.at = keys.keys();
+        restarted = true;
+      }
+    }
+    return out;
   }
 
   /** Returns every effective element text of `container` (for a full sync's refill). */

@@ -140,3 +140,33 @@ Deno.test("flat: same characters, and kept strings built by concatenation stop b
   assertEquals(flatOnes >= 500 && flatOnes < 510, true, `flat strings holding the marker: ${flatOnes}`);
   assertEquals(kept.length + flattened.length, 1000);
 });
+
+Deno.test("element book: windows over a container go round it, each key once a round, bounded, and start over after a full sync", () => {
+  const book = new ElementBook();
+  const el = (i: number): Element => ({
+    container: SERVICE_IPS,
+    key: `172.30.0.${i} . tcp . 80`,
+    value: "goto s",
+  });
+  for (let i = 0; i < 10; i++) book.fill(`ns/s${i}:http`, [el(i)]);
+  const round = [
+    ...book.window(SERVICE_IPS, 4),
+    ...book.window(SERVICE_IPS, 4),
+    ...book.window(SERVICE_IPS, 2),
+  ];
+  assertEquals(new Set(round).size, 10, round.join(", "));
+  // The next window starts the next round; one larger than the container names each key once.
+  assertEquals(book.window(SERVICE_IPS, 3), round.slice(0, 3));
+  assertEquals(book.window(SERVICE_IPS, 50).length, 10);
+  // A key added mid-round comes round; one deleted does not.
+  const t: Touched = new Map();
+  book.replace("ns/s9:http", [], t);
+  book.fill("ns/s10:http", [el(10)]);
+  const next = [...book.window(SERVICE_IPS, 5), ...book.window(SERVICE_IPS, 5)];
+  assert(next.includes(el(10).key) && !next.includes(el(9).key), next.join(", "));
+  // A full sync refills the book: no key of before it is named again.
+  book.clear();
+  book.fill("ns/s0:http", [el(0)]);
+  assertEquals(book.window(SERVICE_IPS, 4), [el(0).key]);
+  assertEquals(book.window(CLUSTER_IPS, 4), []);
+});

@@ -15,8 +15,7 @@ import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import { generationElement } from "./sync_generation.ts";
-import { Paced } from "../drift.ts";
-import { ELEMENT_COUNT_PACE, nftablesDrift } from "./drift_check.ts";
+import { nftablesDrift } from "./drift_check.ts";
 import {
   affinityRecordChain,
   affinityTimeout,
@@ -80,8 +79,6 @@ export class NftablesProxier extends BaseProxier {
   /** The Maglev tables the kernel holds. */
   readonly #maglev: MaglevMaps;
   readonly #seed: number;
-  /** When the thorough drift check's element count is due (`drift_check.ts`). */
-  readonly #countDue = new Paced(ELEMENT_COUNT_PACE);
   /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
   #generation = 0;
   /** The loopback NodePort listeners' feed, when they are served. */
@@ -196,9 +193,7 @@ export class NftablesProxier extends BaseProxier {
         nft: this.#nft,
         generation: this.#generation,
         writer: this.#o.writer,
-        serviceIPs: () => this.#book.size(SERVICE_IPS),
-        countDue: this.#countDue,
-        now: () => this.clock.now(),
+        serviceIPKeys: (count) => this.#book.window(SERVICE_IPS, count),
       },
       thorough,
       signal,

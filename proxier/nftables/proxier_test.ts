@@ -7,6 +7,7 @@ import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { NODE_IP } from "../../tests/flows/objects.ts";
 import { LAYOUT_MARKER, SERVICE_IPS, TABLE } from "./layout.ts";
+import { SERVICE_IPS_WINDOW } from "./drift_check.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
 import { upstreamNftablesSync } from "../../tests/support/upstream_kube_proxy.ts";
 
@@ -423,6 +424,8 @@ function recordingNft(fake: Fake, calls: string[]): NFTables {
             ? `apply ${String(args[0]).split("\n").filter((l) => l !== "").length}`
             : key === "listElements"
             ? `listElements ${String(args[1])}`
+            : key === "refusals"
+            ? `refusals of ${serviceIPKeys(String(args[0]))} service-ips keys`
             : String(key),
         );
         return v.apply(target, args);
@@ -431,10 +434,17 @@ function recordingNft(fake: Fake, calls: string[]): NFTables {
   });
 }
 
+/** How many `service-ips` keys `script`'s `delete element` statements name. */
+function serviceIPKeys(script: string): number {
+  return script.split("\n").filter((l) => l.startsWith(`delete element ip ${TABLE} ${SERVICE_IPS} `))
+    .reduce((n, l) => n + l.split(",").length, 0);
+}
+
 /** A proxier synced with `n` Services of one endpoint each; `calls` records what it asks nft from then on. */
 async function syncedAtScale(n: number) {
   const calls: string[] = [];
-  const { proxier } = nftablesSetup({ nft: recordingNft(new FakeNft(), calls) });
+  const fake = new FakeNft();
+  const { proxier } = nftablesSetup({ nft: recordingNft(fake, calls) });
   for (let i = 0; i < n; i++) {
     const ip = `172.31.${i >> 8}.${i & 255}`;
     proxier.onServiceAdd(
@@ -446,7 +456,7 @@ async function syncedAtScale(n: number) {
   }
   await proxier.syncNow();
   calls.length = 0;
-  return { proxier, calls };
+  return { proxier, calls, held: () => fake.listElements("IPv4", TABLE, SERVICE_IPS).length };
 }
 
 Deno.test("nftables at scale: a partial sync asks nft for its chain names and one transaction the size of the change, whatever the table holds", async () => {
@@ -472,34 +482,63 @@ Deno.test("nftables at scale: a partial sync asks nft for its chain names and on
   assertEquals(asked.get(2000), asked.get(50), "the same calls and transaction sizes at 40 times the table");
 });
 
-Deno.test("nftables at scale: a thorough drift check reads no chain's rules and lists the elements of no map but its generation and the paced count, whatever the table holds", async () => {
-  const asked = new Map<number, string[]>();
+Deno.test("nftables at scale: a thorough drift check is one chain listing and one check of at most a window of keys, whatever the table holds", async () => {
   for (const n of [50, 2000]) {
-    const { proxier, calls } = await syncedAtScale(n);
+    const { proxier, calls, held } = await syncedAtScale(n);
     assertEquals(await proxier.checkDrift(), undefined);
-    // Listing a chain's rules makes nft fetch every element of the table: seconds at scale.
-    const allowed = ["listChains", "check", "listElements sync-generation", `listElements ${SERVICE_IPS}`];
-    assert(calls.every((c) => allowed.includes(c)), calls.join(", "));
-    asked.set(n, calls);
+    // Listing a map or a chain's rules makes nft fetch its (or the table's) elements: seconds at scale.
+    assertEquals(calls, [
+      "listChains",
+      `refusals of ${Math.min(held(), SERVICE_IPS_WINDOW)} service-ips keys`,
+    ]);
+    assert(held() > n, `${held()} elements`);
   }
-  assertEquals(asked.get(2000), asked.get(50), "the same calls at 40 times the table");
+  assert(SERVICE_IPS_WINDOW < 50_000, "a check names a bounded window of keys, not every one");
+});
+
+Deno.test("nftables: a service-ips element deleted by hand is found wherever it sits, the windows going round the map", async () => {
+  const fake = new FakeNft();
+  const { proxier } = nftablesSetup({ nft: fake.forFamily("IPv4") });
+  for (let i = 0; i < 12; i++) {
+    const ip = `172.31.0.${i}`;
+    proxier.onServiceAdd(
+      makeService("w", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
+    );
+    proxier.onEndpointSliceAdd(makeEndpointSlice("w", `s${i}`, (s) => s.endpoints = [ep(`10.181.0.${i}`)]));
+  }
+  await proxier.syncNow();
+  const keys = fake.listElements("IPv4", TABLE, SERVICE_IPS).map((e) => e.key.join(" . "));
+  assert(keys.length >= 12, keys.join(", "));
+  for (const key of keys) {
+    await fake.apply(`delete element ip ${TABLE} ${SERVICE_IPS} { ${key} }\n`);
+    assertEquals(
+      await proxier.repairDrift(),
+      `map ${SERVICE_IPS} lacks ${key}, which the last sync wrote (Could not process rule: No such file or directory: ${SERVICE_IPS} ${key})`,
+    );
+    await proxier.syncNow();
+    assertEquals(await proxier.checkDrift(), undefined, `${key} written again`);
+  }
 });
 
 Deno.test("nftables: a thorough drift check gives way to a sync asked for while it lists the table", async () => {
   const fake = new FakeNft();
   let listings = 0;
   let stopped = 0;
-  // A map whose listing takes as long as it is let run (seconds at scale), until its nft is killed.
+  // A listing that takes as long as it is let run (seconds at scale), until its nft is killed.
   const nft: NFTables = {
     ...fake.forFamily("IPv4"),
     listElements: (table, name, signal) =>
-      name !== SERVICE_IPS ? fake.forFamily("IPv4").listElements(table, name) : new Promise((_, reject) => {
-        listings++;
-        signal?.addEventListener("abort", () => (stopped++, reject(new Error("nft killed"))));
-      }),
+      name !== "sync-generation"
+        ? fake.forFamily("IPv4").listElements(table, name)
+        : new Promise((_, reject) => {
+          listings++;
+          signal?.addEventListener("abort", () => (stopped++, reject(new Error("nft killed"))));
+        }),
   };
   const { proxier } = nftablesSetup({ nft });
   await proxier.syncNow();
+  // The generation element gone: the check lists the set to name who wrote the table.
+  await fake.apply(`flush set ip ${TABLE} sync-generation\n`);
   const checking = proxier.repairDrift();
   await new Promise((r) => setTimeout(r, 20));
   assertEquals(listings, 1, "the check is listing");

@@ -5,7 +5,8 @@
  * @module
  */
 import { inCIDR } from "../../iptables/ip.ts";
-import { type NftSet, splitTop } from "../../iptables/nft_ruleset.ts";
+import type { NftSet } from "../../iptables/nft_ruleset.ts";
+import { splitTop } from "../../iptables/nft_syntax.ts";
 
 /** Returns the value `values` (a concatenation's parts) finds in `s` ("" for a set), or undefined. */
 export function lookupElement(s: NftSet, values: readonly string[]): string | undefined {

@@ -1,15 +1,15 @@
 /**
  * The nftables interpreter: follows a new connection through the base chains of one table of an
- * {@linkcode NftTable} (a rendered transaction, a listing, or the tests' fake), hook by hook in
- * priority order (prerouting, then input or forward, then postrouting; output first for the node's
- * own traffic), exploring every branch of `numgen random mod N` (and `numgen inc`), taking the one
- * index `jhash ... mod N seed S` gives for the packet (`nft_picks.ts`), and reports the
- * endpoints it can reach, whether it is masqueraded, and the verdict. It interprets the expressions
- * the nftables mode writes and throws on any other, never guessing.
+ * {@linkcode NftTable} (a rendered transaction, a listing, or the tests' fake), hook by hook in priority
+ * order (prerouting, then input or forward, then postrouting; output first for the node's own traffic),
+ * exploring every branch of `numgen random mod N` (and `numgen inc`), taking the one index `jhash ...`
+ * gives for the packet (`nft_picks.ts`), and reports the endpoints it can reach, whether it is masqueraded,
+ * and the verdict. It interprets the expressions the nftables mode writes and throws on any other.
  * @module
  */
 import { addressFamily, inCIDR, type IPFamily } from "../../iptables/ip.ts";
-import { type NftSet, type NftTable, splitTop } from "../../iptables/nft_ruleset.ts";
+import type { NftSet, NftTable } from "../../iptables/nft_ruleset.ts";
+import { splitTop } from "../../iptables/nft_syntax.ts";
 import { parseBaseHook } from "../../iptables/nft.ts";
 import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
 import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
