@@ -57,6 +57,8 @@ export abstract class BaseProxier implements Provider {
   protected readonly health: ProxyHealth;
   /** Kubernetes Events (a no-op without an API server). */
   protected readonly events: EventRecorder;
+  /** A partial sync itself fails on what the cheap drift check finds ({@linkcode detectDrift}). */
+  protected readonly partialSyncFailsOnDrift: boolean = false;
   /** The periodic resync interval (`--*-sync-period`). */
   protected readonly syncPeriodMs: number;
   /** The model as of the last sync; only `#sync` writes it. */
@@ -157,6 +159,7 @@ export abstract class BaseProxier implements Provider {
    * the next sync is full and repairs it (`drift.ts`). Cheap checks before every partial sync;
    * `thorough` ones (what the mode owns, counted: jumps, fixed chains, element or server counts)
    * once per sync period beside the syncs, stopped by `signal` when a sync is asked for. Default: none.
+   * With {@linkcode partialSyncFailsOnDrift} (its failure shows it) the cheap one runs after a failed one.
    */
   protected detectDrift(_thorough: boolean, _signal?: AbortSignal): Promise<string | undefined> {
     return Promise.resolve(undefined);
@@ -343,14 +346,8 @@ export abstract class BaseProxier implements Provider {
     const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
     this.#timings.noteChanges(changes, (service) => this.#changes.hasService(service));
     let full = this.#needFull || this.clock.now() - this.#lastFull >= this.#fullSyncPeriodMs;
-    if (!full) {
-      // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the syncs.
-      const drift = await this.#drift.check(false);
-      if (drift !== undefined) {
-        this.#drift.report(drift);
-        full = true;
-      }
-    }
+    // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the syncs.
+    if (!full && !this.partialSyncFailsOnDrift && await this.#drift.found()) full = true;
     const ctx: SyncContext = {
       ...changes,
       full,
@@ -365,6 +362,9 @@ export abstract class BaseProxier implements Provider {
       // The maps already hold the new state; a full sync rewrites all of it.
       this.#needFull = true;
       this.forgetKernelState();
+      if (!full && this.partialSyncFailsOnDrift && !this.#signal.aborted && await this.#drift.found()) {
+        return this.#syncOnce();
+      }
       if (!this.#signal.aborted) {
         this.metrics.syncFailuresTotal.inc();
         this.health.failed(this.family);

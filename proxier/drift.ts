@@ -103,6 +103,13 @@ export class DriftWatch {
     if (other) this.#o.counters.otherWritersTotal.inc();
   }
 
+  /** Runs the cheap check and reports what it finds; returns whether it found drift (the sync goes full). */
+  async found(): Promise<boolean> {
+    const drift = await this.check(false);
+    if (drift !== undefined) this.report(drift);
+    return drift !== undefined;
+  }
+
   /**
    * Runs the thorough check between syncs and, when it finds drift, reports it and asks for the
    * full sync that repairs it. Returns what drifted.

@@ -83,6 +83,8 @@ export class NftablesProxier extends BaseProxier {
   #generation = 0;
   /** The loopback NodePort listeners' feed, when they are served. */
   readonly #localhost?: LocalhostFeed;
+  /** Every transaction rewrites `sync-generation`: one fails whole on a table gone or another layout. */
+  protected override readonly partialSyncFailsOnDrift = true;
 
   /** Builds the proxier; runs nothing until a sync. */
   constructor(o: NftablesProxierOptions) {

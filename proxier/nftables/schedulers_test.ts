@@ -185,7 +185,8 @@ Deno.test("nftables schedulers: a new Maglev table goes in a transaction of its 
   const r = toService(fake, "10.50.0.1");
   assertEquals(r.endpoints.length, 1, "still served through the kept table");
   fake.flushRuleset();
-  assertEquals(await proxier.checkDrift(), "the kube-proxy table is gone (ruleset flushed?)");
+  // The periodic check finds it and asks for the full sync.
+  assertEquals(await proxier.repairDrift(), "the kube-proxy table is gone (ruleset flushed?)");
   await proxier.syncNow();
   assertEquals(fake.transactions.slice(3).map(slots), [251, 0], "written whole again");
 });
