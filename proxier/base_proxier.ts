@@ -362,7 +362,7 @@ export abstract class BaseProxier implements Provider {
       // The maps already hold the new state; a full sync rewrites all of it.
       this.#needFull = true;
       this.forgetKernelState();
-      if (!full && this.partialSyncFailsOnDrift && !this.#signal.aborted && await this.#drift.found()) {
+      if (!full && this.partialSyncFailsOnDrift && !this.#signal.aborted && await this.#drift.found(true)) {
         return this.#syncOnce();
       }
       if (!this.#signal.aborted) {

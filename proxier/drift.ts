@@ -103,9 +103,13 @@ export class DriftWatch {
     if (other) this.#o.counters.otherWritersTotal.inc();
   }
 
-  /** Runs the cheap check and reports what it finds; returns whether it found drift (the sync goes full). */
-  async found(): Promise<boolean> {
-    const drift = await this.check(false);
+  /**
+   * Runs the cheap check and reports what it finds; returns whether it found drift (the sync goes
+   * full). After a failed sync (`afterFailure`) it only explains the failure: a check that cannot
+   * run there is no drift (the failure is reported as such), where before a sync it counts as drift.
+   */
+  async found(afterFailure = false): Promise<boolean> {
+    const drift = afterFailure ? await this.#o.detect(false).catch(() => undefined) : await this.check(false);
     if (drift !== undefined) this.report(drift);
     return drift !== undefined;
   }

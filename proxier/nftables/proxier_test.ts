@@ -94,6 +94,28 @@ Deno.test("nftables: a failed transaction keeps the previous rules, is counted, 
   assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.11:80"]);
 });
 
+Deno.test("nftables: a partial sync whose nft fails outright is a failed sync, not drift", async () => {
+  const fake = new FakeNft();
+  let broken = false;
+  const real = fake.forFamily("IPv4");
+  const nft: NFTables = {
+    ...real,
+    apply: (script, signal) =>
+      broken ? Promise.reject(new NftError("nft -f - exited 1: broken", 1)) : real.apply(script, signal),
+    listChains: (table) =>
+      broken ? Promise.reject(new Error("nft -j list chains ip exited 1: broken")) : real.listChains(table),
+  };
+  const { proxier, log } = nftablesSetup({ nft });
+  await proxier.syncNow();
+  broken = true;
+  proxier.onServiceDelete(makeService("ns5", "svc5"));
+  await assertRejects(() => proxier.syncNow(), NftError);
+  assertEquals(log.records.filter((r) => r.level === "warn").map((r) => r.msg), []);
+  assertEquals(log.messages("error"), [
+    "Sync failed; the previous rules stay in place and the next sync is full",
+  ]);
+});
+
 Deno.test("nftables: a flushed ruleset is recreated by the next sync; a foreign kube-proxy table is replaced", async () => {
   const { fake, proxier, log } = nftablesSetup();
   await proxier.syncNow();
