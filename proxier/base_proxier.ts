@@ -1,16 +1,15 @@
 /**
  * The mode-independent half of every proxier: source events into the change trackers, the
- * bounded-frequency runner, sync orchestration and failure handling, and the post-sync step
- * (conntrack, health check node ports, metrics). The own Node is `node_manager.ts`'s, drift
+ * bounded-frequency runner, sync orchestration and failure handling. The post-sync step (conntrack,
+ * health check node ports, metrics) is `after_sync.ts`'s, the own Node `node_manager.ts`'s, drift
  * `drift.ts`'s; a mode supplies `syncRules` and, optionally, `detectDrift`.
  * @module
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import { ConntrackReconciler } from "./conntrack/reconciler.ts";
+import { AfterSync } from "./after_sync.ts";
 import { DriftWatch } from "./drift.ts";
 import { show } from "./runtime/errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
-import { type ServiceHealthServer, serviceHealthStates } from "./healthcheck/service_health.ts";
 import type { FamilyMetrics } from "./metrics.ts";
 import { familyCIDRs } from "./model/net.ts";
 import { NodeManager } from "./node_manager.ts";
@@ -27,7 +26,6 @@ import { ServiceTimings } from "./service_timings.ts";
 import type { Provider } from "./provider.ts";
 import type { BaseProxierOptions } from "./proxier_options.ts";
 import { SyncRunner } from "./sync_runner.ts";
-import { countNoLocalEndpoints } from "./model/topology.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./model/types.ts";
 
 /** Everything a mode needs to program one sync: the model, and what changed in it (`model/pending_changes.ts`). */
@@ -74,8 +72,7 @@ export abstract class BaseProxier implements Provider {
   /** Syncs and thorough drift checks never overlap. */
   readonly #exclusive = new Exclusive();
   readonly #fullSyncPeriodMs: number;
-  readonly #reconciler?: ConntrackReconciler;
-  readonly #healthServer?: ServiceHealthServer;
+  readonly #after: AfterSync;
   readonly #memory: SyncMemory;
   /** Per Service with ports: when its last change arrived and when a sync applied it (`explain`). */
   readonly #timings = new ServiceTimings();
@@ -100,11 +97,8 @@ export abstract class BaseProxier implements Provider {
     this.syncPeriodMs = o.syncPeriodMs;
     this.events = o.events ?? nullRecorder;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
-    this.#healthServer = o.healthServer;
     this.#memory = new SyncMemory({ now: () => o.clock.now(), trim: o.trim });
-    if (o.conntrack !== undefined) {
-      this.#reconciler = new ConntrackReconciler({ ...o, conntrack: o.conntrack, registry: this.registry });
-    }
+    this.#after = new AfterSync({ ...o, registry: this.registry, metrics: this.metrics });
     this.node = new NodeManager({
       ...o,
       onReady: () => this.sync(),
@@ -344,6 +338,7 @@ export abstract class BaseProxier implements Provider {
   async #syncOnce(): Promise<void> {
     const start = performance.now();
     const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
+    this.#after.changed(this.serviceMap, changes.changedPorts);
     this.#timings.noteChanges(changes, (service) => this.#changes.hasService(service));
     let full = this.#needFull || this.clock.now() - this.#lastFull >= this.#fullSyncPeriodMs;
     // The cheap check inline (a flushed ruleset or table); the thorough ones run beside the syncs.
@@ -393,8 +388,6 @@ export abstract class BaseProxier implements Provider {
       this.clock.now(),
       changes.endpointChanges.lastChangeTriggerTimes,
     );
-    const noLocal = countNoLocalEndpoints(this.serviceMap, this.endpointsMap);
-    this.metrics.noLocalEndpoints(noLocal.internal, noLocal.external);
     this.health.updated(this.family);
     this.log.debug("Sync complete", {
       family: this.family,
@@ -430,21 +423,12 @@ export abstract class BaseProxier implements Provider {
     return {};
   }
 
-  /**
-   * The post-sync step every mode shares: the conntrack reconciler deletes stale UDP and SCTP flows
-   * (`conntrack/reconciler.ts`), then the health check node ports report the new endpoints.
-   */
+  /** The post-sync steps every mode shares (`after_sync.ts`): stale flows, health check ports, a metric. */
   async #afterSync(ctx: SyncContext): Promise<void> {
-    await this.#reconciler?.reconcile({
-      services: ctx.services,
-      endpoints: ctx.endpoints,
-      removed: ctx.serviceChanges.removedPorts,
-    });
-    if (this.#healthServer !== undefined) {
+    await this.#after.run(ctx.endpoints, ctx.serviceChanges.removedPorts, () => {
       // Where NodePorts answer, as upstream (its health server reads the same addresses).
       const npa = this.node.nodePortAddresses(true);
-      const addresses = npa.matchAll ? "all" : npa.nodeIPs(this.node.ips);
-      this.#healthServer.sync(serviceHealthStates(ctx.services, ctx.endpoints), this.family, addresses);
-    }
+      return npa.matchAll ? "all" : npa.nodeIPs(this.node.ips);
+    });
   }
 }

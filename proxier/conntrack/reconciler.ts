@@ -46,6 +46,11 @@ export interface ReconcileResult {
 
 const FLOW_PROTOCOLS: Readonly<Record<string, FlowProtocol>> = { UDP: "udp", SCTP: "sctp" };
 
+/** Whether the reconciler reads `svc` (a UDP or SCTP port): it adds nothing for the others. */
+export function reconciledPort(svc: ServicePortInfo): boolean {
+  return FLOW_PROTOCOLS[svc.protocol] !== undefined;
+}
+
 /**
  * Adds the destinations of UDP or SCTP port `svc` (`proto addr port`, and `proto :nodePort`) to
  * `out`, each with the serving endpoints (`ip port`) flows to it may be DNATed to; other protocols
