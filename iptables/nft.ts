@@ -78,9 +78,9 @@ export interface NFTables {
    * Checks `script` with `nft -c` and returns every statement the kernel refused, in order (none:
    * it would apply whole). The kernel goes on past a refused statement and reports each, so one
    * run answers many questions: `delete element` refused when an element is missing, `delete map`
-   * refused as busy while a rule uses the map.
+   * refused as busy while a rule uses the map. Rejects at once when `signal` stops it (nft killed).
    */
-  refusals(script: string): Promise<NftRefusal[]>;
+  refusals(script: string, signal?: AbortSignal): Promise<NftRefusal[]>;
   /**
    * The chains of `table` in this family, base chains with their hook and numeric priority, or
    * undefined when it has none (or does not exist).
@@ -191,8 +191,9 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
-  async refusals(script: string): Promise<NftRefusal[]> {
-    const r = await this.#exec.run("nft", { args: ["-c", "-f", "-"], stdin: script });
+  async refusals(script: string, signal?: AbortSignal): Promise<NftRefusal[]> {
+    const r = await this.#exec.run("nft", { args: ["-c", "-f", "-"], stdin: script, signal });
+    if (signal?.aborted === true) throw new ExecError("nft -c -f -: stopped", r.code);
     if (r.code === 0) return [];
     const refused = parseRefusals(script, r.stderr);
     if (refused.length > 0) return refused;

@@ -31,7 +31,7 @@ export interface DriftState {
   readonly serviceIPKeys: (count: number) => string[];
 }
 
-/** Returns what drifted (undefined: nothing found); `signal` stops a listing when a sync is asked for. */
+/** Returns what drifted (undefined: nothing found); `signal` stops its nft runs when a sync is asked for. */
 export async function nftablesDrift(
   s: DriftState,
   thorough: boolean,
@@ -49,7 +49,7 @@ export async function nftablesDrift(
   const keyLines = tx.size;
   for (const [kind, name] of REFERENCED) tx.deleteSet(kind, name);
   const refused = new Map<number, NftRefusal>();
-  for (const r of await s.nft.refusals(tx.text())) refused.set(r.lineNumber, r);
+  for (const r of await s.nft.refusals(tx.text(), signal)) refused.set(r.lineNumber, r);
   if (generationLines > 0 && refused.has(1)) {
     const generation = await s.nft.listElements(TABLE, SYNC_GENERATION, signal);
     return otherWriterOf(generation, s.writer) ??

@@ -558,6 +558,34 @@ Deno.test("nftables: a service-ips element deleted by hand is found wherever it 
   }
 });
 
+Deno.test("nftables: a thorough drift check gives way to a sync asked for while its nft -c runs", async () => {
+  const fake = new FakeNft();
+  let checks = 0;
+  let stopped = 0;
+  // A check that takes as long as it is let run, until its nft is killed.
+  const nft: NFTables = {
+    ...fake.forFamily("IPv4"),
+    refusals: (_script, signal) =>
+      new Promise((_, reject) => {
+        checks++;
+        signal?.addEventListener("abort", () => (stopped++, reject(new Error("nft killed"))));
+      }),
+  };
+  const { proxier } = nftablesSetup({ nft });
+  await proxier.syncNow();
+  const checking = proxier.repairDrift();
+  await new Promise((r) => setTimeout(r, 20));
+  assertEquals(checks, 1, "the check runs");
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.77")]),
+  );
+  await proxier.syncNow();
+  assertEquals(stopped, 1, "the check was stopped for the sync");
+  assertEquals(await checking, undefined, "a check cut short reports no drift");
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80", "10.180.0.77:80"], "the change is in");
+});
+
 Deno.test("nftables: a thorough drift check gives way to a sync asked for while it lists the table", async () => {
   const fake = new FakeNft();
   let listings = 0;
