@@ -466,7 +466,7 @@ if (which.has("scale") && Deno.uid() === 0) {
         }x | ${r.change.median} / ${r.change.p99} / ${r.change.max} ms${
           r.change.missed > 0 ? ` (${r.change.missed} missed)` : ""
         } | ${
-          Number.isNaN(r.floorChangeMs) ? "-" : `${r.floorChangeMs.toFixed(1)} ms`
+          r.floorChangeMs === null ? "-" : `${r.floorChangeMs.toFixed(1)} ms`
         } | ${r.cpuPerChangeMs} ms (${r.cpuSplitMs.own} + ${r.cpuSplitMs.tools}) | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
       );
       // After each size: a run cut short still leaves the chart of what it measured.

@@ -1,12 +1,12 @@
 /**
  * The mode-independent half of every proxier: source events into the change trackers, the
  * bounded-frequency runner, sync orchestration and failure handling. The post-sync step (conntrack,
- * health check node ports, metrics) is `after_sync.ts`'s, the own Node `node_manager.ts`'s, drift
+ * health check node ports, metrics) is `sync/after_sync.ts`'s, the own Node `node_manager.ts`'s, drift
  * `drift.ts`'s; a mode supplies `syncRules` and, optionally, `detectDrift`.
  * @module
  */
 import type { V1EndpointSlice, V1Node, V1Service } from "@kubernetes/client-node";
-import { AfterSync } from "./after_sync.ts";
+import { AfterSync } from "./sync/after_sync.ts";
 import { DriftWatch } from "./drift.ts";
 import { show } from "./runtime/errors.ts";
 import type { ProxyHealth } from "./healthcheck/proxier_health.ts";
@@ -25,7 +25,7 @@ import type { FamilyView } from "./family_view.ts";
 import { ServiceTimings } from "./service_timings.ts";
 import type { Provider } from "./provider.ts";
 import type { BaseProxierOptions } from "./proxier_options.ts";
-import { SyncRunner } from "./sync_runner.ts";
+import { SyncRunner } from "./sync/sync_runner.ts";
 import type { EndpointsMap, IPFamily, ServicePortMap } from "./model/types.ts";
 
 /** Everything a mode needs to program one sync: the model, and what changed in it (`model/pending_changes.ts`). */
@@ -423,7 +423,7 @@ export abstract class BaseProxier implements Provider {
     return {};
   }
 
-  /** The post-sync steps every mode shares (`after_sync.ts`): stale flows, health check ports, a metric. */
+  /** The post-sync steps every mode shares (`sync/after_sync.ts`): stale flows, health check ports, a metric. */
   async #afterSync(ctx: SyncContext): Promise<void> {
     await this.#after.run(ctx.endpoints, ctx.serviceChanges.removedPorts, () => {
       // Where NodePorts answer, as upstream (its health server reads the same addresses).

@@ -4,8 +4,8 @@
  * `maxInterval`, and again after a failure with exponential backoff.
  * @module
  */
-import type { Clock } from "./runtime/clock.ts";
-import { onAbort } from "./runtime/abort.ts";
+import type { Clock } from "../runtime/clock.ts";
+import { onAbort } from "../runtime/abort.ts";
 
 /** Options of {@linkcode SyncRunner}. */
 export interface SyncRunnerOptions {

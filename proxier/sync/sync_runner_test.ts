@@ -1,5 +1,5 @@
-import { assertEquals } from "../tests/support/assert.ts";
-import { FakeClock, settle } from "./runtime/clock.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
+import { FakeClock, settle } from "../runtime/clock.ts";
 import { SyncRunner } from "./sync_runner.ts";
 
 function setup(opts: { fail?: () => boolean } = {}) {

@@ -6,18 +6,18 @@
  * table holds (50,000 ports walked three times a sync were most of a one-endpoint change's cost).
  * @module
  */
-import type { Conntrack } from "../iptables/conntrack.ts";
-import { ConntrackReconciler, reconciledPort } from "./conntrack/reconciler.ts";
+import type { Conntrack } from "../../iptables/conntrack.ts";
+import { ConntrackReconciler, reconciledPort } from "../conntrack/reconciler.ts";
 import {
   type HealthCheckAddresses,
   type ServiceHealthServer,
   serviceHealthStates,
-} from "./healthcheck/service_health.ts";
-import type { FamilyMetrics } from "./metrics.ts";
-import { countNoLocalEndpoints } from "./model/topology.ts";
-import type { EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "./model/types.ts";
-import type { Logger } from "./runtime/logger.ts";
-import type { Registry } from "./runtime/prometheus.ts";
+} from "../healthcheck/service_health.ts";
+import type { FamilyMetrics } from "../metrics.ts";
+import { countNoLocalEndpoints } from "../model/topology.ts";
+import type { EndpointsMap, IPFamily, ServicePortInfo, ServicePortMap } from "../model/types.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { Registry } from "../runtime/prometheus.ts";
 
 /** The ports of a service map that `want` picks, in step with the map. */
 export class PortSubset {

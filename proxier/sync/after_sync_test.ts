@@ -1,11 +1,11 @@
-import { assertEquals } from "../tests/support/assert.ts";
-import { FakeConntrack } from "../iptables/testing/fake_conntrack.ts";
+import { assertEquals } from "../../tests/support/assert.ts";
+import { FakeConntrack } from "../../iptables/testing/fake_conntrack.ts";
 import { AfterSync } from "./after_sync.ts";
-import type { ServiceHealth, ServiceHealthServer } from "./healthcheck/service_health.ts";
-import type { FamilyMetrics } from "./metrics.ts";
-import type { EndpointInfo, EndpointsMap, ServicePortInfo, ServicePortMap } from "./model/types.ts";
-import { nullLogger } from "./runtime/logger.ts";
-import { Registry } from "./runtime/prometheus.ts";
+import type { ServiceHealth, ServiceHealthServer } from "../healthcheck/service_health.ts";
+import type { FamilyMetrics } from "../metrics.ts";
+import type { EndpointInfo, EndpointsMap, ServicePortInfo, ServicePortMap } from "../model/types.ts";
+import { nullLogger } from "../runtime/logger.ts";
+import { Registry } from "../runtime/prometheus.ts";
 
 const port = (name: string, over: Partial<ServicePortInfo> = {}): ServicePortInfo =>
   ({
