@@ -558,62 +558,64 @@ Deno.test("nftables: a service-ips element deleted by hand is found wherever it 
   }
 });
 
-Deno.test("nftables: a thorough drift check gives way to a sync asked for while its nft -c runs", async () => {
-  const fake = new FakeNft();
-  let checks = 0;
-  let stopped = 0;
-  // A check that takes as long as it is let run, until its nft is killed.
-  const nft: NFTables = {
-    ...fake.forFamily("IPv4"),
-    refusals: (_script, signal) =>
-      new Promise((_, reject) => {
-        checks++;
-        signal?.addEventListener("abort", () => (stopped++, reject(new Error("nft killed"))));
-      }),
-  };
+/** An nft call that runs as long as it is let run (seconds at scale), until its signal kills it. */
+function stalled(): {
+  runs: { started: number; stopped: number };
+  call: (signal?: AbortSignal) => Promise<never>;
+} {
+  const runs = { started: 0, stopped: 0 };
+  const call = (signal?: AbortSignal) =>
+    new Promise<never>((_, reject) => {
+      runs.started++;
+      signal?.addEventListener("abort", () => (runs.stopped++, reject(new Error("nft killed"))));
+    });
+  return { runs, call };
+}
+
+/**
+ * Starts a thorough drift check through `nft` (over `fake`; `before` runs after the first sync), asks
+ * for a sync while the stalled call runs, and checks that the check gave way and the change went in.
+ */
+async function assertGivesWay(
+  fake: FakeNft,
+  nft: NFTables,
+  runs: { started: number; stopped: number },
+  before: () => Promise<void> = () => Promise.resolve(),
+): Promise<void> {
   const { proxier } = nftablesSetup({ nft });
   await proxier.syncNow();
+  await before();
   const checking = proxier.repairDrift();
   await new Promise((r) => setTimeout(r, 20));
-  assertEquals(checks, 1, "the check runs");
+  assertEquals(runs.started, 1, "the check's nft runs");
   proxier.onEndpointSliceUpdate(
     makeEndpointSlice("ns1", "svc1"),
     makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.77")]),
   );
   await proxier.syncNow();
-  assertEquals(stopped, 1, "the check was stopped for the sync");
+  assertEquals(runs.stopped, 1, "its nft was stopped for the sync");
   assertEquals(await checking, undefined, "a check cut short reports no drift");
   assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80", "10.180.0.77:80"], "the change is in");
+}
+
+Deno.test("nftables: a thorough drift check gives way to a sync asked for while its nft -c runs", async () => {
+  const fake = new FakeNft();
+  const { runs, call } = stalled();
+  await assertGivesWay(
+    fake,
+    { ...fake.forFamily("IPv4"), refusals: (_script, signal) => call(signal) },
+    runs,
+  );
 });
 
 Deno.test("nftables: a thorough drift check gives way to a sync asked for while it lists the table", async () => {
   const fake = new FakeNft();
-  let listings = 0;
-  let stopped = 0;
-  // A listing that takes as long as it is let run (seconds at scale), until its nft is killed.
+  const { runs, call } = stalled();
   const nft: NFTables = {
     ...fake.forFamily("IPv4"),
     listElements: (table, name, signal) =>
-      name !== "sync-generation"
-        ? fake.forFamily("IPv4").listElements(table, name)
-        : new Promise((_, reject) => {
-          listings++;
-          signal?.addEventListener("abort", () => (stopped++, reject(new Error("nft killed"))));
-        }),
+      name !== "sync-generation" ? fake.forFamily("IPv4").listElements(table, name) : call(signal),
   };
-  const { proxier } = nftablesSetup({ nft });
-  await proxier.syncNow();
   // The generation element gone: the check lists the set to name who wrote the table.
-  await fake.apply(`flush set ip ${TABLE} sync-generation\n`);
-  const checking = proxier.repairDrift();
-  await new Promise((r) => setTimeout(r, 20));
-  assertEquals(listings, 1, "the check is listing");
-  proxier.onEndpointSliceUpdate(
-    makeEndpointSlice("ns1", "svc1"),
-    makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1"), ep("10.180.0.77")]),
-  );
-  await proxier.syncNow();
-  assertEquals(stopped, 1, "the listing was stopped for the sync");
-  assertEquals(await checking, undefined, "a check cut short reports no drift");
-  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80", "10.180.0.77:80"], "the change is in");
+  await assertGivesWay(fake, nft, runs, () => fake.apply(`flush set ip ${TABLE} sync-generation\n`));
 });
