@@ -11,6 +11,7 @@
  * one-endpoint partial restore (the proxier's own text for it) on top of them.
  * @module
  */
+import { ChainWatch, sh } from "./chain_watch.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { inputText } from "../iptables/executor.ts";
 import type { IptablesBackendName, RestoreInput, RestoreOptions } from "../iptables/iptables.ts";
@@ -56,27 +57,6 @@ export interface NplResult extends NplOptions {
   readonly rssEndMiB: number;
   readonly peakRssMiB: number;
   readonly stopS: number;
-}
-
-async function sh(
-  cmd: string,
-  args: string[],
-  stdin?: string,
-): Promise<{ code: number; out: string; err: string }> {
-  const child = new Deno.Command(cmd, {
-    args,
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin)).catch(() => {});
-    await w.close().catch(() => {});
-  }
-  const r = await child.output();
-  const dec = new TextDecoder();
-  return { code: r.code, out: dec.decode(r.stdout), err: dec.decode(r.stderr) };
 }
 
 /** Runs one configuration in fresh namespaces (deleted afterwards, even on failure). */
@@ -134,83 +114,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function percentile(sorted: number[], p: number): number {
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
-}
-
-/**
- * Tells when a chain reached the kernel's nat table.
- *
- * nf_tables: asked every 25 ms (`iptables-nft -S CHAIN` costs a few milliseconds whatever the
- * table holds; `nft monitor` would need no polling but reads and prints the whole ruleset as it
- * loads, seconds of CPU at scale). Legacy: listing one chain fetches the whole table under the
- * xtables lock (0.2 s at 5,000 services), which would delay the very restore being timed; instead
- * the program's `iptables-legacy-restore` is a shim on its PATH that notes when each restore
- * committed and keeps its input, and the chain is in the kernel once a committed input declared it.
- */
-class ChainWatch {
-  readonly #backend: IptablesBackendName;
-  readonly #dir: string;
-  #read = 0;
-  readonly #committed: Array<{ atMs: number; file: string }> = [];
-
-  constructor(backend: IptablesBackendName, dir: string) {
-    this.#backend = backend;
-    this.#dir = dir;
-  }
-
-  /** Environment for the program: the shim first on PATH (legacy); nothing for nf_tables. */
-  async env(): Promise<Record<string, string>> {
-    if (this.#backend !== "legacy") return {};
-    const real = (await sh("sh", ["-c", "command -v iptables-legacy-restore"])).out.trim();
-    await Deno.writeTextFile(
-      `${this.#dir}/iptables-legacy-restore`,
-      `#!/bin/sh
-f=$(mktemp -p ${this.#dir} restore.XXXXXX)
-cat > "$f"
-${real} "$@" < "$f"
-rc=$?
-if [ $rc -eq 0 ]; then echo "$(date +%s%N) $f" >> ${this.#dir}/committed; else rm -f "$f"; fi
-exit $rc
-`,
-      { mode: 0o755 },
-    );
-    return { PATH: `${this.#dir}:${Deno.env.get("PATH")}` };
-  }
-
-  /** Resolves with the wall-clock time (ms) `chain` reached the kernel, or undefined after `timeoutMs`. */
-  async appeared(chain: string, timeoutMs: number): Promise<number | undefined> {
-    for (const end = performance.now() + timeoutMs; performance.now() < end;) {
-      if (this.#backend === "nft") {
-        const r = await sh("iptables-nft", ["-w", "5", "-t", "nat", "-S", chain, "1"]);
-        if (r.code === 0) return Date.now();
-      } else {
-        const found = await this.#committedWith(`:${chain} `);
-        if (found !== undefined) return found;
-      }
-      await sleep(25);
-    }
-    return undefined;
-  }
-
-  async #committedWith(decl: string): Promise<number | undefined> {
-    let log = "";
-    try {
-      log = await Deno.readTextFile(`${this.#dir}/committed`);
-    } catch { /* nothing committed yet */ }
-    const lines = log.split("\n").filter((l) => l !== "");
-    for (; this.#read < lines.length; this.#read++) {
-      const [ns, file] = lines[this.#read].split(" ");
-      this.#committed.push({ atMs: Number(BigInt(ns) / 1_000_000n), file });
-    }
-    for (const c of this.#committed) {
-      if ((await Deno.readTextFile(c.file)).includes(decl)) return c.atMs;
-    }
-    return undefined;
-  }
-
-  /** Forgets restores already searched (each change looks only at later ones). */
-  async forget(): Promise<void> {
-    for (const c of this.#committed.splice(0)) await Deno.remove(c.file).catch(() => {});
-  }
 }
 
 /** The proxier's own partial restore text for one endpoint change of service `i`, both ways. */

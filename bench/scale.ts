@@ -1,7 +1,7 @@
 /**
  * The real program at scale, against the test API server: `deno task bench scale` (SCALE_SIZES, e.g.
  * `5000x50,50000x1,50000x10`; SCALE_CHANGES, default 110; SCALE_MODES, default `nftables`, add
- * `iptables` for its partial syncs).
+ * `iptables` or `iptables-legacy` for its partial syncs on either backend).
  *
  * {@linkcode benchScale} creates two network namespaces and runs this file inside the first as the
  * driver. The driver serves N Services x E endpoints (one EndpointSlice each) and the Node from the
@@ -12,17 +12,18 @@
  *   own; the periodic sync and the drift check run meanwhile:
  *   the run spans several sync periods), each from the API write to the new endpoint in the kernel:
  *   nftables, the kernel's notification of the new element on the nftables netlink group (no polling: listing or getting one element
- *   makes nft fetch every element, seconds at scale); iptables, its endpoint chain (`iptables-nft
- *   -S`, every 25 ms, a few ms whatever the table holds);
+ *   makes nft fetch every element, seconds at scale); iptables, its endpoint chain ({@linkcode ChainWatch}:
+ *   nf_tables listed every 25 ms; legacy, the restore that declared it committed);
  * - CPU of the program and its kernel tools (utime + stime + the children's) over the changes,
  *   per change; RSS after the first sync, at the end, sampled every 100 ms, and the peak (VmHWM);
  * - the kernel's floor in the second namespace: the same full transaction (the proxier's own, on a
  *   dry run) loaded by `nft -f` (or the rules as `iptables-save` prints them, restored), and one
- *   change's transaction on top of it (median of 6).
+ *   change's transaction on top of it (iptables: the smallest restore that commits; median of 6).
  * @module
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
+import { ChainWatch, sh } from "./chain_watch.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult } from "../iptables/executor.ts";
 import { NftRunner } from "../iptables/nft.ts";
@@ -42,7 +43,7 @@ const METRICS = 10249;
 
 /** One size and mode of the benchmark. */
 export interface ScaleOptions {
-  readonly mode: "nftables" | "iptables";
+  readonly mode: "nftables" | "iptables" | "iptables-legacy";
   readonly services: number;
   readonly endpoints: number;
   readonly changes: number;
@@ -54,8 +55,8 @@ export interface ScaleResult extends ScaleOptions {
   readonly coldStartS: number;
   /** The kernel loading the same full transaction into an empty namespace, s. */
   readonly floorS: number;
-  /** One change's transaction loaded on top of it, ms (median of 6); null for iptables (the restore alone). */
-  readonly floorChangeMs: number | null;
+  /** One change's transaction loaded on top of it, ms (median of 6; iptables: the smallest restore that commits). */
+  readonly floorChangeMs: number;
   readonly change: { median: number; p99: number; max: number; missed: number; count: number };
   /** CPU of the program and its tools over the changes, per change. */
   readonly cpuPerChangeMs: number;
@@ -72,8 +73,8 @@ export async function benchScale(o: ScaleOptions): Promise<ScaleResult> {
   const floor = `kpd-scale-${id}-floor`;
   try {
     for (const ns of [node, floor]) {
-      await run("ip", ["netns", "add", ns]);
-      await run("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
+      await sh("ip", ["netns", "add", ns]);
+      await sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
     }
     const child = new Deno.Command("ip", {
       args: [
@@ -100,26 +101,8 @@ export async function benchScale(o: ScaleOptions): Promise<ScaleResult> {
     if (line === undefined) throw new Error(`scale driver printed no result: ${out}`);
     return JSON.parse(line);
   } finally {
-    for (const ns of [node, floor]) await run("ip", ["netns", "del", ns]).catch(() => {});
+    for (const ns of [node, floor]) await sh("ip", ["netns", "del", ns]).catch(() => {});
   }
-}
-
-async function run(cmd: string, args: string[], stdin?: string): Promise<{ code: number; out: string }> {
-  const c = new Deno.Command(cmd, {
-    args,
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .spawn();
-  if (stdin !== undefined) {
-    const w = c.stdin.getWriter();
-    // A tool that stops reading (it refused a line) closes its stdin: its exit code says why.
-    await w.write(new TextEncoder().encode(stdin)).catch(() => {});
-    await w.close().catch(() => {});
-  }
-  const r = await c.output();
-  return { code: r.code, out: new TextDecoder().decode(r.stdout) + new TextDecoder().decode(r.stderr) };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -257,15 +240,15 @@ function nftWatch(): KernelWatch {
   };
   return {
     async ready() {
-      await run("nft", ["add", "table", "ip", PROBE_TABLE]);
-      await run("nft", ["add", "set", "ip", PROBE_TABLE, "s", "{ type ipv4_addr; }"]);
+      await sh("nft", ["add", "table", "ip", PROBE_TABLE]);
+      await sh("nft", ["add", "set", "ip", PROBE_TABLE, "s", "{ type ipv4_addr; }"]);
       for (let k = 1;; k++) {
         if (k > 600) throw new Error("no element notification in 5 minutes");
         const probe = `192.0.2.${k % 250 + 1}`;
-        await run("nft", ["add", "element", "ip", PROBE_TABLE, "s", `{ ${probe} }`]);
+        await sh("nft", ["add", "element", "ip", PROBE_TABLE, "s", `{ ${probe} }`]);
         if (await wait(hexIPv4(probe), 500) !== undefined) break;
       }
-      await run("nft", ["delete", "table", "ip", PROBE_TABLE]);
+      await sh("nft", ["delete", "table", "ip", PROBE_TABLE]);
     },
     seen: (address, _i, ms) => wait(hexIPv4(address), ms),
     close: () => {
@@ -276,18 +259,19 @@ function nftWatch(): KernelWatch {
   };
 }
 
-/** iptables (nf_tables): the endpoint's chain, asked every 25 ms (a few ms whatever the table holds). */
-function iptablesWatch(): KernelWatch {
+/**
+ * iptables: the endpoint's chain in the kernel, as {@linkcode ChainWatch} tells it (nf_tables: asked
+ * every 25 ms; legacy: the restore that declared it committed, noted by a shim on the program's PATH).
+ */
+function iptablesWatch(chains: ChainWatch): KernelWatch {
   return {
-    ready: () => Promise.resolve(),
+    // The first sync's restores are no change's: later searches skip them.
+    ready: () => chains.forget(),
     async seen(address, i, ms) {
       const chain = endpointChainName(`bench/svc-${i}:http`, "TCP", `${address}:8080`);
-      for (const end = performance.now() + ms; performance.now() < end; await sleep(25)) {
-        if ((await run("iptables-nft", ["-w", "-t", "nat", "-S", chain])).code === 0) {
-          return performance.now();
-        }
-      }
-      return undefined;
+      const at = await chains.appeared(chain, ms);
+      await chains.forget();
+      return at === undefined ? undefined : performance.now() - (Date.now() - at);
     },
     close() {},
   };
@@ -309,20 +293,23 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   for (const s of slices) {
     api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
   }
+  const backend = o.mode === "iptables-legacy" ? "legacy" : "nft";
+  const chains = new ChainWatch(backend, await Deno.makeTempDir({ prefix: "kpd-scale-shim-" }));
   const logTo = Deno.env.get("SCALE_LOG");
   const keepLog = Boolean(logTo);
   const proxy = new Deno.Command(Deno.execPath(), {
     args: startArgs([
-      `--proxy-mode=${o.mode}`,
+      `--proxy-mode=${o.mode === "nftables" ? "nftables" : "iptables"}`,
       "--hostname-override=node-a",
       "--cluster-cidr=10.0.0.0/8",
       `--metrics-bind-address=127.0.0.1:${METRICS}`,
       "--healthz-bind-address=127.0.0.1:10256",
       ...(keepLog ? ["--v=4"] : []),
       // iptables-nft-restore of 250,000 endpoints' rules takes minutes, past the default bound.
-      ...(o.mode === "iptables" ? ["--iptables-backend=nft", "--kernel-tool-timeout=1h"] : []),
+      ...(o.mode === "nftables" ? [] : [`--iptables-backend=${backend}`, "--kernel-tool-timeout=1h"]),
       `--master=${api.start()}`,
     ]).map((a) => keepLog && a.startsWith("--v8-flags=") ? `${a},--trace-gc` : a),
+    env: o.mode === "nftables" ? {} : await chains.env(),
     stdin: "null",
     // With SCALE_LOG, V8's collections (--trace-gc, on stdout) go to the log beside the program's lines.
     stdout: keepLog ? "piped" : "null",
@@ -364,7 +351,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
     await sleep(3000);
     const rssAfterFirstSync = status(proxy.pid, "VmRSS");
     // Started after the first sync: its quarter million notifications would overflow any buffer.
-    const kernel = o.mode === "nftables" ? nftWatch() : iptablesWatch();
+    const kernel = o.mode === "nftables" ? nftWatch() : iptablesWatch(chains);
     watch = kernel;
     await kernel.ready();
     // A warm-up change first: the first of a run may meet caches not yet warm.
@@ -458,14 +445,14 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
 /** The kernel's floor: the same full rules loaded into an empty namespace, and one change on top. */
 async function floorOf(
   o: ScaleOptions & { floorNs: string },
-): Promise<{ floorS: number; floorChangeMs: number | null }> {
+): Promise<{ floorS: number; floorChangeMs: number }> {
   const inFloor = (cmd: string, args: string[], stdin?: string) =>
-    run("ip", ["netns", "exec", o.floorNs, cmd, ...args], stdin);
+    sh("ip", ["netns", "exec", o.floorNs, cmd, ...args], stdin);
   if (o.mode === "nftables") {
     const [full, change] = await nftTransactions(o.services, o.endpoints, Math.floor(o.services / 2));
     let t = performance.now();
     const loaded = await inFloor("nft", ["-f", "-"], full);
-    if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.out.slice(0, 300)}`);
+    if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.err.slice(0, 300)}`);
     const floorS = (performance.now() - t) / 1000;
     const times: number[] = [];
     for (let k = 0; k < 6; k++) {
@@ -477,20 +464,34 @@ async function floorOf(
     return { floorS, floorChangeMs: percentile(times.sort((a, b) => a - b), 0.5) };
   }
   // iptables: the program's rules as iptables-save prints them, restored into the floor namespace.
+  const tool = o.mode === "iptables-legacy" ? "iptables-legacy" : "iptables-nft";
   let canonical = "";
   for (const t of ["filter", "nat"]) {
-    canonical += (await run("iptables-nft-save", ["-t", t])).out.split("\n").filter((l) =>
-      !l.startsWith("#")
-    ).join("\n") + "\n";
+    canonical += (await sh(`${tool}-save`, ["-t", t])).out.split("\n").filter((l) => !l.startsWith("#"))
+      .join("\n") + "\n";
   }
   // The nfacct counters the rules name (upstream's ct_state_invalid_dropped_pkts) are the program's.
   for (const name of new Set([...canonical.matchAll(/--nfacct-name\s+(\S+)/g)].map((m) => m[1]))) {
     await inFloor("nfacct", ["add", name]);
   }
-  const t = performance.now();
-  const restored = await inFloor("iptables-nft-restore", ["--noflush"], canonical);
-  if (restored.code !== 0) throw new Error(`the floor's iptables-nft-restore failed: ${restored.out}`);
-  return { floorS: (performance.now() - t) / 1000, floorChangeMs: null };
+  let t = performance.now();
+  const restored = await inFloor(`${tool}-restore`, ["--noflush"], canonical);
+  if (restored.code !== 0) throw new Error(`the floor's ${tool}-restore failed: ${restored.err}`);
+  const floorS = (performance.now() - t) / 1000;
+  // One change on top: the smallest restore that commits (a chain declared, then deleted). A legacy
+  // commit replaces the whole table, whatever it changes.
+  const times: number[] = [];
+  for (let k = 0; k < 6; k++) {
+    t = performance.now();
+    const r = await inFloor(
+      `${tool}-restore`,
+      ["--noflush"],
+      `*nat\n${k % 2 ? "-X" : ":"}KUBE-FLOOR-PROBE${k % 2 ? "" : " - [0:0]"}\nCOMMIT\n`,
+    );
+    if (r.code !== 0) throw new Error(`the floor's change restore failed: ${r.err}`);
+    times.push(performance.now() - t);
+  }
+  return { floorS, floorChangeMs: percentile(times.sort((a, b) => a - b), 0.5) };
 }
 
 if (import.meta.main) {
