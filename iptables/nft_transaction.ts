@@ -24,19 +24,30 @@ export class NftTransaction {
   readonly family: "ip" | "ip6";
   /** The family's address type in declarations: `ipv4_addr` or `ipv6_addr`. */
   readonly addrType: "ipv4_addr" | "ipv6_addr";
+  readonly #ipFamily: IPFamily;
+  readonly #tableName: string;
   readonly #table: string;
-  readonly #lines: string[] = [];
+  #lines: string[] = [];
+  /** Where in {@linkcode #lines} the `add element` statements are (ascending). */
+  readonly #added: number[] = [];
 
   /** An empty transaction on `table` of `family`. */
   constructor(family: IPFamily, table: string) {
     this.family = family === "IPv4" ? "ip" : "ip6";
     this.addrType = family === "IPv4" ? "ipv4_addr" : "ipv6_addr";
+    this.#ipFamily = family;
+    this.#tableName = table;
     this.#table = `${this.family} ${table}`;
   }
 
   /** The number of statements (comments included). */
   get size(): number {
     return this.#lines.length;
+  }
+
+  /** The number of `add element` statements. */
+  get addedStatements(): number {
+    return this.#added.length;
   }
 
   /** Returns the transaction as `nft -f` reads it, ending in a newline ("" when empty). */
@@ -126,8 +137,28 @@ export class NftTransaction {
     return this.#elements("delete", container, keys, perLine);
   }
 
+  /**
+   * Moves this transaction's `add element` statements, in order, into new transactions of at most
+   * `statements` each (each of at most the `perLine` it was added with); every other statement
+   * stays here. Applied after this one, they add what this one would have, provided nothing here
+   * reads or removes an element added before it (true of a table this transaction creates).
+   */
+  splitAddedElements(statements: number): NftTransaction[] {
+    const parts: NftTransaction[] = [];
+    const moved = new Set(this.#added);
+    for (let i = 0; i < this.#added.length; i += statements) {
+      const part = new NftTransaction(this.#ipFamily, this.#tableName);
+      for (const at of this.#added.slice(i, i + statements)) part.#lines.push(this.#lines[at]);
+      parts.push(part);
+    }
+    this.#lines = this.#lines.filter((_, i) => !moved.has(i));
+    this.#added.length = 0;
+    return parts;
+  }
+
   #elements(verb: "add" | "delete", container: string, items: readonly string[], perLine: number): this {
     for (let i = 0; i < items.length; i += perLine) {
+      if (verb === "add") this.#added.push(this.#lines.length);
       this.#lines.push(
         `${verb} element ${this.#table} ${container} { ${items.slice(i, i + perLine).join(", ")} }`,
       );

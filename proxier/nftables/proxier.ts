@@ -15,6 +15,7 @@ import type { Connection, DatapathAnswer, FamilyView } from "../family_view.ts";
 import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import { generationElement } from "./sync_generation.ts";
+import { commitSync } from "./commit.ts";
 import { nftablesDrift } from "./drift_check.ts";
 import {
   affinityRecordChain,
@@ -26,7 +27,6 @@ import {
   foreignLayout,
   type NftName,
   SERVICE_IPS,
-  SYNC_GENERATION,
   TABLE,
 } from "./layout.ts";
 import { addAffinity, dropStalePins } from "./affinity.ts";
@@ -79,7 +79,7 @@ export class NftablesProxier extends BaseProxier {
   /** The Maglev tables the kernel holds. */
   readonly #maglev: MaglevMaps;
   readonly #seed: number;
-  /** Transactions applied (as far as nft said); {@linkcode SYNC_GENERATION} holds the last. */
+  /** Transactions applied (as far as nft said); the sync-generation set holds the last. */
   #generation = 0;
   /** The loopback NodePort listeners' feed, when they are served. */
   readonly #localhost?: LocalhostFeed;
@@ -163,15 +163,13 @@ export class NftablesProxier extends BaseProxier {
     const full = ctx.full;
     const affinityDirty = new Set<number>();
     const tx = new NftTransaction(this.family, TABLE);
-    if (full) await this.#buildFull(tx, ctx, affinityDirty);
-    else this.#buildPartial(tx, ctx, affinityDirty);
+    const fresh = full
+      ? await this.#buildFull(tx, ctx, affinityDirty)
+      : this.#buildPartial(tx, ctx, affinityDirty);
     if (tx.size > 0) {
       // As nft lists a mark, so a listing reads back as sent.
-      tx.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [
-        generationElement(this.#generation + 1, this.#o.writer),
-      ]);
-      // One transaction: nft applies all of it or none, also when killed on shutdown.
-      await this.#nft.apply(tx.text(), ctx.signal);
+      const generation = generationElement(this.#generation + 1, this.#o.writer);
+      await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal });
       this.#generation++;
     }
     // What no port uses any more goes a second later (the kernel may still see a deleted element
@@ -262,7 +260,8 @@ export class NftablesProxier extends BaseProxier {
     this.#dynamic.created(name);
   }
 
-  async #buildFull(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): Promise<void> {
+  /** Returns whether the table did not exist (`commit.ts`: the transaction creating it may go in parts). */
+  async #buildFull(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): Promise<boolean> {
     const existing = await this.#nft.listChains(TABLE);
     const foreign = existing === undefined ? undefined : foreignLayout(existing);
     if (foreign !== undefined) {
@@ -309,9 +308,10 @@ export class NftablesProxier extends BaseProxier {
       tx.flushChain(name).flushChain(affinityRecordChain(affinityTimeout(name)));
     }
     for (const c of ELEMENT_CONTAINERS) tx.addElements(c, this.#book.contents(c));
+    return existing === undefined;
   }
 
-  #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): void {
+  #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): false {
     const touched: Touched = new Map();
     const began = new Set<NftName>();
     const nodePortIPs = this.#nodePortIPs();
@@ -354,6 +354,7 @@ export class NftablesProxier extends BaseProxier {
     writeMaglevTables(tx, this.#maglev, this.#dynamic, maglev);
     for (const [c, { del }] of diff) if (!rebuilt.has(c)) tx.deleteElements(c, del);
     for (const [c, { add }] of diff) if (!rebuilt.has(c)) tx.addElements(c, add);
+    return false;
   }
 
   #warnConflicts(conflicts: string[]): void {

@@ -1,0 +1,34 @@
+import { assertEquals } from "../tests/support/assert.ts";
+import { NftTransaction } from "./nft_transaction.ts";
+
+const lines = (tx: NftTransaction) => tx.text().split("\n").filter((l) => l !== "");
+
+Deno.test("NftTransaction.splitAddedElements: the add element statements move out in order, the rest stays", () => {
+  const tx = new NftTransaction("IPv6", "kube-proxy")
+    .addTable()
+    .addSet("map", "m", "type ipv6_addr : verdict;")
+    .addElements("m", ["::1 : drop", "::2 : drop", "::3 : accept"], 2)
+    .deleteElements("m", ["::9"])
+    .addRule("c", "ip6 daddr vmap @m")
+    .addElements("s", ["::4"]);
+  assertEquals(tx.addedStatements, 3);
+  const parts = tx.splitAddedElements(2);
+  assertEquals(parts.map(lines), [
+    [
+      "add element ip6 kube-proxy m { ::1 : drop, ::2 : drop }",
+      "add element ip6 kube-proxy m { ::3 : accept }",
+    ],
+    ["add element ip6 kube-proxy s { ::4 }"],
+  ]);
+  assertEquals(lines(tx), [
+    "add table ip6 kube-proxy",
+    "add map ip6 kube-proxy m { type ipv6_addr : verdict; }",
+    "delete element ip6 kube-proxy m { ::9 }",
+    "add rule ip6 kube-proxy c ip6 daddr vmap @m",
+  ]);
+  assertEquals(tx.addedStatements, 0);
+  // What is added after the split is counted, and split, anew.
+  tx.addElements("s", ["::5"]);
+  assertEquals(tx.splitAddedElements(5).map(lines), [["add element ip6 kube-proxy s { ::5 }"]]);
+  assertEquals(lines(tx).length, 4);
+});
