@@ -380,7 +380,6 @@ export abstract class BaseProxier implements Provider {
     }
     this.#timings.applied(this.clock.now());
     await this.#afterSync(ctx);
-    this.#memory.afterSync(didFull);
     const elapsed = (performance.now() - start) / 1000;
     this.metrics.syncSucceeded(
       elapsed,
@@ -396,6 +395,8 @@ export abstract class BaseProxier implements Provider {
       services: this.serviceMap.size,
       changed: changes.changedServices.size,
     });
+    // Last: a full sync's collection (hundreds of ms at scale) is no part of its time or its health.
+    this.#memory.afterSync(didFull);
   }
 
   /**

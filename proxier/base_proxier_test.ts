@@ -50,6 +50,11 @@ class SlowProxier extends BaseProxier {
     this.#clock = clock;
   }
 
+  /** When every family last completed a sync (the health server's own reading). */
+  lastSyncMs(): number | undefined {
+    return this.health.lastSyncMs();
+  }
+
   protected override async syncRules(ctx: SyncContext): Promise<void> {
     const eps = [...ctx.endpoints.values()].flat().map((e) => e.ip).sort();
     this.syncs.push({
@@ -152,6 +157,31 @@ Deno.test("syncs give malloc's free memory back at most every TRIM_PERIOD_MS (RS
   assertEquals(gaps.length, 2, `trims at ${at.join(", ")} ms`);
   assertEquals(gaps.every((g) => g >= TRIM_PERIOD_MS), true, `gaps ${gaps.join(", ")} ms`);
   await stop();
+});
+
+Deno.test("a full sync's garbage collection comes after the sync is recorded: its health and its time do not include it", async () => {
+  const g = globalThis as { gc?: unknown };
+  const saved = g.gc;
+  const box: { clock?: FakeClock; p?: SlowProxier; collectedAt?: number; lastSyncMs?: number } = {};
+  g.gc = () => {
+    box.collectedAt = box.clock!.now();
+    box.lastSyncMs = box.p!.lastSyncMs();
+  };
+  try {
+    const { clock, p, stop } = started(100);
+    Object.assign(box, { clock, p });
+    await clock.advance(1_000);
+    assertEquals(p.syncs.map((s) => s.full), [true]);
+    assert(box.collectedAt !== undefined, "a full sync collects");
+    assertEquals(
+      box.lastSyncMs,
+      box.collectedAt,
+      "the sync was recorded in the health state before the collection",
+    );
+    await stop();
+  } finally {
+    g.gc = saved;
+  }
 });
 
 Deno.test("after a failed sync the retry is full, and later periodic syncs are partial again", async () => {

@@ -6,8 +6,11 @@
 import type { FamilyView } from "../../family_view.ts";
 import type { Logger } from "../../runtime/logger.ts";
 
-/** Says the first sync is in: the Services and endpoints of `views`, and the time since the start. */
-export function sayFirstSync(log: Logger, views: readonly FamilyView[]): void {
+/**
+ * Says the first sync is in: the Services and endpoints of `views`, and how long after the start the
+ * last family's sync ended, `agoMs` before now (the collection that follows a full sync is not counted).
+ */
+export function sayFirstSync(log: Logger, views: readonly FamilyView[], agoMs = 0): void {
   const services = new Set<string>();
   const endpoints = new Set<string>();
   for (const v of views) {
@@ -17,6 +20,6 @@ export function sayFirstSync(log: Logger, views: readonly FamilyView[]): void {
   log.info("First sync in the kernel", {
     services: services.size,
     endpoints: endpoints.size,
-    sinceStartMs: Math.round(performance.now()),
+    sinceStartMs: Math.round(performance.now() - Math.max(0, agoMs)),
   });
 }

@@ -171,7 +171,11 @@ async function afterFirstSync(
   const stopped = new Promise<void>((resolve) => onAbort(signal, resolve));
   await Promise.race([s.deps.health.whenSynced(), stopped]);
   if (signal.aborted) return;
-  sayFirstSync(s.c.log, proxier.explain.views());
+  sayFirstSync(
+    s.c.log,
+    proxier.explain.views(),
+    s.clock.now() - (s.deps.health.lastSyncMs() ?? s.clock.now()),
+  );
   await Promise.race([s.deps.health.whenReady(), stopped]);
   if (signal.aborted) return;
   await settleMemory(s.c.log, () => switching.afterFirstSync());
