@@ -395,7 +395,6 @@ export abstract class BaseProxier implements Provider {
       services: this.serviceMap.size,
       changed: changes.changedServices.size,
     });
-    // Last: a full sync's collection (hundreds of ms at scale) is no part of its time or its health.
     this.#memory.afterSync(didFull);
   }
 

@@ -178,7 +178,8 @@ export class SyncMemory {
   /**
    * After a sync: a collection after every full one (it leaves tens of MiB of garbage at scale),
    * after a partial one only when due ({@linkcode collectGarbageAfterSync}); then malloc's free
-   * memory back, at most every {@linkcode TRIM_PERIOD_MS}.
+   * memory back, at most every {@linkcode TRIM_PERIOD_MS}. Called last, after the sync is recorded:
+   * a full sync's collection (hundreds of ms at scale) is no part of its time or its health.
    */
   afterSync(full: boolean): void {
     if (full) collectGarbage();
