@@ -335,7 +335,8 @@ export abstract class BaseProxier implements Provider {
     return this.#exclusive.run(() => this.#syncOnce());
   }
 
-  async #syncOnce(): Promise<void> {
+  /** `carried`: trigger times of the sync whose failure drift explained, which this one applies. */
+  async #syncOnce(carried: readonly number[] = []): Promise<void> {
     const start = performance.now();
     const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
     this.#after.changed(this.serviceMap, changes.changedPorts);
@@ -358,7 +359,7 @@ export abstract class BaseProxier implements Provider {
       this.#needFull = true;
       this.forgetKernelState();
       if (!full && this.partialSyncFailsOnDrift && !this.#signal.aborted && await this.#drift.found(true)) {
-        return this.#syncOnce();
+        return this.#syncOnce(changes.endpointChanges.lastChangeTriggerTimes);
       }
       if (!this.#signal.aborted) {
         this.metrics.syncFailuresTotal.inc();
@@ -385,7 +386,7 @@ export abstract class BaseProxier implements Provider {
       elapsed,
       didFull,
       this.clock.now(),
-      changes.endpointChanges.lastChangeTriggerTimes,
+      [...carried, ...changes.endpointChanges.lastChangeTriggerTimes],
     );
     this.health.updated(this.family);
     this.log.debug("Sync complete", {

@@ -159,6 +159,31 @@ Deno.test("nftables: a flushed ruleset is recreated by the next sync; a foreign 
   assertEquals(reach(fake, "172.30.0.42"), ["10.180.0.2:80", "10.180.0.3:80"]);
 });
 
+Deno.test("nftables: a change whose partial sync met drift is applied by the full sync that repairs it, and its programming latency observed", async () => {
+  const { fake, proxier, metrics } = nftablesSetup();
+  await proxier.syncNow();
+  const observed = async () =>
+    Number(
+      /^kubeproxy_network_programming_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(
+        await metrics.registry.metrics(),
+      )?.[1] ?? 0,
+    );
+  const before = await observed();
+  fake.flushRuleset();
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns1", "svc1"),
+    makeEndpointSlice("ns1", "svc1", (s) => {
+      s.endpoints = [ep("10.180.0.1"), ep("10.180.0.10")];
+      s.metadata!.annotations = {
+        "endpoints.kubernetes.io/last-change-trigger-time": new Date().toISOString(),
+      };
+    }),
+  );
+  await proxier.syncNow();
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.10:80", "10.180.0.1:80"]);
+  assertEquals(await observed(), before + 1);
+});
+
 Deno.test("nftables: an lb chain no service needs is deleted a second later, in its own transaction", async () => {
   const { fake, proxier, clock } = nftablesSetup();
   await proxier.syncNow();
