@@ -76,9 +76,12 @@ export class ProxyHealth {
     return Number.isFinite(oldest) ? oldest : undefined;
   }
 
-  /** Resolves once every family's first sync is in the kernel. */
-  whenSynced(): Promise<void> {
-    return this.#when(() => this.#synced());
+  /**
+   * Resolves once every family's first sync is in the kernel, with when the last of them ended (ms
+   * by the clock; what follows a sync, such as its garbage collection, is not counted).
+   */
+  whenSynced(): Promise<number> {
+    return this.#when(() => this.#synced()).then(() => Math.max(...this.#lastSynced.values()));
   }
 
   /** Resolves once the proxy is first ready: every family's first sync in, no condition blocking readiness. */

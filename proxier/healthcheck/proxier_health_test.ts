@@ -119,6 +119,22 @@ Deno.test("/readyz: 503 until every family's first sync is in, 503 while a famil
   }
 });
 
+Deno.test("whenSynced resolves once every family's first sync is in, with when the last of them ended", async () => {
+  const clock = new FakeClock();
+  const h = new ProxyHealth({ clock, timeoutMs: 1000 });
+  h.expect("IPv4");
+  h.expect("IPv6");
+  const synced = h.whenSynced();
+  h.updated("IPv6");
+  await clock.advance(700);
+  const ended = clock.now();
+  h.updated("IPv4");
+  // What follows the sync (its collection) takes time before the waiter runs: not counted.
+  await clock.advance(300);
+  assertEquals(await synced, ended);
+  assertEquals(await h.whenSynced(), ended, "already synced: at once, the same time");
+});
+
 Deno.test("whenReady resolves once every expected family's first sync is in, not before", async () => {
   const h = new ProxyHealth({ clock: new FakeClock(), timeoutMs: 1000 });
   h.expect("IPv4");

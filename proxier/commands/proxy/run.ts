@@ -169,13 +169,9 @@ async function afterFirstSync(
   signal: AbortSignal,
 ): Promise<void> {
   const stopped = new Promise<void>((resolve) => onAbort(signal, resolve));
-  await Promise.race([s.deps.health.whenSynced(), stopped]);
+  const syncedMs = await Promise.race([s.deps.health.whenSynced(), stopped]);
   if (signal.aborted) return;
-  sayFirstSync(
-    s.c.log,
-    proxier.explain.views(),
-    s.clock.now() - (s.deps.health.lastSyncMs() ?? s.clock.now()),
-  );
+  sayFirstSync(s.c.log, proxier.explain.views(), s.clock.now() - (syncedMs ?? s.clock.now()));
   await Promise.race([s.deps.health.whenReady(), stopped]);
   if (signal.aborted) return;
   await settleMemory(s.c.log, () => switching.afterFirstSync());
