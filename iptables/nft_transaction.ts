@@ -30,6 +30,9 @@ export class NftTransaction {
   #lines: string[] = [];
   /** Where in {@linkcode #lines} the `add element` statements are (ascending). */
   readonly #added: number[] = [];
+  /** The base chains this transaction declares, and where in {@linkcode #lines} their rules are. */
+  readonly #hooked = new Set<string>();
+  readonly #hookRules: number[] = [];
 
   /** An empty transaction on `table` of `family`. */
   constructor(family: IPFamily, table: string) {
@@ -76,6 +79,7 @@ export class NftTransaction {
   /** Creates a chain (a base chain on `hook`; with `comment`) when it does not exist. */
   addChain(name: string, hook?: NftHook, comment?: string): this {
     const note = comment === undefined ? "" : ` comment "${comment}" ;`;
+    if (hook !== undefined) this.#hooked.add(name);
     this.#lines.push(
       hook === undefined
         ? `add chain ${this.#table} ${name}${note === "" ? "" : ` {${note} }`}`
@@ -123,6 +127,7 @@ export class NftTransaction {
 
   /** Appends a rule to a chain. */
   addRule(chain: string, rule: string): this {
+    if (this.#hooked.has(chain)) this.#hookRules.push(this.#lines.length);
     this.#lines.push(`add rule ${this.#table} ${chain} ${rule}`);
     return this;
   }
@@ -138,22 +143,27 @@ export class NftTransaction {
   }
 
   /**
-   * Moves this transaction's `add element` statements, in order, into new transactions of at most
-   * `statements` each (each of at most the `perLine` it was added with); every other statement
-   * stays here. Applied after this one, they add what this one would have, provided nothing here
-   * reads or removes an element added before it (true of a table this transaction creates).
+   * Splits a transaction that creates its table into three steps applied in order: this one keeps
+   * every statement but the `add element` ones and the rules of the base chains it declares;
+   * `parts` take the `add element` statements, in order, at most `statements` each; `hooks` takes
+   * those rules, in order. Until `hooks` is applied no hook of the table runs a rule, so packets
+   * pass it untouched while the elements load; together the steps add what this one would have.
    */
-  splitAddedElements(statements: number): NftTransaction[] {
+  splitForNewTable(statements: number): { parts: NftTransaction[]; hooks: NftTransaction } {
+    const part = () => new NftTransaction(this.#ipFamily, this.#tableName);
     const parts: NftTransaction[] = [];
-    const moved = new Set(this.#added);
     for (let i = 0; i < this.#added.length; i += statements) {
-      const part = new NftTransaction(this.#ipFamily, this.#tableName);
-      for (const at of this.#added.slice(i, i + statements)) part.#lines.push(this.#lines[at]);
-      parts.push(part);
+      const p = part();
+      for (const at of this.#added.slice(i, i + statements)) p.#lines.push(this.#lines[at]);
+      parts.push(p);
     }
+    const hooks = part();
+    for (const at of this.#hookRules) hooks.#lines.push(this.#lines[at]);
+    const moved = new Set([...this.#added, ...this.#hookRules]);
     this.#lines = this.#lines.filter((_, i) => !moved.has(i));
     this.#added.length = 0;
-    return parts;
+    this.#hookRules.length = 0;
+    return { parts, hooks };
   }
 
   #elements(verb: "add" | "delete", container: string, items: readonly string[], perLine: number): this {

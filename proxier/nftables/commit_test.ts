@@ -6,11 +6,13 @@ import { assert, assertEquals, assertRejects } from "../../tests/support/assert.
 import { commitSync, FRESH_LANES } from "./commit.ts";
 import { SYNC_GENERATION, TABLE } from "./layout.ts";
 
-/** A table of `n` map elements, added 10 to a statement. */
+/** A table of `n` map elements, added 10 to a statement, and a hooked chain that reads them. */
 function build(n: number): NftTransaction {
   const tx = new NftTransaction("IPv4", TABLE).addTable()
     .addSet("set", SYNC_GENERATION, "type mark;")
-    .addSet("map", "m", "type ipv4_addr : mark;");
+    .addSet("map", "m", "type ipv4_addr : mark;")
+    .addChain("in", { type: "filter", hook: "input", priority: "0" })
+    .addRule("in", "meta mark set ip daddr map @m");
   const elements = Array.from({ length: n }, (_, i) => `10.0.${i >> 8}.${i & 255} : 0x${i.toString(16)}`);
   return tx.addElements("m", elements, 10);
 }
@@ -45,20 +47,22 @@ function watched(fake: FakeNft, o: { fail?: (script: string) => boolean } = {}) 
 
 const GENERATION = "0x00000001";
 
-Deno.test("commitSync: a new table whose elements fill several parts goes structure first, then the parts two at a time, the generation last; the kernel holds what one transaction would have put there", async () => {
+Deno.test("commitSync: a new table whose elements fill several parts goes structure first, then the parts two at a time, the hooked chains' rules and the generation last; the kernel holds what one transaction would have put there", async () => {
   const fake = new FakeNft();
   const { nft, seen } = watched(fake);
   await commitSync({ nft, tx: build(95), generation: GENERATION, fresh: true, chunkStatements: 2 });
   const txs = fake.transactions;
   // 10 statements of elements in parts of 2, between the structure and the generation.
   assertEquals(txs.length, 1 + 5 + 1);
-  assert(!txs[0].includes("add element"), txs[0]);
+  assert(!txs[0].includes("add element") && !txs[0].includes("add rule"), txs[0]);
   for (const part of txs.slice(1, -1)) {
     const statements = part.split("\n").filter((l) => l !== "");
     assertEquals(statements.length, 2, part);
     assert(statements.every((l) => l.startsWith("add element ip kube-proxy m ")), part);
   }
+  // Until the hook's rule is in, no packet meets the half-loaded map.
   assertEquals(txs.at(-1)!.trim().split("\n"), [
+    "add rule ip kube-proxy in meta mark set ip daddr map @m",
     "flush set ip kube-proxy sync-generation",
     `add element ip kube-proxy sync-generation { ${GENERATION} }`,
   ]);
