@@ -218,11 +218,7 @@ export class PortListeners {
     if (plan.portalIPs.length === 0) return { plan, proxyPort: 0, listeners: [] };
     let portal = this.#o.allocator.allocate();
     if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
-    if (portal === 0) {
-      const probe = this.#listen(info, this.#classAddresses(info, plan, 0)[0].hostname, 0);
-      portal = (probe.addr as Deno.NetAddr).port;
-      probe.close();
-    }
+    if (portal === 0) portal = this.#kernelPort(info, this.#classAddresses(info, plan, 0)[0].hostname);
     return { plan, proxyPort: portal, listeners: [] };
   }
 
@@ -256,12 +252,17 @@ export class PortListeners {
     const listen: Array<{ hostname: string; port: number }> = [];
     try {
       for (const a of this.#classAddresses(info, plan, portal)) {
+        if (a.port === 0 && plan.portalIPs.length > 0 && listen.length === 0) {
+          listen.push({ hostname: a.hostname, port: this.#kernelPort(info, a.hostname) });
+          continue;
+        }
         const probe = this.#listen(info, a.hostname, a.port);
         listen.push({ hostname: a.hostname, port: (probe.addr as Deno.NetAddr).port });
         probe.close();
       }
     } catch (e) {
-      if (portal !== 0) this.#o.allocator.release(portal);
+      const held = portal !== 0 ? portal : plan.portalIPs.length > 0 ? listen[0]?.port : undefined;
+      if (held !== undefined) this.#o.allocator.release(held);
       throw e;
     }
     return {
@@ -270,6 +271,27 @@ export class PortListeners {
       listeners: [],
       workerListen: listen,
     };
+  }
+
+  /**
+   * Returns a portal port the kernel picks on `hostname` that no class of ours holds, claimed. The
+   * probes are closed again (the TCP workers bind the port, or, for a refusing portal, nothing
+   * does); a port the kernel hands out twice would send one Service's portal to another's listeners.
+   */
+  #kernelPort(info: ServicePortInfo, hostname: string): number {
+    const held: Listener[] = [];
+    try {
+      // Each probe stays bound until one is ours: the kernel cannot hand out the same port again.
+      for (let i = 0; i < 64; i++) {
+        const probe = this.#listen(info, hostname, 0);
+        held.push(probe);
+        const port = (probe.addr as Deno.NetAddr).port;
+        if (this.#o.allocator.claim(port)) return port;
+      }
+      throw new Error(`no free portal port on ${hostname}: 64 picked by the kernel are all held`);
+    } finally {
+      for (const l of held) l.close();
+    }
   }
 
   /** Opens one listening socket for `info`'s protocol. */

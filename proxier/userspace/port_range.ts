@@ -31,6 +31,17 @@ export class PortAllocator {
     return undefined;
   }
 
+  /**
+   * Records `port`, one the kernel picked (a zero range), as held; returns false when it already is.
+   * A probed port is free in the kernel until the TCP workers bind it (a refusing portal's, for
+   * good), so the kernel may hand it out again meanwhile.
+   */
+  claim(port: number): boolean {
+    if (this.#used.has(port)) return false;
+    this.#used.add(port);
+    return true;
+  }
+
   /** Returns a port to the pool. */
   release(port: number): void {
     this.#used.delete(port);
