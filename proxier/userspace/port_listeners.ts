@@ -218,7 +218,7 @@ export class PortListeners {
     if (plan.portalIPs.length === 0) return { plan, proxyPort: 0, listeners: [] };
     let portal = this.#o.allocator.allocate();
     if (portal === undefined) throw new Error("--proxy-port-range is exhausted");
-    if (portal === 0) portal = this.#kernelPort(info, this.#classAddresses(info, plan, 0)[0].hostname);
+    if (portal === 0) portal = this.#probe(info, this.#classAddresses(info, plan, 0)[0].hostname, 0);
     return { plan, proxyPort: portal, listeners: [] };
   }
 
@@ -229,11 +229,17 @@ export class PortListeners {
     const listeners: Listener[] = [];
     try {
       for (const a of this.#classAddresses(info, plan, portal)) {
-        listeners.push(this.#listen(info, a.hostname, a.port));
+        // Port 0 is the portal's alone (NodePorts are fixed): a port no other class holds.
+        listeners.push(
+          a.port === 0 ? this.#kernelPortal(info, a.hostname) : this.#listen(info, a.hostname, a.port),
+        );
       }
     } catch (e) {
       for (const l of listeners) l.close();
-      if (portal !== 0) this.#o.allocator.release(portal);
+      const held = plan.portalIPs.length > 0
+        ? portal || (listeners[0]?.addr as Deno.NetAddr | undefined)?.port
+        : undefined;
+      if (held !== undefined) this.#o.allocator.release(held);
       throw e;
     }
     const proxyPort = plan.portalIPs.length > 0 ? (listeners[0].addr as Deno.NetAddr).port : 0;
@@ -252,16 +258,10 @@ export class PortListeners {
     const listen: Array<{ hostname: string; port: number }> = [];
     try {
       for (const a of this.#classAddresses(info, plan, portal)) {
-        if (a.port === 0 && plan.portalIPs.length > 0 && listen.length === 0) {
-          listen.push({ hostname: a.hostname, port: this.#kernelPort(info, a.hostname) });
-          continue;
-        }
-        const probe = this.#listen(info, a.hostname, a.port);
-        listen.push({ hostname: a.hostname, port: (probe.addr as Deno.NetAddr).port });
-        probe.close();
+        listen.push({ hostname: a.hostname, port: this.#probe(info, a.hostname, a.port) });
       }
     } catch (e) {
-      const held = portal !== 0 ? portal : plan.portalIPs.length > 0 ? listen[0]?.port : undefined;
+      const held = plan.portalIPs.length > 0 ? portal || listen[0]?.port : undefined;
       if (held !== undefined) this.#o.allocator.release(held);
       throw e;
     }
@@ -274,24 +274,31 @@ export class PortListeners {
   }
 
   /**
-   * Returns a portal port the kernel picks on `hostname` that no class of ours holds, claimed. The
-   * probes are closed again (the TCP workers bind the port, or, for a refusing portal, nothing
-   * does); a port the kernel hands out twice would send one Service's portal to another's listeners.
+   * Binds a portal on `hostname` to a port the kernel picks that no class of ours holds, and claims
+   * that port until the class closes. A probed portal is closed again before anything listens (the
+   * TCP workers bind it later; a refusing portal, never), so without the claim the kernel could
+   * hand the port to another Service, whose listeners would then get this one's connections.
    */
-  #kernelPort(info: ServicePortInfo, hostname: string): number {
-    const held: Listener[] = [];
+  #kernelPortal(info: ServicePortInfo, hostname: string): Listener {
+    const met: Listener[] = [];
     try {
-      // Each probe stays bound until one is ours: the kernel cannot hand out the same port again.
+      // Each socket that met a held port stays bound meanwhile: the kernel cannot pick it again.
       for (let i = 0; i < 64; i++) {
-        const probe = this.#listen(info, hostname, 0);
-        held.push(probe);
-        const port = (probe.addr as Deno.NetAddr).port;
-        if (this.#o.allocator.claim(port)) return port;
+        const l = this.#listen(info, hostname, 0);
+        if (this.#o.allocator.claim((l.addr as Deno.NetAddr).port)) return l;
+        met.push(l);
       }
-      throw new Error(`no free portal port on ${hostname}: 64 picked by the kernel are all held`);
+      throw new Error(`no free portal port on ${hostname}: 64 the kernel picked are all held`);
     } finally {
-      for (const l of held) l.close();
+      for (const l of met) l.close();
     }
+  }
+
+  /** The port of a probe of `hostname:port` (a portal the kernel picks: claimed), closed again. */
+  #probe(info: ServicePortInfo, hostname: string, port: number): number {
+    const probe = port === 0 ? this.#kernelPortal(info, hostname) : this.#listen(info, hostname, port);
+    probe.close();
+    return (probe.addr as Deno.NetAddr).port;
   }
 
   /** Opens one listening socket for `info`'s protocol. */

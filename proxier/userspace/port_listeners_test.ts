@@ -27,13 +27,18 @@ class Ports {
   };
 }
 
-function info(name: string, clusterIP: string, nodePort = 0): ServicePortInfo {
+function info(
+  name: string,
+  clusterIP: string,
+  nodePort = 0,
+  protocol: "TCP" | "UDP" = "TCP",
+): ServicePortInfo {
   return {
-    name: { namespace: "ns", name, port: "", protocol: "TCP" },
+    name: { namespace: "ns", name, port: "", protocol },
     service: `ns/${name}`,
     clusterIP,
     port: 80,
-    protocol: "TCP",
+    protocol,
     nodePort,
     externalIPs: [],
     loadBalancerIPs: [],
@@ -60,14 +65,16 @@ Deno.test("userspace portal ports picked by the kernel are never one Service's a
     log: new MemoryLogger(),
   });
   listeners.nodePortHosts = ["192.168.0.2"];
-  // Served by the workers (probed), refusing (no endpoint), with a NodePort: each picks its portal.
+  // Served by the workers (probed), refusing (no endpoint), with a NodePort, and UDP (a listener
+  // here, kept bound): each picks its portal.
   listeners.open("ns/a:", info("a", "172.30.0.1"), "a");
   listeners.open("ns/b:", info("b", "172.30.0.2"), "b", new Set(["internal"]));
   listeners.open("ns/c:", info("c", "172.30.0.3", 30080), "c");
-  const portals = ["ns/a:", "ns/b:", "ns/c:"].map((k) => listeners.proxyPort(k));
+  listeners.open("ns/e:", info("e", "172.30.0.5", 0, "UDP"), "e");
+  const portals = ["ns/a:", "ns/b:", "ns/c:", "ns/e:"].map((k) => listeners.proxyPort(k));
   assert(portals.every((p) => p >= 40000), portals.join(", "));
-  assertEquals(new Set(portals).size, 3, `portal ports ${portals.join(", ")}`);
-  assertEquals(ports.bound.size, 0, "every probe closed");
+  assertEquals(new Set(portals).size, 4, `portal ports ${portals.join(", ")}`);
+  assertEquals([...ports.bound], [portals[3]], "every probe closed; the UDP listener bound");
   // A port freed by a Service gone may serve the next one.
   listeners.close("ns/a:");
   listeners.open("ns/d:", info("d", "172.30.0.4"), "d");
