@@ -20,17 +20,14 @@ import { FakeNft } from "../iptables/testing/fake_nft.ts";
 import { type Executor, inputText } from "../iptables/executor.ts";
 import { NftRunner } from "../iptables/nft.ts";
 import { maglevLookup } from "../loadbalancer/maglev.ts";
-import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { nftablesMode } from "../proxier/nftables/mode.ts";
 import type { NFTables } from "../iptables/nft.ts";
 import { TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { traceNft } from "../proxier/trace/nft_walker.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import { withNamespace } from "../tests/support/namespace.ts";
-import { benchConfig, generate, peakRssMiB, slice } from "./objects.ts";
+import { benchNftablesProxier } from "./nftables_proxier.ts";
+import { generate, peakRssMiB, slice } from "./objects.ts";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 
 const FLOWS = 10_000;
@@ -38,19 +35,7 @@ const CLUSTER_IP = "172.29.0.1";
 
 /** A proxier of node `node` over `nft` with Maglev's table size `m`. */
 function proxier(node: string, nft: NFTables, exec: Executor, m: number): NftablesProxier {
-  const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
-  const deps = newModeDeps(config, { nodeName: node, log: nullLogger, clock: realClock, exec });
-  return new NftablesProxier({
-    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
-    fullSyncPeriodMs: 3_600_000,
-    nft,
-    masqueradeAll: false,
-    masqueradeBit: 14,
-    nodePortAddresses: [],
-    nodeIPs: ["192.168.0.2"],
-    affinitySupported: true,
-    maglevTableSize: m,
-  });
+  return benchNftablesProxier(exec, { node, nft, maglevTableSize: m });
 }
 
 /** A Service `name` at `ip` balanced by `scheduler` (undefined: the default). */

@@ -12,15 +12,11 @@
  */
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult, Executor } from "../iptables/executor.ts";
-import { NftRunner } from "../iptables/nft.ts";
-import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
-import { nftablesMode } from "../proxier/nftables/mode.ts";
 import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { NftablesProxier } from "../proxier/nftables/proxier.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { withNamespace } from "../tests/support/namespace.ts";
-import { benchConfig, feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
+import { benchNftablesProxier } from "./nftables_proxier.ts";
+import { feedGenerated, generate, peakRssMiB, slice } from "./objects.ts";
 
 /**
  * A dry run whose kernel holds our table after the first sync, so that later syncs stay partial
@@ -41,18 +37,7 @@ async function loaded(
   n: number,
   exec: Executor,
 ): Promise<{ p: NftablesProxier; fullMs: number; eventsMs: number }> {
-  const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
-  const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec });
-  const p = new NftablesProxier({
-    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
-    fullSyncPeriodMs: 3_600_000,
-    nft: new NftRunner({ exec, family: "IPv4" }),
-    masqueradeAll: false,
-    masqueradeBit: 14,
-    nodePortAddresses: [],
-    nodeIPs: ["192.168.0.2"],
-    affinitySupported: true,
-  });
+  const p = benchNftablesProxier(exec);
   const eventsMs = feedGenerated(p, n);
   const t = performance.now();
   await p.syncNow();

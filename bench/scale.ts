@@ -26,17 +26,12 @@ import { parseArgs } from "node:util";
 import { ChainWatch, sh } from "./chain_watch.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult } from "../iptables/executor.ts";
-import { NftRunner } from "../iptables/nft.ts";
 import { endpointChainName } from "../proxier/iptables/chain_name.ts";
-import { newModeDeps, proxierOptions } from "../proxier/mode_definition.ts";
 import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
-import { nftablesMode } from "../proxier/nftables/mode.ts";
-import { NftablesProxier } from "../proxier/nftables/proxier.ts";
-import { realClock } from "../proxier/runtime/clock.ts";
-import { nullLogger } from "../proxier/runtime/logger.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
-import { benchConfig, feedGenerated, generate, slice } from "./objects.ts";
+import { benchNftablesProxier } from "./nftables_proxier.ts";
+import { feedGenerated, generate, slice } from "./objects.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const METRICS = 10249;
@@ -142,18 +137,7 @@ class TableKeepingDryRun extends DryRunExecutor {
 /** The nftables proxier's own first sync for the objects as one transaction, and one change's on top of it. */
 export async function nftTransactions(n: number, e: number, i: number): Promise<[string, string]> {
   const exec = new TableKeepingDryRun();
-  const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
-  const deps = newModeDeps(config, { nodeName: "node-a", log: nullLogger, clock: realClock, exec });
-  const p = new NftablesProxier({
-    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
-    fullSyncPeriodMs: 3_600_000,
-    nft: new NftRunner({ exec, family: "IPv4" }),
-    masqueradeAll: false,
-    masqueradeBit: 14,
-    nodePortAddresses: [],
-    nodeIPs: ["192.168.0.2"],
-    affinitySupported: true,
-  });
+  const p = benchNftablesProxier(exec);
   feedGenerated(p, n, e);
   await p.syncNow();
   // A new table loads in parts (proxier/nftables/commit.ts); the floor is all of them as one.

@@ -3,17 +3,13 @@
  * elements than one part holds, is loaded in parts (`proxier/nftables/commit.ts`), and the kernel
  * then holds exactly what the one transaction of a start over an existing table puts there.
  */
-import { benchConfig, feedGenerated } from "../../bench/objects.ts";
+import { benchNftablesProxier } from "../../bench/nftables_proxier.ts";
+import { feedGenerated } from "../../bench/objects.ts";
 import type { ExecOptions, ExecResult, Executor } from "../../iptables/executor.ts";
 import { NftRunner } from "../../iptables/nft.ts";
 import { normalizeListing } from "../../iptables/nft_listing.ts";
-import { newModeDeps, proxierOptions } from "../../proxier/mode_definition.ts";
 import { FRESH_CHUNK_STATEMENTS } from "../../proxier/nftables/commit.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
-import { nftablesMode } from "../../proxier/nftables/mode.ts";
-import { NftablesProxier } from "../../proxier/nftables/proxier.ts";
-import { realClock } from "../../proxier/runtime/clock.ts";
-import { nullLogger } from "../../proxier/runtime/logger.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { realKernel, withNamespace } from "../support/namespace.ts";
 
@@ -33,22 +29,7 @@ class Counting implements Executor {
 }
 
 async function firstSync(exec: Executor): Promise<string> {
-  const deps = newModeDeps(benchConfig({ clusterCIDRs: ["10.0.0.0/8"] }), {
-    nodeName: "node-a",
-    log: nullLogger,
-    clock: realClock,
-    exec,
-  });
-  const p = new NftablesProxier({
-    ...proxierOptions(deps, "IPv4", nftablesMode.schedulers(deps.config)),
-    fullSyncPeriodMs: 3_600_000,
-    nft: new NftRunner({ exec, family: "IPv4" }),
-    masqueradeAll: false,
-    masqueradeBit: 14,
-    nodePortAddresses: [],
-    nodeIPs: ["192.168.0.2"],
-    affinitySupported: true,
-  });
+  const p = benchNftablesProxier(exec);
   feedGenerated(p, SERVICES, 1);
   await p.syncNow();
   const listed = await exec.run("nft", { args: ["list", "table", "ip", TABLE] });
