@@ -163,9 +163,9 @@ export class NftablesProxier extends BaseProxier {
     const full = ctx.full;
     const affinityDirty = new Set<number>();
     const tx = new NftTransaction(this.family, TABLE);
-    const fresh = full
-      ? await this.#buildFull(tx, ctx, affinityDirty)
-      : this.#buildPartial(tx, ctx, affinityDirty);
+    let fresh = false;
+    if (full) fresh = await this.#buildFull(tx, ctx, affinityDirty);
+    else this.#buildPartial(tx, ctx, affinityDirty);
     if (tx.size > 0) {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
@@ -311,7 +311,7 @@ export class NftablesProxier extends BaseProxier {
     return existing === undefined;
   }
 
-  #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): false {
+  #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): void {
     const touched: Touched = new Map();
     const began = new Set<NftName>();
     const nodePortIPs = this.#nodePortIPs();
@@ -354,7 +354,6 @@ export class NftablesProxier extends BaseProxier {
     writeMaglevTables(tx, this.#maglev, this.#dynamic, maglev);
     for (const [c, { del }] of diff) if (!rebuilt.has(c)) tx.deleteElements(c, del);
     for (const [c, { add }] of diff) if (!rebuilt.has(c)) tx.addElements(c, add);
-    return false;
   }
 
   #warnConflicts(conflicts: string[]): void {

@@ -236,10 +236,7 @@ export class PortListeners {
       }
     } catch (e) {
       for (const l of listeners) l.close();
-      const held = plan.portalIPs.length > 0
-        ? portal || (listeners[0]?.addr as Deno.NetAddr | undefined)?.port
-        : undefined;
-      if (held !== undefined) this.#o.allocator.release(held);
+      this.#releasePortal(plan, portal || (listeners[0]?.addr as Deno.NetAddr | undefined)?.port);
       throw e;
     }
     const proxyPort = plan.portalIPs.length > 0 ? (listeners[0].addr as Deno.NetAddr).port : 0;
@@ -261,8 +258,7 @@ export class PortListeners {
         listen.push({ hostname: a.hostname, port: this.#probe(info, a.hostname, a.port) });
       }
     } catch (e) {
-      const held = plan.portalIPs.length > 0 ? portal || listen[0]?.port : undefined;
-      if (held !== undefined) this.#o.allocator.release(held);
+      this.#releasePortal(plan, portal || listen[0]?.port);
       throw e;
     }
     return {
@@ -292,6 +288,14 @@ export class PortListeners {
     } finally {
       for (const l of met) l.close();
     }
+  }
+
+  /**
+   * Gives back the portal port a class that failed to open took (from the range, or claimed from the
+   * kernel: the first address's); `port` undefined: it took none.
+   */
+  #releasePortal(plan: ClassPlan, port: number | undefined): void {
+    if (plan.portalIPs.length > 0 && port !== undefined) this.#o.allocator.release(port);
   }
 
   /** The port of a probe of `hostname:port` (a portal the kernel picks: claimed), closed again. */
