@@ -13,6 +13,7 @@ import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-
 import { WatchError } from "../runtime/errors.ts";
 import type { ApiAccess } from "./api_access.ts";
 import { PROXY_LABEL_SELECTOR } from "./handlers.ts";
+import { ListSplitter } from "./list_stream.ts";
 import type { RateLimiter } from "./rate_limiter.ts";
 
 /** The callback signature of client-node's `Watch.watch`. */
@@ -107,15 +108,23 @@ export class ApiClient {
 
   /**
    * Lists `path` (with `labelSelector`/`fieldSelector` when given); resolves with the list, its
-   * items slimmed. Rejects with a {@linkcode WatchError} carrying the HTTP status on failure.
+   * items slimmed, parsed a chunk at a time as the body arrives (`list_stream.ts`). Rejects with a
+   * {@linkcode WatchError} carrying the HTTP status on failure, a `SyntaxError` on a body that does not parse.
    */
   async list<T extends KubernetesObject>(
     path: string,
     query: ListQuery = {},
   ): Promise<KubernetesListObject<T>> {
-    const list = await this.#getJSON<KubernetesListObject<T>>("list", path, query);
-    for (const o of list.items ?? []) slim(o);
-    return list;
+    return await this.#request("list", path, query, async (res) => {
+      const items: T[] = [];
+      const splitter = new ListSplitter<T>((batch) => {
+        for (const o of batch) items.push(slim(o));
+      });
+      for await (const chunk of res.body ?? []) splitter.push(chunk);
+      const list = splitter.finish() as unknown as KubernetesListObject<T>;
+      if (list.items !== undefined || items.length > 0) list.items = items;
+      return list;
+    });
   }
 
   /**
@@ -124,14 +133,20 @@ export class ApiClient {
    */
   async get<T extends KubernetesObject>(path: string): Promise<T | undefined> {
     try {
-      return slim(await this.#getJSON<T>("get", path, {}));
+      return slim(await this.#request("get", path, {}, (res) => res.json() as Promise<T>));
     } catch (e) {
       if (e instanceof WatchError && e.statusCode === 404) return undefined;
       throw e;
     }
   }
 
-  async #getJSON<T>(verb: string, path: string, query: ListQuery): Promise<T> {
+  /** GETs `path` and reads the answer with `read`, within the list deadline (body included). */
+  async #request<T>(
+    verb: string,
+    path: string,
+    query: ListQuery,
+    read: (res: Response) => Promise<T>,
+  ): Promise<T> {
     await this.#limiter?.wait();
     // The deadline covers the body too: a server may send headers and then stall.
     const signal = AbortSignal.timeout(this.#listTimeoutMs);
@@ -145,7 +160,7 @@ export class ApiClient {
         await res.body?.cancel();
         throw new WatchError(`${verb} ${path}: HTTP ${res.status} ${res.statusText}`, res.status);
       }
-      return await res.json() as T;
+      return await read(res);
     } catch (e) {
       if (!signal.aborted) throw e;
       throw new WatchError(`${verb} ${path}: no answer within ${this.#listTimeoutMs / 1000} s`, undefined, {

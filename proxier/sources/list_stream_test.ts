@@ -1,0 +1,104 @@
+import { assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
+import { ListSplitter } from "./list_stream.ts";
+
+const encoder = new TextEncoder();
+
+/** Feeds `text` in chunks cut at `cuts`; returns the items handed on, the envelope, and the batches. */
+function split(text: string, cuts: readonly number[]) {
+  const bytes = encoder.encode(text);
+  const items: unknown[] = [];
+  let batches = 0;
+  const s = new ListSplitter<unknown>((batch) => {
+    batches++;
+    items.push(...batch);
+  });
+  let at = 0;
+  for (const cut of [...cuts, bytes.length]) {
+    s.push(bytes.slice(at, cut));
+    at = cut;
+  }
+  return { items, envelope: s.finish(), batches };
+}
+
+/** What `res.json()` makes of `text`, its items taken out. */
+function whole(text: string) {
+  const list = JSON.parse(text);
+  const items = list.items ?? [];
+  if (Array.isArray(list.items)) list.items = [];
+  return { items, envelope: list };
+}
+
+// Strings with every character the scanner must not take for structure, a multi-byte character, an
+// "items" key inside an item and in the metadata, nested arrays, and whitespace between tokens.
+const TRICKY = `{
+  "kind": "EndpointSliceList", "apiVersion": "discovery.k8s.io/v1",
+  "metadata": {"resourceVersion": "42", "annotations": {"items": "[{\\"x\\"}]", "b": "\\\\"}, "items": [1, 2]},
+  "items" : [
+    {"metadata": {"name": "a}]", "labels": {"q": "\\"{[", "é": "Grüße ✓"}}, "endpoints": [{"addresses": ["10.0.0.1"]}], "items": []},
+    {"metadata": {"name": "b"}, "ports": [[[]]], "x": "\\\\\\""} ,{"metadata": {"name": "c\\\\"}}
+  ] ,
+  "trailer": {"items": [ {"not": "an item"} ]}
+}`;
+
+Deno.test("list stream: cut at every byte, the items and the envelope are what JSON.parse makes of the whole", () => {
+  const want = whole(TRICKY);
+  const length = encoder.encode(TRICKY).length;
+  for (let cut = 0; cut <= length; cut++) {
+    const got = split(TRICKY, [cut]);
+    assertEquals(got.items, want.items, `cut at ${cut}`);
+    assertEquals(got.envelope, want.envelope, `cut at ${cut}`);
+  }
+  // Every byte its own chunk: each item is carried across hundreds of chunks.
+  const bytewise = split(TRICKY, Array.from({ length }, (_, i) => i));
+  assertEquals(bytewise.items, want.items);
+  assertEquals(bytewise.envelope, want.envelope);
+});
+
+Deno.test("list stream: a large list in uneven chunks arrives in batches, in order, with nothing lost", () => {
+  const items = Array.from({ length: 3000 }, (_, i) => ({
+    metadata: { name: `svc-${i}`, annotations: { note: "}".repeat(i % 7) + '"]' } },
+    endpoints: Array.from({ length: i % 4 }, (_, j) => ({ addresses: [`10.${i >> 8}.${i & 255}.${j}`] })),
+  }));
+  const text = JSON.stringify({ kind: "ServiceList", metadata: { resourceVersion: "7" }, items });
+  const cuts: number[] = [];
+  for (let at = 0, step = 1; at < text.length; step = (step * 7 + 3) % 9000 + 1) cuts.push(at += step);
+  const got = split(text, cuts.filter((c) => c < text.length));
+  assertEquals(got.items, items);
+  assertEquals(got.envelope, { kind: "ServiceList", metadata: { resourceVersion: "7" }, items: [] });
+  assertEquals(got.batches > 10, true, `${got.batches} batches`);
+});
+
+Deno.test("list stream: no items, null items and an empty array keep the envelope as it was", () => {
+  for (
+    const text of [
+      '{"kind":"List","metadata":{}}',
+      '{"kind":"List","items":null}',
+      '{"items":[],"kind":"List"}',
+    ]
+  ) {
+    const got = split(text, [5]);
+    assertEquals(got.items, []);
+    assertEquals(got.envelope, JSON.parse(text));
+  }
+});
+
+Deno.test("list stream: a body that is not a list of objects, or that ends early, is a SyntaxError", () => {
+  const bad: [string, RegExp][] = [
+    ['{"items":[{"a":1},', /ended inside its items/],
+    ['{"items":[{"a":1}', /ended inside its items/],
+    ['{"items":[{"a":"}', /ended inside its items/],
+    ['{"items":[1,2]}', /items must be objects/],
+    ['{"items":["a"]}', /items must be objects/],
+    ['{"items":[{"a":1},,{"b":2}]}', /JSON/],
+    ['{"items":[{"a":1 "b":2}]}', /JSON/],
+    ['{"kind":"List",', /JSON/],
+    ["[]", /must be a JSON object/],
+    ["", /JSON/],
+  ];
+  for (const [text, message] of bad) {
+    for (const cut of [0, 3, text.length]) {
+      const e = assertThrows(() => split(text, cut < text.length ? [cut] : []), SyntaxError);
+      assertMatch(e.message, message, `${text} cut at ${cut}`);
+    }
+  }
+});
