@@ -81,8 +81,8 @@ export async function dropStalePins(o: PinCleanup, timeouts: ReadonlySet<number>
         const entry = c.key.slice(0, c.key.lastIndexOf(" . "));
         let set = valid.get(entry);
         if (set === undefined) valid.set(entry, set = new Set());
-        // A backend's text is `key : ip . port`.
-        set.add(c.text.slice(c.key.length + 3));
+        // A backend's rest is ` : ip . port`.
+        set.add(c.rest.slice(3));
       }
     }
     const stale: string[] = [];

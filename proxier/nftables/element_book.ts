@@ -8,14 +8,17 @@
  * @module
  */
 import { type NftName } from "./layout.ts";
-import { type Element, elementText } from "./port_elements.ts";
+import { type Element, elementRest } from "./port_elements.ts";
 
-/** One port's claim on one key: the element text it wants there. */
+/**
+ * One port's claim on one key: the element it wants there, as the text after the key (`rest`: the
+ * key is the slot's own string, so the claim holds no second copy of it; a set member's is empty).
+ */
 export interface Claim {
   readonly container: NftName;
   readonly key: string;
   readonly owner: string;
-  readonly text: string;
+  readonly rest: string;
 }
 
 /**
@@ -26,12 +29,12 @@ type Slot = Claim | readonly Claim[];
 
 const first = (slot: Slot): Claim => Array.isArray(slot) ? slot[0] : slot as Claim;
 
-/** Keys one round of {@linkcode ElementBook.replace} calls touched, with their effective element text before. */
+/** Keys one round of {@linkcode ElementBook.replace} calls touched, with their effective element before (its rest). */
 export type Touched = Map<NftName, Map<string, string | undefined>>;
 
 /**
- * See the module doc. Every element costs one claim and its flat text (a set member's text is its
- * key): at 10,000 Services x 10 endpoints the book holds 130,000 elements.
+ * See the module doc. Every element costs one claim, its key and the flat text after it: at 10,000
+ * Services x 10 endpoints the book holds 130,000 elements.
  */
 export class ElementBook {
   /** container -> key -> claims. */
@@ -78,7 +81,7 @@ export class ElementBook {
         continue;
       }
       next.delete(id);
-      if (elementText(n) === c.text) claims.push(c);
+      if (elementRest(n) === c.rest) claims.push(c);
       else claims.push(this.#revise(c, claimOf(port, n, c.key), conflicts, touched));
     }
     for (const e of next.values()) {
@@ -120,8 +123,8 @@ export class ElementBook {
       return;
     }
     const effective = first(slot);
-    // Set members (the text is the key) are one element however many claim them.
-    if (c.text !== c.key && effective.text !== c.text) {
+    // Set members (no rest) are one element however many claim them.
+    if (c.rest !== "" && effective.rest !== c.rest) {
       conflicts.push(waits(effective, c));
     }
     keys.set(c.key, Array.isArray(slot) ? [...slot, c] : [slot as Claim, c]);
@@ -135,7 +138,7 @@ export class ElementBook {
     if (!Array.isArray(slot)) keys.set(from.key, to);
     else {
       keys.set(from.key, slot.map((x) => x === from ? to : x));
-      if (slot[0] !== from && slot[0].text !== to.text) {
+      if (slot[0] !== from && slot[0].rest !== to.rest) {
         conflicts.push(waits(slot[0], to));
       }
     }
@@ -155,10 +158,15 @@ export class ElementBook {
     }
   }
 
-  /** Returns the effective text of `key` in `container`, or undefined when nobody claims it. */
+  /** Returns the effective element text of `key` in `container`, or undefined when nobody claims it. */
   effective(container: NftName, key: string): string | undefined {
+    const rest = this.#effectiveRest(container, key);
+    return rest === undefined ? undefined : key + rest;
+  }
+
+  #effectiveRest(container: NftName, key: string): string | undefined {
     const slot = this.#slots.get(container)?.get(key);
-    return slot === undefined ? undefined : first(slot).text;
+    return slot === undefined ? undefined : first(slot).rest;
   }
 
   /**
@@ -171,10 +179,10 @@ export class ElementBook {
       const del: string[] = [];
       const add: string[] = [];
       for (const [key, before] of keys) {
-        const after = this.effective(container, key);
+        const after = this.#effectiveRest(container, key);
         if (before === after) continue;
         if (before !== undefined) del.push(key);
-        if (after !== undefined) add.push(after);
+        if (after !== undefined) add.push(key + after);
       }
       if (del.length > 0 || add.length > 0) out.set(container, { del, add });
     }
@@ -215,7 +223,7 @@ export class ElementBook {
   /** Returns every effective element text of `container` (for a full sync's refill). */
   contents(container: NftName): string[] {
     const out: string[] = [];
-    for (const slot of this.#slots.get(container)?.values() ?? []) out.push(first(slot).text);
+    for (const [key, slot] of this.#slots.get(container) ?? []) out.push(key + first(slot).rest);
     return out;
   }
 }
@@ -225,8 +233,8 @@ export class ElementBook {
  * string already keying the slot, so a revised claim holds no second copy of it.
  */
 function claimOf(port: string, e: Element, key = flat(e.key)): Claim {
-  const text = e.value === undefined && e.comment === undefined ? key : flat(elementText(e));
-  return { container: e.container, key, owner: port, text };
+  const rest = elementRest(e);
+  return { container: e.container, key, owner: port, rest: rest === "" ? "" : flat(rest) };
 }
 
 /** The message for claim `waiting`, which loses to `holder`'s different value of the same key. */
@@ -234,11 +242,11 @@ function waits(holder: Claim, waiting: Claim): string {
   return `${waiting.container} ${waiting.key}: claimed by ${holder.owner}; ${waiting.owner} waits`;
 }
 
-/** Notes the effective text of `c`'s key before this round's first change of it. */
+/** Notes the effective element of `c`'s key (its rest) before this round's first change of it. */
 function noteBefore(touched: Touched, c: Claim, slot: Slot | undefined): void {
   let before = touched.get(c.container);
   if (before === undefined) touched.set(c.container, before = new Map());
-  if (!before.has(c.key)) before.set(c.key, slot === undefined ? undefined : first(slot).text);
+  if (!before.has(c.key)) before.set(c.key, slot === undefined ? undefined : first(slot).rest);
 }
 
 /**

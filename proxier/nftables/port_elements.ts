@@ -221,8 +221,11 @@ export function portElements(
   };
 }
 
-/** Formats an element for `add element`: `key [comment "c"] [: value]`. */
-export function elementText(e: Element): string {
+/**
+ * Returns what follows an element's key in `add element`: `[ comment "c"][ : value]`, empty for a
+ * set member (its text is its key).
+ */
+export function elementRest(e: Element): string {
   const c = e.comment === undefined ? "" : ` comment "${e.comment}"`;
-  return e.value === undefined ? `${e.key}${c}` : `${e.key}${c} : ${e.value}`;
+  return e.value === undefined ? c : `${c} : ${e.value}`;
 }

@@ -240,6 +240,15 @@ Deno.test("nftables affinity: a pin to a removed endpoint is dropped; other pins
       .endpoints,
     ["10.180.0.4:80", "10.180.0.6:80"],
   );
+  // A pin to an endpoint the next change keeps stays.
+  pin("10.180.5.7");
+  assertEquals(pins(), ["10.180.5.7->10.180.0.6"]);
+  proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("ns3", "svc3", (s) => s.endpoints = [ep("10.180.0.4"), ep("10.180.0.6")]),
+    makeEndpointSlice("ns3", "svc3", (s) => s.endpoints = [ep("10.180.0.6"), ep("10.180.0.7")]),
+  );
+  await proxier.syncNow();
+  assertEquals(pins(), ["10.180.5.7->10.180.0.6"]);
 });
 
 Deno.test("nftables: two services on one external IP and port: the first keeps it, the second takes over", async () => {
