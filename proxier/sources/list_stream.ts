@@ -2,8 +2,9 @@
  * A list response parsed as it arrives, its items a batch at a time. `res.json()` holds the whole
  * body three times over at once: its bytes, their text and every object parsed from them (at
  * 50,000 EndpointSlices of 10 endpoints, about 50 MB of JSON as bytes and again as text, both
- * freed only by the next full collection). Here only an item not yet complete is held as bytes,
- * and each chunk's complete items are parsed and handed on while the rest is on its way.
+ * freed only by the next full collection). Here only an item not yet complete is held as bytes
+ * (copied once, however many chunks it spans), and each chunk's complete items are parsed and
+ * handed on while the rest is on its way.
  * @module
  */
 
@@ -31,20 +32,28 @@ const enum Place {
 /** The items key, as the envelope's text ends just before its array opens. */
 const ITEMS_KEY = /(?<!\\)"items"\s*:\s*$/;
 
-const EMPTY = new Uint8Array(0);
 const decoder = new TextDecoder();
+
+/**
+ * The most one item, or the envelope, may take: the API server stores no object over 1.5 MiB by
+ * default (etcd's request limit), so a larger one is a broken stream, not an object to hold.
+ */
+export const MAX_ITEM_BYTES = 16 * 2 ** 20;
 
 /**
  * Splits a list response's JSON into its items and its envelope (the list without them), fed in
  * chunks of any size. The syntax is checked by `JSON.parse` of each batch of items and of the
- * envelope: what does not parse throws a `SyntaxError`, as `res.json()` would.
+ * envelope: what does not parse throws a `SyntaxError`, as `res.json()` would; so does an item or
+ * an envelope over {@linkcode MAX_ITEM_BYTES}.
  */
 export class ListSplitter<T> {
   readonly #onItems: (items: T[]) => void;
-  /** The envelope's bytes so far (small), the items array left out. */
+  /** The envelope's bytes so far, the items array left out. */
   readonly #envelope: Uint8Array[] = [];
-  /** The bytes of the item not complete yet, from its opening brace. */
-  #carry: Uint8Array = EMPTY;
+  #envelopeBytes = 0;
+  /** The earlier chunks' bytes of the item not complete yet, from its opening brace. */
+  #open: Uint8Array[] = [];
+  #openBytes = 0;
   #place = Place.Envelope;
   /** Nesting depth: of the envelope outside the items, of the current item inside them. */
   #depth = 0;
@@ -58,17 +67,19 @@ export class ListSplitter<T> {
 
   /** Feeds the next chunk of the body; parses and hands on every item it completes. */
   push(chunk: Uint8Array): void {
-    const bytes = this.#carry.length === 0 ? chunk : concat(this.#carry, chunk);
     let place = this.#place;
     let depth = this.#depth;
     let inString = this.#inString;
     let escaped = this.#escaped;
-    // The complete items of this call are bytes [first, last); the envelope's run starts at `envelopeFrom`.
+    // This chunk's complete items end at `last` and start at `first` (0 with an item carried over:
+    // its earlier bytes are in #open); the envelope's run starts at `envelopeFrom`.
     let first = place === Place.Item ? 0 : -1;
     let last = -1;
+    // Where the current item began, less the bytes it had before this chunk.
+    let itemStart = -this.#openBytes;
     let envelopeFrom = place === Place.Envelope || place === Place.After ? 0 : -1;
-    for (let i = this.#carry.length; i < bytes.length; i++) {
-      const b = bytes[i];
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
       if (inString) {
         if (escaped) escaped = false;
         else if (b === BACKSLASH) escaped = true;
@@ -87,11 +98,13 @@ export class ListSplitter<T> {
         else if (closes && --depth === 0) {
           place = Place.Between;
           last = i + 1;
+          this.#bound(last - itemStart);
         }
       } else if (place === Place.Between) {
         if (b === OPEN_BRACE) {
           place = Place.Item;
           depth = 1;
+          itemStart = i;
           if (first < 0) first = i;
         } else if (b === CLOSE_BRACKET) {
           place = Place.After;
@@ -104,11 +117,11 @@ export class ListSplitter<T> {
         }
       } else if (opens) {
         if (b === OPEN_BRACKET && depth === 1 && place === Place.Envelope) {
-          this.#envelope.push(bytes.slice(envelopeFrom, i));
+          this.#keepEnvelope(chunk.slice(envelopeFrom, i));
           envelopeFrom = i;
           if (ITEMS_KEY.test(this.#envelopeTail())) {
             // The items array stands in the envelope as an empty one.
-            this.#envelope.push(new Uint8Array([OPEN_BRACKET, CLOSE_BRACKET]));
+            this.#keepEnvelope(new Uint8Array([OPEN_BRACKET, CLOSE_BRACKET]));
             place = Place.Between;
             envelopeFrom = -1;
             continue;
@@ -121,12 +134,28 @@ export class ListSplitter<T> {
     this.#depth = depth;
     this.#inString = inString;
     this.#escaped = escaped;
-    if (envelopeFrom >= 0 && envelopeFrom < bytes.length) this.#envelope.push(bytes.slice(envelopeFrom));
-    if (last > 0) this.#onItems(JSON.parse(`[${decoder.decode(bytes.subarray(first, last))}]`));
-    // An item still open is carried from its opening brace: after the last complete one, or from
-    // where it began in this call.
-    const open = place !== Place.Item ? -1 : last > 0 ? bytes.indexOf(OPEN_BRACE, last) : first;
-    this.#carry = open < 0 ? EMPTY : bytes.slice(open);
+    if (envelopeFrom >= 0 && envelopeFrom < chunk.length) this.#keepEnvelope(chunk.slice(envelopeFrom));
+    if (last > 0) {
+      const items = this.#open.length === 0
+        ? chunk.subarray(first, last)
+        : concat(...this.#open, chunk.subarray(0, last));
+      this.#open = [];
+      this.#openBytes = 0;
+      this.#onItems(JSON.parse(`[${decoder.decode(items)}]`));
+    }
+    if (place === Place.Item) {
+      // The item still open, from its opening brace: after the last complete one, or from where it
+      // began in this chunk (or before it).
+      const open = last > 0 ? chunk.indexOf(OPEN_BRACE, last) : first;
+      this.#open.push(chunk.slice(open));
+      this.#openBytes += chunk.length - open;
+      this.#bound(this.#openBytes);
+    }
+  }
+
+  /** Throws when an item of `bytes` is over the limit. */
+  #bound(bytes: number): void {
+    if (bytes > MAX_ITEM_BYTES) throw new SyntaxError(`an item of the list is over ${MAX_ITEM_BYTES} bytes`);
   }
 
   /**
@@ -142,6 +171,14 @@ export class ListSplitter<T> {
       throw new SyntaxError("a list must be a JSON object");
     }
     return list;
+  }
+
+  #keepEnvelope(bytes: Uint8Array): void {
+    this.#envelope.push(bytes);
+    this.#envelopeBytes += bytes.length;
+    if (this.#envelopeBytes > MAX_ITEM_BYTES) {
+      throw new SyntaxError(`the list's fields besides its items are over ${MAX_ITEM_BYTES} bytes`);
+    }
   }
 
   /** The envelope's last bytes as text (enough to see the key before an array). */

@@ -1,5 +1,5 @@
 import { assertEquals, assertMatch, assertThrows } from "../../tests/support/assert.ts";
-import { ListSplitter } from "./list_stream.ts";
+import { ListSplitter, MAX_ITEM_BYTES } from "./list_stream.ts";
 
 const encoder = new TextEncoder();
 
@@ -101,4 +101,25 @@ Deno.test("list stream: a body that is not a list of objects, or that ends early
       assertMatch(e.message, message, `${text} cut at ${cut}`);
     }
   }
+});
+
+Deno.test("list stream: an item or an envelope over the limit is refused, before the rest is read", () => {
+  const big = "x".repeat(MAX_ITEM_BYTES);
+  const chunks = (text: string) => {
+    const bytes = encoder.encode(text);
+    return Array.from({ length: Math.ceil(bytes.length / 2 ** 20) }, (_, i) => (i + 1) * 2 ** 20)
+      .filter((c) => c < bytes.length);
+  };
+  const item = `{"items":[{"a":1},{"note":"${big}"}]}`;
+  for (const cuts of [chunks(item), []]) {
+    assertMatch(assertThrows(() => split(item, cuts), SyntaxError).message, /an item of the list is over/);
+  }
+  const envelope = `{"metadata":{"note":"${big}"},"items":[]}`;
+  assertMatch(
+    assertThrows(() => split(envelope, chunks(envelope)), SyntaxError).message,
+    /besides its items are over/,
+  );
+  // Just under the limit, spread over 16 chunks: one item.
+  const under = `{"items":[{"note":"${big.slice(64)}"}]}`;
+  assertEquals((split(under, chunks(under)).items[0] as { note: string }).note.length, MAX_ITEM_BYTES - 64);
 });
