@@ -3,7 +3,7 @@
  * body three times over at once: its bytes, their text and every object parsed from them (at
  * 50,000 EndpointSlices of 10 endpoints, about 50 MB of JSON as bytes and again as text, both
  * freed only by the next full collection). Here only an item not yet complete is held as bytes
- * (copied once, however many chunks it spans), and each chunk's complete items are parsed and
+ * (copied once, however many chunks it spans), and complete items are parsed a batch at a time and
  * handed on while the rest is on its way.
  * @module
  */
@@ -41,6 +41,14 @@ const decoder = new TextDecoder();
 export const MAX_ITEM_BYTES = 16 * 2 ** 20;
 
 /**
+ * Complete items are parsed in batches of at least this many bytes (the last may be smaller). The
+ * size is measured, not derived: the program handled the objects of 50,000 EndpointSlices of 10
+ * endpoints (49 MB of JSON) in 1.6 s when one parse made them all, 2.3 s in batches of 8 MiB, 3.9 s
+ * of 1 MiB and 5.1 s of 128 KiB; a batch of 8 MiB still holds a sixth of that body.
+ */
+export const PARSE_BATCH_BYTES = 8 * 2 ** 20;
+
+/**
  * Splits a list response's JSON into its items and its envelope (the list without them), fed in
  * chunks of any size. The syntax is checked by `JSON.parse` of each batch of items and of the
  * envelope: what does not parse throws a `SyntaxError`, as `res.json()` would; so does an item or
@@ -48,9 +56,13 @@ export const MAX_ITEM_BYTES = 16 * 2 ** 20;
  */
 export class ListSplitter<T> {
   readonly #onItems: (items: T[]) => void;
+  readonly #batchLimit: number;
   /** The envelope's bytes so far, the items array left out. */
   readonly #envelope: Uint8Array[] = [];
   #envelopeBytes = 0;
+  /** Complete items not parsed yet, each part items separated by commas. */
+  #batch: Uint8Array[] = [];
+  #batchBytes = 0;
   /** The earlier chunks' bytes of the item not complete yet, from its opening brace. */
   #open: Uint8Array[] = [];
   #openBytes = 0;
@@ -60,12 +72,13 @@ export class ListSplitter<T> {
   #inString = false;
   #escaped = false;
 
-  /** `onItems` receives each batch of parsed items, in order. */
-  constructor(onItems: (items: T[]) => void) {
+  /** `onItems` receives each batch of parsed items, in order; `batchBytes`: see {@linkcode PARSE_BATCH_BYTES}. */
+  constructor(onItems: (items: T[]) => void, batchBytes = PARSE_BATCH_BYTES) {
     this.#onItems = onItems;
+    this.#batchLimit = batchBytes;
   }
 
-  /** Feeds the next chunk of the body; parses and hands on every item it completes. */
+  /** Feeds the next chunk of the body; parses and hands on the items it completes, a batch at a time. */
   push(chunk: Uint8Array): void {
     let place = this.#place;
     let depth = this.#depth;
@@ -79,13 +92,20 @@ export class ListSplitter<T> {
     let itemStart = -this.#openBytes;
     let envelopeFrom = place === Place.Envelope || place === Place.After ? 0 : -1;
     for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
       if (inString) {
-        if (escaped) escaped = false;
-        else if (b === BACKSLASH) escaped = true;
-        else if (b === QUOTE) inString = false;
+        if (escaped) {
+          escaped = false;
+          continue;
+        }
+        // Most of a list's bytes are inside strings: a tight loop to the string's end.
+        let b = chunk[i];
+        while (b !== QUOTE && b !== BACKSLASH && ++i < chunk.length) b = chunk[i];
+        if (i === chunk.length) break;
+        if (b === BACKSLASH) escaped = true;
+        else inString = false;
         continue;
       }
+      const b = chunk[i];
       if (b === QUOTE) {
         if (place === Place.Between) throw new SyntaxError("a list's items must be objects, found a string");
         inString = true;
@@ -136,12 +156,18 @@ export class ListSplitter<T> {
     this.#escaped = escaped;
     if (envelopeFrom >= 0 && envelopeFrom < chunk.length) this.#keepEnvelope(chunk.slice(envelopeFrom));
     if (last > 0) {
-      const items = this.#open.length === 0
-        ? chunk.subarray(first, last)
-        : concat(...this.#open, chunk.subarray(0, last));
+      this.#batch.push(
+        this.#open.length === 0 ? chunk.slice(first, last) : concat(...this.#open, chunk.subarray(0, last)),
+      );
+      this.#batchBytes += this.#openBytes + last - first;
       this.#open = [];
       this.#openBytes = 0;
-      this.#onItems(JSON.parse(`[${decoder.decode(items)}]`));
+    }
+    if (this.#batchBytes >= this.#batchLimit || (place === Place.After && this.#batch.length > 0)) {
+      const batch = this.#batch;
+      this.#batch = [];
+      this.#batchBytes = 0;
+      this.#onItems(JSON.parse(`[${batch.map((b) => decoder.decode(b)).join(",")}]`));
     }
     if (place === Place.Item) {
       // The item still open, from its opening brace: after the last complete one, or from where it
