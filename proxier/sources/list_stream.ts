@@ -2,9 +2,9 @@
  * A list response parsed as it arrives, its items a batch at a time. `res.json()` holds the whole
  * body three times over at once: its bytes, their text and every object parsed from them (at
  * 50,000 EndpointSlices of 10 endpoints, about 50 MB of JSON as bytes and again as text, both
- * freed only by the next full collection). Here only an item not yet complete is held as bytes
- * (copied once, however many chunks it spans), and complete items are parsed a batch at a time and
- * handed on while the rest is on its way.
+ * freed only by the next full collection). Here the bytes held are one batch of complete items
+ * ({@linkcode PARSE_BATCH_BYTES}) and the item not complete yet (copied once, however many chunks
+ * it spans); each batch is parsed and handed on while the rest of the body is on its way.
  * @module
  */
 
