@@ -44,19 +44,20 @@ export function sliceEndpoints(
     return undefined;
   }
   const namespace = slice?.metadata?.namespace ?? "default";
-  const obj = objectName("EndpointSlice", slice?.metadata?.namespace, slice?.metadata?.name);
-  if (!isDNSLabel(namespace)) throw new ValidationError(obj, "metadata.namespace", show(namespace));
+  // Named only for an error: most slices have none.
+  const obj = () => objectName("EndpointSlice", slice?.metadata?.namespace, slice?.metadata?.name);
+  if (!isDNSLabel(namespace)) throw new ValidationError(obj(), "metadata.namespace", show(namespace));
   if (!isDNSSubdomain(slice.metadata?.name)) {
-    throw new ValidationError(obj, "metadata.name", show(slice.metadata?.name));
+    throw new ValidationError(obj(), "metadata.name", show(slice.metadata?.name));
   }
   const svcName = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
   if (svcName === undefined) return undefined;
   if (!isDNSLabel(svcName)) {
-    throw new ValidationError(obj, `metadata.labels[${SERVICE_NAME_LABEL}]`, show(svcName));
+    throw new ValidationError(obj(), `metadata.labels[${SERVICE_NAME_LABEL}]`, show(svcName));
   }
   if (slice.addressType === "FQDN") return undefined;
   if (slice.addressType !== "IPv4" && slice.addressType !== "IPv6") {
-    throw new ValidationError(obj, "addressType", show(slice.addressType));
+    throw new ValidationError(obj(), "addressType", show(slice.addressType));
   }
   if (slice.addressType !== family) return undefined;
 
@@ -76,12 +77,12 @@ export function sliceEndpoints(
     const field = `ports[${i}]`;
     const portName = p?.name ?? "";
     if (portName !== "" && !isDNSLabel(portName)) {
-      throw new ValidationError(obj, `${field}.name`, show(portName));
+      throw new ValidationError(obj(), `${field}.name`, show(portName));
     }
     const protocol = parseProtocol(p?.protocol);
-    if (protocol === undefined) throw new ValidationError(obj, `${field}.protocol`, show(p.protocol));
+    if (protocol === undefined) throw new ValidationError(obj(), `${field}.protocol`, show(p.protocol));
     if (p.port === undefined || p.port === null) return; // "all ports": nothing to program
-    if (!isPort(p.port)) throw new ValidationError(obj, `${field}.port`, show(p.port));
+    if (!isPort(p.port)) throw new ValidationError(obj(), `${field}.port`, show(p.port));
     const port = p.port;
     const name: ServicePortName = { namespace, name: svcName, port: portName, protocol };
     ports.set(servicePortKey(name), {
@@ -104,7 +105,7 @@ const NONE_SKIPPED: readonly ValidationError[] = Object.freeze([]);
 
 /** Parses one endpoint of a slice. @throws {ValidationError} naming the field. */
 function parseEndpoint(
-  obj: string,
+  obj: () => string,
   field: string,
   ep: NonNullable<V1EndpointSlice["endpoints"]>[number],
   family: IPFamily,
@@ -112,17 +113,17 @@ function parseEndpoint(
 ): Omit<EndpointInfo, "port" | "key"> {
   const addrs = ep?.addresses;
   if (!Array.isArray(addrs) || addrs.length === 0) {
-    throw new ValidationError(obj, `${field}.addresses`, "empty");
+    throw new ValidationError(obj(), `${field}.addresses`, "empty");
   }
   // Upstream uses only the first address of an endpoint.
   const ip = addrs[0];
   if (ipFamily(ip) !== family) {
-    throw new ValidationError(obj, `${field}.addresses[0]`, `${show(ip)} is not an ${family} address`);
+    throw new ValidationError(obj(), `${field}.addresses[0]`, `${show(ip)} is not an ${family} address`);
   }
   const c = ep.conditions ?? {};
   for (const k of ["ready", "serving", "terminating"] as const) {
     if (c[k] !== undefined && c[k] !== null && typeof c[k] !== "boolean") {
-      throw new ValidationError(obj, `${field}.conditions.${k}`, show(c[k]));
+      throw new ValidationError(obj(), `${field}.conditions.${k}`, show(c[k]));
     }
   }
   // Unset conditions mean: ready, serving when ready, not terminating (as upstream).
@@ -146,17 +147,17 @@ const NO_HINTS: readonly string[] = Object.freeze([]);
 
 /** Returns the names of a hint list (`[{name}]`), each checked by `valid`. */
 function hintNames(
-  obj: string,
+  obj: () => string,
   field: string,
   list: unknown,
   valid: (name: unknown) => boolean,
 ): readonly string[] {
   if (list === undefined || list === null) return NO_HINTS;
-  if (!Array.isArray(list)) throw new ValidationError(obj, field, show(list));
+  if (!Array.isArray(list)) throw new ValidationError(obj(), field, show(list));
   if (list.length === 0) return NO_HINTS;
   return list.map((h, j) => {
     const name = (h as { name?: unknown } | null)?.name;
-    if (!valid(name)) throw new ValidationError(obj, `${field}[${j}].name`, show(name));
+    if (!valid(name)) throw new ValidationError(obj(), `${field}[${j}].name`, show(name));
     return name as string;
   });
 }

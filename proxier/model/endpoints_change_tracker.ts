@@ -32,6 +32,8 @@ export class EndpointsChangeTracker {
   readonly #slices = new Map<string, Map<string, SliceEndpoints>>();
   /** Per service with a pending change: its endpoints at the last sync. */
   readonly #previous = new Map<string, PortEndpoints>();
+  /** Their endpoints now, merged once as the last event came (`apply` takes them as they are). */
+  readonly #current = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
   /** Per service with a pending change: when it began to wait. */
   readonly #since = new Map<string, number>();
@@ -102,11 +104,13 @@ export class EndpointsChangeTracker {
       times.push(parsed.triggerTime);
       this.#triggerTimes.set(service, times);
     }
-    if (sameEntries(this.#previous.get(service)!, this.#endpointsOf(service))) {
+    const current = this.#endpointsOf(service);
+    if (sameEntries(this.#previous.get(service)!, current)) {
       this.#previous.delete(service);
+      this.#current.delete(service);
       this.#since.delete(service);
       this.#triggerTimes.delete(service);
-    }
+    } else this.#current.set(service, current);
     return this.#previous.has(service);
   }
 
@@ -117,7 +121,7 @@ export class EndpointsChangeTracker {
     const triggerTimes = new Map<string, number>();
     for (const [service, previous] of this.#previous) {
       updatedServices.add(service);
-      const current = this.#endpointsOf(service);
+      const current = this.#current.get(service)!;
       for (const key of previous.keys()) map.delete(key);
       for (const [key, eps] of current) map.set(key, eps);
       const times = this.#triggerTimes.get(service) ?? [];
@@ -126,6 +130,7 @@ export class EndpointsChangeTracker {
     }
     const changedSince = new Map(this.#since);
     this.#previous.clear();
+    this.#current.clear();
     this.#since.clear();
     this.#triggerTimes.clear();
     return { updatedServices, lastChangeTriggerTimes, triggerTimes, changedSince };

@@ -62,8 +62,10 @@ export class ObjectWarnings {
     o: object,
     problems: readonly ObjectProblem[],
   ): void {
+    // The common case, a good object never reported on, costs nothing more (not even hashing its
+    // key while nothing has been reported).
+    if (problems.length === 0 && this.#seen.size === 0) return;
     let entry = this.#seen.get(key);
-    // The common case, a good object never reported on, costs nothing more.
     if (problems.length === 0 && entry === undefined) return;
     if (this.#about !== undefined && !this.#about(key, o)) return;
     const version = versionOf(o);

@@ -87,16 +87,17 @@ export function servicePorts(
   const meta = svc?.metadata;
   const namespace = meta?.namespace ?? "default";
   const name = meta?.name;
-  const obj = objectName("Service", namespace, name);
-  if (!isDNSLabel(namespace)) throw new ValidationError(obj, "metadata.namespace", show(namespace));
-  if (!isDNSLabel(name)) throw new ValidationError(obj, "metadata.name", show(name));
+  // Named only for a warning or an error: most Services have none.
+  const obj = () => objectName("Service", namespace, name);
+  if (!isDNSLabel(namespace)) throw new ValidationError(obj(), "metadata.namespace", show(namespace));
+  if (!isDNSLabel(name)) throw new ValidationError(obj(), "metadata.name", show(name));
   const spec = svc.spec;
   if (spec === undefined || spec === null || typeof spec !== "object") {
-    throw new ValidationError(obj, "spec", "missing");
+    throw new ValidationError(obj(), "spec", "missing");
   }
   const type = spec.type ?? "ClusterIP";
   if (!["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"].includes(type)) {
-    throw new ValidationError(obj, "spec.type", show(type));
+    throw new ValidationError(obj(), "spec.type", show(type));
   }
   const warnings: string[] = [];
   if (type === "ExternalName") return { ports: [], warnings };
@@ -111,7 +112,7 @@ export function servicePorts(
   }
   clusterIPs.forEach((ip, i) => {
     if (ipFamily(ip) === undefined) {
-      throw new ValidationError(obj, `spec.clusterIPs[${i}]`, `${show(ip)} is not an IP address`);
+      throw new ValidationError(obj(), `spec.clusterIPs[${i}]`, `${show(ip)} is not an IP address`);
     }
   });
   const clusterIP = clusterIPs.find((ip) => ipFamily(ip) === family) as string | undefined;
@@ -122,7 +123,7 @@ export function servicePorts(
     externalIPs = filterAddresses(obj, "spec.externalIPs", spec.externalIPs, family, warnings);
   } else if (Array.isArray(spec.externalIPs) && spec.externalIPs.length > 0) {
     warnings.push(
-      `${obj}: spec.externalIPs are not served: feature gate AllowServiceExternalIPs is false ` +
+      `${obj()}: spec.externalIPs are not served: feature gate AllowServiceExternalIPs is false ` +
         "(externalIPs are deprecated, KEP-5707)",
     );
   }
@@ -135,7 +136,7 @@ export function servicePorts(
     const mode = (ing as { ipMode?: unknown }).ipMode;
     if (mode !== undefined && mode !== null && mode !== "VIP") return; // Proxy mode: not ours
     if (ipFamily(ing.ip) === undefined) {
-      warnings.push(`${obj}: skipped status.loadBalancer.ingress[${i}].ip ${show(ing.ip)}`);
+      warnings.push(`${obj()}: skipped status.loadBalancer.ingress[${i}].ip ${show(ing.ip)}`);
     } else lbIPs.push(ing.ip);
   });
   const loadBalancerIPs = lbIPs.filter((ip) => ipFamily(ip) === family) as string[];
@@ -145,7 +146,7 @@ export function servicePorts(
     const trimmed = typeof r === "string" ? r.trim() : r;
     const f = cidrFamily(trimmed);
     if (f === undefined) {
-      warnings.push(`${obj}: skipped spec.loadBalancerSourceRanges[${i}] ${show(r)}`);
+      warnings.push(`${obj()}: skipped spec.loadBalancerSourceRanges[${i}] ${show(r)}`);
     } else if (f === family) sourceRanges.push(trimmed as string);
   });
 
@@ -153,11 +154,11 @@ export function servicePorts(
   if (spec.sessionAffinity === "ClientIP") {
     const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_STICKY_MAX_AGE_SECONDS;
     if (!Number.isInteger(t) || t < 1 || t > 86400) {
-      throw new ValidationError(obj, "spec.sessionAffinityConfig.clientIP.timeoutSeconds", show(t));
+      throw new ValidationError(obj(), "spec.sessionAffinityConfig.clientIP.timeoutSeconds", show(t));
     }
     stickyMaxAgeSeconds = t;
   } else if (!(spec.sessionAffinity === undefined || spec.sessionAffinity === "None")) {
-    throw new ValidationError(obj, "spec.sessionAffinity", show(spec.sessionAffinity));
+    throw new ValidationError(obj(), "spec.sessionAffinity", show(spec.sessionAffinity));
   }
   const isExternal = type === "NodePort" || type === "LoadBalancer" || externalIPs.length > 0;
   const externalPolicyLocal = isExternal && spec.externalTrafficPolicy === "Local";
@@ -165,7 +166,7 @@ export function servicePorts(
   let healthCheckNodePort = 0;
   if (type === "LoadBalancer" && externalPolicyLocal && spec.healthCheckNodePort != null) {
     if (!isPort(spec.healthCheckNodePort)) {
-      throw new ValidationError(obj, "spec.healthCheckNodePort", show(spec.healthCheckNodePort));
+      throw new ValidationError(obj(), "spec.healthCheckNodePort", show(spec.healthCheckNodePort));
     }
     healthCheckNodePort = spec.healthCheckNodePort;
   }
@@ -174,13 +175,13 @@ export function servicePorts(
   const annotations = meta?.annotations ?? {};
   let scheduler: string | undefined = annotations[SCHEDULER_ANNOTATION];
   if (scheduler !== undefined && !SCHEDULERS.has(scheduler)) {
-    warnings.push(`${obj}: ignored ${SCHEDULER_ANNOTATION} ${show(scheduler)} (not an IPVS scheduler)`);
+    warnings.push(`${obj()}: ignored ${SCHEDULER_ANNOTATION} ${show(scheduler)} (not an IPVS scheduler)`);
     scheduler = undefined;
   }
   let schedFlags: string[] | undefined = annotations[SCHEDFLAGS_ANNOTATION]?.split(",").map((f) => f.trim());
   if (schedFlags !== undefined && !schedFlags.every((f) => SCHED_FLAGS.has(f))) {
     warnings.push(
-      `${obj}: ignored ${SCHEDFLAGS_ANNOTATION} ${
+      `${obj()}: ignored ${SCHEDFLAGS_ANNOTATION} ${
         show(annotations[SCHEDFLAGS_ANNOTATION])
       } (flag-1, flag-2, flag-3)`,
     );
@@ -189,25 +190,25 @@ export function servicePorts(
   const notice = scheduler === undefined ? undefined : o.schedulerNotice?.(scheduler);
   const notices: Array<{ reason: string; msg: string }> = notice === undefined
     ? []
-    : [{ reason: UNSUPPORTED_SCHEDULER, msg: `${obj}: ${notice}` }];
+    : [{ reason: UNSUPPORTED_SCHEDULER, msg: `${obj()}: ${notice}` }];
 
-  if (!Array.isArray(spec.ports)) throw new ValidationError(obj, "spec.ports", "missing");
+  if (!Array.isArray(spec.ports)) throw new ValidationError(obj(), "spec.ports", "missing");
   const seen = new Set<string>();
   const ports = spec.ports.map((p, i): ServicePortInfo => {
     const field = `spec.ports[${i}]`;
     const portName = p?.name ?? "";
     if (portName !== "" && !isDNSLabel(portName)) {
-      throw new ValidationError(obj, `${field}.name`, show(portName));
+      throw new ValidationError(obj(), `${field}.name`, show(portName));
     }
     const protocol = parseProtocol(p?.protocol);
-    if (protocol === undefined) throw new ValidationError(obj, `${field}.protocol`, show(p.protocol));
-    if (!isPort(p?.port)) throw new ValidationError(obj, `${field}.port`, show(p?.port));
+    if (protocol === undefined) throw new ValidationError(obj(), `${field}.protocol`, show(p.protocol));
+    if (!isPort(p?.port)) throw new ValidationError(obj(), `${field}.port`, show(p?.port));
     const nodePort = p.nodePort ?? 0;
     if (nodePort !== 0 && !isPort(nodePort)) {
-      throw new ValidationError(obj, `${field}.nodePort`, show(nodePort));
+      throw new ValidationError(obj(), `${field}.nodePort`, show(nodePort));
     }
     const key = `${portName}/${protocol}`;
-    if (seen.has(key)) throw new ValidationError(obj, `${field}.name`, `duplicate ${show(portName)}`);
+    if (seen.has(key)) throw new ValidationError(obj(), `${field}.name`, `duplicate ${show(portName)}`);
     seen.add(key);
     return {
       name: { namespace, name, port: portName, protocol },
@@ -232,14 +233,14 @@ export function servicePorts(
     const n = o.portNotice?.(port);
     // One notice per reason: a limit of the mode is said once for the Service, whichever port has it.
     if (n !== undefined && !notices.some((x) => x.reason === n.reason)) {
-      notices.push({ reason: n.reason, msg: `${obj}: ${n.msg}` });
+      notices.push({ reason: n.reason, msg: `${obj()}: ${n.msg}` });
     }
   }
   return { ports, warnings, notices };
 }
 
 function filterAddresses(
-  obj: string,
+  obj: () => string,
   field: string,
   list: unknown,
   family: IPFamily,
@@ -249,7 +250,7 @@ function filterAddresses(
   const out: string[] = [];
   list.forEach((ip, i) => {
     const f = ipFamily(ip);
-    if (f === undefined) warnings.push(`${obj}: skipped ${field}[${i}] ${show(ip)}`);
+    if (f === undefined) warnings.push(`${obj()}: skipped ${field}[${i}] ${show(ip)}`);
     else if (f === family) out.push(ip as string);
   });
   return [...new Set(out)];

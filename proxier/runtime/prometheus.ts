@@ -37,6 +37,12 @@ function formatLabels(labels: Labels): string {
     .map(([k, v]) => `${k}="${typeof v === "string" ? escape(v).replace(/"/g, '\\"') : v}"`).join(",");
 }
 
+/** True when `labels` has no key (the unlabelled series). */
+function isEmpty(labels: Labels): boolean {
+  for (const _ in labels) return false;
+  return true;
+}
+
 /** A label set's key: the same labels in any order are one series. */
 function keyOf(labels: Labels): string {
   return Object.keys(labels).sort().map((k) => `${k}:${labels[k as keyof typeof labels]}`).join("|");
@@ -110,12 +116,27 @@ abstract class Metric<N extends string, V = number> {
 
   /** The series of `labels`, created at zero. */
   protected entry(labels: Labels<N>): { labels: Labels<N>; value: V } {
+    // The unlabelled series is set on every object event: found without building its key.
+    const plain = this.series.get("");
+    if (plain !== undefined && isEmpty(labels)) return plain;
+    this.#check(labels);
+    return this.#entry(labels);
+  }
+
+  /** The series of `labels` as a bound metric finds it: the labels checked and keyed once. */
+  protected bound(labels: Labels<N>): () => { labels: Labels<N>; value: V } {
+    this.#check(labels);
+    const fixed = { ...labels };
+    const key = keyOf(fixed);
+    return () => this.series.get(key) ?? this.#entry(fixed);
+  }
+
+  #check(labels: Labels<N>): void {
     for (const k of Object.keys(labels)) {
       if (!this.labelNames.includes(k as N)) {
         throw new Error(`Added label "${k}" is not included in initial labelset`);
       }
     }
-    return this.#entry(labels);
   }
 
   #entry(labels: Labels<N>): { labels: Labels<N>; value: V } {
@@ -193,7 +214,15 @@ export class Gauge<N extends string = string> extends Metric<N> {
 
   /** The gauge bound to `labels`. */
   labels(labels: Labels<N>): { set(value: number): void; inc(value?: number): void } {
-    return { set: (value) => this.set(labels, value), inc: (value = 1) => this.inc(labels, value) };
+    const series = this.bound(labels);
+    return {
+      set: (value) => {
+        series().value = value;
+      },
+      inc: (value = 1) => {
+        series().value += value;
+      },
+    };
   }
 
   /** The lines this metric renders. */

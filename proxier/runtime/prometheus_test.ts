@@ -84,3 +84,27 @@ Deno.test("prometheus: what prom-client refuses is refused", () => {
   assertEquals(linearBuckets(0.25, 0.25, 3), [0.25, 0.5, 0.75]);
   assertEquals(exponentialBuckets(0.001, 2, 4), [0.001, 0.002, 0.004, 0.008]);
 });
+
+Deno.test("prometheus: a bound gauge keeps to the labels it was bound with, across a reset", () => {
+  const g = new Gauge({ name: "g", help: "g", labelNames: ["ip_family"] });
+  const labels = { ip_family: "IPv4" };
+  const v4 = g.labels(labels);
+  // The caller's object changing afterwards does not move the bound series.
+  labels.ip_family = "IPv6";
+  v4.set(3);
+  v4.inc(2);
+  g.set({ ip_family: "IPv6" }, 1);
+  const lines = () => g.samples().map((s) => `${s.labels} ${s.value}`).sort();
+  assertEquals(lines(), ['ip_family="IPv4" 5', 'ip_family="IPv6" 1']);
+  g.reset();
+  assertEquals(lines(), []);
+  v4.set(7);
+  assertEquals(lines(), ['ip_family="IPv4" 7']);
+  // The unlabelled series of a gauge without labels, set again and again, stays one series.
+  const plain = new Gauge({ name: "p", help: "p" });
+  plain.set(1);
+  plain.set(2);
+  plain.inc();
+  assertEquals(plain.samples().map((s) => `{${s.labels}} ${s.value}`), ["{} 3"]);
+  assertMatch(assertThrows(() => g.labels({ zone: "a" } as never), Error).message, /not included/);
+});
