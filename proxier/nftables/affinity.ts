@@ -10,6 +10,7 @@ import type { Logger } from "../runtime/logger.ts";
 import type { IPFamily } from "../model/types.ts";
 import type { PortUses } from "./dynamic_chains.ts";
 import type { ElementBook } from "./element_book.ts";
+import { backendsOf } from "./backends.ts";
 import {
   AFFINITY_CHECK,
   affinityName,
@@ -78,11 +79,10 @@ export async function dropStalePins(o: PinCleanup, timeouts: ReadonlySet<number>
       if (uses.affinityTimeout !== timeout) continue;
       for (const c of book.claimsOf(port)) {
         if (c.container !== BACKENDS && c.container !== BACKENDS_CLUSTER) continue;
-        const entry = c.key.slice(0, c.key.lastIndexOf(" . "));
-        let set = valid.get(entry);
-        if (set === undefined) valid.set(entry, set = new Set());
-        // A backend's rest is ` : ip . port`.
-        set.add(c.rest.slice(3));
+        // A backends claim is the entry's group of endpoints.
+        let set = valid.get(c.key);
+        if (set === undefined) valid.set(c.key, set = new Set());
+        for (const e of backendsOf(c.rest)) set.add(e);
       }
     }
     const stale: string[] = [];

@@ -59,6 +59,38 @@ export function lbIndexExpr(family: IPFamily, c: LbChain, seed: number): string 
   }
 }
 
+/** Between the endpoints of one entry's backends group (an endpoint, `ip . port`, holds no comma). */
+const BETWEEN = ", ";
+
+/**
+ * Returns the one element standing for an entry's backends (`backends.ts`' map holds `entry . i :
+ * endpoint i`): the book keeps a group per entry, not an element per endpoint.
+ */
+export function backendsGroup(container: NftName, entry: string, endpoints: readonly string[]): {
+  container: NftName;
+  key: string;
+  value: string;
+} {
+  return { container, key: entry, value: endpoints.join(BETWEEN) };
+}
+
+/** Returns the endpoints (`ip . port`, by index) of a backends group's rest (` : e0, e1, ...`). */
+export function backendsOf(rest: string): string[] {
+  return rest.slice(3).split(BETWEEN);
+}
+
+/** How the element book spells out a backends group: `entry . i : endpoint i`. */
+export const BACKENDS_GROUP = {
+  elements(entry: string, rest: string): Array<[string, string]> {
+    return backendsOf(rest).map((e, i) => [`${entry} . ${i}`, ` : ${e}`]);
+  },
+  count(rest: string): number {
+    let n = 1;
+    for (let at = rest.indexOf(BETWEEN); at >= 0; at = rest.indexOf(BETWEEN, at + 1)) n++;
+    return n;
+  },
+};
+
 /** Returns the size a backends map is created with for `elements`: room to double, at least 65,536. */
 export function backendsSize(elements: number): number {
   let size = 65536;

@@ -3,6 +3,7 @@ import { assert, assertEquals } from "../../tests/support/assert.ts";
 import { ElementBook, flat, type Touched } from "./element_book.ts";
 import { BACKENDS, CLUSTER_IPS, LB, SERVICE_IPS } from "./layout.ts";
 import type { Element } from "./port_elements.ts";
+import { BACKENDS_GROUP, backendsGroup } from "./backends.ts";
 
 const diffOf = (book: ElementBook, f: (t: Touched) => void) => {
   const t: Touched = new Map();
@@ -60,6 +61,44 @@ Deno.test("element book: a partial sync writes exactly the keys whose effective 
     },
   });
   assertEquals(book.size(BACKENDS), 3);
+});
+
+Deno.test("element book: a backends group is one claim, written and diffed endpoint by endpoint", () => {
+  const book = new ElementBook(new Map([[BACKENDS, BACKENDS_GROUP]]));
+  const entry = "172.30.0.1 . tcp . 80";
+  const group = (...ips: string[]) => backendsGroup(BACKENDS, entry, ips.map((ip) => `${ip} . 8080`));
+  const at = (i: number, ip: string) => `${entry} . ${i} : ${ip} . 8080`;
+  book.fill("ns/a:http", [group("10.0.0.1", "10.0.0.2", "10.0.0.3")]);
+  assertEquals(book.contents(BACKENDS), [at(0, "10.0.0.1"), at(1, "10.0.0.2"), at(2, "10.0.0.3")]);
+  assertEquals(book.size(BACKENDS), 3);
+  // One endpoint replaced: that index only.
+  assertEquals(
+    diffOf(book, (t) => book.replace("ns/a:http", [group("10.0.0.1", "10.0.0.9", "10.0.0.3")], t)),
+    {
+      [BACKENDS]: { del: [`${entry} . 1`], add: [at(1, "10.0.0.9")] },
+    },
+  );
+  // Shrinking deletes the indices past the end; growing adds them.
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", [group("10.0.0.1")], t)), {
+    [BACKENDS]: { del: [`${entry} . 1`, `${entry} . 2`], add: [] },
+  });
+  assertEquals(book.size(BACKENDS), 1);
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", [group("10.0.0.1", "10.0.0.4")], t)), {
+    [BACKENDS]: { del: [], add: [at(1, "10.0.0.4")] },
+  });
+  // A second port on the same entry waits whole; when the first goes, the kernel gets the difference.
+  const t: Touched = new Map();
+  assertEquals(book.replace("ns/b:http", [group("10.0.0.1", "10.0.0.5", "10.0.0.6")], t).length, 1);
+  assertEquals(Object.fromEntries(book.diff(t)), {});
+  assertEquals(book.size(BACKENDS), 2);
+  assertEquals(diffOf(book, (t) => book.replace("ns/a:http", [], t)), {
+    [BACKENDS]: { del: [`${entry} . 1`], add: [at(1, "10.0.0.5"), at(2, "10.0.0.6")] },
+  });
+  assertEquals(book.size(BACKENDS), 3);
+  assertEquals(diffOf(book, (t) => book.replace("ns/b:http", [], t)), {
+    [BACKENDS]: { del: [`${entry} . 0`, `${entry} . 1`, `${entry} . 2`], add: [] },
+  });
+  assertEquals([book.size(BACKENDS), book.contents(BACKENDS)], [0, []]);
 });
 
 /** The V8 heap in use after a full collection, bytes (through the inspector: no flag needed). */

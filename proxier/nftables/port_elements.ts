@@ -15,7 +15,7 @@ import {
 import type { EndpointInfo, ServicePortInfo } from "../model/types.ts";
 import { servicePortNameString } from "../model/types.ts";
 import { nftablesScheduler } from "./schedulers.ts";
-import { type LbChain, lbChainName } from "./backends.ts";
+import { backendsGroup, type LbChain, lbChainName } from "./backends.ts";
 import { type MaglevClass, maglevName, type MaglevParams, type MaglevWant } from "./maglev_maps.ts";
 import {
   AFFINITY_CHECK,
@@ -133,13 +133,7 @@ export function portElements(
     elements.push({ container, key: entry, value: `goto ${name}` });
     // A hash picks an index: in the same order on every node, it picks the same endpoint.
     const list = algorithm === "sh" || algorithm === "shp" || algorithm === "dh" ? [...all].sort(byKey) : all;
-    list.forEach((e, i) =>
-      elements.push({
-        container: cluster ? BACKENDS_CLUSTER : BACKENDS,
-        key: `${entry} . ${i}`,
-        value: value(e),
-      })
-    );
+    elements.push(backendsGroup(cluster ? BACKENDS_CLUSTER : BACKENDS, entry, list.map(value)));
   };
   const noEndpoints = (entry: string, hasEndpointsHere: boolean) => {
     if (hasEndpointsHere) return;

@@ -30,7 +30,7 @@ import {
   TABLE,
 } from "./layout.ts";
 import { addAffinity, dropStalePins } from "./affinity.ts";
-import { addBackends, backendsSize, lbChainName, parseLbChain } from "./backends.ts";
+import { addBackends, BACKENDS_GROUP, backendsSize, lbChainName, parseLbChain } from "./backends.ts";
 import { MaglevMaps, type MaglevWant } from "./maglev_maps.ts";
 import { DEFAULT_MAGLEV_SEED, DEFAULT_MAGLEV_TABLE_SIZE } from "../../loadbalancer/maglev.ts";
 import { DynamicChains, type PortUses, portUses } from "./dynamic_chains.ts";
@@ -68,7 +68,7 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
 export class NftablesProxier extends BaseProxier {
   readonly #o: NftablesProxierOptions;
   readonly #nft: NFTables;
-  readonly #book = new ElementBook();
+  readonly #book = new ElementBook(new Map([[BACKENDS, BACKENDS_GROUP], [BACKENDS_CLUSTER, BACKENDS_GROUP]]));
   readonly #metrics: ReturnType<typeof nftablesMetrics>;
   /** What each port's elements use beyond the book (its elements themselves are the book's). */
   readonly #ports = new Map<string, PortUses>();
