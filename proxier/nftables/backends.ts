@@ -84,6 +84,10 @@ export const BACKENDS_GROUP = {
   elements(entry: string, rest: string): Array<[string, string]> {
     return backendsOf(rest).map((e, i) => [`${entry} . ${i}`, ` : ${e}`]);
   },
+  texts(entry: string, rest: string, out: string[]): void {
+    let i = 0;
+    for (const e of backendsOf(rest)) out.push(`${entry} . ${i++} : ${e}`);
+  },
   count(rest: string): number {
     let n = 1;
     for (let at = rest.indexOf(BETWEEN); at >= 0; at = rest.indexOf(BETWEEN, at + 1)) n++;

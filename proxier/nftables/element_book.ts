@@ -43,6 +43,8 @@ export type Touched = Map<NftName, Map<string, string | undefined>>;
 export interface ElementGroup {
   /** The elements of group `key` whose claim's rest is `rest`: each element's key and rest, in order. */
   elements(key: string, rest: string): Array<[key: string, rest: string]>;
+  /** Pushes onto `out` the texts of those elements (key and rest), in order. */
+  texts(key: string, rest: string, out: string[]): void;
   /** The number of elements of a group whose claim's rest is `rest`. */
   count(rest: string): number;
 }
@@ -280,7 +282,7 @@ export class ElementBook {
     const group = this.#groups.get(container);
     for (const [key, slot] of this.#slots.get(container) ?? []) {
       if (group === undefined) out.push(key + first(slot).rest);
-      else for (const [k, r] of group.elements(key, first(slot).rest)) out.push(k + r);
+      else group.texts(key, first(slot).rest, out);
     }
     return out;
   }
