@@ -7,6 +7,7 @@ import { ipFamily, isDNSLabel, isDNSSubdomain, isLabelValue, isPort, parseProtoc
 import { objectName, show, ValidationError } from "../runtime/errors.ts";
 import type { EndpointInfo, IPFamily, ServicePortName } from "./types.ts";
 import { joinHostPort, servicePortKey } from "./types.ts";
+import { flat } from "./flat_string.ts";
 
 /** The label that ties an EndpointSlice to its Service. */
 export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
@@ -98,7 +99,7 @@ export function sliceEndpoints(
         zoneHints: e.zoneHints,
         nodeHints: e.nodeHints,
         port,
-        key: joinHostPort(e.ip, port),
+        key: flat(joinHostPort(e.ip, port)),
       })),
     });
   });

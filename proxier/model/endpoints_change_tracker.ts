@@ -21,7 +21,10 @@ export interface EndpointsUpdateResult {
   readonly changedSince: ReadonlyMap<string, number>;
 }
 
-type PortEndpoints = Map<string, EndpointInfo[]>;
+type PortEndpoints = ReadonlyMap<string, EndpointInfo[]>;
+
+/** A Service without endpoints (most Services before their first sync): one shared empty map. */
+const NO_ENDPOINTS: PortEndpoints = new Map();
 
 /** Tracks EndpointSlice changes for one IP family until the next sync checks them out. */
 export class EndpointsChangeTracker {
@@ -32,8 +35,6 @@ export class EndpointsChangeTracker {
   readonly #slices = new Map<string, Map<string, SliceEndpoints>>();
   /** Per service with a pending change: its endpoints at the last sync. */
   readonly #previous = new Map<string, PortEndpoints>();
-  /** Their endpoints now, merged once as the last event came (`apply` takes them as they are). */
-  readonly #current = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
   /** Per service with a pending change: when it began to wait. */
   readonly #since = new Map<string, number>();
@@ -104,13 +105,17 @@ export class EndpointsChangeTracker {
       times.push(parsed.triggerTime);
       this.#triggerTimes.set(service, times);
     }
-    const current = this.#endpointsOf(service);
-    if (sameEntries(this.#previous.get(service)!, current)) {
+    const previous = this.#previous.get(service)!;
+    // A Service that had no endpoint ports and now has one has changed, without merging its slices
+    // to see it (every Service of a first list): the merge waits for the sync.
+    const same = previous.size === 0
+      ? !hasPorts(this.#slices.get(service))
+      : sameEntries(previous, this.#endpointsOf(service));
+    if (same) {
       this.#previous.delete(service);
-      this.#current.delete(service);
       this.#since.delete(service);
       this.#triggerTimes.delete(service);
-    } else this.#current.set(service, current);
+    }
     return this.#previous.has(service);
   }
 
@@ -121,7 +126,7 @@ export class EndpointsChangeTracker {
     const triggerTimes = new Map<string, number>();
     for (const [service, previous] of this.#previous) {
       updatedServices.add(service);
-      const current = this.#current.get(service)!;
+      const current = this.#endpointsOf(service);
       for (const key of previous.keys()) map.delete(key);
       for (const [key, eps] of current) map.set(key, eps);
       const times = this.#triggerTimes.get(service) ?? [];
@@ -130,7 +135,6 @@ export class EndpointsChangeTracker {
     }
     const changedSince = new Map(this.#since);
     this.#previous.clear();
-    this.#current.clear();
     this.#since.clear();
     this.#triggerTimes.clear();
     return { updatedServices, lastChangeTriggerTimes, triggerTimes, changedSince };
@@ -138,7 +142,7 @@ export class EndpointsChangeTracker {
 
   #endpointsOf(service: string): PortEndpoints {
     const slices = this.#slices.get(service);
-    return slices === undefined ? new Map() : mergeSlices(slices.values());
+    return slices === undefined ? NO_ENDPOINTS : mergeSlices(slices.values());
   }
 
   /** Finds the service a now-unparseable slice used to belong to, so its endpoints go away. */
@@ -149,4 +153,10 @@ export class EndpointsChangeTracker {
     }
     return undefined;
   }
+}
+
+/** Whether any of `slices` has a port: merged, they would have an entry (`mergeSlices`). */
+function hasPorts(slices: ReadonlyMap<string, SliceEndpoints> | undefined): boolean {
+  for (const s of slices?.values() ?? []) if (s.ports.size > 0) return true;
+  return false;
 }

@@ -24,7 +24,10 @@ export interface ServiceUpdateResult {
   readonly changedSince: ReadonlyMap<string, number>;
 }
 
-type PortsByKey = Map<string, ServicePortInfo>;
+type PortsByKey = ReadonlyMap<string, ServicePortInfo>;
+
+/** A Service with no ports (new, gone or malformed): one shared empty map. */
+const NO_PORTS: PortsByKey = new Map();
 
 /** Tracks Service changes for one IP family until the next sync checks them out. */
 export class ServiceChangeTracker {
@@ -71,7 +74,7 @@ export class ServiceChangeTracker {
     const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
     let item = this.#items.get(key);
     if (item === undefined) {
-      item = { previous: this.#applied.get(key) ?? new Map(), current: new Map(), since: this.#now() };
+      item = { previous: this.#applied.get(key) ?? NO_PORTS, current: NO_PORTS, since: this.#now() };
       this.#items.set(key, item);
     }
     item.current = this.#toPorts(key, current);
@@ -107,8 +110,8 @@ export class ServiceChangeTracker {
 
   /** Parses `svc` (named `key`), reporting its problems once per version. */
   #toPorts(key: string, svc: V1Service | undefined): PortsByKey {
-    const out: PortsByKey = new Map();
-    if (svc === undefined) return out;
+    if (svc === undefined) return NO_PORTS;
+    const out = new Map<string, ServicePortInfo>();
     const problems: ObjectProblem[] = [];
     try {
       const { ports, warnings, notices = [] } = servicePorts(svc, this.#family, this.#read);
@@ -122,6 +125,6 @@ export class ServiceChangeTracker {
       problems.push({ msg: `Skipping malformed ${e.message}`, fields: { object: e.object, field: e.field } });
     }
     this.#warnings.report(`Service/${key}`, svc, problems);
-    return out;
+    return out.size === 0 ? NO_PORTS : out;
   }
 }

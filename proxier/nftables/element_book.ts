@@ -13,6 +13,7 @@
  */
 import { type NftName } from "./layout.ts";
 import { type Element, elementRest } from "./port_elements.ts";
+import { flat } from "../model/flat_string.ts";
 
 /**
  * One port's claim on one key: the element it wants there, as the text after the key (`rest`: the
@@ -307,16 +308,4 @@ function noteBefore(touched: Touched, c: Claim, slot: Slot | undefined): void {
   let before = touched.get(c.container);
   if (before === undefined) touched.set(c.container, before = new Map());
   if (!before.has(c.key)) before.set(c.key, slot === undefined ? undefined : first(slot).rest);
-}
-
-/**
- * Returns `s` flattened: the same characters, held as one flat string once the next collection
- * drops the tree. V8 keeps the result of `a + b` (and of a template literal) longer than 12
- * characters as a tree of its parts until something reads its characters; a kept element text
- * costs more as such a tree, and a partial sync's new texts stay trees until read, so the book's
- * size would depend on which sync built it. (`normalize()` reads every character of its receiver,
- * which flattens it; for the ASCII the book holds it returns the same characters.)
- */
-export function flat(s: string): string {
-  return s.normalize();
 }
