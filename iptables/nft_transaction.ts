@@ -132,13 +132,16 @@ export class NftTransaction {
     return this;
   }
 
-  /** Adds elements (`key [: value]`, as nft writes them), `perLine` to a statement. */
-  addElements(container: string, elements: readonly string[], perLine = 1000): this {
+  /**
+   * Adds elements (`key [: value]`, as nft writes them), `perLine` to a statement. `elements` is
+   * read once, in order: a generator's texts are garbage as soon as their statement is written.
+   */
+  addElements(container: string, elements: Iterable<string>, perLine = 1000): this {
     return this.#elements("add", container, elements, perLine);
   }
 
   /** Deletes elements by key, `perLine` to a statement. */
-  deleteElements(container: string, keys: readonly string[], perLine = 1000): this {
+  deleteElements(container: string, keys: Iterable<string>, perLine = 1000): this {
     return this.#elements("delete", container, keys, perLine);
   }
 
@@ -166,13 +169,18 @@ export class NftTransaction {
     return { parts, hooks };
   }
 
-  #elements(verb: "add" | "delete", container: string, items: readonly string[], perLine: number): this {
-    for (let i = 0; i < items.length; i += perLine) {
+  #elements(verb: "add" | "delete", container: string, items: Iterable<string>, perLine: number): this {
+    let line: string[] = [];
+    const write = () => {
       if (verb === "add") this.#added.push(this.#lines.length);
-      this.#lines.push(
-        `${verb} element ${this.#table} ${container} { ${items.slice(i, i + perLine).join(", ")} }`,
-      );
+      this.#lines.push(`${verb} element ${this.#table} ${container} { ${line.join(", ")} }`);
+      line = [];
+    };
+    for (const item of items) {
+      line.push(item);
+      if (line.length === perLine) write();
     }
+    if (line.length > 0) write();
     return this;
   }
 }

@@ -84,9 +84,9 @@ export const BACKENDS_GROUP = {
   elements(entry: string, rest: string): Array<[string, string]> {
     return backendsOf(rest).map((e, i) => [`${entry} . ${i}`, ` : ${e}`]);
   },
-  texts(entry: string, rest: string, out: string[]): void {
+  *texts(entry: string, rest: string): Generator<string> {
     let i = 0;
-    for (const e of backendsOf(rest)) out.push(`${entry} . ${i++} : ${e}`);
+    for (const e of backendsOf(rest)) yield `${entry} . ${i++} : ${e}`;
   },
   count(rest: string): number {
     let n = 1;

@@ -44,8 +44,8 @@ export type Touched = Map<NftName, Map<string, string | undefined>>;
 export interface ElementGroup {
   /** The elements of group `key` whose claim's rest is `rest`: each element's key and rest, in order. */
   elements(key: string, rest: string): Array<[key: string, rest: string]>;
-  /** Pushes onto `out` the texts of those elements (key and rest), in order. */
-  texts(key: string, rest: string, out: string[]): void;
+  /** Yields the texts of those elements (key and rest), in order. */
+  texts(key: string, rest: string): Iterable<string>;
   /** The number of elements of a group whose claim's rest is `rest`. */
   count(rest: string): number;
 }
@@ -277,15 +277,16 @@ export class ElementBook {
     return out;
   }
 
-  /** Returns every effective element text of `container` (for a full sync's refill). */
-  contents(container: NftName): string[] {
-    const out: string[] = [];
+  /**
+   * Yields every effective element text of `container` (for a full sync's refill), one at a time:
+   * a full sync writes hundreds of thousands, and each is garbage once its statement is written.
+   */
+  *texts(container: NftName): Generator<string> {
     const group = this.#groups.get(container);
     for (const [key, slot] of this.#slots.get(container) ?? []) {
-      if (group === undefined) out.push(key + first(slot).rest);
-      else group.texts(key, first(slot).rest, out);
+      if (group === undefined) yield key + first(slot).rest;
+      else yield* group.texts(key, first(slot).rest);
     }
-    return out;
   }
 }
 

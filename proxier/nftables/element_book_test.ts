@@ -16,7 +16,7 @@ Deno.test("element book: a set member two ports claim stays until both are gone"
   const ip: Element = { container: CLUSTER_IPS, key: "172.30.0.1" };
   book.fill("ns/a:http", [ip]);
   book.fill("ns/a:https", [ip, ip]);
-  assertEquals(book.contents(CLUSTER_IPS), ["172.30.0.1"]);
+  assertEquals([...book.texts(CLUSTER_IPS)], ["172.30.0.1"]);
   assertEquals(diffOf(book, (t) => book.replace("ns/a:http", [], t)), {});
   assertEquals(diffOf(book, (t) => book.replace("ns/a:https", [], t)), {
     [CLUSTER_IPS]: { del: ["172.30.0.1"], add: [] },
@@ -69,7 +69,7 @@ Deno.test("element book: a backends group is one claim, written and diffed endpo
   const group = (...ips: string[]) => backendsGroup(BACKENDS, entry, ips.map((ip) => `${ip} . 8080`));
   const at = (i: number, ip: string) => `${entry} . ${i} : ${ip} . 8080`;
   book.fill("ns/a:http", [group("10.0.0.1", "10.0.0.2", "10.0.0.3")]);
-  assertEquals(book.contents(BACKENDS), [at(0, "10.0.0.1"), at(1, "10.0.0.2"), at(2, "10.0.0.3")]);
+  assertEquals([...book.texts(BACKENDS)], [at(0, "10.0.0.1"), at(1, "10.0.0.2"), at(2, "10.0.0.3")]);
   assertEquals(book.size(BACKENDS), 3);
   // One endpoint replaced: that index only.
   assertEquals(
@@ -98,7 +98,7 @@ Deno.test("element book: a backends group is one claim, written and diffed endpo
   assertEquals(diffOf(book, (t) => book.replace("ns/b:http", [], t)), {
     [BACKENDS]: { del: [`${entry} . 0`, `${entry} . 1`, `${entry} . 2`], add: [] },
   });
-  assertEquals([book.size(BACKENDS), book.contents(BACKENDS)], [0, []]);
+  assertEquals([book.size(BACKENDS), [...book.texts(BACKENDS)]], [0, []]);
 });
 
 /** The V8 heap in use after a full collection, bytes (through the inspector: no flag needed). */

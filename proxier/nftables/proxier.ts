@@ -307,7 +307,7 @@ export class NftablesProxier extends BaseProxier {
     for (const name of this.#dynamic.unusedAffinity()) {
       tx.flushChain(name).flushChain(affinityRecordChain(affinityTimeout(name)));
     }
-    for (const c of ELEMENT_CONTAINERS) tx.addElements(c, this.#book.contents(c));
+    for (const c of ELEMENT_CONTAINERS) tx.addElements(c, this.#book.texts(c));
     return existing === undefined;
   }
 
@@ -345,7 +345,7 @@ export class NftablesProxier extends BaseProxier {
       this.log.debug("Rewriting a backends map", { family: this.family, map, chains: fresh, outgrown });
       this.#rebuildBackends(tx, cluster, fresh);
       rebuilt.add(map);
-      tx.addElements(map, this.#book.contents(map));
+      tx.addElements(map, this.#book.texts(map));
     }
     for (const name of [...began].sort()) {
       if (name.startsWith("affinity-") && !this.#dynamic.inKernel(name)) this.#createAffinity(tx, name);
