@@ -64,6 +64,17 @@ export function parseBaseHook(decl: string): NftBaseHook | undefined {
   return m === null ? undefined : { type: m[1], hook: m[2], priority: priorityValue(m[3]) };
 }
 
+/**
+ * A transaction for `nft -f`: its text, or its statements one to an element (written to nft one at
+ * a time: a transaction of a hundred thousand elements is never joined into one text).
+ */
+export type NftScript = string | readonly string[];
+
+/** Returns the text of `script`, statements ending in a newline. */
+export function scriptText(script: NftScript): string {
+  return typeof script === "string" ? script : script.map((l) => `${l}\n`).join("");
+}
+
 /** The operations the nftables mode needs, for one family. */
 export interface NFTables {
   readonly family: IPFamily;
@@ -71,7 +82,7 @@ export interface NFTables {
    * Applies `script` as one transaction; aborting `signal` kills nft, and then nothing of it is
    * applied. @throws {NftError} naming the offending line.
    */
-  apply(script: string, signal?: AbortSignal): Promise<void>;
+  apply(script: NftScript, signal?: AbortSignal): Promise<void>;
   /** Checks `script` against the kernel without applying it (`nft -c`). @throws {NftError} */
   check(script: string): Promise<void>;
   /**
@@ -181,7 +192,7 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
-  apply(script: string, signal?: AbortSignal): Promise<void> {
+  apply(script: NftScript, signal?: AbortSignal): Promise<void> {
     return this.#run(["-f", "-"], script, signal);
   }
 
@@ -200,13 +211,15 @@ export class NftRunner implements NFTables {
     throw new NftError(`nft -c -f - exited ${r.code}: ${r.stderr.trim().split("\n")[0]}`, r.code);
   }
 
-  async #run(args: string[], script: string, signal?: AbortSignal): Promise<void> {
-    const r = await this.#exec.run("nft", { args, stdin: script, signal });
+  async #run(args: string[], script: NftScript, signal?: AbortSignal): Promise<void> {
+    const stdin = typeof script === "string" ? script : statements(script);
+    const r = await this.#exec.run("nft", { args, stdin, signal });
     if (r.code === 0) return;
     const stderr = r.stderr.trim();
     const m = /(?:\/dev\/stdin|-):(\d+):/.exec(stderr);
     const lineNumber = m ? Number(m[1]) : undefined;
-    const line = lineNumber === undefined ? undefined : script.split("\n")[lineNumber - 1];
+    const lines = typeof script === "string" ? script.split("\n") : script;
+    const line = lineNumber === undefined ? undefined : lines[lineNumber - 1];
     const shown = line === undefined
       ? ""
       : ` (line ${lineNumber}: ${line.length > 200 ? line.slice(0, 200) + "..." : line})`;
@@ -303,4 +316,12 @@ function jsonParts(v: unknown): string[] {
   if ("jump" in o) return [`jump ${(o.jump as { target: string }).target}`];
   for (const verdict of ["drop", "accept", "return", "continue"]) if (verdict in o) return [verdict];
   return [JSON.stringify(o)];
+}
+
+/** Yields each statement and its newline, for nft's stdin. */
+function* statements(lines: readonly string[]): Generator<string> {
+  for (const l of lines) {
+    yield l;
+    yield "\n";
+  }
 }

@@ -39,6 +39,11 @@ Deno.test("NftRunner: a failed transaction names the exit code and the offending
     args: ["-f", "-"],
     stdin: "add table ip6 t\nadd chain ip6 t c\nadd rule ip6 t c jump x\n",
   });
+  // The same transaction as its statements: nft reads the same text, and the line is named alike.
+  const statements = ["add table ip6 t", "add chain ip6 t c", "add rule ip6 t c jump x"];
+  const again = await assertRejects(() => nft.apply(statements), NftError);
+  assertEquals([again.lineNumber, again.line, again.message], [3, "add rule ip6 t c jump x", e.message]);
+  assertEquals(exec.calls[1].stdin, exec.calls[0].stdin);
 });
 
 Deno.test("NftRunner: lists one table's chains, reading that table alone (undefined without it), and a map's elements", async () => {

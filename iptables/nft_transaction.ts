@@ -18,6 +18,16 @@ export interface NftHook {
 /** A set (keys) or a map (keys to values). */
 export type NftSetKind = "set" | "map";
 
+/** Elements of one set or map, to be read once, in order: `count` texts (`key [: value]`). */
+export interface NftElementSource {
+  readonly container: string;
+  readonly count: number;
+  readonly texts: Iterable<string>;
+}
+
+/** Elements to an `add element` statement, unless a caller says otherwise. */
+const PER_STATEMENT = 1000;
+
 /** Statements on one table of one family; see the module doc. */
 export class NftTransaction {
   /** The family's word in statements and rules: `ip` or `ip6`. */
@@ -56,6 +66,11 @@ export class NftTransaction {
   /** Returns the transaction as `nft -f` reads it, ending in a newline ("" when empty). */
   text(): string {
     return this.#lines.length === 0 ? "" : this.#lines.join("\n") + "\n";
+  }
+
+  /** Returns the statements, one to an element (for `NFTables.apply` without joining them). */
+  statements(): readonly string[] {
+    return this.#lines;
   }
 
   /** A comment line (nft skips it; a reader of the transaction sees it). */
@@ -136,12 +151,12 @@ export class NftTransaction {
    * Adds elements (`key [: value]`, as nft writes them), `perLine` to a statement. `elements` is
    * read once, in order: a generator's texts are garbage as soon as their statement is written.
    */
-  addElements(container: string, elements: Iterable<string>, perLine = 1000): this {
+  addElements(container: string, elements: Iterable<string>, perLine = PER_STATEMENT): this {
     return this.#elements("add", container, elements, perLine);
   }
 
   /** Deletes elements by key, `perLine` to a statement. */
-  deleteElements(container: string, keys: Iterable<string>, perLine = 1000): this {
+  deleteElements(container: string, keys: Iterable<string>, perLine = PER_STATEMENT): this {
     return this.#elements("delete", container, keys, perLine);
   }
 
@@ -167,6 +182,39 @@ export class NftTransaction {
     this.#added.length = 0;
     this.#hookRules.length = 0;
     return { parts, hooks };
+  }
+
+  /** Returns how many `add element` statements {@linkcode addElements} makes of `sources`. */
+  static statementsOf(sources: readonly NftElementSource[]): number {
+    return sources.reduce((n, s) => n + Math.ceil(s.count / PER_STATEMENT), 0);
+  }
+
+  /**
+   * Yields transactions on this table adding the elements of `sources`, at most `statements`
+   * statements each. Each is written as it is asked for, so the texts of every element are never
+   * held at once.
+   */
+  *elementParts(sources: readonly NftElementSource[], statements: number): Generator<NftTransaction> {
+    let part = new NftTransaction(this.#ipFamily, this.#tableName);
+    for (const s of sources) {
+      // One statement at a time: a part ends at a statement's end.
+      let line: string[] = [];
+      for (const text of s.texts) {
+        line.push(text);
+        if (line.length < PER_STATEMENT) continue;
+        part.addElements(s.container, line);
+        line = [];
+        if (part.addedStatements < statements) continue;
+        yield part;
+        part = new NftTransaction(this.#ipFamily, this.#tableName);
+      }
+      if (line.length > 0) part.addElements(s.container, line);
+      if (part.addedStatements >= statements) {
+        yield part;
+        part = new NftTransaction(this.#ipFamily, this.#tableName);
+      }
+    }
+    if (part.size > 0) yield part;
   }
 
   #elements(verb: "add" | "delete", container: string, items: Iterable<string>, perLine: number): this {

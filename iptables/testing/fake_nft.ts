@@ -4,7 +4,7 @@
  * @module
  */
 import type { IPFamily } from "../ip.ts";
-import { type NFTables, type NftElement, NftError } from "../nft.ts";
+import { type NFTables, type NftElement, NftError, type NftScript, scriptText } from "../nft.ts";
 import { type NftChain, NftRuleset, type NftSet, type NftTable } from "../nft_ruleset.ts";
 
 export { formatSeconds, splitTop } from "../nft_syntax.ts";
@@ -39,7 +39,8 @@ export class FakeNft {
   }
 
   /** Applies a transaction, all or nothing. @throws {NftError} naming the failing line. */
-  apply(script: string): Promise<void> {
+  apply(input: NftScript): Promise<void> {
+    const script = scriptText(input);
     this.transactions.push(script);
     if (this.failNext !== undefined) {
       const msg = this.failNext;

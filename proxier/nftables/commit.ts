@@ -14,7 +14,7 @@
  * @module
  */
 import type { NFTables } from "../../iptables/nft.ts";
-import type { NftTransaction } from "../../iptables/nft_transaction.ts";
+import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
 import { SYNC_GENERATION } from "./layout.ts";
 
 /** `add element` statements (of up to 1,000 elements each) in one transaction of a fresh table. */
@@ -37,6 +37,12 @@ export interface SyncCommit {
   readonly signal?: AbortSignal;
   /** Statements per element transaction of a fresh table; default {@linkcode FRESH_CHUNK_STATEMENTS}. */
   readonly chunkStatements?: number;
+  /**
+   * Elements added after everything in `tx` (a full sync's book): into `tx` itself, or, when a
+   * fresh table loads in parts, into each part as it is about to be applied, so that the texts of
+   * every element are never held at once.
+   */
+  readonly elements?: readonly NftElementSource[];
 }
 
 /**
@@ -46,33 +52,51 @@ export interface SyncCommit {
  */
 export async function commitSync(c: SyncCommit): Promise<void> {
   const chunk = c.chunkStatements ?? FRESH_CHUNK_STATEMENTS;
+  const elements = c.elements ?? [];
   // A table whose elements fit one part loads as fast in one transaction.
-  const split = c.fresh && c.tx.addedStatements > chunk ? c.tx.splitForNewTable(chunk) : undefined;
+  const statements = c.tx.addedStatements + NftTransaction.statementsOf(elements);
+  const split = c.fresh && statements > chunk ? c.tx.splitForNewTable(chunk) : undefined;
+  if (split === undefined) { for (const e of elements) c.tx.addElements(e.container, e.texts); }
   const last = split?.hooks ?? c.tx;
   last.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [c.generation]);
   if (split !== undefined) {
     await c.nft.apply(c.tx.text(), c.signal);
-    await inLanes(c.nft, split.parts, c.signal);
+    await inLanes(c.nft, [split.parts.values(), c.tx.elementParts(elements, chunk)], c.signal);
   }
   await c.nft.apply(last.text(), c.signal);
 }
 
-/** Applies `parts`, {@linkcode FRESH_LANES} at once; after a failure starts no more, stops the rest and waits for them. */
-async function inLanes(nft: NFTables, parts: NftTransaction[], signal?: AbortSignal): Promise<void> {
+/**
+ * Applies the parts `queues` yield, in order, {@linkcode FRESH_LANES} at once; after a failure
+ * starts no more, stops the rest and waits for them.
+ */
+async function inLanes(
+  nft: NFTables,
+  queues: Iterator<NftTransaction>[],
+  signal?: AbortSignal,
+): Promise<void> {
   const stop = new AbortController();
   const both = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
   let failure: { error: unknown } | undefined;
+  // Each part is taken (or written) as a lane is free for it, and is garbage once its nft has read it.
+  const next = (): NftTransaction | undefined => {
+    while (queues.length > 0) {
+      const n = queues[0].next();
+      if (!n.done) return n.value;
+      queues.shift();
+    }
+    return undefined;
+  };
   const lane = async () => {
-    // Taken off the queue as applied: each text is garbage once its nft has read it.
-    for (let part = parts.shift(); part !== undefined && failure === undefined; part = parts.shift()) {
+    for (let part = next(); part !== undefined && failure === undefined; part = next()) {
       try {
-        await nft.apply(part.text(), both);
+        await nft.apply(part.statements(), both);
       } catch (error) {
         failure ??= { error };
         stop.abort();
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(FRESH_LANES, parts.length) }, lane));
+  await Promise.all(Array.from({ length: FRESH_LANES }, lane));
   if (failure !== undefined) throw failure.error;
 }

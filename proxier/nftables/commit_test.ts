@@ -1,5 +1,5 @@
 import type { NFTables } from "../../iptables/nft.ts";
-import { NftError } from "../../iptables/nft.ts";
+import { NftError, scriptText } from "../../iptables/nft.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
@@ -29,7 +29,9 @@ function watched(fake: FakeNft, o: { fail?: (script: string) => boolean } = {}) 
       seen.signals.push(signal);
       try {
         // A refused transaction fails as soon as nft has read it.
-        if (o.fail?.(script) === true) throw new NftError("nft -f - exited 1: Error: No such file", 1);
+        if (o.fail?.(scriptText(script)) === true) {
+          throw new NftError("nft -f - exited 1: Error: No such file", 1);
+        }
         // Long enough for every lane to start; a stopped one ends at once, as nft killed does.
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, 20);
@@ -123,4 +125,50 @@ Deno.test("commitSync: a sync stopped on shutdown stops the parts", async () => 
   await assertRejects(() => done, NftError);
   assertEquals(seen.signals.length, 3, "the structure and two parts; none after the stop");
   assertEquals(fake.listElements("IPv4", TABLE, SYNC_GENERATION), []);
+});
+
+Deno.test("commitSync: elements given as sources go in the parts of a new table, each part written only when a lane takes it; in one transaction otherwise", async () => {
+  const n = 2500;
+  const texts = (read: { count: number }) =>
+    function* () {
+      for (let i = 0; i < n; i++) {
+        read.count++;
+        yield `10.1.${i >> 8}.${i & 255} : 0x${i.toString(16)}`;
+      }
+    };
+  // Fresh: the 3 statements of 1,000 elements of the source, one to a part, after the structure.
+  const fake = new FakeNft();
+  const { nft } = watched(fake);
+  const read = { count: 0 };
+  const readAtEachApply: number[] = [];
+  const counting: NFTables = {
+    ...nft,
+    apply(script, signal) {
+      readAtEachApply.push(read.count);
+      return nft.apply(script, signal);
+    },
+  };
+  await commitSync({
+    nft: counting,
+    tx: build(0),
+    generation: GENERATION,
+    fresh: true,
+    chunkStatements: 1,
+    elements: [{ container: "m", count: n, texts: texts(read)() }],
+  });
+  assertEquals(fake.transactions.length, 1 + 3 + 1);
+  // The structure went before any element was read; the first two parts (one per lane) before the third.
+  assertEquals(readAtEachApply, [0, 1000, 2000, n, n]);
+  assertEquals(fake.listElements("IPv4", TABLE, "m").length, n);
+  // A table that exists: the same elements inside the one transaction, before the generation.
+  const whole = new FakeNft();
+  await commitSync({
+    nft: whole.forFamily("IPv4"),
+    tx: build(0),
+    generation: GENERATION,
+    fresh: false,
+    elements: [{ container: "m", count: n, texts: texts({ count: 0 })() }],
+  });
+  assertEquals(whole.transactions.length, 1);
+  assertEquals(fake.listTable("IPv4", TABLE), whole.listTable("IPv4", TABLE));
 });

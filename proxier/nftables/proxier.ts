@@ -7,7 +7,7 @@
  * @module
  */
 import { type NFTables, NftError } from "../../iptables/nft.ts";
-import { NftTransaction } from "../../iptables/nft_transaction.ts";
+import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type SyncContext } from "../base_proxier.ts";
 import type { BaseProxierOptions } from "../proxier_options.ts";
@@ -169,7 +169,8 @@ export class NftablesProxier extends BaseProxier {
     if (tx.size > 0) {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
-      await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal });
+      const elements = full ? this.#bookElements() : undefined;
+      await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal, elements });
       this.#generation++;
     }
     // What no port uses any more goes a second later (the kernel may still see a deleted element
@@ -307,8 +308,16 @@ export class NftablesProxier extends BaseProxier {
     for (const name of this.#dynamic.unusedAffinity()) {
       tx.flushChain(name).flushChain(affinityRecordChain(affinityTimeout(name)));
     }
-    for (const c of ELEMENT_CONTAINERS) tx.addElements(c, this.#book.texts(c));
     return existing === undefined;
+  }
+
+  /** Every element of the book, by container, for a full sync to write after its transaction. */
+  #bookElements(): NftElementSource[] {
+    return ELEMENT_CONTAINERS.map((c) => ({
+      container: c,
+      count: this.#book.size(c),
+      texts: this.#book.texts(c),
+    }));
   }
 
   #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): void {
