@@ -26,7 +26,7 @@ function model(eps: ReturnType<typeof ep>[]): { services: ServicePortMap; endpoi
     "IPv4",
     NODE,
   )!;
-  const endpoints: EndpointsMap = new Map([...slice.ports].map(([k, v]) => [k, v.endpoints]));
+  const endpoints: EndpointsMap = new Map(slice.ports.map((p) => [p.key, p.endpoints]));
   return { services, endpoints };
 }
 

@@ -15,12 +15,23 @@ export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 /** The annotation carrying when the change that produced a slice happened. */
 export const LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
 
+/** One service port of a slice. */
+export interface SlicePort {
+  /** {@linkcode servicePortKey} of `name`. */
+  readonly key: string;
+  readonly name: ServicePortName;
+  readonly endpoints: EndpointInfo[];
+}
+
 /** The endpoints one slice contributes, for one family. */
 export interface SliceEndpoints {
   /** `namespace/service` the slice belongs to. */
   readonly service: string;
-  /** Per service port key: its name and the slice's endpoints for it. */
-  readonly ports: Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>;
+  /**
+   * Per service port: its key, its name and the slice's endpoints for it (an array: a slice has a
+   * port or two, and a map would cost each of tens of thousands of slices 150 bytes more).
+   */
+  readonly ports: readonly SlicePort[];
   /** Milliseconds since the epoch, or undefined when the slice carries no trigger time. */
   readonly triggerTime?: number;
   /** Endpoints left out because a field of theirs is malformed, one error each (usually none). */
@@ -73,7 +84,7 @@ export function sliceEndpoints(
     }
   });
 
-  const ports = new Map<string, { name: ServicePortName; endpoints: EndpointInfo[] }>();
+  const ports: SlicePort[] = [];
   (Array.isArray(slice.ports) ? slice.ports : []).forEach((p, i) => {
     const field = `ports[${i}]`;
     const portName = p?.name ?? "";
@@ -86,7 +97,9 @@ export function sliceEndpoints(
     if (!isPort(p.port)) throw new ValidationError(obj(), `${field}.port`, show(p.port));
     const port = p.port;
     const name: ServicePortName = { namespace, name: svcName, port: portName, protocol };
-    ports.set(servicePortKey(name), {
+    const key = flat(servicePortKey(name));
+    const entry: SlicePort = {
+      key,
       name,
       // Written out, not spread: a spread copy keeps the two added fields out of the object, in a
       // second array (about 40 bytes more per endpoint, at hundreds of thousands of endpoints).
@@ -101,20 +114,26 @@ export function sliceEndpoints(
         port,
         key: flat(joinHostPort(e.ip, port)),
       })),
-    });
+    };
+    // A port listed twice: the later stands, as a map's later entry would.
+    const at = ports.findIndex((q) => q.key === key);
+    if (at < 0) ports.push(entry);
+    else ports[at] = entry;
   });
 
   const trigger = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME];
   const triggerTime = trigger === undefined ? undefined : Date.parse(trigger);
   return {
     service: `${namespace}/${svcName}`,
-    ports,
+    // Exactly as long as it is: an array grown by push keeps room for 16 more.
+    ports: ports.length === 0 ? NO_PORTS : ports.slice(),
     triggerTime: Number.isFinite(triggerTime) ? triggerTime : undefined,
     skipped: skipped ?? NONE_SKIPPED,
   };
 }
 
 const NONE_SKIPPED: readonly ValidationError[] = Object.freeze([]);
+const NO_PORTS: readonly SlicePort[] = Object.freeze([]);
 
 /** Parses one endpoint of a slice. @throws {ValidationError} naming the field. */
 function parseEndpoint(
@@ -183,7 +202,7 @@ function hintNames(
 export function mergeSlices(slices: Iterable<SliceEndpoints>): Map<string, EndpointInfo[]> {
   const byPort = new Map<string, Map<string, EndpointInfo>>();
   for (const s of slices) {
-    for (const [key, { endpoints }] of s.ports) {
+    for (const { key, endpoints } of s.ports) {
       let m = byPort.get(key);
       if (m === undefined) byPort.set(key, m = new Map());
       for (const e of endpoints) {

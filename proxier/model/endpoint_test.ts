@@ -14,7 +14,7 @@ Deno.test("sliceEndpoints reads conditions with upstream defaults and marks loca
   });
   const r = sliceEndpoints(slice, "IPv4", NODE)!;
   assertEquals(r.service, "ns1/svc1");
-  const eps = r.ports.get("ns1/svc1:p80/TCP")!.endpoints;
+  const eps = r.ports.find((p) => p.key === "ns1/svc1:p80/TCP")!.endpoints;
   assertEquals(eps.map((e) => [e.key, e.ready, e.serving, e.terminating, e.isLocal]), [
     ["10.180.0.1:80", true, true, false, true],
     ["10.180.0.2:80", true, true, false, false],
@@ -53,7 +53,9 @@ Deno.test("sliceEndpoints leaves out each malformed endpoint, naming the field, 
       NODE,
     )!;
     assertEquals(r.skipped.map((e) => e.field), [field]);
-    assertEquals(r.ports.get("ns1/svc1:p80/TCP")!.endpoints.map((e) => e.key), ["10.180.0.7:80"]);
+    assertEquals(r.ports.find((p) => p.key === "ns1/svc1:p80/TCP")!.endpoints.map((e) => e.key), [
+      "10.180.0.7:80",
+    ]);
   }
 });
 
@@ -112,14 +114,14 @@ Deno.test("IPv6 endpoint keys are bracketed", () => {
     "IPv6",
     NODE,
   )!;
-  assertEquals(r.ports.get("ns1/svc1:p80/TCP")!.endpoints[0].key, "[fd00:180::1]:80");
+  assertEquals(r.ports.find((p) => p.key === "ns1/svc1:p80/TCP")!.endpoints[0].key, "[fd00:180::1]:80");
 });
 
 Deno.test("sliceEndpoints reads zone and node hints; an endpoint with malformed ones is left out, naming the field", () => {
   const slice = makeEndpointSlice("ns1", "svc1", (s) => {
     s.endpoints = [ep("10.180.0.1", { forZones: ["zone-a"], forNodes: [NODE] }), ep("10.180.0.2")];
   });
-  const eps = sliceEndpoints(slice, "IPv4", NODE)!.ports.get("ns1/svc1:p80/TCP")!.endpoints;
+  const eps = sliceEndpoints(slice, "IPv4", NODE)!.ports.find((p) => p.key === "ns1/svc1:p80/TCP")!.endpoints;
   assertEquals(eps.map((e) => [e.key, e.zoneHints, e.nodeHints]), [
     ["10.180.0.1:80", ["zone-a"], [NODE]],
     ["10.180.0.2:80", [], []],

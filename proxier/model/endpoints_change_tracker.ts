@@ -8,6 +8,7 @@ import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "../runtime/errors.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily } from "./types.ts";
 import { sameEntries } from "./types.ts";
+import { holdsSlice, type ServiceSlices, slicesOf, withoutSlice, withSlice } from "./service_slices.ts";
 
 /** What applying the pending endpoint changes did to the map. */
 export interface EndpointsUpdateResult {
@@ -31,8 +32,8 @@ export class EndpointsChangeTracker {
   readonly #family: IPFamily;
   readonly #warnings: ObjectWarnings;
   #nodeName: string;
-  /** The current slices per service: `namespace/service` -> slice name -> parsed slice. */
-  readonly #slices = new Map<string, Map<string, SliceEndpoints>>();
+  /** The current slices per service: `namespace/service` -> its parsed slices by name. */
+  readonly #slices = new Map<string, ServiceSlices>();
   /** Per service with a pending change: its endpoints at the last sync. */
   readonly #previous = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
@@ -95,11 +96,11 @@ export class EndpointsChangeTracker {
       this.#previous.set(service, this.#endpointsOf(service));
       this.#since.set(service, this.#now());
     }
-    const slices = before ?? new Map<string, SliceEndpoints>();
-    if (removed || parsed === undefined) slices.delete(sliceName);
-    else slices.set(sliceName, parsed);
-    if (slices.size === 0) this.#slices.delete(service);
-    else this.#slices.set(service, slices);
+    const after = removed || parsed === undefined
+      ? withoutSlice(before, sliceName)
+      : withSlice(before, sliceName, parsed);
+    if (after === undefined) this.#slices.delete(service);
+    else this.#slices.set(service, after);
     if (!removed && parsed?.triggerTime !== undefined && parsed.triggerTime >= this.#startMs) {
       const times = this.#triggerTimes.get(service) ?? [];
       times.push(parsed.triggerTime);
@@ -142,21 +143,21 @@ export class EndpointsChangeTracker {
 
   #endpointsOf(service: string): PortEndpoints {
     const slices = this.#slices.get(service);
-    return slices === undefined ? NO_ENDPOINTS : mergeSlices(slices.values());
+    return slices === undefined ? NO_ENDPOINTS : mergeSlices(slicesOf(slices));
   }
 
   /** Finds the service a now-unparseable slice used to belong to, so its endpoints go away. */
   #findService(sliceName: string, slice: V1EndpointSlice): string | undefined {
     const ns = slice?.metadata?.namespace ?? "default";
     for (const [service, slices] of this.#slices) {
-      if (service.startsWith(`${ns}/`) && slices.has(sliceName)) return service;
+      if (service.startsWith(`${ns}/`) && holdsSlice(slices, sliceName)) return service;
     }
     return undefined;
   }
 }
 
 /** Whether any of `slices` has a port: merged, they would have an entry (`mergeSlices`). */
-function hasPorts(slices: ReadonlyMap<string, SliceEndpoints> | undefined): boolean {
-  for (const s of slices?.values() ?? []) if (s.ports.size > 0) return true;
+function hasPorts(slices: ServiceSlices | undefined): boolean {
+  for (const s of slicesOf(slices)) if (s.ports.length > 0) return true;
   return false;
 }

@@ -41,8 +41,11 @@ export class PendingChanges {
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #metrics: ChangeCounters;
-  /** Service -> its port keys in the service map, so an endpoint change finds its ports. */
-  readonly #portsByService = new Map<string, Set<string>>();
+  /**
+   * Service -> its port keys in the service map, so an endpoint change finds its ports (an array:
+   * a Service has a port or two, and a set would cost each of tens of thousands of them 150 bytes).
+   */
+  readonly #portsByService = new Map<string, string[]>();
 
   /** Builds empty trackers. */
   constructor(
@@ -99,9 +102,9 @@ export class PendingChanges {
     for (const key of serviceChanges.portKeys) {
       const svc = services.get(key);
       if (svc === undefined) continue;
-      let keys = this.#portsByService.get(svc.service);
-      if (keys === undefined) this.#portsByService.set(svc.service, keys = new Set());
-      keys.add(key);
+      const keys = this.#portsByService.get(svc.service);
+      if (keys === undefined) this.#portsByService.set(svc.service, [key]);
+      else if (!keys.includes(key)) keys.push(key);
     }
     for (const service of endpointChanges.updatedServices) {
       for (const key of this.#portsByService.get(service) ?? []) changedPorts.add(key);

@@ -17,7 +17,7 @@ function categorize(
 ) {
   const port = servicePorts(svc, "IPv4").ports[0];
   const slice = makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = eps);
-  const all = sliceEndpoints(slice, "IPv4", NODE)!.ports.get("ns1/svc1:p80/TCP")!.endpoints;
+  const all = sliceEndpoints(slice, "IPv4", NODE)!.ports.find((p) => p.key === "ns1/svc1:p80/TCP")!.endpoints;
   const c = categorizeEndpoints(port, all, topo, log);
   const ips = (l: { ip: string }[]) => l.map((e) => e.ip);
   return {

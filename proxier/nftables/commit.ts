@@ -9,7 +9,9 @@
  * kube-proxy this start replaces, when there are any). nft reads a whole input, then parses
  * and checks it on one core before the kernel takes it, so two at once take about two thirds of
  * one transaction's time, and each nft holds a fraction of the elements (about 1.4 KiB of its
- * memory each). Whichever way, the sync-generation element goes last: the drift check takes it
+ * memory each). A part's statements are written when a lane is free for it and handed to nft one
+ * by one, so the program never holds the text of every element at once. Whichever way, the
+ * sync-generation element goes last: the drift check takes it
  * as the sign that the whole sync is in the kernel.
  * @module
  */

@@ -1,0 +1,34 @@
+import { assertEquals } from "../../tests/support/assert.ts";
+import type { SliceEndpoints } from "./endpoint.ts";
+import { holdsSlice, type ServiceSlices, slicesOf, withoutSlice, withSlice } from "./service_slices.ts";
+
+const slice = (tag: string): SliceEndpoints => ({ service: `ns/${tag}`, ports: [], skipped: [] });
+const held = (s: ServiceSlices | undefined) => [...slicesOf(s)].map((x) => x.service);
+
+Deno.test("service slices: one slice, then several, then one again; each name held once, the latest kept", () => {
+  let s: ServiceSlices | undefined = withSlice(undefined, "a", slice("a1"));
+  assertEquals([held(s), s instanceof Map], [["ns/a1"], false]);
+  s = withSlice(s, "a", slice("a2"));
+  assertEquals([held(s), s instanceof Map], [["ns/a2"], false]);
+  s = withSlice(s, "b", slice("b1"));
+  s = withSlice(s, "c", slice("c1"));
+  assertEquals([held(s), s instanceof Map], [["ns/a2", "ns/b1", "ns/c1"], true]);
+  assertEquals([holdsSlice(s, "b"), holdsSlice(s, "d")], [true, false]);
+  s = withoutSlice(s, "a");
+  s = withoutSlice(s, "d");
+  assertEquals(held(s), ["ns/b1", "ns/c1"]);
+  s = withoutSlice(s, "b");
+  assertEquals([held(s), s instanceof Map, holdsSlice(s, "c"), holdsSlice(s, "b")], [
+    ["ns/c1"],
+    false,
+    true,
+    false,
+  ]);
+  assertEquals(withoutSlice(s, "b"), s);
+  assertEquals(withoutSlice(s, "c"), undefined);
+  assertEquals([held(undefined), holdsSlice(undefined, "c"), withoutSlice(undefined, "c")], [
+    [],
+    false,
+    undefined,
+  ]);
+});
