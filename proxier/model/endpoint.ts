@@ -200,22 +200,34 @@ function hintNames(
  * result is sorted so that rule text does not depend on event order.
  */
 export function mergeSlices(slices: Iterable<SliceEndpoints>): Map<string, EndpointInfo[]> {
-  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  // A copy per port, sorted, then each run of one key cut to its winner: no map per port (the first
+  // sync of tens of thousands of Services merges each once).
+  const out = new Map<string, EndpointInfo[]>();
   for (const s of slices) {
     for (const { key, endpoints } of s.ports) {
-      let m = byPort.get(key);
-      if (m === undefined) byPort.set(key, m = new Map());
-      for (const e of endpoints) {
-        const prev = m.get(e.key);
-        if (prev === undefined || (!prev.ready && e.ready)) m.set(e.key, e);
-      }
+      const all = out.get(key);
+      out.set(key, all === undefined ? [...endpoints] : all.concat(endpoints));
     }
   }
-  const out = new Map<string, EndpointInfo[]>();
-  for (const [key, m] of byPort) {
-    out.set(key, [...m.values()].sort((a, b) => compareEndpoints(a, b)));
-  }
+  for (const all of out.values()) winners(all.sort(compareEndpoints));
   return out;
+}
+
+/**
+ * Keeps, of each run of `sorted` with one key, the first endpoint, or the first ready one after a
+ * not-ready one (in the slices' order: the sort is stable), as a map filled in that order would.
+ */
+function winners(sorted: EndpointInfo[]): void {
+  let kept = 0;
+  for (const e of sorted) {
+    const last = sorted[kept - 1];
+    if (kept > 0 && last.key === e.key) {
+      if (!last.ready && e.ready) sorted[kept - 1] = e;
+      continue;
+    }
+    sorted[kept++] = e;
+  }
+  sorted.length = kept;
 }
 
 function compareEndpoints(a: EndpointInfo, b: EndpointInfo): number {

@@ -105,6 +105,35 @@ Deno.test("mergeSlices drops duplicates across slices, preferring a ready copy, 
   ]);
 });
 
+Deno.test("mergeSlices: of copies of one endpoint the first stands unless a later one is ready and it is not; the slices themselves are left as they were", () => {
+  const slice = (name: string, eps: ReturnType<typeof ep>[]) =>
+    sliceEndpoints(
+      makeEndpointSlice("ns1", "svc1", (s) => {
+        s.metadata!.name = name;
+        s.endpoints = eps;
+      }),
+      "IPv4",
+      NODE,
+    )!;
+  // Within one slice and across two: .5 not ready (serving differs), then ready twice; .3 twice not ready.
+  const a = slice("svc1-a", [
+    ep("10.180.0.5", { ready: false, serving: true }),
+    ep("10.180.0.3", { ready: false, serving: true }),
+    ep("10.180.0.5", { ready: true, terminating: false }),
+  ]);
+  const b = slice("svc1-b", [
+    ep("10.180.0.5", { ready: true, terminating: true }),
+    ep("10.180.0.3", { ready: false, serving: false }),
+  ]);
+  const before = a.ports[0].endpoints.map((e) => e.key);
+  const eps = mergeSlices([a, b]).get("ns1/svc1:p80/TCP")!;
+  assertEquals(eps.map((e) => [e.key, e.ready, e.serving, e.terminating]), [
+    ["10.180.0.3:80", false, true, false],
+    ["10.180.0.5:80", true, true, false],
+  ]);
+  assertEquals(a.ports[0].endpoints.map((e) => e.key), before);
+});
+
 Deno.test("IPv6 endpoint keys are bracketed", () => {
   const r = sliceEndpoints(
     makeEndpointSlice("ns1", "svc1", (s) => {
