@@ -197,19 +197,10 @@ export class NftTransaction {
   *elementParts(sources: readonly NftElementSource[], statements: number): Generator<NftTransaction> {
     let part = new NftTransaction(this.#ipFamily, this.#tableName);
     for (const s of sources) {
-      // One statement at a time: a part ends at a statement's end.
-      let line: string[] = [];
-      for (const text of s.texts) {
-        line.push(text);
-        if (line.length < PER_STATEMENT) continue;
-        part.addElements(s.container, line);
-        line = [];
+      // A part ends at a statement's end.
+      for (const line of chunks(s.texts, PER_STATEMENT)) {
+        part.#statement("add", s.container, line);
         if (part.addedStatements < statements) continue;
-        yield part;
-        part = new NftTransaction(this.#ipFamily, this.#tableName);
-      }
-      if (line.length > 0) part.addElements(s.container, line);
-      if (part.addedStatements >= statements) {
         yield part;
         part = new NftTransaction(this.#ipFamily, this.#tableName);
       }
@@ -218,17 +209,24 @@ export class NftTransaction {
   }
 
   #elements(verb: "add" | "delete", container: string, items: Iterable<string>, perLine: number): this {
-    let line: string[] = [];
-    const write = () => {
-      if (verb === "add") this.#added.push(this.#lines.length);
-      this.#lines.push(`${verb} element ${this.#table} ${container} { ${line.join(", ")} }`);
-      line = [];
-    };
-    for (const item of items) {
-      line.push(item);
-      if (line.length === perLine) write();
-    }
-    if (line.length > 0) write();
+    for (const line of chunks(items, perLine)) this.#statement(verb, container, line);
     return this;
   }
+
+  #statement(verb: "add" | "delete", container: string, items: readonly string[]): void {
+    if (verb === "add") this.#added.push(this.#lines.length);
+    this.#lines.push(`${verb} element ${this.#table} ${container} { ${items.join(", ")} }`);
+  }
+}
+
+/** Yields `items` in arrays of `n` (the last may be shorter), reading them once, in order. */
+function* chunks(items: Iterable<string>, n: number): Generator<string[]> {
+  let chunk: string[] = [];
+  for (const item of items) {
+    chunk.push(item);
+    if (chunk.length < n) continue;
+    yield chunk;
+    chunk = [];
+  }
+  if (chunk.length > 0) yield chunk;
 }
