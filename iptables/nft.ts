@@ -3,7 +3,7 @@
  * with `nft -j list ...`. One instance per family (`ip` or `ip6`).
  * @module
  */
-import { ExecError, type Executor } from "./executor.ts";
+import { ExecError, type Executor, inputText } from "./executor.ts";
 import type { IPFamily } from "./ip.ts";
 
 /** The nft family keyword of an IP family. */
@@ -70,9 +70,9 @@ export function parseBaseHook(decl: string): NftBaseHook | undefined {
  */
 export type NftScript = string | readonly string[];
 
-/** Returns the text of `script`, statements ending in a newline. */
+/** Returns the text of `script` as nft reads it: for fakes and dry runs, never on a live path. */
 export function scriptText(script: NftScript): string {
-  return typeof script === "string" ? script : script.map((l) => `${l}\n`).join("");
+  return inputText(typeof script === "string" ? script : statements(script));
 }
 
 /** The operations the nftables mode needs, for one family. */

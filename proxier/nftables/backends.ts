@@ -63,7 +63,7 @@ export function lbIndexExpr(family: IPFamily, c: LbChain, seed: number): string 
 const BETWEEN = ", ";
 
 /**
- * Returns the one element standing for an entry's backends (`backends.ts`' map holds `entry . i :
+ * Returns the one element standing for an entry's backends (the backends map holds `entry . i :
  * endpoint i`): the book keeps a group per entry, not an element per endpoint.
  */
 export function backendsGroup(container: NftName, entry: string, endpoints: readonly string[]): {
