@@ -17,7 +17,7 @@ import { ObjectWarnings } from "./model/object_warnings.ts";
 import type { Clock } from "./runtime/clock.ts";
 import { type EventRecorder, nullRecorder } from "./runtime/events.ts";
 import { Exclusive } from "./runtime/exclusive.ts";
-import { SyncMemory } from "./runtime/gc.ts";
+import { SyncMemory } from "./runtime/sync_memory.ts";
 import type { Logger } from "./runtime/logger.ts";
 import type { Registry } from "./runtime/prometheus.ts";
 import { type AppliedChanges, PendingChanges } from "./model/pending_changes.ts";
@@ -97,7 +97,7 @@ export abstract class BaseProxier implements Provider {
     this.syncPeriodMs = o.syncPeriodMs;
     this.events = o.events ?? nullRecorder;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
-    this.#memory = new SyncMemory({ now: () => o.clock.now(), trim: o.trim });
+    this.#memory = o.memory ?? new SyncMemory({ now: () => o.clock.now(), trim: o.trim });
     this.#after = new AfterSync({ ...o, registry: this.registry, metrics: this.metrics });
     this.node = new NodeManager({
       ...o,
@@ -332,11 +332,11 @@ export abstract class BaseProxier implements Provider {
 
   #sync(): Promise<void> {
     if (!this.isInitialized) return Promise.resolve();
-    return this.#exclusive.run(() => this.#syncOnce());
+    return this.#exclusive.run(() => this.#memory.around(() => this.#syncOnce()));
   }
 
   /** `carried`: trigger times of the sync whose failure drift explained, which this one applies. */
-  async #syncOnce(carried: readonly number[] = []): Promise<void> {
+  async #syncOnce(carried: readonly number[] = []): Promise<boolean> {
     const start = performance.now();
     const changes = this.#changes.apply(this.serviceMap, this.endpointsMap);
     this.#after.changed(this.serviceMap, changes.changedPorts);
@@ -396,7 +396,7 @@ export abstract class BaseProxier implements Provider {
       services: this.serviceMap.size,
       changed: changes.changedServices.size,
     });
-    this.#memory.afterSync(didFull);
+    return didFull;
   }
 
   /**

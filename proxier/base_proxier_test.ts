@@ -12,7 +12,8 @@ import { freePort } from "../tests/support/net_helpers.ts";
 import { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import { BaseProxier, type SyncContext } from "./base_proxier.ts";
 import { FULL_SYNC_PERIOD_MS } from "./proxier_options.ts";
-import { TRIM_PERIOD_MS } from "./runtime/gc.ts";
+import { SyncMemory, TRIM_PERIOD_MS } from "./runtime/sync_memory.ts";
+import type { IPFamily } from "./model/types.ts";
 import { FakeClock } from "./runtime/clock.ts";
 import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import { ProxyMetrics } from "./metrics.ts";
@@ -31,12 +32,15 @@ class SlowProxier extends BaseProxier {
   readonly syncs: SyncRecord[] = [];
   durationMs = 0;
   failNext = false;
+  /** A sync's datapath work is under way. */
+  busy = false;
   readonly #clock: FakeClock;
 
-  constructor(clock: FakeClock, trim?: () => void) {
+  constructor(clock: FakeClock, trim?: () => void, more: { family?: IPFamily; memory?: SyncMemory } = {}) {
     const health = new ProxyHealth({ clock, timeoutMs: 2 * SYNC_PERIOD_MS });
     super({
-      family: "IPv4",
+      family: more.family ?? "IPv4",
+      memory: more.memory,
       nodeName: "node-a",
       log: new MemoryLogger(),
       clock,
@@ -63,7 +67,9 @@ class SlowProxier extends BaseProxier {
       changed: [...ctx.changedServices],
       endpoints: eps,
     });
+    this.busy = true;
     await new Promise<void>((r) => this.#clock.setTimer(r, this.durationMs));
+    this.busy = false;
     if (this.failNext) {
       this.failNext = false;
       throw new Error("restore failed");
@@ -179,6 +185,41 @@ Deno.test("a full sync's garbage collection comes after the sync is recorded: it
       "the sync was recorded in the health state before the collection",
     );
     await stop();
+  } finally {
+    g.gc = saved;
+  }
+});
+
+Deno.test("two families share one memory step: no collection runs while either's sync is in flight, one runs after both", async () => {
+  const g = globalThis as { gc?: unknown };
+  const saved = g.gc;
+  const clock = new FakeClock();
+  const memory = new SyncMemory({ now: () => clock.now(), trim: () => {} });
+  const v4 = new SlowProxier(clock, undefined, { memory });
+  const v6 = new SlowProxier(clock, undefined, { family: "IPv6", memory });
+  v4.durationMs = 2_000;
+  v6.durationMs = 100;
+  const collections: { atMs: number; busy: string[] }[] = [];
+  const t0 = clock.now();
+  g.gc = () => {
+    const busy = [v4, v6].filter((p) => p.busy).map((p) => p.family);
+    collections.push({ atMs: clock.now() - t0, busy });
+  };
+  const ctl = new AbortController();
+  try {
+    const loops = [v4, v6].map((p) => {
+      const loop = p.syncLoop(ctl.signal);
+      p.onServicesSynced();
+      p.onEndpointSlicesSynced();
+      return loop;
+    });
+    await clock.advance(3_000);
+    assertEquals([v4, v6].map((p) => p.syncs.map((s) => s.full)), [[true], [true]]);
+    // Each family collecting as its own sync ended would collect at 100 ms, mid IPv4's sync.
+    assertEquals(collections, [{ atMs: 2_000, busy: [] }], "one thorough collection, once both are in");
+    ctl.abort();
+    await clock.advance(10 * SYNC_PERIOD_MS);
+    await Promise.all(loops);
   } finally {
     g.gc = saved;
   }

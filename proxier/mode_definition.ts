@@ -15,6 +15,7 @@ import { ProxyHealth } from "./healthcheck/proxier_health.ts";
 import type { ServiceHealthServer } from "./healthcheck/service_health.ts";
 import type { ToolNeed } from "./runtime/kernel_tools.ts";
 import type { Logger } from "./runtime/logger.ts";
+import { SyncMemory } from "./runtime/sync_memory.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import { ObjectWarnings } from "./model/object_warnings.ts";
 import type { ProxyConfig, ProxyMode } from "./options/config.ts";
@@ -51,6 +52,8 @@ export interface ModeDeps {
    * 42`), so another writer is told from a drift; undefined for `render`.
    */
   readonly writer?: string;
+  /** The memory step every family's syncs share: one heap, collected once no sync is in flight. */
+  readonly memory: SyncMemory;
 }
 
 /**
@@ -73,6 +76,7 @@ export function newModeDeps(
     events: o.events ?? nullRecorder,
     interfaceIPs: o.interfaceIPs ?? (() => []),
     health: new ProxyHealth({ clock: o.clock, timeoutMs: 2 * config.syncPeriodMs }),
+    memory: new SyncMemory({ now: () => o.clock.now() }),
   };
 }
 
@@ -104,6 +108,7 @@ export function proxierOptions(
     allowExternalIPs: d.config.features.enabled(ALLOW_SERVICE_EXTERNAL_IPS),
     schedulers,
     writer: d.writer,
+    memory: d.memory,
     syncPeriodMs: d.config.syncPeriodMs,
     saidOfNode: nodeLines.get(d) ?? nodeLines.set(d, new Set()).get(d)!,
     nodeWaitMs: d.config.source.kind === "kubernetes"

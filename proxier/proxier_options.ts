@@ -12,6 +12,7 @@ import type { ObjectWarnings } from "./model/object_warnings.ts";
 import type { Clock } from "./runtime/clock.ts";
 import type { EventRecorder } from "./runtime/events.ts";
 import type { Logger } from "./runtime/logger.ts";
+import type { SyncMemory } from "./runtime/sync_memory.ts";
 import type { SchedulerPolicy } from "./scheduler_policy.ts";
 import type { ServicePortsOptions } from "./model/service_port.ts";
 import type { IPFamily } from "./model/types.ts";
@@ -55,4 +56,6 @@ export interface BaseProxierOptions extends
   readonly writer?: string;
   /** Gives malloc's free memory back after a sync (`runtime/gc.ts`); default glibc's malloc_trim. */
   readonly trim?: () => void;
+  /** The memory step the node's families share (`runtime/sync_memory.ts`); default one of its own. */
+  readonly memory?: SyncMemory;
 }

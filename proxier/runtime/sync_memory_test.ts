@@ -1,0 +1,61 @@
+import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { SyncMemory, TRIM_PERIOD_MS } from "./sync_memory.ts";
+
+/** A memory step that records what it ran, at the fake time `now`. */
+function recorded() {
+  const ran: string[] = [];
+  const clock = { ms: 0 };
+  const memory = new SyncMemory({
+    now: () => clock.ms,
+    thorough: () => ran.push(`thorough@${clock.ms}`),
+    ifDue: () => ran.push(`ifDue@${clock.ms}`),
+    trim: () => ran.push(`trim@${clock.ms}`),
+  });
+  return { ran, clock, memory };
+}
+
+/** Returns a sync to run under `memory.around` and the function that settles it. */
+function pending(): { sync: () => Promise<boolean>; settle: (full: boolean | Error) => void } {
+  let settle: (full: boolean | Error) => void = () => {};
+  const done = new Promise<boolean>((resolve, reject) => {
+    settle = (full) => full instanceof Error ? reject(full) : resolve(full);
+  });
+  return { sync: () => done, settle };
+}
+
+Deno.test("SyncMemory: a full sync that ends while another is in flight is collected thoroughly when the last ends", async () => {
+  const { ran, clock, memory } = recorded();
+  const a = pending();
+  const b = pending();
+  const runs = [memory.around(a.sync), memory.around(b.sync)];
+  clock.ms = 100;
+  a.settle(true);
+  await runs[0];
+  assertEquals(ran, [], "nothing runs while the other sync is in flight");
+  clock.ms = 2_000;
+  b.settle(false);
+  await runs[1];
+  assertEquals(ran, ["thorough@2000", "trim@2000"]);
+});
+
+Deno.test("SyncMemory: a partial sync collects only when due; trims at most every TRIM_PERIOD_MS; a failure passes on after the step", async () => {
+  const { ran, clock, memory } = recorded();
+  await memory.around(() => Promise.resolve(false));
+  clock.ms = TRIM_PERIOD_MS - 1;
+  await memory.around(() => Promise.resolve(false));
+  clock.ms = TRIM_PERIOD_MS;
+  const failed = pending();
+  const run = memory.around(failed.sync);
+  failed.settle(new Error("restore failed"));
+  assertEquals((await assertRejects(() => run, Error)).message, "restore failed");
+  assertEquals(ran, [
+    "ifDue@0",
+    "trim@0",
+    `ifDue@${TRIM_PERIOD_MS - 1}`,
+    `ifDue@${TRIM_PERIOD_MS}`,
+    `trim@${TRIM_PERIOD_MS}`,
+  ]);
+  // The failed sync is no longer counted as in flight: the next one's step runs.
+  await memory.around(() => Promise.resolve(true));
+  assertEquals(ran.at(-1), `thorough@${TRIM_PERIOD_MS}`);
+});
