@@ -45,6 +45,8 @@ export interface SyncCommit {
    * every element are never held at once.
    */
   readonly elements?: readonly NftElementSource[];
+  /** Runs after each element transaction of a fresh table is in, before its lane writes another. */
+  readonly betweenParts?: () => void;
 }
 
 /**
@@ -63,18 +65,20 @@ export async function commitSync(c: SyncCommit): Promise<void> {
   last.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [c.generation]);
   if (split !== undefined) {
     await c.nft.apply(c.tx.text(), c.signal);
-    await inLanes(c.nft, [split.parts.values(), c.tx.elementParts(elements, chunk)], c.signal);
+    const queues = [split.parts.values(), c.tx.elementParts(elements, chunk)];
+    await inLanes(c.nft, queues, c.betweenParts ?? (() => {}), c.signal);
   }
   await c.nft.apply(last.text(), c.signal);
 }
 
 /**
- * Applies the parts `queues` yield, in order, {@linkcode FRESH_LANES} at once; after a failure
- * starts no more, stops the rest and waits for them.
+ * Applies the parts `queues` yield, in order, {@linkcode FRESH_LANES} at once, `between` after each;
+ * after a failure starts no more, stops the rest and waits for them.
  */
 async function inLanes(
   nft: NFTables,
   queues: Iterator<NftTransaction>[],
+  between: () => void,
   signal?: AbortSignal,
 ): Promise<void> {
   const stop = new AbortController();
@@ -93,6 +97,7 @@ async function inLanes(
     for (let part = next(); part !== undefined && failure === undefined; part = next()) {
       try {
         await nft.apply(part.statements(), both);
+        between();
       } catch (error) {
         failure ??= { error };
         stop.abort();

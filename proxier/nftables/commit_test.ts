@@ -172,3 +172,35 @@ Deno.test("commitSync: elements given as sources go in the parts of a new table,
   assertEquals(whole.transactions.length, 1);
   assertEquals(fake.listTable("IPv4", TABLE), whole.listTable("IPv4", TABLE));
 });
+
+Deno.test("commitSync: betweenParts runs after each element part of a new table is in, before its lane takes another; never for one transaction", async () => {
+  const fake = new FakeNft();
+  const { nft } = watched(fake);
+  const log: string[] = [];
+  const logged: NFTables = {
+    ...nft,
+    async apply(script, signal) {
+      await nft.apply(script, signal);
+      log.push(scriptText(script).includes("add element ip kube-proxy m") ? "part" : "other");
+    },
+  };
+  const betweenParts = () => log.push("between");
+  await commitSync({
+    nft: logged,
+    tx: build(95),
+    generation: GENERATION,
+    fresh: true,
+    chunkStatements: 2,
+    betweenParts,
+  });
+  // The structure, 5 parts each followed by its call, then the hooked chains' rules.
+  assertEquals(log.filter((x) => x === "part").length, 5);
+  assertEquals(log.filter((x) => x === "between").length, 5);
+  assertEquals(log[0], "other");
+  assertEquals(log.at(-1), "other");
+  log.forEach((x, i) => x === "between" && assertEquals(log[i - 1], "part", log.join(" ")));
+  log.length = 0;
+  await commitSync({ nft: logged, tx: build(95), generation: GENERATION, fresh: false, betweenParts });
+  assertEquals(log.length, 1, "one transaction");
+  assertEquals(log.includes("between"), false);
+});

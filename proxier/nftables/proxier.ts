@@ -170,7 +170,8 @@ export class NftablesProxier extends BaseProxier {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
       const elements = full ? this.#bookElements() : undefined;
-      await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal, elements });
+      const betweenParts = () => this.#o.memory?.betweenParts();
+      await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal, elements, betweenParts });
       this.#generation++;
     }
     // What no port uses any more goes a second later (the kernel may still see a deleted element

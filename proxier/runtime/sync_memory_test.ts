@@ -1,5 +1,5 @@
 import { assertEquals, assertRejects } from "../../tests/support/assert.ts";
-import { SyncMemory, TRIM_PERIOD_MS } from "./sync_memory.ts";
+import { MID_SYNC_GROWTH_BYTES, SyncMemory, TRIM_PERIOD_MS } from "./sync_memory.ts";
 
 /** A memory step that records what it ran, at the fake time `now`. */
 function recorded() {
@@ -58,4 +58,35 @@ Deno.test("SyncMemory: a partial sync collects only when due; trims at most ever
   // The failed sync is no longer counted as in flight: the next one's step runs.
   await memory.around(() => Promise.resolve(true));
   assertEquals(ran.at(-1), `thorough@${TRIM_PERIOD_MS}`);
+});
+
+Deno.test("SyncMemory: between the parts of a load, a plain collection once the heap grew by MID_SYNC_GROWTH_BYTES since the syncs began or the last one", async () => {
+  const ran: string[] = [];
+  const heap = { used: 100 * 2 ** 20 };
+  const memory = new SyncMemory({
+    now: () => 0,
+    thorough: () => ran.push("thorough"),
+    ordinary: () => (ran.push("ordinary"), heap.used -= 80 * 2 ** 20),
+    ifDue: () => ran.push("ifDue"),
+    trim: () => {},
+    heapUsed: () => heap.used,
+  });
+  const load = pending();
+  const run = memory.around(load.sync);
+  heap.used += MID_SYNC_GROWTH_BYTES - 1;
+  memory.betweenParts();
+  assertEquals(ran, [], "grown by less than the limit");
+  heap.used += 1;
+  memory.betweenParts();
+  assertEquals(ran, ["ordinary"]);
+  // Measured again from what the collection left.
+  heap.used += MID_SYNC_GROWTH_BYTES - 1;
+  memory.betweenParts();
+  assertEquals(ran, ["ordinary"]);
+  heap.used += 1;
+  memory.betweenParts();
+  assertEquals(ran, ["ordinary", "ordinary"]);
+  load.settle(true);
+  await run;
+  assertEquals(ran, ["ordinary", "ordinary", "thorough"]);
 });
