@@ -46,7 +46,7 @@ export class SyncMemory {
   readonly #steps: MemorySteps;
   #lastTrim = -Infinity;
   #inFlight = 0;
-  /** A full sync ended while another was in flight: the thorough collection it is owed. */
+  /** A full sync ended since the last step (another may still be in flight): a thorough collection is owed. */
   #fullOwed = false;
   /** The heap in use when the syncs in flight began, or at the last collection between parts. */
   #mark = 0;
