@@ -73,7 +73,7 @@ export abstract class BaseProxier implements Provider {
   readonly #exclusive = new Exclusive();
   readonly #fullSyncPeriodMs: number;
   readonly #after: AfterSync;
-  readonly #memory: SyncMemory;
+  protected readonly memory: SyncMemory;
   /** Per Service with ports: when its last change arrived and when a sync applied it (`explain`). */
   readonly #timings = new ServiceTimings();
   /** What the mode says of a Service's scheduler annotation and of fields it cannot honour (`explain`). */
@@ -97,7 +97,7 @@ export abstract class BaseProxier implements Provider {
     this.syncPeriodMs = o.syncPeriodMs;
     this.events = o.events ?? nullRecorder;
     this.#fullSyncPeriodMs = o.fullSyncPeriodMs ?? o.syncPeriodMs;
-    this.#memory = o.memory ?? new SyncMemory({ now: () => o.clock.now(), trim: o.trim });
+    this.memory = o.memory ?? new SyncMemory({ now: () => o.clock.now(), trim: o.trim });
     this.#after = new AfterSync({ ...o, registry: this.registry, metrics: this.metrics });
     this.node = new NodeManager({
       ...o,
@@ -332,7 +332,7 @@ export abstract class BaseProxier implements Provider {
 
   #sync(): Promise<void> {
     if (!this.isInitialized) return Promise.resolve();
-    return this.#exclusive.run(() => this.#memory.around(() => this.#syncOnce()));
+    return this.#exclusive.run(() => this.memory.around(() => this.#syncOnce()));
   }
 
   /** `carried`: trigger times of the sync whose failure drift explained, which this one applies. */

@@ -170,7 +170,7 @@ export class NftablesProxier extends BaseProxier {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
       const elements = full ? this.#bookElements() : undefined;
-      const betweenParts = () => this.#o.memory?.betweenParts();
+      const betweenParts = () => this.memory.betweenParts();
       await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal, elements, betweenParts });
       this.#generation++;
     }
