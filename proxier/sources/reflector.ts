@@ -121,18 +121,7 @@ export class Reflector<T extends KubernetesObject> {
       }
     }
     if (this.#stopped) return;
-    if (this.#resourceVersion === "") {
-      let list: KubernetesListObject<T>;
-      try {
-        list = await this.#o.list();
-      } catch (e) {
-        if (!this.#stopped) this.#o.handlers.error(e);
-        return;
-      }
-      if (this.#stopped) return;
-      this.#replace(list.items ?? []);
-      this.#resourceVersion = list.metadata?.resourceVersion ?? "";
-    }
+    if (this.#resourceVersion === "" && !await this.#relist()) return;
     if (this.#connected && this.#delayMs > 0) {
       await new Promise<void>((resolve) => {
         const cancel = this.#o.clock.setTimer(resolve, this.#delayMs);
@@ -152,6 +141,26 @@ export class Reflector<T extends KubernetesObject> {
     );
     if (this.#stopped) request.abort();
     else this.#request = request;
+  }
+
+  /**
+   * Lists and hands every object over; false when the list failed (reported) or the reflector
+   * stopped meanwhile. Its own frame, ended before the watch is awaited: a suspended frame keeps
+   * its locals, and a first list is every object in full (about 80 MiB at 50,000 EndpointSlices of
+   * 10 endpoints), which would stay on the heap until the watch connects.
+   */
+  async #relist(): Promise<boolean> {
+    let list: KubernetesListObject<T>;
+    try {
+      list = await this.#o.list();
+    } catch (e) {
+      if (!this.#stopped) this.#o.handlers.error(e);
+      return false;
+    }
+    if (this.#stopped) return false;
+    this.#replace(list.items ?? []);
+    this.#resourceVersion = list.metadata?.resourceVersion ?? "";
+    return true;
   }
 
   #event(phase: string, o: T): void {

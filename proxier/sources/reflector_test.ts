@@ -1,5 +1,6 @@
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
 import { assertEquals } from "../../tests/support/assert.ts";
+import { collectNow } from "../../tests/support/collect.ts";
 import { FakeClock } from "../runtime/clock.ts";
 import { RECONNECT_START_MS, Reflector, type Watcher } from "./reflector.ts";
 
@@ -164,5 +165,39 @@ Deno.test("reflector: with retain it keeps only that of each object: the old obj
   w.done(null);
   await settle();
   assertEquals(seen.slice(5), ["delete a stub of v2", "update b stub of v2->v3", "listed"]);
+  reflector.stop();
+});
+
+Deno.test("reflector: holds no list once it handed the objects over, while its watch still connects", async () => {
+  // A first list is every object in full (tens of MiB at scale); only what `retain` keeps may stay.
+  let list: WeakRef<object> | undefined;
+  let connect = (_ac: AbortController) => {};
+  const seen: string[] = [];
+  const reflector = new Reflector<KubernetesObject>({
+    path: "/api/v1/services",
+    query: {},
+    list: () => {
+      const l = { items: [obj("a", "1", "v1")], metadata: { resourceVersion: "1" } };
+      list = new WeakRef(l);
+      return Promise.resolve(l as KubernetesListObject<KubernetesObject>);
+    },
+    watcher: { watch: () => new Promise<AbortController>((resolve) => connect = resolve) },
+    clock: new FakeClock(),
+    retain: (o) => ({ metadata: { name: o.metadata!.name } }),
+    handlers: {
+      add: (o) => seen.push(`add ${o.metadata!.name}`),
+      update: () => {},
+      delete: () => {},
+      listed: () => seen.push("listed"),
+      error: (e) => seen.push(`error ${e}`),
+    },
+  });
+  const started = reflector.start();
+  await settle();
+  assertEquals(seen, ["add a", "listed"]);
+  collectNow();
+  assertEquals(list?.deref(), undefined, "the list outlived its hand-over");
+  connect(new AbortController());
+  await started;
   reflector.stop();
 });
