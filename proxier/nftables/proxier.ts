@@ -170,7 +170,7 @@ export class NftablesProxier extends BaseProxier {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
       const elements = full ? this.#bookElements() : undefined;
-      const betweenParts = () => this.memory.betweenParts();
+      const betweenParts = () => this.memory.midSync();
       await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal, elements, betweenParts });
       this.#generation++;
     }
@@ -290,9 +290,12 @@ export class NftablesProxier extends BaseProxier {
     const nodePortIPs = this.#nodePortIPs();
     const began = new Set<NftName>();
     const maglev: MaglevWant[] = [];
+    let ports = 0;
     for (const key of [...ctx.services.keys()].sort()) {
       const pe = this.#takePort(ctx, key, nodePortIPs, { began, affinityDirty, maglev });
       this.#warnConflicts(this.#book.fill(key, pe.elements));
+      // A first build starts on what the lists left: collected within it once the heap grew.
+      if (++ports % 1024 === 0) this.memory.midSync();
     }
     for (const cluster of [false, true]) this.#rebuildBackends(tx, cluster, []);
     for (const name of this.#dynamic.affinityInUse()) this.#createAffinity(tx, name);

@@ -10,6 +10,7 @@ import { LAYOUT_MARKER, SERVICE_IPS, TABLE } from "./layout.ts";
 import { SERVICE_IPS_WINDOW } from "./drift_check.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
 import { upstreamNftablesSync } from "../../tests/support/upstream_kube_proxy.ts";
+import { SyncMemory } from "../runtime/sync_memory.ts";
 
 type Fake = ReturnType<typeof nftablesSetup>["fake"];
 const reach = (fake: Fake, dst: string, src = "10.180.5.5") =>
@@ -652,4 +653,34 @@ Deno.test("nftables: a thorough drift check gives way to a sync asked for while 
   };
   // The generation element gone: the check lists the set to name who wrote the table.
   await assertGivesWay(fake, nft, runs, () => fake.apply(`flush set ip ${TABLE} sync-generation\n`));
+});
+
+Deno.test("nftables: a full build collects within itself once the heap grew (what the lists left, before any transaction)", async () => {
+  const ran: string[] = [];
+  // Each reading finds the heap 64 MiB larger: the build's first check, 1,024 ports in, collects.
+  let reads = 0;
+  const memory = new SyncMemory({
+    now: () => 0,
+    heapUsed: () => 64 * 2 ** 20 * reads++,
+    ordinary: () => ran.push("collect"),
+    thorough: () => ran.push("thorough"),
+    ifDue: () => ran.push("ifDue"),
+    trim: () => {},
+  });
+  const fake = new FakeNft();
+  const nft = fake.forFamily("IPv4");
+  const { proxier } = nftablesSetup({
+    memory,
+    nft: { ...nft, apply: (script, signal) => (ran.push("apply"), nft.apply(script, signal)) },
+  });
+  for (let i = 0; i < 1500; i++) {
+    const ip = `172.31.${i >> 8}.${i & 255}`;
+    proxier.onServiceAdd(
+      makeService("w", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
+    );
+  }
+  await proxier.syncNow();
+  assertEquals(ran.slice(0, 2), ["collect", "apply"]);
+  assertEquals(ran.filter((r) => r === "collect").length, 1, ran.join(" "));
+  assertEquals(ran.at(-1), "thorough");
 });

@@ -4,7 +4,8 @@
  * for hundreds of milliseconds, so it waits for every sync in flight to end: run while another
  * family's sync still writes its transactions, it would stall those writes and the kernel tools
  * waiting for them (a dual-stack start at 50,000 Services lost about 0.6 s of its first sync so).
- * A long load in parts is the exception: between its parts, the heap is collected once it grew enough.
+ * A long sync is the exception: within it (a full build, a new table's load in parts), the heap is
+ * collected once it grew enough.
  * @module
  */
 import { collectGarbage, collectGarbageAfterSync, trimMalloc } from "./gc.ts";
@@ -18,11 +19,13 @@ import { collectGarbage, collectGarbageAfterSync, trimMalloc } from "./gc.ts";
 export const TRIM_PERIOD_MS = 5_000;
 
 /**
- * Heap growth within a sync over which {@linkcode SyncMemory.betweenParts} collects. A new table of
- * 50,000 Services x 10 endpoints grew the heap by 136 MiB while it loaded, its garbage (the texts of
- * the parts written, what the build left) collected by nothing until the sync ended: its peak RSS
- * was 528-580 MiB, 500-508 with this collection. One of 50,000 x 1 grows by 60-75 MiB and loads in
- * under two seconds: a collection there would only hold its parts back.
+ * Heap growth since its low point over which {@linkcode SyncMemory.midSync} collects. A new table
+ * of 50,000 Services x 10 endpoints grew the heap by 136 MiB while it loaded, its garbage (the
+ * texts of the parts written, what the build left) collected by nothing until the sync ended: its
+ * peak RSS was 528-580 MiB; 500-508 with this collection between its parts; 440-465 with it during
+ * the build too, counted from the low point (the first sync's build then starts by collecting what
+ * the lists left). At 50,000 x 1 that is one collection of about 130 ms early in the build; with a
+ * limit of 64 MiB a second one, of 300 ms, held the parts back.
  */
 export const MID_SYNC_GROWTH_BYTES = 96 * 2 ** 20;
 
@@ -48,8 +51,11 @@ export class SyncMemory {
   #inFlight = 0;
   /** A full sync ended since the last step (another may still be in flight): a thorough collection is owed. */
   #fullOwed = false;
-  /** The heap in use when the syncs in flight began, or at the last collection between parts. */
-  #mark = 0;
+  /**
+   * The heap's low point: the least heap in use seen since this was built or since the last
+   * collection a step ran (what that collection left).
+   */
+  #mark: number;
 
   /** `now` reads the clock; `steps` default to this process's collections and glibc's malloc_trim. */
   constructor(o: { now: () => number } & Partial<MemorySteps>) {
@@ -61,6 +67,7 @@ export class SyncMemory {
       ifDue: o.ifDue ?? (() => void collectGarbageAfterSync()),
       trim: o.trim ?? (() => void trimMalloc()),
     };
+    this.#mark = this.#steps.heapUsed();
   }
 
   /**
@@ -73,7 +80,8 @@ export class SyncMemory {
    * (hundreds of ms at scale) is no part of its time or its health; a failure is passed on after it.
    */
   async around(sync: () => Promise<boolean>): Promise<void> {
-    if (this.#inFlight++ === 0) this.#mark = this.#steps.heapUsed();
+    this.#inFlight++;
+    this.#mark = Math.min(this.#mark, this.#steps.heapUsed());
     let full = false;
     try {
       full = await sync();
@@ -85,13 +93,17 @@ export class SyncMemory {
   }
 
   /**
-   * Between two transactions of a sync that loads in parts (a new table's elements): a plain
-   * collection once the heap grew by {@linkcode MID_SYNC_GROWTH_BYTES} since the syncs began or
-   * since the last such collection. The other lane's nft is still at work meanwhile, so the load
-   * waits little for it, and the heap stops growing with garbage a long load would otherwise pile.
+   * At a point of a long sync where a collection may run (between the ports of a full build,
+   * between the parts of a new table's load): a plain collection once the heap grew by
+   * {@linkcode MID_SYNC_GROWTH_BYTES} since its low point (what the last collection of a step or of
+   * this left, or less when seen since: V8's own collections). The growth counts from the low
+   * point, not from the sync's start: a first sync begins on a heap full of what the lists left,
+   * which would otherwise pile on until V8 collects it (at twice the live heap).
    */
-  betweenParts(): void {
-    if (this.#steps.heapUsed() - this.#mark < MID_SYNC_GROWTH_BYTES) return;
+  midSync(): void {
+    const used = this.#steps.heapUsed();
+    if (used < this.#mark) this.#mark = used;
+    if (used - this.#mark < MID_SYNC_GROWTH_BYTES) return;
     this.#steps.ordinary();
     this.#mark = this.#steps.heapUsed();
   }
@@ -99,6 +111,10 @@ export class SyncMemory {
   #step(): void {
     if (this.#fullOwed) this.#steps.thorough();
     else this.#steps.ifDue();
+    // A thorough collection leaves the live heap: growth counts from there, even when it is more
+    // than the last low point (the table grew). A step that may not have collected only lowers it.
+    const used = this.#steps.heapUsed();
+    this.#mark = this.#fullOwed ? used : Math.min(this.#mark, used);
     this.#fullOwed = false;
     if (this.#now() - this.#lastTrim >= TRIM_PERIOD_MS) {
       this.#lastTrim = this.#now();

@@ -60,7 +60,7 @@ Deno.test("SyncMemory: a partial sync collects only when due; trims at most ever
   assertEquals(ran.at(-1), `thorough@${TRIM_PERIOD_MS}`);
 });
 
-Deno.test("SyncMemory: between the parts of a load, a plain collection once the heap grew by MID_SYNC_GROWTH_BYTES since the syncs began or the last one", async () => {
+Deno.test("SyncMemory: within a sync, a plain collection once the heap grew by MID_SYNC_GROWTH_BYTES since its low point (the last collection's, or V8's own seen since)", async () => {
   const ran: string[] = [];
   const heap = { used: 100 * 2 ** 20 };
   const memory = new SyncMemory({
@@ -74,19 +74,59 @@ Deno.test("SyncMemory: between the parts of a load, a plain collection once the 
   const load = pending();
   const run = memory.around(load.sync);
   heap.used += MID_SYNC_GROWTH_BYTES - 1;
-  memory.betweenParts();
+  memory.midSync();
   assertEquals(ran, [], "grown by less than the limit");
   heap.used += 1;
-  memory.betweenParts();
+  memory.midSync();
   assertEquals(ran, ["ordinary"]);
   // Measured again from what the collection left.
   heap.used += MID_SYNC_GROWTH_BYTES - 1;
-  memory.betweenParts();
+  memory.midSync();
   assertEquals(ran, ["ordinary"]);
   heap.used += 1;
-  memory.betweenParts();
+  memory.midSync();
   assertEquals(ran, ["ordinary", "ordinary"]);
+  // V8 collected on its own (the heap shrank below the mark): growth counts from there.
+  heap.used -= 50 * 2 ** 20;
+  memory.midSync();
+  heap.used += MID_SYNC_GROWTH_BYTES - 1;
+  memory.midSync();
+  assertEquals(ran, ["ordinary", "ordinary"], "grown by less than the limit since the low point");
+  heap.used += 1;
+  memory.midSync();
+  assertEquals(ran, ["ordinary", "ordinary", "ordinary"]);
   load.settle(true);
   await run;
-  assertEquals(ran, ["ordinary", "ordinary", "thorough"]);
+  assertEquals(ran, ["ordinary", "ordinary", "ordinary", "thorough"]);
+});
+
+Deno.test("SyncMemory: what piled up before a sync counts (a first sync on what the lists left): its first point collects", async () => {
+  const ran: string[] = [];
+  const heap = { used: 40 * 2 ** 20 };
+  const memory = new SyncMemory({
+    now: () => 0,
+    thorough: () => (ran.push("thorough"), heap.used = 150 * 2 ** 20),
+    ordinary: () => (ran.push("ordinary"), heap.used = 120 * 2 ** 20),
+    ifDue: () => ran.push("ifDue"),
+    trim: () => {},
+    heapUsed: () => heap.used,
+  });
+  heap.used += 2 * MID_SYNC_GROWTH_BYTES;
+  const first = pending();
+  const run = memory.around(first.sync);
+  memory.midSync();
+  assertEquals(ran, ["ordinary"]);
+  first.settle(true);
+  await run;
+  // The thorough step's live heap is the next low point, though above the last one.
+  const next = pending();
+  const again = memory.around(next.sync);
+  heap.used += MID_SYNC_GROWTH_BYTES - 1;
+  memory.midSync();
+  assertEquals(ran, ["ordinary", "thorough"]);
+  heap.used += 1;
+  memory.midSync();
+  assertEquals(ran, ["ordinary", "thorough", "ordinary"]);
+  next.settle(false);
+  await again;
 });
