@@ -194,11 +194,14 @@ export class Reflector<T extends KubernetesObject> {
 
   /** A (re)list: what it no longer holds is deleted, the rest added or updated. */
   #replace(items: readonly T[]): void {
-    const keep = new Set(items.map(objectKey));
-    for (const [key, old] of this.#objects) {
-      if (keep.has(key)) continue;
-      this.#objects.delete(key);
-      this.#o.handlers.delete(old);
+    // A first list deletes nothing: no set of its keys (tens of thousands) to build.
+    if (this.#objects.size > 0) {
+      const keep = new Set(items.map(objectKey));
+      for (const [key, old] of this.#objects) {
+        if (keep.has(key)) continue;
+        this.#objects.delete(key);
+        this.#o.handlers.delete(old);
+      }
     }
     for (const o of items) this.#upsert(o);
     this.#o.handlers.listed();
