@@ -52,8 +52,8 @@ export class SyncMemory {
   /** A full sync ended since the last step (another may still be in flight): a thorough collection is owed. */
   #fullOwed = false;
   /**
-   * The heap's low point: the least heap in use seen since this was built or since the last
-   * collection a step ran (what that collection left).
+   * The heap's low point: what the last collection of a step or of {@linkcode midSync} left (at
+   * first, the heap in use when this was built), lowered by any smaller reading since.
    */
   #mark: number;
 
