@@ -81,7 +81,7 @@ export class SyncMemory {
    */
   async around(sync: () => Promise<boolean>): Promise<void> {
     this.#inFlight++;
-    this.#mark = Math.min(this.#mark, this.#steps.heapUsed());
+    this.#read();
     let full = false;
     try {
       full = await sync();
@@ -101,11 +101,16 @@ export class SyncMemory {
    * which would otherwise pile on until V8 collects it (at twice the live heap).
    */
   midSync(): void {
-    const used = this.#steps.heapUsed();
-    if (used < this.#mark) this.#mark = used;
-    if (used - this.#mark < MID_SYNC_GROWTH_BYTES) return;
+    if (this.#read() - this.#mark < MID_SYNC_GROWTH_BYTES) return;
     this.#steps.ordinary();
     this.#mark = this.#steps.heapUsed();
+  }
+
+  /** Returns the heap in use, lowering the low point to it. */
+  #read(): number {
+    const used = this.#steps.heapUsed();
+    if (used < this.#mark) this.#mark = used;
+    return used;
   }
 
   #step(): void {
@@ -113,8 +118,8 @@ export class SyncMemory {
     else this.#steps.ifDue();
     // A thorough collection leaves the live heap: growth counts from there, even when it is more
     // than the last low point (the table grew). A step that may not have collected only lowers it.
-    const used = this.#steps.heapUsed();
-    this.#mark = this.#fullOwed ? used : Math.min(this.#mark, used);
+    if (this.#fullOwed) this.#mark = this.#steps.heapUsed();
+    else this.#read();
     this.#fullOwed = false;
     if (this.#now() - this.#lastTrim >= TRIM_PERIOD_MS) {
       this.#lastTrim = this.#now();
