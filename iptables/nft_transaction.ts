@@ -184,6 +184,27 @@ export class NftTransaction {
     return { parts, hooks };
   }
 
+  /**
+   * Forgets every statement written so far (they were applied another way: a new table's layout,
+   * loaded before the rest of its sync is built); the base chains declared stay known.
+   */
+  clear(): this {
+    this.#lines = [];
+    this.#added.length = 0;
+    this.#hookRules.length = 0;
+    return this;
+  }
+
+  /** Appends `other`'s statements (on the same table), as if they were written here. */
+  append(other: NftTransaction): this {
+    const offset = this.#lines.length;
+    this.#lines.push(...other.#lines);
+    this.#added.push(...other.#added.map((at) => at + offset));
+    this.#hookRules.push(...other.#hookRules.map((at) => at + offset));
+    for (const chain of other.#hooked) this.#hooked.add(chain);
+    return this;
+  }
+
   /** Returns how many `add element` statements {@linkcode addElements} makes of `sources`. */
   static statementsOf(sources: readonly NftElementSource[]): number {
     return sources.reduce((n, s) => n + Math.ceil(s.count / PER_STATEMENT), 0);

@@ -4,7 +4,8 @@
  * yet (a new node, a reboot) nothing is served that half a sync could break, and the bulk of a
  * large table is its map elements: when they fill more than one part of
  * {@linkcode FRESH_CHUNK_STATEMENTS} statements, the table, chains, rules and maps go first, then
- * the elements in parts, {@linkcode FRESH_LANES} at a time, then the rules of the hooked chains:
+ * the elements in parts, a few at a time, then the rules of the hooked chains (`fresh_load.ts`; a
+ * full build may have begun that load already, with the elements it finished):
  * until those are in, packets pass the half-loaded table untouched (to the rules of a mode or a
  * kube-proxy this start replaces, when there are any). nft reads a whole input, then parses
  * and checks it on one core before the kernel takes it, so two at once take about two thirds of
@@ -18,15 +19,7 @@
 import type { NFTables } from "../../iptables/nft.ts";
 import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
 import { SYNC_GENERATION } from "./layout.ts";
-
-/** `add element` statements (of up to 1,000 elements each) in one transaction of a fresh table. */
-export const FRESH_CHUNK_STATEMENTS = 64;
-
-/**
- * Element transactions of a fresh table run at once: one parses while another's is in the kernel;
- * each more adds an nft's memory, and the kernel takes one transaction at a time.
- */
-export const FRESH_LANES = 2;
+import { FRESH_CHUNK_STATEMENTS, FreshLoad, type FreshStream } from "./fresh_load.ts";
 
 /** What {@linkcode commitSync} applies. */
 export interface SyncCommit {
@@ -34,8 +27,12 @@ export interface SyncCommit {
   readonly tx: NftTransaction;
   /** The sync-generation element this sync ends with. */
   readonly generation: string;
-  /** The table did not exist when the sync was built (this transaction creates it). */
-  readonly fresh: boolean;
+  /**
+   * The table did not exist when the sync was built (this transaction creates it): true, or the
+   * stream that handed the elements the build finished to the table's load (`fresh_load.ts`); then
+   * `tx` holds only what the build's end added, and `elements` may hold some the load already has.
+   */
+  readonly fresh: boolean | FreshStream | undefined;
   readonly signal?: AbortSignal;
   /** Statements per element transaction of a fresh table; default {@linkcode FRESH_CHUNK_STATEMENTS}. */
   readonly chunkStatements?: number;
@@ -56,54 +53,28 @@ export interface SyncCommit {
  */
 export async function commitSync(c: SyncCommit): Promise<void> {
   const chunk = c.chunkStatements ?? FRESH_CHUNK_STATEMENTS;
-  const elements = c.elements ?? [];
+  const stream = typeof c.fresh === "object" ? c.fresh : undefined;
+  const elements = stream?.rest(c.elements ?? []) ?? c.elements ?? [];
   // A table whose elements fit one part loads as fast in one transaction.
   const statements = c.tx.addedStatements + NftTransaction.statementsOf(elements);
-  const split = c.fresh && statements > chunk ? c.tx.splitForNewTable(chunk) : undefined;
-  if (split === undefined) { for (const e of elements) c.tx.addElements(e.container, e.texts); }
-  const last = split?.hooks ?? c.tx;
-  last.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [c.generation]);
-  if (split !== undefined) {
-    await c.nft.apply(c.tx.text(), c.signal);
-    const queues = [split.parts.values(), c.tx.elementParts(elements, chunk)];
-    await inLanes(c.nft, queues, c.betweenParts ?? (() => {}), c.signal);
+  let load = stream?.load;
+  // A new table not loading yet: its structure goes now, its own elements first among the parts.
+  const own = load === undefined && c.fresh && statements > chunk ? c.tx.splitForNewTable(chunk) : undefined;
+  if (own !== undefined) {
+    load = new FreshLoad({ nft: c.nft, signal: c.signal, betweenParts: c.betweenParts });
+    load.start(c.tx.text(), own.hooks);
+    c.tx.clear();
   }
+  if (load === undefined) {
+    for (const e of elements) c.tx.addElements(e.container, e.texts);
+    c.tx.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [c.generation]);
+    return await c.nft.apply(c.tx.text(), c.signal);
+  }
+  // What the build's end added goes before the parts that need it; its own elements are parts too.
+  const { parts, hooks } = c.tx.splitForNewTable(chunk);
+  const later = [(own?.parts ?? []).values(), parts.values(), c.tx.elementParts(elements, chunk)];
+  await load.finish(c.tx, later);
+  const last = load.hooks!.append(hooks);
+  last.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [c.generation]);
   await c.nft.apply(last.text(), c.signal);
-}
-
-/**
- * Applies the parts `queues` yield, in order, {@linkcode FRESH_LANES} at once, `between` after each;
- * after a failure starts no more, stops the rest and waits for them.
- */
-async function inLanes(
-  nft: NFTables,
-  queues: Iterator<NftTransaction>[],
-  between: () => void,
-  signal?: AbortSignal,
-): Promise<void> {
-  const stop = new AbortController();
-  const both = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
-  let failure: { error: unknown } | undefined;
-  // Each part is taken (or written) as a lane is free for it, and is garbage once its nft has read it.
-  const next = (): NftTransaction | undefined => {
-    while (queues.length > 0) {
-      const n = queues[0].next();
-      if (!n.done) return n.value;
-      queues.shift();
-    }
-    return undefined;
-  };
-  const lane = async () => {
-    for (let part = next(); part !== undefined && failure === undefined; part = next()) {
-      try {
-        await nft.apply(part.statements(), both);
-        between();
-      } catch (error) {
-        failure ??= { error };
-        stop.abort();
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: FRESH_LANES }, lane));
-  if (failure !== undefined) throw failure.error;
 }

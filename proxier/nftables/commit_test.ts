@@ -3,7 +3,8 @@ import { NftError, scriptText } from "../../iptables/nft.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
-import { commitSync, FRESH_LANES } from "./commit.ts";
+import { commitSync } from "./commit.ts";
+import { FRESH_LANES } from "./fresh_load.ts";
 import { SYNC_GENERATION, TABLE } from "./layout.ts";
 
 /** A table of `n` map elements, added 10 to a statement, and a hooked chain that reads them. */

@@ -34,6 +34,14 @@ type Slot = Claim | readonly Claim[];
 
 const first = (slot: Slot): Claim => Array.isArray(slot) ? slot[0] : slot as Claim;
 
+/** Reads a container's elements as a book is filled ({@linkcode ElementBook.reader}). */
+export interface ElementReader {
+  /** Elements held and not read yet. */
+  pending(): number;
+  /** Yields those elements' texts, in order; each is read once, as it is yielded. */
+  texts(): Generator<string>;
+}
+
 /** Keys one round of {@linkcode ElementBook.replace} calls touched, with their effective element before (its rest). */
 export type Touched = Map<NftName, Map<string, string | undefined>>;
 
@@ -275,6 +283,32 @@ export class ElementBook {
       }
     }
     return out;
+  }
+
+  /**
+   * Returns a reader of `container`'s effective element texts in the order their keys were first
+   * claimed, each once, going on from where it stopped. While the book is filled from scratch
+   * ({@linkcode fill} only: a key's first claim stays its effective one), what it read stays true,
+   * so a new table can load it before the fill ends. Not for a grouped container.
+   */
+  reader(container: NftName): ElementReader {
+    let keys: Map<string, Slot> | undefined;
+    let at: Iterator<[string, Slot]> | undefined;
+    let read = 0;
+    const slots = () => keys ??= this.#slots.get(container);
+    return {
+      pending: () => (slots()?.size ?? 0) - read,
+      *texts() {
+        // A Map's live iterator also visits keys added after it began; it is never run past the
+        // end (that would finish it for good), only up to the keys held now.
+        for (let left = (slots()?.size ?? 0) - read; left > 0; left--) {
+          at ??= keys!.entries();
+          const [key, slot] = at.next().value as [string, Slot];
+          read++;
+          yield key + first(slot).rest;
+        }
+      },
+    };
   }
 
   /**

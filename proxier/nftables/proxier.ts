@@ -16,6 +16,7 @@ import { localhostNodePortMetrics, nftablesMetrics } from "./metrics.ts";
 import { ElementBook, type Touched } from "./element_book.ts";
 import { generationElement } from "./sync_generation.ts";
 import { commitSync } from "./commit.ts";
+import { FreshStream } from "./fresh_load.ts";
 import { nftablesDrift } from "./drift_check.ts";
 import {
   affinityRecordChain,
@@ -62,6 +63,8 @@ export interface NftablesProxierOptions extends BaseProxierOptions {
    * (`--maglev-seed`); default {@linkcode DEFAULT_MAGLEV_SEED}. Nodes agree only with the same seed.
    */
   readonly maglevSeed?: number;
+  /** Statements per part of a new table's load (`commit.ts`); default 64. */
+  readonly freshChunkStatements?: number;
 }
 
 /** The nftables proxier; see the module doc. */
@@ -83,6 +86,8 @@ export class NftablesProxier extends BaseProxier {
   #generation = 0;
   /** The loopback NodePort listeners' feed, when they are served. */
   readonly #localhost?: LocalhostFeed;
+  /** How a new table loads in parts (`commit.ts`). */
+  readonly #parts: { nft: NFTables; chunkStatements?: number; betweenParts: () => void };
   /** Every transaction rewrites `sync-generation`: one fails whole on a table gone or another layout. */
   protected override readonly partialSyncFailsOnDrift = true;
 
@@ -91,6 +96,11 @@ export class NftablesProxier extends BaseProxier {
     super(o);
     this.#o = o;
     this.#nft = o.nft;
+    this.#parts = {
+      nft: o.nft,
+      chunkStatements: o.freshChunkStatements,
+      betweenParts: () => this.memory.midSync(),
+    };
     this.#metrics = nftablesMetrics(this.registry, o.family);
     this.#dynamic = new DynamicChains({ ...o, cleanupFailures: this.#metrics.cleanupFailures });
     this.#seed = o.maglevSeed ?? DEFAULT_MAGLEV_SEED;
@@ -163,15 +173,15 @@ export class NftablesProxier extends BaseProxier {
     const full = ctx.full;
     const affinityDirty = new Set<number>();
     const tx = new NftTransaction(this.family, TABLE);
-    let fresh = false;
+    // A table that did not exist: the transaction creating it may go in parts, begun by the build.
+    let fresh: FreshStream | undefined;
     if (full) fresh = await this.#buildFull(tx, ctx, affinityDirty);
     else this.#buildPartial(tx, ctx, affinityDirty);
-    if (tx.size > 0) {
+    if (tx.size > 0 || fresh?.load !== undefined) {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
       const elements = full ? this.#bookElements() : undefined;
-      const betweenParts = () => this.memory.midSync();
-      await commitSync({ nft: this.#nft, tx, generation, fresh, signal: ctx.signal, elements, betweenParts });
+      await commitSync({ ...this.#parts, tx, generation, fresh, signal: ctx.signal, elements });
       this.#generation++;
     }
     // What no port uses any more goes a second later (the kernel may still see a deleted element
@@ -262,8 +272,12 @@ export class NftablesProxier extends BaseProxier {
     this.#dynamic.created(name);
   }
 
-  /** Returns whether the table did not exist (`commit.ts`: the transaction creating it may go in parts). */
-  async #buildFull(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): Promise<boolean> {
+  /** When the table did not exist, returns the stream that may have begun loading it (`fresh_load.ts`). */
+  async #buildFull(
+    tx: NftTransaction,
+    ctx: SyncContext,
+    dirty: Set<number>,
+  ): Promise<FreshStream | undefined> {
     const existing = await this.#nft.listChains(TABLE);
     const foreign = existing === undefined ? undefined : foreignLayout(existing);
     if (foreign !== undefined) {
@@ -287,32 +301,42 @@ export class NftablesProxier extends BaseProxier {
     // A Maglev table is M elements (16,381 by default): one this process wrote to our table, which
     // no failure or drift has put in doubt since, is kept and brought up to date slot by slot.
     if (!ours) this.#maglev.clear();
-    const nodePortIPs = this.#nodePortIPs();
-    const began = new Set<NftName>();
-    const maglev: MaglevWant[] = [];
-    let ports = 0;
-    for (const key of [...ctx.services.keys()].sort()) {
-      const pe = this.#takePort(ctx, key, nodePortIPs, { began, affinityDirty, maglev });
-      this.#warnConflicts(this.#book.fill(key, pe.elements));
-      // A first build starts on what the lists left: collected within it once the heap grew.
-      if (++ports % 1024 === 0) this.memory.midSync();
+    const stream = existing === undefined
+      ? new FreshStream({ ...this.#parts, tx, book: this.#book, signal: ctx.signal })
+      : undefined;
+    try {
+      const nodePortIPs = this.#nodePortIPs();
+      const began = new Set<NftName>();
+      const maglev: MaglevWant[] = [];
+      let ports = 0;
+      for (const key of [...ctx.services.keys()].sort()) {
+        const pe = this.#takePort(ctx, key, nodePortIPs, { began, affinityDirty: dirty, maglev });
+        this.#warnConflicts(this.#book.fill(key, pe.elements));
+        if (++ports % 256 !== 0) continue;
+        // A first build starts on what the lists left: collected within it once the heap grew.
+        if (ports % 1024 === 0) this.memory.midSync();
+        await stream?.step();
+      }
+      for (const cluster of [false, true]) this.#rebuildBackends(tx, cluster, []);
+      for (const name of this.#dynamic.affinityInUse()) this.#createAffinity(tx, name);
+      if (ours || existing === undefined) {
+        await prepareMaglevTables(
+          { family: this.family, nft: this.#nft, maglev: this.#maglev, dynamic: this.#dynamic },
+          maglev,
+          ctx.signal,
+        );
+      }
+      writeMaglevTables(tx, this.#maglev, this.#dynamic, maglev);
+      // Affinity chains no service uses any more: emptied now, deleted with their map once
+      // unreferenced (unused lb chains were emptied by the backends rebuild).
+      for (const name of this.#dynamic.unusedAffinity()) {
+        tx.flushChain(name).flushChain(affinityRecordChain(affinityTimeout(name)));
+      }
+    } catch (e) {
+      await stream?.stop();
+      throw e;
     }
-    for (const cluster of [false, true]) this.#rebuildBackends(tx, cluster, []);
-    for (const name of this.#dynamic.affinityInUse()) this.#createAffinity(tx, name);
-    if (ours || existing === undefined) {
-      await prepareMaglevTables(
-        { family: this.family, nft: this.#nft, maglev: this.#maglev, dynamic: this.#dynamic },
-        maglev,
-        ctx.signal,
-      );
-    }
-    writeMaglevTables(tx, this.#maglev, this.#dynamic, maglev);
-    // Affinity chains no service uses any more: emptied now, deleted with their map once
-    // unreferenced (unused lb chains were emptied by the backends rebuild).
-    for (const name of this.#dynamic.unusedAffinity()) {
-      tx.flushChain(name).flushChain(affinityRecordChain(affinityTimeout(name)));
-    }
-    return existing === undefined;
+    return stream;
   }
 
   /** Every element of the book, by container, for a full sync to write after its transaction. */
@@ -370,11 +394,7 @@ export class NftablesProxier extends BaseProxier {
   }
 
   #warnConflicts(conflicts: string[]): void {
-    for (const c of conflicts) {
-      this.log.warn("Two services claim the same address and port; the first keeps it", {
-        family: this.family,
-        conflict: c,
-      });
-    }
+    const msg = "Two services claim the same address and port; the first keeps it";
+    for (const conflict of conflicts) this.log.warn(msg, { family: this.family, conflict });
   }
 }

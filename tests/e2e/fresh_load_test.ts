@@ -8,7 +8,7 @@ import { feedGenerated } from "../../bench/objects.ts";
 import type { ExecOptions, ExecResult, Executor } from "../../iptables/executor.ts";
 import { NftRunner } from "../../iptables/nft.ts";
 import { normalizeListing } from "../../iptables/nft_listing.ts";
-import { FRESH_CHUNK_STATEMENTS } from "../../proxier/nftables/commit.ts";
+import { FRESH_CHUNK_STATEMENTS } from "../../proxier/nftables/fresh_load.ts";
 import { TABLE } from "../../proxier/nftables/layout.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { realKernel, withNamespace } from "../support/namespace.ts";

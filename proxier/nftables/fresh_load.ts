@@ -1,0 +1,266 @@
+/**
+ * A new table's load in parts (`commit.ts` says why a new table may go in parts), which may begin
+ * while its first sync is still being built: the layout first, without the rules of its hooked
+ * chains, then element parts in {@linkcode FRESH_LANES} lanes, then those rules. The elements whose
+ * values name only chains of the fixed layout (cluster IPs, service IPs, no-endpoint verdicts,
+ * firewall and hairpin entries) are final as soon as the build claims them (a full build only
+ * adds, and a key's first claim stays its effective one), so {@linkcode FreshStream} hands them to
+ * the lanes while the build goes on: the kernel loads them on another core while the rest is
+ * computed. The rest (load balancing, backends, affinity) waits for the build's end, which sizes
+ * the backends maps and creates the chains their values name.
+ * @module
+ */
+import type { NFTables } from "../../iptables/nft.ts";
+import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
+import type { ElementBook, ElementReader } from "./element_book.ts";
+import {
+  CLUSTER_IPS,
+  FIREWALL_ALLOW,
+  FIREWALL_IPS,
+  HAIRPIN,
+  type NftName,
+  NO_ENDPOINT_SERVICES,
+  SERVICE_IPS,
+} from "./layout.ts";
+import { yieldToIO } from "../runtime/yield_to_io.ts";
+
+/** `add element` statements (of up to 1,000 elements each) in one transaction of a new table. */
+export const FRESH_CHUNK_STATEMENTS = 64;
+
+/**
+ * Element transactions of a new table run at once: one parses while another's is in the kernel;
+ * each more adds an nft's memory, and the kernel takes one transaction at a time.
+ */
+export const FRESH_LANES = 2;
+
+/** The containers whose elements' values name only chains of the fixed layout (or none). */
+export const STREAMED_CONTAINERS: readonly NftName[] = [
+  CLUSTER_IPS,
+  HAIRPIN,
+  FIREWALL_ALLOW,
+  SERVICE_IPS,
+  NO_ENDPOINT_SERVICES,
+  FIREWALL_IPS,
+];
+
+/** Options of {@linkcode FreshLoad}. */
+export interface FreshLoadOptions {
+  readonly nft: NFTables;
+  readonly signal?: AbortSignal;
+  /** Runs after each element part is in, before its lane takes another. */
+  readonly betweenParts?: () => void;
+}
+
+/**
+ * The lanes of one new table's load; see the module doc. Construction runs nothing; {@linkcode start}
+ * applies the layout, {@linkcode finish} the rest. Every nft it starts has ended when
+ * {@linkcode finish} or {@linkcode stop} settles.
+ */
+export class FreshLoad {
+  readonly #nft: NFTables;
+  readonly #between: () => void;
+  readonly #stop = new AbortController();
+  readonly #signal: AbortSignal;
+  /** Parts handed over and not taken by a lane yet. */
+  readonly #queue: NftTransaction[] = [];
+  /** Parts written as a lane asks for them, once the build is done. */
+  readonly #later: Iterator<NftTransaction>[] = [];
+  #closed = false;
+  /** Lanes waiting for a part. */
+  #waiting: Array<() => void> = [];
+  #running = 0;
+  #failure: { error: unknown } | undefined;
+  #lanes: Promise<void> | undefined;
+  /** The layout's transaction, once {@linkcode start} ran. */
+  #layout: Promise<void> | undefined;
+  #hooks: NftTransaction | undefined;
+
+  /** Builds the load; starts nothing. */
+  constructor(o: FreshLoadOptions) {
+    this.#nft = o.nft;
+    this.#between = o.betweenParts ?? (() => {});
+    this.#signal = o.signal === undefined
+      ? this.#stop.signal
+      : AbortSignal.any([o.signal, this.#stop.signal]);
+  }
+
+  /** Whether {@linkcode start} ran. */
+  get started(): boolean {
+    return this.#lanes !== undefined;
+  }
+
+  /** The rules of the hooked chains, held back until every element is in (after {@linkcode start}). */
+  get hooks(): NftTransaction | undefined {
+    return this.#hooks;
+  }
+
+  /** Whether a lane would take a part handed over now at once (and none failed). */
+  get wanting(): boolean {
+    return this.started && this.#failure === undefined && this.#queue.length === 0 &&
+      this.#running < FRESH_LANES;
+  }
+
+  /** Whether an nft of this load is running: its input is written, and its end seen, only as the thread yields. */
+  get busy(): boolean {
+    return this.#running > 0;
+  }
+
+  /**
+   * Applies `layout` (a new table's statements but its elements and hooked chains' rules, which
+   * `hooks` holds) and starts the lanes, whose parts wait for it.
+   */
+  start(layout: string, hooks: NftTransaction): void {
+    this.#hooks = hooks;
+    this.#running++;
+    this.#layout = this.#nft.apply(layout, this.#signal).finally(() => this.#running--);
+    const applied = this.#layout;
+    this.#lanes = Promise.all(Array.from({ length: FRESH_LANES }, () => this.#lane(applied))).then(() => {});
+  }
+
+  /** Hands `part` to the lanes (after {@linkcode start}). */
+  send(part: NftTransaction): void {
+    this.#queue.push(part);
+    this.#wake();
+  }
+
+  /**
+   * Applies `tx` (the statements the build's end added: what the remaining parts need), then the
+   * parts of `later`, in order, as lanes are free for them; resolves once every part is in.
+   * Rejects with the first failure once every nft of the load has ended (what is in stays: the
+   * next sync, full, rewrites the table in one transaction).
+   */
+  async finish(tx: NftTransaction, later: Iterator<NftTransaction>[]): Promise<void> {
+    try {
+      // The layout first: `tx` adds to the table it creates.
+      await this.#layout;
+      if (tx.size > 0 && this.#failure === undefined) await this.#nft.apply(tx.text(), this.#signal);
+    } catch (error) {
+      this.#fail(error);
+    }
+    this.#later.push(...later);
+    this.#closed = true;
+    this.#wake();
+    await this.#lanes;
+    if (this.#failure !== undefined) throw this.#failure.error;
+  }
+
+  /** Stops the load: no part starts, those running are stopped; resolves once every nft has ended. */
+  async stop(): Promise<void> {
+    this.#fail(new Error("the new table's load was stopped"));
+    this.#closed = true;
+    this.#wake();
+    await this.#lanes;
+  }
+
+  #wake(): void {
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const resolve of waiting) resolve();
+  }
+
+  #fail(error: unknown): void {
+    this.#failure ??= { error };
+    this.#stop.abort();
+  }
+
+  #take(): NftTransaction | undefined {
+    const queued = this.#queue.shift();
+    if (queued !== undefined) return queued;
+    while (this.#later.length > 0) {
+      const n = this.#later[0].next();
+      if (!n.done) return n.value;
+      this.#later.shift();
+    }
+    return undefined;
+  }
+
+  async #lane(layout: Promise<void>): Promise<void> {
+    try {
+      await layout;
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
+    while (this.#failure === undefined) {
+      const part = this.#take();
+      if (part === undefined) {
+        if (this.#closed) return;
+        await new Promise<void>((resolve) => this.#waiting.push(resolve));
+        continue;
+      }
+      this.#running++;
+      try {
+        await this.#nft.apply(part.statements(), this.#signal);
+        this.#between();
+      } catch (error) {
+        this.#fail(error);
+      } finally {
+        this.#running--;
+      }
+    }
+  }
+}
+
+/**
+ * Hands a new table's finished elements to its load while the build goes on. {@linkcode step} runs
+ * between the build's ports; {@linkcode rest} gives the commit what is left.
+ */
+export class FreshStream {
+  readonly #tx: NftTransaction;
+  readonly #load: FreshLoad;
+  readonly #chunk: number;
+  readonly #readers: ReadonlyMap<NftName, ElementReader>;
+
+  /**
+   * `tx`: the sync's transaction, holding the new table's layout; `book`: the one the build fills;
+   * `chunkStatements`: statements per part (default {@linkcode FRESH_CHUNK_STATEMENTS}). Starts nothing.
+   */
+  constructor(o: FreshLoadOptions & { tx: NftTransaction; book: ElementBook; chunkStatements?: number }) {
+    this.#tx = o.tx;
+    this.#load = new FreshLoad(o);
+    this.#chunk = o.chunkStatements ?? FRESH_CHUNK_STATEMENTS;
+    this.#readers = new Map(STREAMED_CONTAINERS.map((c) => [c, o.book.reader(c)]));
+  }
+
+  /** The load, once a part went to it (its layout applied). */
+  get load(): FreshLoad | undefined {
+    return this.#load.started ? this.#load : undefined;
+  }
+
+  /**
+   * Between ports: while a part is in flight, lets the thread's I/O run (its input written, its end
+   * seen); when a lane is free and a whole part of finished elements is ready, hands it over (the
+   * first starts the load with the layout `tx` holds, which `tx` then forgets).
+   */
+  async step(): Promise<void> {
+    if (this.#load.busy) await yieldToIO();
+    if (this.#load.started && !this.#load.wanting) return;
+    const ready = this.#sources();
+    if (NftTransaction.statementsOf(ready) < this.#chunk) return;
+    if (!this.#load.started) {
+      const { hooks } = this.#tx.splitForNewTable(this.#chunk);
+      this.#load.start(this.#tx.text(), hooks);
+      this.#tx.clear();
+    }
+    // The first part of whole statements: its readers move on by exactly what it holds.
+    this.#load.send(this.#tx.elementParts(ready, this.#chunk).next().value!);
+  }
+
+  /** Stops the load (a build that failed): resolves once every nft of it has ended. */
+  stop(): Promise<void> {
+    return this.#load.stop();
+  }
+
+  /** Returns `elements` (the book's, by container) less what the load was handed, for the commit to write. */
+  rest(elements: readonly NftElementSource[]): NftElementSource[] {
+    return elements.map((e) => {
+      const reader = this.#readers.get(e.container);
+      if (reader === undefined || !this.#load.started) return e;
+      return { container: e.container, count: reader.pending(), texts: reader.texts() };
+    });
+  }
+
+  #sources(): NftElementSource[] {
+    return [...this.#readers].map(([container, r]) => ({ container, count: r.pending(), texts: r.texts() }));
+  }
+}
