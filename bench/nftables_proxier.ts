@@ -14,11 +14,12 @@ import { benchConfig } from "./objects.ts";
 
 /**
  * Returns a proxier whose kernel tools run on `exec` (nft through `o.nft` when given, else an
- * `NftRunner` on `exec`); `o.node` names the node, `o.maglevTableSize` sets Maglev's M. Starts nothing.
+ * `NftRunner` on `exec`); `o.node` names the node, `o.maglevTableSize` sets Maglev's M, `o.freshChunkStatements` the parts
+ * of a new table's load. Starts nothing.
  */
 export function benchNftablesProxier(
   exec: Executor,
-  o: { node?: string; nft?: NFTables; maglevTableSize?: number } = {},
+  o: { node?: string; nft?: NFTables; maglevTableSize?: number; freshChunkStatements?: number } = {},
 ): NftablesProxier {
   const config = benchConfig({ clusterCIDRs: ["10.0.0.0/8"] });
   const deps = newModeDeps(config, { nodeName: o.node ?? "node-a", log: nullLogger, clock: realClock, exec });
@@ -32,5 +33,6 @@ export function benchNftablesProxier(
     nodeIPs: ["192.168.0.2"],
     affinitySupported: true,
     ...(o.maglevTableSize === undefined ? {} : { maglevTableSize: o.maglevTableSize }),
+    freshChunkStatements: o.freshChunkStatements,
   });
 }

@@ -41,3 +41,26 @@ Deno.test("NftTransaction.splitForNewTable: add element statements and the hooke
   assertEquals(lines(again.hooks), ["add rule ip6 kube-proxy in accept"]);
   assertEquals(lines(tx).length, 6);
 });
+
+Deno.test("NftTransaction.clear and append: a cleared transaction writes nothing of before; an appended one's elements and hooked chains' rules split out as if written here", () => {
+  const base = new NftTransaction("IPv4", "t").addTable().addChain("in", {
+    type: "filter",
+    hook: "input",
+    priority: "0",
+  });
+  assertEquals(base.clear().text(), "");
+  // The cleared transaction still knows `in` is hooked: its rules are held back by a split.
+  base.addRule("in", "accept");
+  const more = new NftTransaction("IPv4", "t").addSet("set", "s", "type ipv4_addr;").addElements("s", [
+    "10.0.0.1",
+  ]);
+  base.append(more).addElements("s", ["10.0.0.2"]);
+  assertEquals(base.addedStatements, 2);
+  const { parts, hooks } = base.splitForNewTable(1);
+  assertEquals(parts.map((p) => p.text()), [
+    "add element ip t s { 10.0.0.1 }\n",
+    "add element ip t s { 10.0.0.2 }\n",
+  ]);
+  assertEquals(hooks.text(), "add rule ip t in accept\n");
+  assertEquals(base.text(), "add set ip t s { type ipv4_addr; }\n");
+});

@@ -177,3 +177,29 @@ Deno.test("element book: windows over a container go round it, each key once a r
   assertEquals(book.window(SERVICE_IPS, 4), [el(0).key]);
   assertEquals(book.window(CLUSTER_IPS, 4), []);
 });
+
+Deno.test("element book reader: a fill's elements in first-claim order, each once, going on as the fill goes on; a key claimed again is not read again", () => {
+  const book = new ElementBook();
+  const reader = book.reader(SERVICE_IPS);
+  assertEquals([reader.pending(), [...reader.texts()]], [0, []]);
+  const entry = (ip: string, chain: string): Element => ({
+    container: SERVICE_IPS,
+    key: `${ip} . tcp . 80`,
+    value: `goto ${chain}`,
+  });
+  book.fill("ns/a:http", [entry("172.30.0.1", "internal"), entry("172.30.0.2", "internal")]);
+  assertEquals(reader.pending(), 2);
+  // Read one, then stop: the other stays pending.
+  const first = reader.texts().next().value;
+  assertEquals([first, reader.pending()], ["172.30.0.1 . tcp . 80 : goto internal", 1]);
+  // Another port's claim on a held key waits behind the first: its value is never read.
+  book.fill("ns/b:http", [entry("172.30.0.2", "external"), entry("172.30.0.3", "internal")]);
+  assertEquals(reader.pending(), 2);
+  assertEquals([...reader.texts()], [
+    "172.30.0.2 . tcp . 80 : goto internal",
+    "172.30.0.3 . tcp . 80 : goto internal",
+  ]);
+  assertEquals([reader.pending(), [...reader.texts()]], [0, []]);
+  book.fill("ns/c:http", [entry("172.30.0.4", "internal")]);
+  assertEquals([...reader.texts()], ["172.30.0.4 . tcp . 80 : goto internal"]);
+});

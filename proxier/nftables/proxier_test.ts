@@ -1,11 +1,11 @@
-import { type NFTables, NftError } from "../../iptables/nft.ts";
+import { type NFTables, NftError, scriptText } from "../../iptables/nft.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { affinityNotice } from "./mode.ts";
 import { traceNft } from "../trace/nft_walker.ts";
 import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures.ts";
 import { emptyNftablesSetup, nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
-import { NODE_IP } from "../../tests/flows/objects.ts";
+import { EMPTY, NODE_IP } from "../../tests/flows/objects.ts";
 import { LAYOUT_MARKER, SERVICE_IPS, TABLE } from "./layout.ts";
 import { SERVICE_IPS_WINDOW } from "./drift_check.ts";
 import { assertGolden } from "../../tests/support/golden.ts";
@@ -683,4 +683,96 @@ Deno.test("nftables: a full build collects within itself once the heap grew (wha
   assertEquals(ran.slice(0, 2), ["collect", "apply"]);
   assertEquals(ran.filter((r) => r === "collect").length, 1, ran.join(" "));
   assertEquals(ran.at(-1), "thorough");
+});
+
+/** A proxier on a new table with `n` Services of one endpoint each, its transactions recorded in order. */
+function newTableAtScale(n: number, freshChunkStatements?: number) {
+  const fake = new FakeNft();
+  const nft = fake.forFamily("IPv4");
+  const applied: string[] = [];
+  const { proxier } = nftablesSetup({
+    freshChunkStatements,
+    nft: { ...nft, apply: (script, signal) => (applied.push(scriptText(script)), nft.apply(script, signal)) },
+  });
+  for (let i = 0; i < n; i++) {
+    const ip = `172.31.${i >> 8}.${i & 255}`;
+    proxier.onServiceAdd(
+      makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
+    );
+    proxier.onEndpointSliceAdd(
+      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
+    );
+  }
+  return { fake, proxier, applied };
+}
+
+Deno.test("nftables: a new table's build hands its finished cluster and service IPs to the kernel before it ends; the table ends as one transaction leaves it", async () => {
+  const streamed = newTableAtScale(3000, 2);
+  await streamed.proxier.syncNow();
+  const { applied } = streamed;
+  const first = (s: string) => applied.findIndex((t) => t.includes(s));
+  // The backends map is created once every port is built: cluster and service IPs went before.
+  const backendsMap = first(`add map ip ${TABLE} backends `);
+  assert(
+    first(`add element ip ${TABLE} cluster-ips `) < backendsMap,
+    applied.map((t) => t.slice(0, 60)).join("\n"),
+  );
+  assert(first(`add element ip ${TABLE} service-ips `) < backendsMap);
+  assert(!applied[0].includes("jump services"), "no hooked chain's rule before every element is in");
+  assert(applied.at(-1)!.includes("jump services"));
+  assertEquals(reach(streamed.fake, "172.31.11.183"), ["10.181.11.183:80"]);
+
+  // The same objects in one transaction (its elements fit one part).
+  const whole = newTableAtScale(3000);
+  await whole.proxier.syncNow();
+  assertEquals(whole.applied.filter((t) => t.includes("add element")).length, 1);
+  assertEquals(streamed.fake.listTable("IPv4", TABLE), whole.fake.listTable("IPv4", TABLE));
+});
+
+Deno.test("nftables: a new table's build that fails after its load began stops the load: no nft of it runs once the sync has failed", async () => {
+  const fake = new FakeNft();
+  const inner = fake.forFamily("IPv4");
+  let running = 0;
+  const { proxier } = nftablesSetup({
+    freshChunkStatements: 2,
+    maglevTableSize: 1021,
+    nft: {
+      ...inner,
+      async apply(script, signal) {
+        const text = scriptText(script);
+        running++;
+        try {
+          // The Maglev table, written once every port is built, is refused; a part of cluster IPs
+          // takes its time (until stopped).
+          if (text.includes(" mh-")) throw new NftError("nft -f - exited 1: Error: refused", 1);
+          if (text.includes(`add element ip ${TABLE} cluster-ips `)) {
+            await new Promise<void>((resolve) => {
+              const t = setTimeout(resolve, 5000);
+              signal?.addEventListener("abort", () => (clearTimeout(t), resolve()));
+            });
+          }
+          if (signal?.aborted === true) throw new NftError("nft -f - exited 137: stopped", 137);
+          return await inner.apply(text);
+        } finally {
+          running--;
+        }
+      },
+    },
+  }, { objects: EMPTY });
+  for (let i = 0; i < 3000; i++) {
+    const ip = `172.31.${i >> 8}.${i & 255}`;
+    proxier.onServiceAdd(makeService("scale", `s${i}`, (s) => {
+      s.spec!.clusterIP = ip;
+      s.spec!.clusterIPs = [ip];
+      if (i === 0) s.metadata!.annotations = { "kube-router.io/service.scheduler": "mh" };
+    }));
+    proxier.onEndpointSliceAdd(
+      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
+    );
+  }
+  const started = Date.now();
+  const error = await assertRejects(() => proxier.syncNow(), NftError);
+  assert(error.message.includes("refused"), error.message);
+  assertEquals(running, 0, "an nft of the load still runs");
+  assert(Date.now() - started < 4000, "the part was stopped, not waited for");
 });

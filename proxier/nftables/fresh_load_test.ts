@@ -1,0 +1,146 @@
+import type { NFTables } from "../../iptables/nft.ts";
+import { NftError, scriptText } from "../../iptables/nft.ts";
+import { NftTransaction } from "../../iptables/nft_transaction.ts";
+import { FakeNft } from "../../iptables/testing/fake_nft.ts";
+import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
+import { ElementBook } from "./element_book.ts";
+import { FreshLoad, FreshStream } from "./fresh_load.ts";
+import { CLUSTER_IPS, LB, TABLE } from "./layout.ts";
+
+/**
+ * The fake's IPv4 whose applies wait for `release(n)` (the n-th apply, from 0) when `held` says so:
+ * what the kernel holds, and in which order transactions went in, as nft's would.
+ */
+function gated(held: (n: number) => boolean = () => false) {
+  const fake = new FakeNft();
+  const inner = fake.forFamily("IPv4");
+  const gates = new Map<number, () => void>();
+  const started: string[] = [];
+  let running = 0;
+  let most = 0;
+  let n = 0;
+  const nft: NFTables = {
+    ...inner,
+    async apply(script, signal) {
+      const i = n++;
+      const text = scriptText(script);
+      started.push(text);
+      running++;
+      most = Math.max(most, running);
+      try {
+        if (held(i)) {
+          await new Promise<void>((resolve) => {
+            gates.set(i, resolve);
+            signal?.addEventListener("abort", () => resolve());
+          });
+        }
+        if (signal?.aborted === true) throw new NftError("nft -f - exited 137: stopped", 137);
+        if (text.includes("FAIL")) throw new NftError("nft -f - exited 1: Error: FAIL", 1);
+        return await inner.apply(text);
+      } finally {
+        running--;
+      }
+    },
+  };
+  const release = async (i: number) => {
+    for (let k = 0; k < 100 && !gates.has(i); k++) await new Promise((r) => setTimeout(r, 1));
+    gates.get(i)!();
+  };
+  return { fake, nft, started, release, most: () => most };
+}
+
+const layout = () => {
+  const tx = new NftTransaction("IPv4", TABLE).addTable()
+    .addSet("set", CLUSTER_IPS, "type ipv4_addr;")
+    .addChain("in", { type: "filter", hook: "input", priority: "0" })
+    .addRule("in", `ip daddr @${CLUSTER_IPS} accept`);
+  return { tx, ...tx.splitForNewTable(1) };
+};
+const part = (ip: string) => new NftTransaction("IPv4", TABLE).addElements(CLUSTER_IPS, [ip]);
+
+Deno.test("FreshLoad: parts wait for the layout; what the build's end adds waits for the layout too, and the later parts for it; the hooked chains' rules are held", async () => {
+  // The layout (apply 0) is slow: nothing may go before it.
+  const { fake, nft, started, release } = gated((i) => i === 0);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  load.send(part("172.30.0.1"));
+  const end = new NftTransaction("IPv4", TABLE).addSet("map", LB, "type ipv4_addr : verdict;");
+  const finishing = load.finish(end, [[part("172.30.0.2")].values()]);
+  await new Promise((r) => setTimeout(r, 20));
+  assertEquals(started.length, 1, "only the layout runs until it is in");
+  await release(0);
+  await finishing;
+  assertEquals(started.length, 4);
+  assert(started[1].includes("172.30.0.1") || started[2].includes("172.30.0.1"), started.join("|"));
+  assertEquals(started.filter((s) => s.includes(`add map ip ${TABLE} ${LB}`)).length, 1);
+  assert(started[3].includes("172.30.0.2"), "the later part after what the build's end added");
+  assertEquals(load.hooks!.text(), `add rule ip ${TABLE} in ip daddr @${CLUSTER_IPS} accept\n`);
+  assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 2);
+});
+
+Deno.test("FreshLoad: a part that fails fails the finish with its error once the other lane's nft is stopped; no part starts after it", async () => {
+  // The second part is held, so it is running when the first fails.
+  const { nft, started } = gated((i) => i === 2);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  load.send(new NftTransaction("IPv4", TABLE).comment("FAIL").addElements(CLUSTER_IPS, ["172.30.0.1"]));
+  load.send(part("172.30.0.2"));
+  const error = await assertRejects(
+    () => load.finish(new NftTransaction("IPv4", TABLE), [[part("172.30.0.3")].values()]),
+    NftError,
+  );
+  assert(error.message.includes("FAIL"), error.message);
+  assert(!started.some((s) => s.includes("172.30.0.3")), started.join("|"));
+});
+
+Deno.test("FreshLoad: a build that failed stops the load: the running part is stopped, none starts after, and stop resolves once every nft ended", async () => {
+  const { nft, started } = gated((i) => i === 1);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  load.send(part("172.30.0.1"));
+  await new Promise((r) => setTimeout(r, 10));
+  assert(load.busy);
+  await load.stop();
+  assert(!load.busy, "no nft of the load runs after stop");
+  load.send(part("172.30.0.2"));
+  await new Promise((r) => setTimeout(r, 10));
+  assertEquals(started.length, 2);
+});
+
+Deno.test("FreshStream: a part goes once a whole part of finished elements is ready, starting the load with the layout; the rest is what it was not handed", async () => {
+  const { fake, nft, started } = gated();
+  const book = new ElementBook();
+  const tx = layout().tx;
+  tx.addChain("in2", { type: "filter", hook: "output", priority: "0" }).addRule("in2", "accept");
+  const stream = new FreshStream({ tx, book, nft, chunkStatements: 2 });
+  const fill = (from: number, to: number) => {
+    for (let i = from; i < to; i++) {
+      book.fill(`ns/s${i}:http`, [{ container: CLUSTER_IPS, key: `172.30.${i >> 8}.${i & 255}` }]);
+    }
+  };
+  fill(0, 900);
+  await stream.step();
+  assertEquals(
+    [stream.load, started.length],
+    [undefined, 0],
+    "900 elements are one statement, less than a part",
+  );
+  fill(900, 2500);
+  await stream.step();
+  assert(stream.load !== undefined);
+  assertEquals(tx.text(), "", "the layout went to the load");
+  const rest = stream.rest([{
+    container: CLUSTER_IPS,
+    count: book.size(CLUSTER_IPS),
+    texts: book.texts(CLUSTER_IPS),
+  }]);
+  assertEquals(rest[0].count, 500);
+  const end = new NftTransaction("IPv4", TABLE);
+  await stream.load.finish(end, [end.elementParts(rest, 2)]);
+  assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 2500);
+  assertEquals(stream.load.hooks!.text(), `add rule ip ${TABLE} in2 accept\n`);
+  assert(!started[0].includes("add rule ip kube-proxy in2"), "the hooked chains' rules are held back");
+});
