@@ -26,7 +26,8 @@ export interface NftElementSource {
 }
 
 /** Elements to an `add element` statement, unless a caller says otherwise. */
-const PER_STATEMENT = 1000;
+export const ELEMENTS_PER_STATEMENT = 1000;
+const PER_STATEMENT = ELEMENTS_PER_STATEMENT;
 
 /** Statements on one table of one family; see the module doc. */
 export class NftTransaction {

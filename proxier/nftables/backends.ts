@@ -6,8 +6,8 @@
  * destination address); `lbc-...` the same over `backends-cluster`.
  * @module
  */
-import type { NftAlgorithm } from "./schedulers.ts";
-import type { IPFamily } from "../model/types.ts";
+import { nftablesScheduler, type NftAlgorithm } from "./schedulers.ts";
+import type { EndpointsMap, IPFamily, ServicePortMap } from "../model/types.ts";
 import { BACKENDS, BACKENDS_CLUSTER, type NftName, seedHex } from "./layout.ts";
 import { nftFamily } from "../../iptables/nft.ts";
 import type { NftTransaction } from "../../iptables/nft_transaction.ts";
@@ -109,6 +109,32 @@ export const PRECREATED_LB_COUNTS: readonly number[] = Array.from({ length: 32 }
 export function isPrecreated(name: NftName): boolean {
   const c = parseLbChain(name);
   return c !== undefined && c.algorithm === "random" && PRECREATED_LB_COUNTS.includes(c.n);
+}
+
+/**
+ * Returns the most elements {@linkcode BACKENDS} and {@linkcode BACKENDS_CLUSTER} can take for the
+ * ports of `services` (each entry's group holds at most every endpoint of its port; `nodePortIPs`:
+ * how many addresses answer a NodePort), when every lb chain they can need is precreated (the
+ * default scheduler, at most 32 endpoints). Undefined when a port may need another: the maps are
+ * then created with every chain their ports need once all are built (see {@linkcode addBackends}).
+ */
+export function precreatedBackendsBound(
+  services: ServicePortMap,
+  endpoints: EndpointsMap,
+  nodePortIPs: number,
+): [number, number] | undefined {
+  let local = 0;
+  let cluster = 0;
+  for (const [key, svc] of services) {
+    const eps = endpoints.get(key)?.length ?? 0;
+    if (eps > PRECREATED_LB_COUNTS.length) return undefined;
+    if (nftablesScheduler(svc.scheduler, svc.schedFlags).algorithm !== "random") return undefined;
+    const external = svc.externalIPs.length + svc.loadBalancerIPs.length +
+      (svc.nodePort === 0 ? 0 : nodePortIPs);
+    local += eps * (1 + external);
+    if (svc.externalPolicyLocal) cluster += eps * external;
+  }
+  return [local, cluster];
 }
 
 /**

@@ -11,6 +11,7 @@
  * heap after the first sync against 323 with a claim per endpoint).
  * @module
  */
+import type { NftElementSource } from "../../iptables/nft_transaction.ts";
 import { type NftName } from "./layout.ts";
 import { type Element, elementRest } from "./port_elements.ts";
 import { flat } from "../model/flat_string.ts";
@@ -38,8 +39,8 @@ const first = (slot: Slot): Claim => Array.isArray(slot) ? slot[0] : slot as Cla
 export interface ElementReader {
   /** Elements held and not read yet. */
   pending(): number;
-  /** Yields those elements' texts, in order; each is read once, as it is yielded. */
-  texts(): Generator<string>;
+  /** Yields those elements' texts (at most `limit`), in order; each is read once, as it is yielded. */
+  texts(limit?: number): Generator<string>;
 }
 
 /** Keys one round of {@linkcode ElementBook.replace} calls touched, with their effective element before (its rest). */
@@ -287,28 +288,52 @@ export class ElementBook {
 
   /**
    * Returns a reader of `container`'s effective element texts in the order their keys were first
-   * claimed, each once, going on from where it stopped. While the book is filled from scratch
-   * ({@linkcode fill} only: a key's first claim stays its effective one), what it read stays true,
-   * so a new table can load it before the fill ends. Not for a grouped container.
+   * claimed, each once, going on from where it stopped (within a group too). While the book is
+   * filled from scratch ({@linkcode fill} only: a key's first claim stays its effective one), what
+   * it read stays true, so a new table can load it before the fill ends.
    */
   reader(container: NftName): ElementReader {
+    const group = this.#groups.get(container);
     let keys: Map<string, Slot> | undefined;
     let at: Iterator<[string, Slot]> | undefined;
+    /** The group being read, when a read stopped within one. */
+    let within: Iterator<string> | undefined;
+    let keysRead = 0;
     let read = 0;
     const slots = () => keys ??= this.#slots.get(container);
     return {
-      pending: () => (slots()?.size ?? 0) - read,
-      *texts() {
-        // A Map's live iterator also visits keys added after it began; it is never run past the
-        // end (that would finish it for good), only up to the keys held now.
-        for (let left = (slots()?.size ?? 0) - read; left > 0; left--) {
+      pending: () => this.size(container) - read,
+      *texts(limit = Infinity) {
+        for (let left = limit; left > 0;) {
+          const n = within?.next();
+          if (n !== undefined && !n.done) {
+            read++;
+            left--;
+            yield n.value;
+            continue;
+          }
+          within = undefined;
+          // A Map's live iterator also visits keys added after it began; it is never run past the
+          // end (that would finish it for good), only up to the keys held now.
+          if (keysRead >= (slots()?.size ?? 0)) return;
           at ??= keys!.entries();
           const [key, slot] = at.next().value as [string, Slot];
+          keysRead++;
+          if (group !== undefined) {
+            within = group.texts(key, first(slot).rest)[Symbol.iterator]();
+            continue;
+          }
           read++;
+          left--;
           yield key + first(slot).rest;
         }
       },
     };
+  }
+
+  /** Every element of `containers`, by container, for a full sync to write after its transaction. */
+  sources(containers: readonly NftName[]): NftElementSource[] {
+    return containers.map((c) => ({ container: c, count: this.size(c), texts: this.texts(c) }));
   }
 
   /**

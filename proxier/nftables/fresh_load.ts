@@ -6,18 +6,29 @@
  * firewall and hairpin entries) are final as soon as the build claims them (a full build only
  * adds, and a key's first claim stays its effective one), so {@linkcode FreshStream} hands them to
  * the lanes while the build goes on: the kernel loads them on another core while the rest is
- * computed. The rest (load balancing, backends, affinity) waits for the build's end, which sizes
- * the backends maps and creates the chains their values name.
+ * computed. So do the load-balancing and backends elements when the backends maps and every lb
+ * chain their values can name can be written with the layout (`precreatedBackendsBound`); else
+ * they wait for the build's end, which sizes those maps and creates the chains. Affinity waits too.
  * @module
  */
 import type { NFTables } from "../../iptables/nft.ts";
-import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
-import type { ElementBook, ElementReader } from "./element_book.ts";
 import {
+  ELEMENTS_PER_STATEMENT,
+  type NftElementSource,
+  NftTransaction,
+} from "../../iptables/nft_transaction.ts";
+import type { ElementBook, ElementReader } from "./element_book.ts";
+import type { EndpointsMap, ServicePortMap } from "../model/types.ts";
+import { precreatedBackendsBound } from "./backends.ts";
+import {
+  BACKENDS,
+  BACKENDS_CLUSTER,
   CLUSTER_IPS,
   FIREWALL_ALLOW,
   FIREWALL_IPS,
   HAIRPIN,
+  LB,
+  LB_CLUSTER,
   type NftName,
   NO_ENDPOINT_SERVICES,
   SERVICE_IPS,
@@ -42,6 +53,9 @@ export const STREAMED_CONTAINERS: readonly NftName[] = [
   NO_ENDPOINT_SERVICES,
   FIREWALL_IPS,
 ];
+
+/** The containers whose elements' values name the backends maps or the lb chains reading them. */
+export const BALANCING_CONTAINERS: readonly NftName[] = [LB, LB_CLUSTER, BACKENDS, BACKENDS_CLUSTER];
 
 /** Options of {@linkcode FreshLoad}. */
 export interface FreshLoadOptions {
@@ -210,16 +224,45 @@ export class FreshStream {
   readonly #load: FreshLoad;
   readonly #chunk: number;
   readonly #readers: ReadonlyMap<NftName, ElementReader>;
+  /** Writes the backends maps and their lb chains into the layout, when every chain is known before the build ends. */
+  readonly #backends?: (tx: NftTransaction) => void;
 
   /**
    * `tx`: the sync's transaction, holding the new table's layout; `book`: the one the build fills;
-   * `chunkStatements`: statements per part (default {@linkcode FRESH_CHUNK_STATEMENTS}). Starts nothing.
+   * `chunkStatements`: statements per part (default {@linkcode FRESH_CHUNK_STATEMENTS});
+   * `backends` writes a backends map (`cluster`: the cluster one) sized for `bound` elements with its
+   * lb chains, when the ports of `services` (with `endpoints`; `nodePortIPs` answer NodePorts) can
+   * need no chain but precreated ones (`precreatedBackendsBound`): their maps are then written
+   * with the layout and their elements handed over too. Starts nothing.
    */
-  constructor(o: FreshLoadOptions & { tx: NftTransaction; book: ElementBook; chunkStatements?: number }) {
+  constructor(
+    o: FreshLoadOptions & {
+      tx: NftTransaction;
+      book: ElementBook;
+      chunkStatements?: number;
+      services?: ServicePortMap;
+      endpoints?: EndpointsMap;
+      nodePortIPs?: readonly string[];
+      backends?: (tx: NftTransaction, cluster: boolean, bound: number) => void;
+    },
+  ) {
     this.#tx = o.tx;
     this.#load = new FreshLoad(o);
     this.#chunk = o.chunkStatements ?? FRESH_CHUNK_STATEMENTS;
-    this.#readers = new Map(STREAMED_CONTAINERS.map((c) => [c, o.book.reader(c)]));
+    const bound = o.services === undefined || o.endpoints === undefined || o.backends === undefined
+      ? undefined
+      : precreatedBackendsBound(o.services, o.endpoints, o.nodePortIPs?.length ?? 0);
+    const write = o.backends;
+    if (bound !== undefined && write !== undefined) {
+      this.#backends = (tx) => [false, true].forEach((cluster, i) => write(tx, cluster, bound[i]));
+    }
+    const streamed = [...STREAMED_CONTAINERS, ...(this.#backends === undefined ? [] : BALANCING_CONTAINERS)];
+    this.#readers = new Map(streamed.map((c) => [c, o.book.reader(c)]));
+  }
+
+  /** Whether the load created the backends maps and their lb chains (the build's end must not). */
+  get holdsBackends(): boolean {
+    return this.#load.started && this.#backends !== undefined;
   }
 
   /** The load, once a part went to it (its layout applied). */
@@ -238,6 +281,7 @@ export class FreshStream {
     const ready = this.#sources();
     if (NftTransaction.statementsOf(ready) < this.#chunk) return;
     if (!this.#load.started) {
+      this.#backends?.(this.#tx);
       const { hooks } = this.#tx.splitForNewTable(this.#chunk);
       this.#load.start(this.#tx.text(), hooks);
       this.#tx.clear();
@@ -260,7 +304,11 @@ export class FreshStream {
     });
   }
 
+  /** What is ready of each container, in whole statements: a part of many containers' remnants would hold few elements. */
   #sources(): NftElementSource[] {
-    return [...this.#readers].map(([container, r]) => ({ container, count: r.pending(), texts: r.texts() }));
+    return [...this.#readers].map(([container, r]) => {
+      const count = r.pending() - r.pending() % ELEMENTS_PER_STATEMENT;
+      return { container, count, texts: r.texts(count) };
+    });
   }
 }

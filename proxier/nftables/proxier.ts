@@ -7,7 +7,7 @@
  * @module
  */
 import { type NFTables, NftError } from "../../iptables/nft.ts";
-import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
+import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { masqueradeMark } from "../_common/masquerade.ts";
 import { BaseProxier, type SyncContext } from "../base_proxier.ts";
 import type { BaseProxierOptions } from "../proxier_options.ts";
@@ -180,7 +180,7 @@ export class NftablesProxier extends BaseProxier {
     if (tx.size > 0 || fresh?.load !== undefined) {
       // As nft lists a mark, so a listing reads back as sent.
       const generation = generationElement(this.#generation + 1, this.#o.writer);
-      const elements = full ? this.#bookElements() : undefined;
+      const elements = full ? this.#book.sources(ELEMENT_CONTAINERS) : undefined;
       await commitSync({ ...this.#parts, tx, generation, fresh, signal: ctx.signal, elements });
       this.#generation++;
     }
@@ -255,11 +255,11 @@ export class NftablesProxier extends BaseProxier {
     return pe;
   }
 
-  /** Recreates a backends map in `tx`, sized for the book, with its lb chains (plus `fresh`). */
-  #rebuildBackends(tx: NftTransaction, cluster: boolean, fresh: readonly NftName[]): void {
+  /** Recreates a backends map in `tx`, sized for the book (or `bound` elements), with its lb chains (plus `fresh`). */
+  #rebuildBackends(tx: NftTransaction, cluster: boolean, fresh: readonly NftName[], bound?: number): void {
     const map = cluster ? BACKENDS_CLUSTER : BACKENDS;
     const chains = this.#dynamic.lbChains(cluster, fresh);
-    const size = backendsSize(this.#book.size(map));
+    const size = backendsSize(bound ?? this.#book.size(map));
     this.#backendsSize.set(map, size);
     const inKernel = this.#dynamic.lbInKernel(cluster);
     addBackends(tx, this.family, cluster, inKernel, chains, size, this.#seed);
@@ -301,11 +301,12 @@ export class NftablesProxier extends BaseProxier {
     // A Maglev table is M elements (16,381 by default): one this process wrote to our table, which
     // no failure or drift has put in doubt since, is kept and brought up to date slot by slot.
     if (!ours) this.#maglev.clear();
+    const nodePortIPs = this.#nodePortIPs();
+    const backends = (t: NftTransaction, c: boolean, bound: number) => this.#rebuildBackends(t, c, [], bound);
     const stream = existing === undefined
-      ? new FreshStream({ ...this.#parts, tx, book: this.#book, signal: ctx.signal })
+      ? new FreshStream({ ...this.#parts, ...ctx, tx, book: this.#book, nodePortIPs, backends })
       : undefined;
     try {
-      const nodePortIPs = this.#nodePortIPs();
       const began = new Set<NftName>();
       const maglev: MaglevWant[] = [];
       let ports = 0;
@@ -317,7 +318,9 @@ export class NftablesProxier extends BaseProxier {
         if (ports % 1024 === 0) this.memory.midSync();
         await stream?.step();
       }
-      for (const cluster of [false, true]) this.#rebuildBackends(tx, cluster, []);
+      if (!stream?.holdsBackends) {
+        for (const cluster of [false, true]) this.#rebuildBackends(tx, cluster, []);
+      }
       for (const name of this.#dynamic.affinityInUse()) this.#createAffinity(tx, name);
       if (ours || existing === undefined) {
         await prepareMaglevTables(
@@ -337,15 +340,6 @@ export class NftablesProxier extends BaseProxier {
       throw e;
     }
     return stream;
-  }
-
-  /** Every element of the book, by container, for a full sync to write after its transaction. */
-  #bookElements(): NftElementSource[] {
-    return ELEMENT_CONTAINERS.map((c) => ({
-      container: c,
-      count: this.#book.size(c),
-      texts: this.#book.texts(c),
-    }));
   }
 
   #buildPartial(tx: NftTransaction, ctx: SyncContext, affinityDirty: Set<number>): void {

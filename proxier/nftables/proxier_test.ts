@@ -685,14 +685,26 @@ Deno.test("nftables: a full build collects within itself once the heap grew (wha
   assertEquals(ran.at(-1), "thorough");
 });
 
-/** A proxier on a new table with `n` Services of one endpoint each, its transactions recorded in order. */
+const CONFLICT = "Two services claim the same address and port; the first keeps it";
+
+/**
+ * A proxier on a new table with `n` Services of one endpoint each, then two that claim one external
+ * IP and port (their keys sort last: the build warns of them at its end). Its transactions are
+ * recorded in order, each with whether the build had reached its end when it was applied.
+ */
 function newTableAtScale(n: number, freshChunkStatements?: number) {
   const fake = new FakeNft();
   const nft = fake.forFamily("IPv4");
-  const applied: string[] = [];
-  const { proxier } = nftablesSetup({
+  const applied: Array<{ text: string; buildEnded: boolean }> = [];
+  const { proxier, log } = emptyNftablesSetup({
     freshChunkStatements,
-    nft: { ...nft, apply: (script, signal) => (applied.push(scriptText(script)), nft.apply(script, signal)) },
+    nft: {
+      ...nft,
+      apply(script, signal) {
+        applied.push({ text: scriptText(script), buildEnded: log.messages("warn").includes(CONFLICT) });
+        return nft.apply(script, signal);
+      },
+    },
   });
   for (let i = 0; i < n; i++) {
     const ip = `172.31.${i >> 8}.${i & 255}`;
@@ -703,30 +715,70 @@ function newTableAtScale(n: number, freshChunkStatements?: number) {
       makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
     );
   }
+  for (const [name, ip] of [["a", "172.30.0.1"], ["b", "172.30.0.2"]]) {
+    proxier.onServiceAdd(makeService("zz", name, (s) => {
+      s.spec!.clusterIPs = [ip];
+      s.spec!.externalIPs = ["192.168.99.5"];
+    }));
+    proxier.onEndpointSliceAdd(
+      makeEndpointSlice("zz", name, (s) => s.endpoints = [ep(ip.replace("172.30", "10.182"))]),
+    );
+  }
   return { fake, proxier, applied };
 }
 
-Deno.test("nftables: a new table's build hands its finished cluster and service IPs to the kernel before it ends; the table ends as one transaction leaves it", async () => {
+Deno.test("nftables: a new table's build hands its finished elements to the kernel before it ends, backends too when every lb chain is precreated; the table ends as one transaction leaves it", async () => {
   const streamed = newTableAtScale(3000, 2);
   await streamed.proxier.syncNow();
   const { applied } = streamed;
-  const first = (s: string) => applied.findIndex((t) => t.includes(s));
-  // The backends map is created once every port is built: cluster and service IPs went before.
-  const backendsMap = first(`add map ip ${TABLE} backends `);
+  const before = (container: string) =>
+    applied.some((t) => !t.buildEnded && t.text.includes(`add element ip ${TABLE} ${container} `));
+  const order = applied.map((t) => `${t.buildEnded} ${t.text.slice(0, 60)}`).join("\n");
+  for (const c of ["cluster-ips", "service-ips", "lb", "backends"]) assert(before(c), `${c}:\n${order}`);
+  // The layout went first, with the backends map and its precreated lb chains; no hooked chain's
+  // rule before every element is in.
   assert(
-    first(`add element ip ${TABLE} cluster-ips `) < backendsMap,
-    applied.map((t) => t.slice(0, 60)).join("\n"),
+    applied[0].text.includes(`add map ip ${TABLE} backends `) && !applied[0].text.includes("add element"),
   );
-  assert(first(`add element ip ${TABLE} service-ips `) < backendsMap);
-  assert(!applied[0].includes("jump services"), "no hooked chain's rule before every element is in");
-  assert(applied.at(-1)!.includes("jump services"));
+  assert(!applied.slice(0, -1).some((t) => t.text.includes("jump services")));
+  assert(applied.at(-1)!.text.includes("jump services"));
   assertEquals(reach(streamed.fake, "172.31.11.183"), ["10.181.11.183:80"]);
+  assertEquals(reach(streamed.fake, "192.168.99.5", "192.168.0.10"), ["10.182.0.1:80"]);
 
   // The same objects in one transaction (its elements fit one part).
   const whole = newTableAtScale(3000);
   await whole.proxier.syncNow();
-  assertEquals(whole.applied.filter((t) => t.includes("add element")).length, 1);
+  assertEquals(whole.applied.filter((t) => t.text.includes("add element")).length, 1);
   assertEquals(streamed.fake.listTable("IPv4", TABLE), whole.fake.listTable("IPv4", TABLE));
+});
+
+Deno.test("nftables: a new table whose ports may need an lb chain not precreated streams what it can and creates the backends map once every port is built", async () => {
+  const streamed = newTableAtScale(3000, 2);
+  // 33 endpoints: an lb-33 chain, which only the build's end knows to create with the map.
+  streamed.proxier.onEndpointSliceUpdate(
+    makeEndpointSlice("scale", "s7"),
+    makeEndpointSlice(
+      "scale",
+      "s7",
+      (s) => s.endpoints = Array.from({ length: 33 }, (_, k) => ep(`10.183.0.${k + 1}`)),
+    ),
+  );
+  await streamed.proxier.syncNow();
+  const { applied } = streamed;
+  const map = applied.findIndex((t) => t.text.includes(`add map ip ${TABLE} backends `));
+  assert(map > 0 && applied[map].buildEnded, "the backends map comes with the build's end");
+  assert(applied.some((t) => !t.buildEnded && t.text.includes(`add element ip ${TABLE} cluster-ips `)));
+  assert(!applied.slice(0, map).some((t) => t.text.includes(`add element ip ${TABLE} backends `)));
+  assert(applied[map].text.includes(`add chain ip ${TABLE} lb-33`));
+  assertEquals(
+    traceNft(streamed.fake, "IPv4", TABLE, {
+      src: "10.180.5.5",
+      dst: "172.31.0.7",
+      port: 80,
+      protocol: "tcp",
+    }, [NODE_IP]).endpoints.length,
+    33,
+  );
 });
 
 Deno.test("nftables: a new table's build that fails after its load began stops the load: no nft of it runs once the sync has failed", async () => {
