@@ -249,13 +249,10 @@ export class FreshStream {
     this.#tx = o.tx;
     this.#load = new FreshLoad(o);
     this.#chunk = o.chunkStatements ?? FRESH_CHUNK_STATEMENTS;
-    const bound = o.services === undefined || o.endpoints === undefined || o.backends === undefined
-      ? undefined
-      : precreatedBackendsBound(o.services, o.endpoints, o.nodePortIPs?.length ?? 0);
     const write = o.backends;
-    if (bound !== undefined && write !== undefined) {
-      this.#backends = (tx) => [false, true].forEach((cluster, i) => write(tx, cluster, bound[i]));
-    }
+    const bound = write && o.services && o.endpoints &&
+      precreatedBackendsBound(o.services, o.endpoints, o.nodePortIPs?.length ?? 0);
+    if (write && bound) this.#backends = (tx) => (write(tx, false, bound[0]), write(tx, true, bound[1]));
     const streamed = [...STREAMED_CONTAINERS, ...(this.#backends === undefined ? [] : BALANCING_CONTAINERS)];
     this.#readers = new Map(streamed.map((c) => [c, o.book.reader(c)]));
   }
