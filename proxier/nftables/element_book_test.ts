@@ -203,3 +203,24 @@ Deno.test("element book reader: a fill's elements in first-claim order, each onc
   book.fill("ns/c:http", [entry("172.30.0.4", "internal")]);
   assertEquals([...reader.texts()], ["172.30.0.4 . tcp . 80 : goto internal"]);
 });
+
+Deno.test("element book reader: a grouped container's elements one by one, a read that stops within a group going on from there", () => {
+  const book = new ElementBook(new Map([[BACKENDS, BACKENDS_GROUP]]));
+  const reader = book.reader(BACKENDS);
+  const entry = (i: number) => `172.30.0.${i} . tcp . 80`;
+  const endpoints = (i: number, n: number) => Array.from({ length: n }, (_, k) => `10.0.${i}.${k} . 8080`);
+  book.fill("ns/a:http", [backendsGroup(BACKENDS, entry(1), endpoints(1, 3))]);
+  book.fill("ns/b:http", [backendsGroup(BACKENDS, entry(2), endpoints(2, 2))]);
+  assertEquals(reader.pending(), 5);
+  assertEquals([...reader.texts(2)], [
+    `${entry(1)} . 0 : 10.0.1.0 . 8080`,
+    `${entry(1)} . 1 : 10.0.1.1 . 8080`,
+  ]);
+  assertEquals(reader.pending(), 3);
+  assertEquals([...reader.texts()], [
+    `${entry(1)} . 2 : 10.0.1.2 . 8080`,
+    `${entry(2)} . 0 : 10.0.2.0 . 8080`,
+    `${entry(2)} . 1 : 10.0.2.1 . 8080`,
+  ]);
+  assertEquals(reader.pending(), 0);
+});
