@@ -512,20 +512,34 @@ function serviceIPKeys(script: string): number {
     .reduce((n, l) => n + l.split(",").length, 0);
 }
 
+/**
+ * Adds Services `scale/s0` .. `s{n-1}` (cluster IP 172.31.x.y, `tweak` applied) with one endpoint each
+ * (10.181.x.y).
+ */
+function addScaleServices(
+  proxier: ReturnType<typeof nftablesSetup>["proxier"],
+  n: number,
+  tweak: (s: ReturnType<typeof makeService>, i: number) => void = () => {},
+): void {
+  for (let i = 0; i < n; i++) {
+    const ip = `172.31.${i >> 8}.${i & 255}`;
+    proxier.onServiceAdd(makeService("scale", `s${i}`, (s) => {
+      s.spec!.clusterIP = ip;
+      s.spec!.clusterIPs = [ip];
+      tweak(s, i);
+    }));
+    proxier.onEndpointSliceAdd(
+      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
+    );
+  }
+}
+
 /** A proxier synced with `n` Services of one endpoint each; `calls` records what it asks nft from then on. */
 async function syncedAtScale(n: number) {
   const calls: string[] = [];
   const fake = new FakeNft();
   const { proxier } = nftablesSetup({ nft: recordingNft(fake, calls) });
-  for (let i = 0; i < n; i++) {
-    const ip = `172.31.${i >> 8}.${i & 255}`;
-    proxier.onServiceAdd(
-      makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
-    );
-    proxier.onEndpointSliceAdd(
-      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
-    );
-  }
+  addScaleServices(proxier, n);
   await proxier.syncNow();
   calls.length = 0;
   return { proxier, calls, held: () => fake.listElements("IPv4", TABLE, SERVICE_IPS).length };
@@ -706,15 +720,7 @@ function newTableAtScale(n: number, freshChunkStatements?: number) {
       },
     },
   });
-  for (let i = 0; i < n; i++) {
-    const ip = `172.31.${i >> 8}.${i & 255}`;
-    proxier.onServiceAdd(
-      makeService("scale", `s${i}`, (s) => (s.spec!.clusterIP = ip, s.spec!.clusterIPs = [ip])),
-    );
-    proxier.onEndpointSliceAdd(
-      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
-    );
-  }
+  addScaleServices(proxier, n);
   for (const [name, ip] of [["a", "172.30.0.1"], ["b", "172.30.0.2"]]) {
     proxier.onServiceAdd(makeService("zz", name, (s) => {
       s.spec!.clusterIPs = [ip];
@@ -811,17 +817,9 @@ Deno.test("nftables: a new table's build that fails after its load began stops t
       },
     },
   }, { objects: EMPTY });
-  for (let i = 0; i < 3000; i++) {
-    const ip = `172.31.${i >> 8}.${i & 255}`;
-    proxier.onServiceAdd(makeService("scale", `s${i}`, (s) => {
-      s.spec!.clusterIP = ip;
-      s.spec!.clusterIPs = [ip];
-      if (i === 0) s.metadata!.annotations = { "kube-router.io/service.scheduler": "mh" };
-    }));
-    proxier.onEndpointSliceAdd(
-      makeEndpointSlice("scale", `s${i}`, (s) => s.endpoints = [ep(`10.181.${i >> 8}.${i & 255}`)]),
-    );
-  }
+  addScaleServices(proxier, 3000, (s, i) => {
+    if (i === 0) s.metadata!.annotations = { "kube-router.io/service.scheduler": "mh" };
+  });
   const started = Date.now();
   const error = await assertRejects(() => proxier.syncNow(), NftError);
   assert(error.message.includes("refused"), error.message);
