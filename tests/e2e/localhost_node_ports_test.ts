@@ -11,6 +11,7 @@ import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { realKernel } from "../support/namespace.ts";
 import { type Agent, type Pod, Topology } from "./netns.ts";
+import { answers } from "./answers.ts";
 import type { ProxyProcess } from "../support/program.ts";
 
 const GATE = "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true";
@@ -96,13 +97,6 @@ status: { addresses: [{ type: InternalIP, address: 192.168.0.2 }] }
     slice("dns6", v6.map((ip) => [ip, "node-a"] as const), { protocol: "UDP", port: 8090, v6: true });
 }
 
-/** The answers of `n` requests made one after another. */
-async function answers(n: number, ask: () => Promise<string>): Promise<Set<string>> {
-  const out = new Set<string>();
-  for (let i = 0; i < n; i++) out.add(await ask());
-  return out;
-}
-
 const refused = (r: string) => assert(r.startsWith("ERR"), `expected no answer, got ${r}`);
 const BOTH = new Set(["pod-a", "pod-b"]);
 
@@ -161,13 +155,13 @@ Deno.test({
             async () => assertMatch(await node.tcp("127.0.0.1", 30090), /^pod-[ab]$/),
             CONVERGE_MS,
           );
-          assertEquals(await answers(12, () => node.tcp("127.0.0.1", 30090)), BOTH);
+          assertEquals(await answers(12, () => node.tcp("127.0.0.1", 30090), BOTH), BOTH);
           assertMatch(await node.udp("127.0.0.1", 30091), /^pod-[ab]$/);
           assertEquals((await answers(8, () => node.tcp("127.0.0.1", 30092))).size, 1, "ClientIP affinity");
           assertEquals(await answers(8, () => node.tcp("127.0.0.1", 30093)), new Set(["pod-a"]), "ETP Local");
           refused(await node.tcp("127.0.0.1", 30094)); // ETP Local, no local endpoint: no listener
           await eventually(async () => assertMatch(await node.tcp("::1", 30095), /^pod-[ab]$/), CONVERGE_MS);
-          assertEquals(await answers(12, () => node.tcp("::1", 30095)), BOTH);
+          assertEquals(await answers(12, () => node.tcp("::1", 30095), BOTH), BOTH);
           assertMatch(await node.udp("::1", 30096), /^pod-[ab]$/);
           // The primary address answers from outside; another address of the node does not.
           assertMatch(await client.agent.tcp("192.168.0.2", 30090), /^pod-[ab]$/);

@@ -7,6 +7,7 @@
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
 import { eventually } from "../support/net_helpers.ts";
 import { ANSWER_MS, CONVERGE_MS } from "../support/bounds.ts";
+import { answers } from "./answers.ts";
 import type { Agent, Pod, Topology } from "./netns.ts";
 import { servicePortChainName } from "../../proxier/iptables/chain_name.ts";
 import { LAYOUT_MARKER } from "../../proxier/nftables/layout.ts";
@@ -172,12 +173,6 @@ endpoints:${lines.length === 0 ? " []" : "\n" + lines.join("\n")}
 const ok = (r: string) => assert(!r.startsWith("ERR"), r);
 
 /** Answers of `n` requests made one after another. */
-async function answers(n: number, ask: () => Promise<string>): Promise<Set<string>> {
-  const out = new Set<string>();
-  for (let i = 0; i < n; i++) out.add(await ask());
-  return out;
-}
-
 const BOTH = new Set(["pod-a", "pod-b"]);
 /** Upstream's service chain of e2e/named's port p (`proxier/iptables/chain_name.ts`). */
 const SVC_NAMED = servicePortChainName("KUBE-SVC-", "e2e/named:p", "tcp");
@@ -214,9 +209,9 @@ export const SCENARIOS: readonly Scenario[] = [
       const { node, pods } = env;
       // The first scenario waits for the program's start and first sync.
       await eventually(async () => ok(await node.tcp("172.30.0.10", 80)), CONVERGE_MS);
-      const fromNode = await answers(12, () => node.tcp("172.30.0.10", 80));
+      const fromNode = await answers(12, () => node.tcp("172.30.0.10", 80), BOTH);
       assertEquals(fromNode, BOTH, "from the node");
-      const fromPod = await answers(12, () => pods[0].agent.tcp("172.30.0.10", 80));
+      const fromPod = await answers(12, () => pods[0].agent.tcp("172.30.0.10", 80), BOTH);
       assertEquals(fromPod, BOTH, "from a pod");
       await traceAgrees(env, { node: true }, "172.30.0.10", 80, fromNode);
       await traceAgrees(env, { pod: pods[0] }, "172.30.0.10", 80, fromPod);
@@ -239,7 +234,7 @@ export const SCENARIOS: readonly Scenario[] = [
         CONVERGE_MS,
       );
       assertMatch(await admitted.agent.tcp("192.168.99.2", 80), /^pod-[ab]$/);
-      const viaNodePort = await answers(12, () => admitted.agent.tcp(t.nodeIP, 30080));
+      const viaNodePort = await answers(12, () => admitted.agent.tcp(t.nodeIP, 30080), BOTH);
       assertEquals(viaNodePort, BOTH);
       await traceAgrees(env, { client: admitted }, t.nodeIP, 30080, viaNodePort);
     },
@@ -268,7 +263,7 @@ export const SCENARIOS: readonly Scenario[] = [
         return m === null ? undefined : Number(m[1]);
       };
       const before = mode === "iptables" ? await counted() : undefined;
-      const got = await answers(12, () => node.tcp("127.0.0.1", 30082));
+      const got = await answers(12, () => node.tcp("127.0.0.1", 30082), BOTH);
       assertEquals(got, BOTH);
       await traceAgrees(env, { node: true }, "127.0.0.1", 30082, got);
       if (mode === "iptables") {
@@ -335,7 +330,7 @@ export const SCENARIOS: readonly Scenario[] = [
       assertEquals(got.size, 1, `affinity: ${[...got]}`);
       // The control: the same client, the same pods, no affinity.
       await eventually(async () => ok(await node.tcp("172.30.0.31", 80)), CONVERGE_MS);
-      assertEquals(await answers(16, () => node.tcp("172.30.0.31", 80)), BOTH);
+      assertEquals(await answers(16, () => node.tcp("172.30.0.31", 80), BOTH), BOTH);
     },
   },
   {
@@ -488,7 +483,7 @@ export const SCENARIOS: readonly Scenario[] = [
         async () => assertMatch(await admitted.agent.hello(t.nodeIP, 30087), /^pod-[ab]$/),
         CONVERGE_MS,
       );
-      assertEquals(await answers(8, () => admitted.agent.hello(t.nodeIP, 30087)), BOTH);
+      assertEquals(await answers(8, () => admitted.agent.hello(t.nodeIP, 30087), BOTH), BOTH);
     },
     excludedIn: {
       iptables: "kube-router's annotations choose IPVS schedulers",
@@ -553,7 +548,7 @@ spec: { cidrs: [172.30.0.0/16] }
       // Healed by the periodic check, with nothing else changing (how soon, within one sync period,
       // is tests/faults/drift_test.ts's assertion).
       await eventually(async () => {
-        if (mode === "ipvs") assertEquals(await answers(12, () => node.tcp("172.30.0.34", 80)), BOTH);
+        if (mode === "ipvs") assertEquals(await answers(12, () => node.tcp("172.30.0.34", 80), BOTH), BOTH);
         else ok(await node.tcp("172.30.0.34", 80, 500));
       }, CONVERGE_MS);
     },
@@ -616,7 +611,7 @@ spec: { cidrs: [172.30.0.0/16] }
       service("dns2", "172.30.0.18", { protocol: "UDP", port: 53 }) + slice("dns2", pods, "UDP"),
     async check({ node }) {
       await eventually(async () => ok(await node.udp("172.30.0.18", 53)), CONVERGE_MS);
-      assertEquals(await answers(16, () => node.udp("172.30.0.18", 53)), BOTH);
+      assertEquals(await answers(16, () => node.udp("172.30.0.18", 53), BOTH), BOTH);
     },
   },
   {
@@ -801,7 +796,7 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
             );
           if (c.expected.verdict === "DNAT") {
             const want = new Set(c.expected.endpoints.map((e) => name.get(e) ?? e));
-            assertEquals(await answers(tries, ask), want, `${svc}, ${c.label}`);
+            assertEquals(await answers(tries, ask, want), want, `${svc}, ${c.label}`);
           } else refusedAnswer(env, await ask());
         }
       }
@@ -912,7 +907,11 @@ metadata: { name: node-b, labels: { topology.kubernetes.io/zone: zone-b } }
     async check({ node, stopProxy }) {
       await eventually(async () => ok(await node.tcp("172.30.0.29", 80)), CONVERGE_MS);
       assertEquals((await stopProxy()).code, 0);
-      assertEquals(await answers(16, () => node.tcp("172.30.0.29", 80)), BOTH, "cluster IP still served");
+      assertEquals(
+        await answers(16, () => node.tcp("172.30.0.29", 80), BOTH),
+        BOTH,
+        "cluster IP still served",
+      );
     },
     excludedIn: { userspace: "the userspace datapath is the process itself" },
   },
