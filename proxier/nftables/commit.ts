@@ -10,7 +10,8 @@
  * kube-proxy this start replaces, when there are any). nft reads a whole input, then parses
  * and checks it on one core before the kernel takes it, so two at once take about two thirds of
  * one transaction's time, and each nft holds a fraction of the elements (about 1.4 KiB of its
- * memory each). A part's statements are written when a lane is free for it and handed to nft one
+ * memory each). What is left once the build has ended goes in parts as even as the lanes allow, so
+ * they end together. A part's statements are written when a lane is free for it and handed to nft one
  * by one, so the program never holds the text of every element at once. Whichever way, the
  * sync-generation element goes last: the drift check takes it
  * as the sign that the whole sync is in the kernel.
@@ -19,7 +20,7 @@
 import type { NFTables } from "../../iptables/nft.ts";
 import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
 import { SYNC_GENERATION } from "./layout.ts";
-import { FRESH_CHUNK_STATEMENTS, FreshLoad, type FreshStream } from "./fresh_load.ts";
+import { evenPartStatements, FRESH_CHUNK_STATEMENTS, FreshLoad, type FreshStream } from "./fresh_load.ts";
 
 /** What {@linkcode commitSync} applies. */
 export interface SyncCommit {
@@ -58,8 +59,9 @@ export async function commitSync(c: SyncCommit): Promise<void> {
   // A table whose elements fit one part loads as fast in one transaction.
   const statements = c.tx.addedStatements + NftTransaction.statementsOf(elements);
   let load = stream?.load;
+  const size = evenPartStatements(statements, chunk);
   // A new table not loading yet: its structure goes now, its own elements first among the parts.
-  const own = load === undefined && c.fresh && statements > chunk ? c.tx.splitForNewTable(chunk) : undefined;
+  const own = load === undefined && c.fresh && statements > chunk ? c.tx.splitForNewTable(size) : undefined;
   if (own !== undefined) {
     load = new FreshLoad({ nft: c.nft, signal: c.signal, betweenParts: c.betweenParts });
     load.start(c.tx.text(), own.hooks);
@@ -71,8 +73,8 @@ export async function commitSync(c: SyncCommit): Promise<void> {
     return await c.nft.apply(c.tx.text(), c.signal);
   }
   // What the build's end added goes before the parts that need it; its own elements are parts too.
-  const { parts, hooks } = c.tx.splitForNewTable(chunk);
-  const later = [(own?.parts ?? []).values(), parts.values(), c.tx.elementParts(elements, chunk)];
+  const { parts, hooks } = c.tx.splitForNewTable(size);
+  const later = [(own?.parts ?? []).values(), parts.values(), c.tx.elementParts(elements, size)];
   await load.finish(c.tx, later);
   const last = load.hooks!.append(hooks);
   last.flushSet("set", SYNC_GENERATION).addElements(SYNC_GENERATION, [c.generation]);

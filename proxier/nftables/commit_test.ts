@@ -205,3 +205,15 @@ Deno.test("commitSync: betweenParts runs after each element part of a new table 
   assertEquals(log.length, 1, "one transaction");
   assertEquals(log.includes("between"), false);
 });
+
+Deno.test("commitSync: the elements left for a new table go in parts as even as the lanes allow, so the lanes end together", async () => {
+  const fake = new FakeNft();
+  const { nft } = watched(fake);
+  // 9 statements of 10 elements, in parts of at most 8: split at 8, one lane would load 8 while the other ends 1.
+  await commitSync({ nft, tx: build(90), generation: GENERATION, fresh: true, chunkStatements: 8 });
+  const parts = fake.transactions.slice(1, -1).map((t) =>
+    t.split("\n").filter((l) => l.startsWith("add element")).length
+  );
+  assertEquals(parts, [5, 4]);
+  assertEquals(fake.listElements("IPv4", TABLE, "m").length, 90);
+});

@@ -44,6 +44,18 @@ export const FRESH_CHUNK_STATEMENTS = 64;
  */
 export const FRESH_LANES = 2;
 
+/**
+ * Returns the statements per part for `statements` left to load once the build has ended: at most
+ * `chunk`, in a number of parts that is a multiple of the lanes, as even as whole statements allow.
+ * The lanes then end together: split at `chunk`, the last two parts may be a whole one and a
+ * remnant, and the sync waits for the one lane still loading (at 50,000 Services, 64 statements
+ * beside 8: a third of a second with the other lane idle).
+ */
+export function evenPartStatements(statements: number, chunk: number): number {
+  const rounds = Math.max(1, Math.ceil(statements / (chunk * FRESH_LANES)));
+  return Math.max(1, Math.ceil(statements / (rounds * FRESH_LANES)));
+}
+
 /** The containers whose elements' values name only chains of the fixed layout (or none). */
 export const STREAMED_CONTAINERS: readonly NftName[] = [
   CLUSTER_IPS,

@@ -4,7 +4,7 @@ import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { ElementBook } from "./element_book.ts";
-import { FreshLoad, FreshStream } from "./fresh_load.ts";
+import { evenPartStatements, FRESH_LANES, FreshLoad, FreshStream } from "./fresh_load.ts";
 import { CLUSTER_IPS, LB, TABLE } from "./layout.ts";
 
 /**
@@ -143,4 +143,26 @@ Deno.test("FreshStream: a part goes once a whole part of finished elements is re
   assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 2500);
   assertEquals(stream.load.hooks!.text(), `add rule ip ${TABLE} in2 accept\n`);
   assert(!started[0].includes("add rule ip kube-proxy in2"), "the hooked chains' rules are held back");
+});
+
+Deno.test("evenPartStatements: at most a chunk a part, no more parts than whole rounds of the lanes need, and what fits one round split a statement apart at most", () => {
+  assertEquals(FRESH_LANES, 2);
+  for (const chunk of [1, 8, 64]) {
+    for (let statements = 1; statements <= 5 * chunk; statements++) {
+      const size = evenPartStatements(statements, chunk);
+      const at = `${statements} statements, chunk ${chunk}: parts of ${size}`;
+      assert(size >= 1 && size <= chunk, at);
+      // Parts of `size`, the last holding the remnant, as elementParts writes them.
+      const parts = Math.ceil(statements / size);
+      assert(parts <= Math.ceil(statements / (chunk * FRESH_LANES)) * FRESH_LANES, at);
+      if (statements <= chunk * FRESH_LANES && parts === FRESH_LANES) {
+        assert(size - (statements - size) <= 1, at);
+      }
+    }
+  }
+  // 72 statements in parts of 64 would leave one lane 64 while the other ends 8.
+  assertEquals(evenPartStatements(72, 64), 36);
+  assertEquals(evenPartStatements(136, 64), 34);
+  assertEquals(evenPartStatements(40, 64), 20);
+  assertEquals(evenPartStatements(0, 64), 1);
 });
