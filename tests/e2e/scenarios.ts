@@ -172,7 +172,7 @@ endpoints:${lines.length === 0 ? " []" : "\n" + lines.join("\n")}
 
 const ok = (r: string) => assert(!r.startsWith("ERR"), r);
 
-/** Answers of `n` requests made one after another. */
+/** The names of the two pods: a Service backed by both is answered by each. */
 const BOTH = new Set(["pod-a", "pod-b"]);
 /** Upstream's service chain of e2e/named's port p (`proxier/iptables/chain_name.ts`). */
 const SVC_NAMED = servicePortChainName("KUBE-SVC-", "e2e/named:p", "tcp");
