@@ -20,19 +20,7 @@ import {
 import type { ElementBook, ElementReader } from "./element_book.ts";
 import type { EndpointsMap, ServicePortMap } from "../model/types.ts";
 import { precreatedBackendsBound } from "./backends.ts";
-import {
-  BACKENDS,
-  BACKENDS_CLUSTER,
-  CLUSTER_IPS,
-  FIREWALL_ALLOW,
-  FIREWALL_IPS,
-  HAIRPIN,
-  LB,
-  LB_CLUSTER,
-  type NftName,
-  NO_ENDPOINT_SERVICES,
-  SERVICE_IPS,
-} from "./layout.ts";
+import { BALANCING_CONTAINERS, FIXED_VERDICT_CONTAINERS, type NftName } from "./layout.ts";
 import { yieldToIO } from "../runtime/yield_to_io.ts";
 
 /** `add element` statements (of up to 1,000 elements each) in one transaction of a new table. */
@@ -55,19 +43,6 @@ export function evenPartStatements(statements: number, chunk: number): number {
   const rounds = Math.max(1, Math.ceil(statements / (chunk * FRESH_LANES)));
   return Math.max(1, Math.ceil(statements / (rounds * FRESH_LANES)));
 }
-
-/** The containers whose elements' values name only chains of the fixed layout (or none). */
-export const STREAMED_CONTAINERS: readonly NftName[] = [
-  CLUSTER_IPS,
-  HAIRPIN,
-  FIREWALL_ALLOW,
-  SERVICE_IPS,
-  NO_ENDPOINT_SERVICES,
-  FIREWALL_IPS,
-];
-
-/** The containers whose elements' values name the backends maps or the lb chains reading them. */
-export const BALANCING_CONTAINERS: readonly NftName[] = [LB, LB_CLUSTER, BACKENDS, BACKENDS_CLUSTER];
 
 /** Options of {@linkcode FreshLoad}. */
 export interface FreshLoadOptions {
@@ -265,7 +240,10 @@ export class FreshStream {
     const bound = write && o.services && o.endpoints &&
       precreatedBackendsBound(o.services, o.endpoints, o.nodePortIPs?.length ?? 0);
     if (write && bound) this.#backends = (tx) => (write(tx, false, bound[0]), write(tx, true, bound[1]));
-    const streamed = [...STREAMED_CONTAINERS, ...(this.#backends === undefined ? [] : BALANCING_CONTAINERS)];
+    const streamed = [
+      ...FIXED_VERDICT_CONTAINERS,
+      ...(this.#backends === undefined ? [] : BALANCING_CONTAINERS),
+    ];
     this.#readers = new Map(streamed.map((c) => [c, o.book.reader(c)]));
   }
 

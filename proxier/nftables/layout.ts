@@ -234,18 +234,26 @@ export function foreignLayout(chains: readonly NftChainInfo[]): string | undefin
   return undefined;
 }
 
-/** The fixed sets and maps whose elements the proxier manages (flushed and refilled by full syncs). */
-export const ELEMENT_CONTAINERS: readonly NftName[] = [
+/**
+ * The element containers whose values name only chains of the fixed layout (or none): an element
+ * of theirs is valid as soon as the layout exists.
+ */
+export const FIXED_VERDICT_CONTAINERS: readonly NftName[] = [
   CLUSTER_IPS,
   HAIRPIN,
   FIREWALL_ALLOW,
   SERVICE_IPS,
   NO_ENDPOINT_SERVICES,
   FIREWALL_IPS,
-  LB,
-  LB_CLUSTER,
-  BACKENDS,
-  BACKENDS_CLUSTER,
+];
+
+/** The element containers whose values name the backends maps or the lb chains reading them. */
+export const BALANCING_CONTAINERS: readonly NftName[] = [LB, LB_CLUSTER, BACKENDS, BACKENDS_CLUSTER];
+
+/** The fixed sets and maps whose elements the proxier manages (flushed and refilled by full syncs). */
+export const ELEMENT_CONTAINERS: readonly NftName[] = [
+  ...FIXED_VERDICT_CONTAINERS,
+  ...BALANCING_CONTAINERS,
   AFFINITY_CHECK,
   AFFINITY_RECORDS,
 ];
