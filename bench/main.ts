@@ -19,6 +19,7 @@ import { benchChaos } from "./chaos.ts";
 import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
+import { startCpuHeader, startCpuRow } from "./start_cpu.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -444,6 +445,8 @@ if (which.has("scale") && Deno.uid() === 0) {
   );
   out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   const points = new Map<string, Point[]>();
+  const starts: string[] = [];
+  const cores = navigator.hardwareConcurrency;
   for (const mode of modes) {
     for (const [services, endpoints] of sizes) {
       // iptables at 5,000 Services only: its rules are chains per Service and endpoint, and at 50,000
@@ -469,6 +472,9 @@ if (which.has("scale") && Deno.uid() === 0) {
           r.floorChangeMs.toFixed(1)
         } ms`} | ${r.cpuPerChangeMs} ms (${r.cpuSplitMs.own} + ${r.cpuSplitMs.tools}) | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
       );
+      starts.push(
+        startCpuRow({ mode, size, cpu: r.coldStartCpu, coldStartS: r.coldStartS, floorS: r.floorS }, cores),
+      );
       // After each size: a run cut short still leaves the chart of what it measured.
       await chart("scale-change.svg", {
         title: "One endpoint change, API write to the kernel, against the table's size",
@@ -478,6 +484,12 @@ if (which.has("scale") && Deno.uid() === 0) {
       });
     }
   }
+  out(
+    `\nCPU of each start until its first sync was in (sampled every 10 ms): the program's main thread, its other ` +
+      `threads (V8's collector and compilers), the kernel tools it waited for, the test API server serving it; ` +
+      `their total over the ${cores} cores is as soon as a start doing this work could end, however well it overlapped.`,
+  );
+  for (const line of [...startCpuHeader(cores), ...starts]) out(line);
 }
 
 if (which.has("chaos")) {

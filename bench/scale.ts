@@ -7,7 +7,10 @@
  * driver. The driver serves N Services x E endpoints (one EndpointSlice each) and the Node from the
  * test API server, starts `main.ts` as `deno task start` does, and reads:
  * - the cold start: process start to every Service in the kernel (the program's own "First sync in
- *   the kernel" line, which it says once the first full transaction is committed);
+ *   the kernel" line, which it says once the first full transaction is committed), and the CPU spent
+ *   until then by the program's main thread, its other threads, its kernel tools and this driver
+ *   (`start_cpu.ts`): their sum over the cores is as soon as the start could end, however well its
+ *   work overlapped;
  * - M single-endpoint changes 1.1-1.6 s apart (over the minimum sync period, so each is a sync of its
  *   own; the periodic sync and the drift check run meanwhile:
  *   the run spans several sync periods), each from the API write to the new endpoint in the kernel:
@@ -31,6 +34,7 @@ import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
+import { CpuSampler, type StartCpu } from "./start_cpu.ts";
 import { feedGenerated, generate, slice } from "./objects.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -48,6 +52,8 @@ export interface ScaleOptions {
 export interface ScaleResult extends ScaleOptions {
   /** Process start to every Service in the kernel, s. */
   readonly coldStartS: number;
+  /** The CPU seconds spent until then, by whom (`start_cpu.ts`). */
+  readonly coldStartCpu: StartCpu;
   /** The kernel loading the same full transaction into an empty namespace, s. */
   readonly floorS: number;
   /** One change's transaction loaded on top of it, ms (median of 6; iptables: the smallest restore that commits). */
@@ -285,6 +291,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   const chains = new ChainWatch(backend, await Deno.makeTempDir({ prefix: "kpd-scale-shim-" }));
   const logTo = Deno.env.get("SCALE_LOG");
   const keepLog = Boolean(logTo);
+  const spawned = performance.now();
   const proxy = new Deno.Command(Deno.execPath(), {
     args: startArgs([
       `--proxy-mode=${o.mode === "nftables" ? "nftables" : "iptables"}`,
@@ -315,6 +322,8 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       })()
       : undefined,
   ]).catch(() => {});
+  const cpu = new CpuSampler(proxy.pid);
+  cpu.start();
   let maxSampled = 0;
   let sampling = true;
   const sampler = (async () => {
@@ -336,6 +345,9 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       }
     }
     if (Number.isNaN(coldStartS)) throw new Error(`no first sync within 30 min:\n${log.slice(-4000)}`);
+    await cpu.stop();
+    // The process starts just after the spawn: what was spent up to the sync's end, within a sample.
+    const coldStartCpu = cpu.until(spawned + coldStartS * 1000)!;
     await sleep(3000);
     const rssAfterFirstSync = status(proxy.pid, "VmRSS");
     // Started after the first sync: its quarter million notifications would overflow any buffer.
@@ -403,6 +415,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       endpoints: o.endpoints,
       changes: o.changes,
       coldStartS,
+      coldStartCpu,
       floorS,
       floorChangeMs,
       change: {
@@ -427,6 +440,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
     try {
       proxy.kill("SIGKILL");
     } catch { /* exited */ }
+    await cpu.stop();
   }
 }
 

@@ -1,0 +1,133 @@
+/**
+ * Where a start's CPU goes until a moment of it: the program's main thread (the one JavaScript
+ * thread), its other threads (V8's collector and compiler workers, the runtime's), the kernel tools
+ * it ran and waited for, and the driver serving it (the test API server's process, this one).
+ * Read from `/proc` every few ms, so that the sum set against the cores says how soon the start
+ * could end however well its work overlapped.
+ * @module
+ */
+
+/** CPU seconds a start spent, by who spent them. */
+export interface StartCpu {
+  /** The program's main thread. */
+  readonly main: number;
+  /** The program's other threads. */
+  readonly threads: number;
+  /** The program's children it waited for (nft, iptables-restore...). */
+  readonly tools: number;
+  /** This process: the API server the program lists from, and this sampling. */
+  readonly driver: number;
+}
+
+/** Clock ticks per second of `/proc/.../stat` (USER_HZ, 100 on Linux). */
+const TICKS = 100;
+
+/**
+ * Returns the CPU seconds of one `/proc/PID/stat` (or `.../task/TID/stat`) text: its own (utime +
+ * stime) and its waited-for children's (cutime + cstime). The command name may hold spaces and
+ * parentheses: the fields are counted from its last `)`.
+ */
+export function statSeconds(text: string): { own: number; children: number } {
+  const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  // utime, stime, cutime, cstime are fields 14-17 of the line; here 11-14 after the name and state.
+  const n = (i: number) => Number(f[i]) / TICKS;
+  return { own: n(11) + n(12), children: n(13) + n(14) };
+}
+
+/** One reading, with the `performance.now()` it was taken at. */
+interface Sample extends StartCpu {
+  readonly at: number;
+}
+
+/**
+ * Samples process `pid` and this process every `everyMs` from {@linkcode start} to {@linkcode stop};
+ * {@linkcode until} returns what was spent from the first sample to the last one at or before a moment.
+ */
+export class CpuSampler {
+  readonly #pid: number;
+  readonly #everyMs: number;
+  readonly #samples: Sample[] = [];
+  #running: Promise<void> | undefined;
+  #stopped = false;
+
+  /** Samples `pid` (and this process) every `everyMs` once started; reads nothing yet. */
+  constructor(pid: number, everyMs = 10) {
+    this.#pid = pid;
+    this.#everyMs = everyMs;
+  }
+
+  /** Takes the first sample now and goes on every `everyMs`, until {@linkcode stop} or the process is gone. */
+  start(): void {
+    this.#read();
+    this.#running = (async () => {
+      while (!this.#stopped) {
+        await new Promise((r) => setTimeout(r, this.#everyMs));
+        if (!this.#read()) return;
+      }
+    })();
+  }
+
+  /** Stops sampling; resolves once the last sample is taken. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#running;
+  }
+
+  /** What was spent from the first sample to the last taken at or before `at` (a `performance.now()`). */
+  until(at: number): StartCpu | undefined {
+    const first = this.#samples[0];
+    const last = this.#samples.findLast((s) => s.at <= at);
+    if (first === undefined || last === undefined) return undefined;
+    return {
+      main: last.main - first.main,
+      threads: last.threads - first.threads,
+      tools: last.tools - first.tools,
+      driver: last.driver - first.driver,
+    };
+  }
+
+  /** Adds a sample; false once the process is gone. */
+  #read(): boolean {
+    try {
+      const whole = statSeconds(Deno.readTextFileSync(`/proc/${this.#pid}/stat`));
+      // The main thread's id is the process's.
+      const main = statSeconds(Deno.readTextFileSync(`/proc/${this.#pid}/task/${this.#pid}/stat`)).own;
+      const driver = statSeconds(Deno.readTextFileSync("/proc/self/stat")).own;
+      this.#samples.push({
+        at: performance.now(),
+        main,
+        threads: whole.own - main,
+        tools: whole.children,
+        driver,
+      });
+      return true;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return false;
+      throw error;
+    }
+  }
+}
+
+/** The header and alignment rows of the table {@linkcode startCpuRow} writes rows of, for `cores` cores. */
+export function startCpuHeader(cores: number): string[] {
+  return [
+    `| mode | services x endpoints | main thread | other threads | kernel tools | test API server | total | total / ${cores} cores | cold start | 1.5x floor |`,
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+}
+
+/**
+ * Returns the table row of one start: the CPU seconds `cpu` it spent until its first sync was in,
+ * their total and that total over `cores` (as soon as a start doing this work could end on them),
+ * beside the cold start it took and the target, 1.5x the kernel's floor `floorS`.
+ */
+export function startCpuRow(
+  r: { mode: string; size: string; cpu: StartCpu; coldStartS: number; floorS: number },
+  cores: number,
+): string {
+  const s = (x: number) => `${x.toFixed(2)} s`;
+  const total = r.cpu.main + r.cpu.threads + r.cpu.tools + r.cpu.driver;
+  return `| ${r.mode} | ${r.size} | ${s(r.cpu.main)} | ${s(r.cpu.threads)} | ${s(r.cpu.tools)} | ${
+    s(r.cpu.driver)
+  } | ${s(total)} | ${s(total / cores)} | ${s(r.coldStartS)} | ${s(1.5 * r.floorS)} |`;
+}
