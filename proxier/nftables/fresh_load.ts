@@ -9,6 +9,9 @@
  * computed. So do the load-balancing and backends elements when the backends maps and every lb
  * chain their values can name can be written with the layout (`precreatedBackendsBound`); else
  * they wait for the build's end, which sizes those maps and creates the chains. Affinity waits too.
+ * A table sure to fill more than a part loads its layout as the build begins, and its first parts
+ * are small: the lanes work from the start of the build, not from when a whole part is ready (a
+ * third of the way through it at 50,000 Services of one endpoint).
  * @module
  */
 import type { NFTables } from "../../iptables/nft.ts";
@@ -213,6 +216,10 @@ export class FreshStream {
   readonly #readers: ReadonlyMap<NftName, ElementReader>;
   /** Writes the backends maps and their lb chains into the layout, when every chain is known before the build ends. */
   readonly #backends?: (tx: NftTransaction) => void;
+  /** The table is sure to fill more than a part: the load starts with the build, its first parts small. */
+  readonly #early: boolean;
+  /** Parts handed over so far. */
+  #sent = 0;
 
   /**
    * `tx`: the sync's transaction, holding the new table's layout; `book`: the one the build fills;
@@ -245,6 +252,9 @@ export class FreshStream {
       ...(this.#backends === undefined ? [] : BALANCING_CONTAINERS),
     ];
     this.#readers = new Map(streamed.map((c) => [c, o.book.reader(c)]));
+    // Each port makes two elements at least, its entry and its lb or no-endpoint verdict (ports on
+    // one key share them, rarely: a table that still fits a part then only takes a few more nft runs).
+    this.#early = 2 * (o.services?.size ?? 0) >= this.#chunk * ELEMENTS_PER_STATEMENT;
   }
 
   /** Whether the load created the backends maps and their lb chains (the build's end must not). */
@@ -259,22 +269,21 @@ export class FreshStream {
 
   /**
    * Between ports: while a part is in flight, lets the thread's I/O run (its input written, its end
-   * seen); when a lane is free and a whole part of finished elements is ready, hands it over (the
-   * first starts the load with the layout `tx` holds, which `tx` then forgets).
+   * seen); when a lane is free and a part of finished elements is ready, hands it over (the first
+   * starts the load with the layout `tx` holds, which `tx` then forgets; on a table sure to fill
+   * more than a part, the first step starts it, and the first parts are small).
    */
   async step(): Promise<void> {
     if (this.#load.busy) await yieldToIO();
     if (this.#load.started && !this.#load.wanting) return;
+    if (this.#early && !this.#load.started) this.#start();
+    const size = this.#partSize();
     const ready = this.#sources();
-    if (NftTransaction.statementsOf(ready) < this.#chunk) return;
-    if (!this.#load.started) {
-      this.#backends?.(this.#tx);
-      const { hooks } = this.#tx.splitForNewTable(this.#chunk);
-      this.#load.start(this.#tx.text(), hooks);
-      this.#tx.clear();
-    }
+    if (NftTransaction.statementsOf(ready) < size) return;
+    if (!this.#load.started) this.#start();
     // The first part of whole statements: its readers move on by exactly what it holds.
-    this.#load.send(this.#tx.elementParts(ready, this.#chunk).next().value!);
+    this.#load.send(this.#tx.elementParts(ready, size).next().value!);
+    this.#sent++;
   }
 
   /** Stops the load (a build that failed): resolves once every nft of it has ended. */
@@ -289,6 +298,23 @@ export class FreshStream {
       if (reader === undefined || !this.#load.started) return e;
       return { container: e.container, count: reader.pending(), texts: reader.texts() };
     });
+  }
+
+  /** Starts the load with the layout `tx` holds, which `tx` then forgets. */
+  #start(): void {
+    this.#backends?.(this.#tx);
+    const { hooks } = this.#tx.splitForNewTable(this.#chunk);
+    this.#load.start(this.#tx.text(), hooks);
+    this.#tx.clear();
+  }
+
+  /**
+   * Statements of the next part: when the load starts with the build, a sixteenth of a part first,
+   * doubling up to a whole one (each nft run costs a few ms, so the parts grow once the lanes are
+   * busy); else a whole one.
+   */
+  #partSize(): number {
+    return this.#early ? Math.max(1, this.#chunk >> Math.max(0, 4 - this.#sent)) : this.#chunk;
   }
 
   /** What is ready of each container, in whole statements: a part of many containers' remnants would hold few elements. */

@@ -6,6 +6,7 @@ import { assert, assertEquals, assertRejects } from "../../tests/support/assert.
 import { ElementBook } from "./element_book.ts";
 import { evenPartStatements, FRESH_LANES, FreshLoad, FreshStream } from "./fresh_load.ts";
 import { CLUSTER_IPS, LB, TABLE } from "./layout.ts";
+import type { ServicePortInfo } from "../model/types.ts";
 
 /**
  * The fake's IPv4 whose applies wait for `release(n)` (the n-th apply, from 0) when `held` says so:
@@ -143,6 +144,53 @@ Deno.test("FreshStream: a part goes once a whole part of finished elements is re
   assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 2500);
   assertEquals(stream.load.hooks!.text(), `add rule ip ${TABLE} in2 accept\n`);
   assert(!started[0].includes("add rule ip kube-proxy in2"), "the hooked chains' rules are held back");
+});
+
+Deno.test("FreshStream: a table sure to fill more than a part loads its layout at the first step, then parts of a sixteenth of a part, doubling up to a whole one", async () => {
+  const { fake, nft, started } = gated();
+  const book = new ElementBook();
+  const tx = layout().tx;
+  const chunk = 16;
+  // Two elements a port at least: 8,000 ports make 16 statements, a whole part, for sure.
+  const services = new Map(Array.from({ length: 8000 }, (_, i) => [`ns/s${i}:http`, {} as ServicePortInfo]));
+  const stream = new FreshStream({ tx, book, nft, chunkStatements: chunk, services });
+  await stream.step();
+  assert(stream.load !== undefined, "the load started before any element was ready");
+  assertEquals(started.length, 1, "the layout alone");
+  let filled = 0;
+  const fill = (n: number) => {
+    for (const end = filled + n; filled < end; filled++) {
+      book.fill(`ns/s${filled}:http`, [{
+        container: CLUSTER_IPS,
+        key: `10.${filled >> 16}.${(filled >> 8) & 255}.${filled & 255}`,
+      }]);
+    }
+  };
+  const statements = (text: string) => text.split("\n").filter((l) => l.startsWith("add element")).length;
+  for (let round = 0; round < 6; round++) {
+    fill(16_000);
+    // A lane is free once the part before is in.
+    while (!stream.load.wanting) await new Promise((r) => setTimeout(r, 1));
+    await stream.step();
+  }
+  assertEquals(started.slice(1).map(statements), [1, 2, 4, 8, 16, 16]);
+  const rest = stream.rest([{
+    container: CLUSTER_IPS,
+    count: book.size(CLUSTER_IPS),
+    texts: book.texts(CLUSTER_IPS),
+  }]);
+  const end = new NftTransaction("IPv4", TABLE);
+  await stream.load.finish(end, [end.elementParts(rest, chunk)]);
+  assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 96_000);
+});
+
+Deno.test("FreshStream: a table that may fit a part starts no load until a whole part is ready", async () => {
+  const { nft, started } = gated();
+  const book = new ElementBook();
+  const services = new Map(Array.from({ length: 7999 }, (_, i) => [`ns/s${i}:http`, {} as ServicePortInfo]));
+  const stream = new FreshStream({ tx: layout().tx, book, nft, chunkStatements: 16, services });
+  await stream.step();
+  assertEquals([stream.load, started.length], [undefined, 0]);
 });
 
 Deno.test("evenPartStatements: at most a chunk a part, no more parts than whole rounds of the lanes need, and what fits one round split a statement apart at most", () => {
