@@ -160,7 +160,7 @@ export interface ModeRenderer {
 }
 
 /**
- * Returns the provider of a kernel mode over its per-family proxiers (one, or both behind a
+ * Returns the provider of a kernel mode over its per-family proxiers (one or both, behind a
  * {@linkcode MetaProxier}); the kernel datapath stays on close, and `sockets`, when the mode also
  * listens (nftables' localhost NodePorts), says how to close those and what closing does.
  */
@@ -173,8 +173,9 @@ export function familyProvider(
     answer(c: Connection, family: IPFamily): DatapathAnswer | undefined;
   },
 ): ModeProvider {
-  const p = families.length === 1 ? families[0] : new MetaProxier(families);
-  return Object.assign(p, {
+  // Always a wrapper, also for one family: the provider's `close` and `explain` assigned onto the
+  // proxier itself would replace its own (its `close` would then call itself).
+  return Object.assign(new MetaProxier(families), {
     close: sockets?.close ?? (() => {}),
     removeLeftovers,
     onStop: "the kernel rules stay in place and keep serving" + (sockets ? `; ${sockets.onStop}` : ""),

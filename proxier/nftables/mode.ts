@@ -70,6 +70,27 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
   return tx.text();
 }
 
+/**
+ * Checks the fixed layout of `family` with `nft -c`, with the affinity maps and then without:
+ * returns what nft rejected (`rejected`: the layout itself; `affinityRejected`: only with affinity).
+ */
+async function probeFamily(
+  nft: NftRunner,
+  family: IPFamily,
+): Promise<{ rejected?: Error; affinityRejected?: Error }> {
+  try {
+    await nft.check(probeScript(family, true));
+    return {};
+  } catch (withAffinity) {
+    try {
+      await nft.check(probeScript(family, false));
+      return { affinityRejected: withAffinity as Error };
+    } catch (e) {
+      return { rejected: e as Error };
+    }
+  }
+}
+
 /** The Event reason of a Service whose ClientIP affinity this node's nft cannot program. */
 export const AFFINITY_NOT_PROGRAMMED = "AffinityNotProgrammed";
 
@@ -167,33 +188,31 @@ export const nftablesMode: ProxyModeDefinition = {
     const nodeIPs = d.interfaceIPs();
     const families: NftablesProxier[] = [];
     const localhost = localhostFamilies(d);
-    for (const family of ["IPv4", "IPv6"] as const) {
+    // The families' probes run at once: the lists wait for them.
+    const probes = await Promise.all((["IPv4", "IPv6"] as const).map(async (family) => {
       const nft = new NftRunner({ exec: d.exec, family });
-      let affinitySupported = true;
-      try {
-        await nft.check(probeScript(family, true));
-      } catch (withAffinity) {
-        try {
-          await nft.check(probeScript(family, false));
-          affinitySupported = false;
-          // Said once a Service needs it (a Warning and an Event on it): on a node without such a
-          // Service this nft's limit changes nothing.
-          d.log.debug("This nft cannot program ClientIP affinity for this family", {
-            family,
-            error: (withAffinity as Error).message,
-          });
-        } catch (e) {
-          if (family === "IPv4") {
-            throw new ModeUnavailableError(
-              `nftables mode: this kernel or nft rejects the layout: ${
-                (e as Error).message
-              }; try --proxy-mode=iptables`,
-              { cause: e },
-            );
-          }
-          d.log.warn("IPv6 nftables layout rejected; serving IPv4 only", { error: (e as Error).message });
-          continue;
+      return { family, nft, probe: await probeFamily(nft, family) };
+    }));
+    for (const { family, nft, probe } of probes) {
+      if (probe.rejected !== undefined) {
+        const e = probe.rejected;
+        if (family === "IPv4") {
+          throw new ModeUnavailableError(
+            `nftables mode: this kernel or nft rejects the layout: ${e.message}; try --proxy-mode=iptables`,
+            { cause: e },
+          );
         }
+        d.log.warn("IPv6 nftables layout rejected; serving IPv4 only", { error: e.message });
+        continue;
+      }
+      const affinitySupported = probe.affinityRejected === undefined;
+      if (!affinitySupported) {
+        // Said once a Service needs it (a Warning and an Event on it): on a node without such a
+        // Service this nft's limit changes nothing.
+        d.log.debug("This nft cannot program ClientIP affinity for this family", {
+          family,
+          error: probe.affinityRejected!.message,
+        });
       }
       families.push(
         await newProxier(d, family, nft, {
