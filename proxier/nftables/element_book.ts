@@ -138,11 +138,26 @@ export class ElementBook {
   fill(port: string, elements: readonly Element[]): string[] {
     const conflicts: string[] = [];
     const claims: Claim[] = [];
+    // A port's elements come container by container: one lookup of its keys each.
+    let container: NftName | undefined;
+    let keys: Map<string, Slot> | undefined;
     for (const e of elements) {
-      const slot = this.#slots.get(e.container)?.get(e.key);
-      if (slot !== undefined && (Array.isArray(slot) ? slot : [slot]).some((c) => c.owner === port)) continue;
+      if (e.container !== container) {
+        container = e.container;
+        keys = this.#slots.get(container);
+        if (keys === undefined) this.#slots.set(container, keys = new Map());
+      }
+      const slot = keys!.get(e.key);
       const c = claimOf(port, e);
-      this.#claim(c, conflicts);
+      if (slot === undefined) {
+        // Most keys: the first claim, made without a second lookup.
+        keys!.set(c.key, c);
+        this.#recount(container, undefined, c);
+      } else if ((Array.isArray(slot) ? slot : [slot]).some((x) => x.owner === port)) {
+        continue;
+      } else {
+        this.#claim(c, conflicts);
+      }
       claims.push(c);
     }
     this.#byPort.set(port, claims);
