@@ -34,7 +34,7 @@ import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
-import { CpuSampler, type StartCpu } from "./start_cpu.ts";
+import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
 import { feedGenerated, generate, slice } from "./objects.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -110,9 +110,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The process's own CPU time and its waited-for children's, ms. */
 function cpuMs(pid: number): { own: number; tools: number } {
-  const f = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
-  // utime, stime, cutime, cstime: fields 14-17, here 11-14 after the name; clock ticks of 10 ms.
-  return { own: (Number(f[11]) + Number(f[12])) * 10, tools: (Number(f[13]) + Number(f[14])) * 10 };
+  const s = statSeconds(Deno.readTextFileSync(`/proc/${pid}/stat`));
+  return { own: s.own * 1000, tools: s.children * 1000 };
 }
 
 function status(pid: number, field: "VmRSS" | "VmHWM"): number {
