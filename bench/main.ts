@@ -1,7 +1,8 @@
 /**
  * `deno task bench`: prints every benchmark's figures with their conditions.
- * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [trace] [conntrack] [npl] [scale] [chaos] [soak]
- * (default: all but scale, chaos and soak). `scale` runs the real program against the test API server at
+ * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [trace] [conntrack] [npl] [memory] [scale] [cold]
+ * [chaos] [soak] (default: all but memory, scale, cold, chaos and soak). `cold` compares the cold starts of checkouts
+ * (`cold_starts.ts`: COLD_ROOTS, COLD_ROUNDS, COLD_SIZE). `scale` runs the real program against the test API server at
  * SCALE_SIZES (default 5000x50,50000x1,50000x10; SCALE_CHANGES changes each, default 110; SCALE_MODES
  * default nftables; iptables and iptables-legacy run at up to 5000x50). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
@@ -19,7 +20,8 @@ import { benchChaos } from "./chaos.ts";
 import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
-import { startCpuHeader, startCpuRow } from "./start_cpu.ts";
+import { type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
+import { benchColdStarts, soonerIn } from "./cold_starts.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -490,6 +492,41 @@ if (which.has("scale") && Deno.uid() === 0) {
       `their total over the ${cores} cores is as soon as a start doing this work could end, however well it overlapped.`,
   );
   for (const line of [...startCpuHeader(cores), ...starts]) out(line);
+}
+
+if (which.has("cold") && Deno.uid() === 0) {
+  const here = new URL("..", import.meta.url).pathname;
+  const roots = (Deno.env.get("COLD_ROOTS") ?? here).split(",").map((r) => r.endsWith("/") ? r : `${r}/`);
+  const rounds = Number(Deno.env.get("COLD_ROUNDS") ?? "12");
+  const [services, endpoints] = (Deno.env.get("COLD_SIZE") ?? "50000x1").split("x").map(Number);
+  out(
+    `\n## Cold starts side by side: ${
+      services.toLocaleString("en")
+    } Services x ${endpoints}, ${rounds} rounds, ` +
+      `each checkout started once a round (the order turned every round) against one test API server`,
+  );
+  out(
+    "Process start to every Service in the kernel (the program's own line); the CPU it spent until then, averaged " +
+      "(main thread, other threads, kernel tools, the test API server); the rounds it started sooner than the first checkout.",
+  );
+  out(
+    "| checkout | mean | median | fastest - slowest | sooner than the first | CPU: main / other threads / tools / API server |",
+  );
+  out("| --- | ---: | ---: | ---: | ---: | ---: |");
+  const results = await benchColdStarts({ roots, rounds, services, endpoints });
+  for (const r of results) {
+    const done = r.startsMs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+    const mean = done.reduce((a, b) => a + b, 0) / done.length;
+    const avg = (k: keyof StartCpu) => (r.cpu.reduce((a, c) => a + c[k], 0) / r.cpu.length).toFixed(2);
+    const { sooner, of } = soonerIn(results[0].startsMs, r.startsMs);
+    out(
+      `| ${r.root} | ${(mean / 1000).toFixed(2)} s | ${
+        (done[Math.floor(done.length / 2)] / 1000).toFixed(2)
+      } s | ${(done[0] / 1000).toFixed(2)} - ${(done.at(-1)! / 1000).toFixed(2)} s | ${
+        r === results[0] ? "-" : `${sooner} of ${of}`
+      } | ${avg("main")} / ${avg("threads")} / ${avg("tools")} / ${avg("driver")} s |`,
+    );
+  }
 }
 
 if (which.has("chaos")) {

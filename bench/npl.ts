@@ -23,11 +23,10 @@ import { realClock } from "../proxier/runtime/clock.ts";
 import { nullLogger } from "../proxier/runtime/logger.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
-import { benchConfig, feedGenerated, generate, slice } from "./objects.ts";
-import type { KubernetesObject } from "@kubernetes/client-node";
+import { driverResult, withNamespaces } from "./namespace_driver.ts";
+import { benchConfig, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
 import { parseArgs } from "node:util";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const CLUSTER_CIDR = "10.0.0.0/8";
 
 /** One configuration of the benchmark. */
@@ -62,41 +61,18 @@ export interface NplResult extends NplOptions {
 /** Runs one configuration in fresh namespaces (deleted afterwards, even on failure). */
 export async function benchNpl(o: NplOptions): Promise<NplResult> {
   const id = crypto.randomUUID().slice(0, 8);
-  const node = `kpd-npl-${id}`;
-  const floor = `kpd-npl-${id}-floor`;
-  try {
-    for (const ns of [node, floor]) {
-      await sh("ip", ["netns", "add", ns]);
-      await sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
-    }
-    const child = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        node,
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--config",
-        `${ROOT}deno.json`,
-        new URL(import.meta.url).pathname,
+  return await withNamespaces(
+    [`kpd-npl-${id}`, `kpd-npl-${id}-floor`],
+    ([node, floor]) =>
+      driverResult<NplResult>(node, import.meta.url, [
         `--services=${o.services}`,
         `--backend=${o.backend}`,
         `--source=${o.source}`,
         `--changes=${o.changes}`,
         `--spread=${o.spreadS}`,
         `--floor-ns=${floor}`,
-      ],
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    const out = new TextDecoder().decode((await child.output()).stdout);
-    const line = out.split("\n").find((l) => l.startsWith("{"));
-    if (line === undefined) throw new Error(`npl driver printed no result: ${out}`);
-    return JSON.parse(line);
-  } finally {
-    for (const ns of [node, floor]) await sh("ip", ["netns", "del", ns]);
-  }
+      ], "npl"),
+  );
 }
 
 /** The value of `name{ip_family="IPv4"}` in a Prometheus text page, or 0. */
@@ -175,18 +151,7 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
   let api: TestApiServer | undefined;
   let dir: string | undefined;
   if (o.source === "api") {
-    api = new TestApiServer();
-    // The node's own Node, as a cluster has it (the first sync waits for it, as upstream's).
-    api.apply("nodes", {
-      apiVersion: "v1",
-      kind: "Node",
-      metadata: { name: "node-a" },
-      status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
-    } as KubernetesObject);
-    for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
-    for (const s of slices) {
-      api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
-    }
+    api = serveObjects(new TestApiServer(), services, slices);
     source = [`--master=${api.start()}`];
   } else {
     dir = await Deno.makeTempDir({ prefix: "kpd-npl-" });

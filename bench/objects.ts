@@ -3,7 +3,8 @@
  * one EndpointSlice of 10 ready endpoints.
  * @module
  */
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { KubernetesObject, V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { TestApiServer } from "../tests/support/api_server.ts";
 import type { EventHandler } from "../proxier/sources/handlers.ts";
 
 const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
@@ -71,4 +72,26 @@ export function feedGenerated(p: EventHandler, n: number, endpoints = 10): numbe
  */
 export function benchConfig(over: Partial<ProxyConfig> = {}): ProxyConfig {
   return { ...defaultConfig(), source: { kind: "file", path: "bench" }, ...over };
+}
+
+/**
+ * Puts on `api` what a node's kube-proxy lists: its own Node (`node-a`, at 127.0.0.1: the first sync
+ * waits for it, as upstream's does), `services` and `slices`. Returns `api`.
+ */
+export function serveObjects(
+  api: TestApiServer,
+  services: readonly V1Service[],
+  slices: readonly V1EndpointSlice[],
+): TestApiServer {
+  api.apply("nodes", {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: "node-a" },
+    status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
+  } as KubernetesObject);
+  for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
+  for (const s of slices) {
+    api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
+  }
+  return api;
 }

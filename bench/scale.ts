@@ -24,9 +24,9 @@
  *   change's transaction on top of it (iptables: the smallest restore that commits; median of 6).
  * @module
  */
-import type { KubernetesObject } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
 import { ChainWatch, sh } from "./chain_watch.ts";
+import { driverResult, withNamespaces } from "./namespace_driver.ts";
 import { DryRunExecutor } from "../iptables/dry_run.ts";
 import type { ExecOptions, ExecResult } from "../iptables/executor.ts";
 import { endpointChainName } from "../proxier/iptables/chain_name.ts";
@@ -35,9 +35,8 @@ import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
 import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
-import { feedGenerated, generate, slice } from "./objects.ts";
+import { feedGenerated, generate, serveObjects, slice } from "./objects.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const METRICS = 10249;
 
 /** One size and mode of the benchmark. */
@@ -70,40 +69,17 @@ export interface ScaleResult extends ScaleOptions {
 /** Runs one configuration in namespaces of its own; returns what it measured. */
 export async function benchScale(o: ScaleOptions): Promise<ScaleResult> {
   const id = crypto.randomUUID().slice(0, 8);
-  const node = `kpd-scale-${id}`;
-  const floor = `kpd-scale-${id}-floor`;
-  try {
-    for (const ns of [node, floor]) {
-      await sh("ip", ["netns", "add", ns]);
-      await sh("ip", ["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
-    }
-    const child = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        node,
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--config",
-        `${ROOT}deno.json`,
-        new URL(import.meta.url).pathname,
+  return await withNamespaces(
+    [`kpd-scale-${id}`, `kpd-scale-${id}-floor`],
+    ([node, floor]) =>
+      driverResult<ScaleResult>(node, import.meta.url, [
         `--mode=${o.mode}`,
         `--services=${o.services}`,
         `--endpoints=${o.endpoints}`,
         `--changes=${o.changes}`,
         `--floor-ns=${floor}`,
-      ],
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    const out = new TextDecoder().decode((await child.output()).stdout);
-    const line = out.split("\n").find((l) => l.startsWith("{"));
-    if (line === undefined) throw new Error(`scale driver printed no result: ${out}`);
-    return JSON.parse(line);
-  } finally {
-    for (const ns of [node, floor]) await sh("ip", ["netns", "del", ns]).catch(() => {});
-  }
+      ], "scale"),
+  );
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -276,16 +252,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   // kube-apiserver's cadence (its cacher's defaultBookmarkFrequency): the test server's own, five a
   // second for the tests' sake, would be counted as the program's cost of a change.
   api.bookmarkEveryMs = 60_000;
-  api.apply("nodes", {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: { name: "node-a" },
-    status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
-  } as KubernetesObject);
-  for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
-  for (const s of slices) {
-    api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
-  }
+  serveObjects(api, services, slices);
   const backend = o.mode === "iptables-legacy" ? "legacy" : "nft";
   const chains = new ChainWatch(backend, await Deno.makeTempDir({ prefix: "kpd-scale-shim-" }));
   const logTo = Deno.env.get("SCALE_LOG");

@@ -10,11 +10,10 @@
  * Run as a driver inside the namespace ({@linkcode benchSoak} starts it).
  * @module
  */
-import type { KubernetesObject } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
-import { generate, slice } from "./objects.ts";
+import { generate, serveObjects, slice } from "./objects.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -286,19 +285,9 @@ function procFds(pid: number): number {
 }
 
 async function driver(o: SoakOptions): Promise<SoakResult> {
-  const api = new TestApiServer();
-  api.apply("nodes", {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: { name: "node-a" },
-    status: { addresses: [{ type: "InternalIP", address: "127.0.0.1" }] },
-  } as KubernetesObject);
   const { services, slices } = generate(o.services + 1);
   const extra = { service: services.pop()!, slice: slices.pop()! };
-  for (const s of services) api.apply("services", { apiVersion: "v1", kind: "Service", ...s });
-  for (const s of slices) {
-    api.apply("endpointslices", { apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s });
-  }
+  const api = serveObjects(new TestApiServer(), services, slices);
   // Copied before the clock starts: the first sync's time is the program's alone.
   const runtime = await ownRuntime();
   const url = api.start();

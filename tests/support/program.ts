@@ -6,14 +6,17 @@
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
-/** Returns the arguments for `Deno.execPath()` that run main.ts as `deno task start` does, then `args`. */
-export function startArgs(args: readonly string[] = []): string[] {
-  const config = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`));
+/**
+ * Returns the arguments for `Deno.execPath()` that run main.ts as `deno task start` does, then `args`;
+ * `root`: the checkout (a path ending in `/`) whose start task and main.ts run, this one by default.
+ */
+export function startArgs(args: readonly string[] = [], root: string = ROOT): string[] {
+  const config = JSON.parse(Deno.readTextFileSync(`${root}deno.json`));
   const words = String(config.tasks.start).split(/\s+/);
   if (words[0] !== "deno" || words[1] !== "run" || words.at(-1) !== "main.ts") {
     throw new Error(`unexpected start task: ${config.tasks.start}`);
   }
-  return ["run", "--config", `${ROOT}deno.json`, ...words.slice(2, -1), `${ROOT}main.ts`, ...args];
+  return ["run", "--config", `${root}deno.json`, ...words.slice(2, -1), `${root}main.ts`, ...args];
 }
 
 /**

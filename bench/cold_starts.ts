@@ -1,0 +1,151 @@
+/**
+ * Cold starts of checkouts side by side: `deno task bench cold` (COLD_ROOTS, the checkouts to
+ * compare, this one by default; COLD_ROUNDS, default 12; COLD_SIZE, default 50000x1). One start
+ * varies by a tenth of a second or two from the next, more than most changes to the start gain;
+ * starts of the checkouts interleaved against one API server, the order turned every round, let a
+ * change of tens of ms show: as the mean, and as the rounds in which each checkout started sooner
+ * than the first.
+ *
+ * {@linkcode benchColdStarts} creates a network namespace and runs this file inside it as the
+ * driver. The driver serves N Services x E endpoints (one EndpointSlice each) and the Node from the
+ * test API server and, round by round, starts each checkout's main.ts as its `deno task start` does
+ * (its own permission set and runtime flags) into an empty ruleset, reads the program's "First sync
+ * in the kernel" line and the CPU it spent until then (`start_cpu.ts`), and stops it.
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { sh } from "./chain_watch.ts";
+import { driverResult, withNamespaces } from "./namespace_driver.ts";
+import { generate, serveObjects } from "./objects.ts";
+import { CpuSampler, type StartCpu } from "./start_cpu.ts";
+import { TestApiServer } from "../tests/support/api_server.ts";
+import { startArgs } from "../tests/support/program.ts";
+
+/** Between one start's end and the next start. */
+const SETTLE_MS = 1000;
+
+/** What one checkout's starts measured. */
+export interface ColdStarts {
+  readonly root: string;
+  /** Process start to every Service in the kernel, ms, round by round. */
+  readonly startsMs: readonly number[];
+  /** The CPU each spent until then. */
+  readonly cpu: readonly StartCpu[];
+}
+
+/** Starts every checkout of `roots` (paths ending in `/`) `rounds` times at `services` x `endpoints`, in a namespace of their own. */
+export async function benchColdStarts(
+  o: { roots: readonly string[]; rounds: number; services: number; endpoints: number },
+): Promise<ColdStarts[]> {
+  const ns = `kpd-cold-${crypto.randomUUID().slice(0, 8)}`;
+  return await withNamespaces([ns], () =>
+    driverResult<ColdStarts[]>(ns, import.meta.url, [
+      `--rounds=${o.rounds}`,
+      `--services=${o.services}`,
+      `--endpoints=${o.endpoints}`,
+      ...o.roots.map((r) => `--root=${r}`),
+    ], "cold-start"));
+}
+
+/** Returns the rounds in which `b` started sooner than `a`, of those both finished. */
+export function soonerIn(a: readonly number[], b: readonly number[]): { sooner: number; of: number } {
+  let sooner = 0;
+  let of = 0;
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    if (Number.isNaN(a[i]) || Number.isNaN(b[i])) continue;
+    of++;
+    if (b[i] < a[i]) sooner++;
+  }
+  return { sooner, of };
+}
+
+/** The driver, inside the namespace: see the module doc. */
+async function driver(roots: readonly string[], rounds: number, n: number, e: number): Promise<ColdStarts[]> {
+  const { services, slices } = generate(n, e);
+  const api = new TestApiServer();
+  // kube-apiserver's watch bookmark cadence: the test server's default would cost the program CPU.
+  api.bookmarkEveryMs = 60_000;
+  serveObjects(api, services, slices);
+  const master = api.start();
+  const results = roots.map((root) => ({ root, startsMs: [] as number[], cpu: [] as StartCpu[] }));
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const r of round % 2 === 0 ? results : [...results].reverse()) {
+        const { ms, cpu } = await coldStart(r.root, master);
+        r.startsMs.push(ms);
+        r.cpu.push(cpu);
+      }
+    }
+  } finally {
+    await api.stop();
+  }
+  return results;
+}
+
+/** One start of `root` into an empty ruleset: when its first sync was in, and the CPU spent until then. */
+async function coldStart(root: string, master: string): Promise<{ ms: number; cpu: StartCpu }> {
+  const flushed = await sh("nft", ["flush", "ruleset"]);
+  if (flushed.code !== 0) throw new Error(`nft flush ruleset failed: ${flushed.err}`);
+  // The kernel frees a flushed table's elements after the flush returns, and the last start's
+  // process its memory after it exits: a start right away would share the cores with both.
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  const spawned = performance.now();
+  const proxy = new Deno.Command(Deno.execPath(), {
+    args: startArgs([
+      "--proxy-mode=nftables",
+      "--hostname-override=node-a",
+      "--cluster-cidr=10.0.0.0/8",
+      "--metrics-bind-address=127.0.0.1:10249",
+      "--healthz-bind-address=127.0.0.1:10256",
+      `--master=${master}`,
+    ], root),
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const sampler = new CpuSampler(proxy.pid);
+  sampler.start();
+  let log = "";
+  const drained = (async () => {
+    for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) log += t;
+  })().catch(() => {});
+  try {
+    for (const end = performance.now() + 10 * 60_000; performance.now() < end;) {
+      const m = /"First sync in the kernel" .*sinceStartMs=(\d+)/.exec(log);
+      if (m !== null) {
+        await sampler.stop();
+        const ms = Number(m[1]);
+        return { ms, cpu: sampler.until(spawned + ms)! };
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error(`${root}: no first sync within 10 min:\n${log.slice(-4000)}`);
+  } finally {
+    try {
+      proxy.kill("SIGTERM");
+    } catch { /* exited */ }
+    await proxy.status;
+    await sampler.stop();
+    await drained;
+  }
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      rounds: { type: "string" },
+      services: { type: "string" },
+      endpoints: { type: "string" },
+      root: { type: "string", multiple: true },
+    },
+  });
+  const r = await driver(
+    values.root ?? [],
+    Number(values.rounds),
+    Number(values.services),
+    Number(values.endpoints),
+  );
+  console.log(JSON.stringify(r));
+  Deno.exit(0);
+}
