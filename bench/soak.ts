@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { generate, serveObjects, slice } from "./objects.ts";
+import { statSeconds } from "./start_cpu.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -274,8 +275,7 @@ function memoryBreakdown(pid: number, p: string): MemoryBreakdown {
 
 /** CPU seconds process `pid` has used (user and system, `/proc/PID/stat`). */
 function procCpuS(pid: number): number {
-  const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  return statSeconds(Deno.readTextFileSync(`/proc/${pid}/stat`)).own;
 }
 
 function procFds(pid: number): number {
