@@ -14,6 +14,7 @@ import { WatchError } from "../runtime/errors.ts";
 import type { ApiAccess } from "./api_access.ts";
 import { PROXY_LABEL_SELECTOR } from "./handlers.ts";
 import { ListSplitter } from "./list_stream.ts";
+import type { ItemSink } from "./reflector.ts";
 import type { RateLimiter } from "./rate_limiter.ts";
 
 /** The callback signature of client-node's `Watch.watch`. */
@@ -108,17 +109,21 @@ export class ApiClient {
 
   /**
    * Lists `path` (with `labelSelector`/`fieldSelector` when given); resolves with the list, its
-   * items slimmed, parsed a chunk at a time as the body arrives (`list_stream.ts`). Rejects with a
+   * items slimmed, parsed a chunk at a time as the body arrives (`list_stream.ts`). With `sink`,
+   * each batch goes to it as it is parsed and the list resolves without them. Rejects with a
    * {@linkcode WatchError} carrying the HTTP status on failure, a `SyntaxError` on a body that does not parse.
    */
   async list<T extends KubernetesObject>(
     path: string,
     query: ListQuery = {},
+    sink?: ItemSink<T>,
   ): Promise<KubernetesListObject<T>> {
     return await this.#request("list", path, query, async (res) => {
       const items: T[] = [];
       const splitter = new ListSplitter<T>((batch) => {
-        for (const o of batch) items.push(slim(o));
+        for (const o of batch) slim(o);
+        if (sink !== undefined) sink(batch);
+        else for (const o of batch) items.push(o);
       });
       for await (const chunk of res.body ?? []) splitter.push(chunk);
       const list = splitter.finish() as unknown as KubernetesListObject<T>;
@@ -282,24 +287,56 @@ export function sourceQueries(nodeName: string): Record<SourceKind, { path: stri
   };
 }
 
+/** A list requested ahead: resolves as {@linkcode ApiClient.list}, its items sent to `sink`. */
+export type TakenList = (sink: ItemSink<KubernetesObject>) => Promise<KubernetesListObject<KubernetesObject>>;
+
+/**
+ * A list requested before anyone receives its items: the batches parsed meanwhile are held, and
+ * handed to the receiver as it comes ({@linkcode take}); later ones go straight to it.
+ */
+class EarlyList {
+  readonly done: Promise<KubernetesListObject<KubernetesObject>>;
+  #held: Array<readonly KubernetesObject[]> | undefined = [];
+  #sink: ItemSink<KubernetesObject> | undefined;
+
+  constructor(api: ApiClient, path: string, query: ListQuery) {
+    this.done = api.list(path, query, (items) => {
+      if (this.#sink !== undefined) this.#sink(items);
+      else this.#held!.push(items);
+    });
+    this.done.catch(() => {}); // handled by the informer that takes it
+  }
+
+  take: TakenList = (sink) => {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    this.#sink = sink;
+    for (const items of held) sink(items);
+    return this.done;
+  };
+}
+
 /**
  * The first list of each kind, requested before the informers exist, handed over once: whoever
  * still holds this after the informers took their lists holds none of them (the first lists are
  * every object in full, and a running proxy keeps only what its handlers retain).
  */
 export class PrefetchedLists {
-  readonly #lists = new Map<SourceKind, Promise<KubernetesListObject<KubernetesObject>>>();
+  readonly #lists = new Map<SourceKind, EarlyList>();
 
-  /** Holds `lists`, one per kind. */
-  constructor(lists: Iterable<[SourceKind, Promise<KubernetesListObject<KubernetesObject>>]>) {
-    for (const [kind, p] of lists) this.#lists.set(kind, p);
+  /** Requests the first list of every kind of `queries` on `api` now. */
+  constructor(api: ApiClient, queries: Record<SourceKind, { path: string; query: ListQuery }>) {
+    for (const k of SOURCE_KINDS) this.#lists.set(k, new EarlyList(api, queries[k].path, queries[k].query));
   }
 
-  /** Returns `kind`'s list and forgets it; undefined once taken (a relist asks the server again). */
-  take(kind: SourceKind): Promise<KubernetesListObject<KubernetesObject>> | undefined {
-    const p = this.#lists.get(kind);
+  /**
+   * Returns `kind`'s list and forgets it; undefined once taken (a relist asks the server again).
+   * Its items parsed so far go to the sink at once, the rest as they are parsed.
+   */
+  take(kind: SourceKind): TakenList | undefined {
+    const l = this.#lists.get(kind);
     this.#lists.delete(kind);
-    return p;
+    return l?.take;
   }
 
   /** How many lists are not taken yet. */
@@ -309,7 +346,7 @@ export class PrefetchedLists {
 
   /** Resolves once every list not taken yet has answered (or failed). */
   async settled(): Promise<void> {
-    await Promise.allSettled(this.#lists.values());
+    await Promise.allSettled([...this.#lists.values()].map((l) => l.done));
   }
 }
 
@@ -319,10 +356,5 @@ export class PrefetchedLists {
  * takes it, and is retried like any failed list.
  */
 export function prefetchLists(api: ApiClient, nodeName: string): PrefetchedLists {
-  const q = sourceQueries(nodeName);
-  return new PrefetchedLists(SOURCE_KINDS.map((k) => {
-    const p = api.list(q[k].path, q[k].query);
-    p.catch(() => {}); // handled by the informer that takes it
-    return [k, p];
-  }));
+  return new PrefetchedLists(api, sourceQueries(nodeName));
 }

@@ -15,7 +15,7 @@ import type { Clock } from "../runtime/clock.ts";
 import { describeError, shortError } from "../runtime/errors.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { type EventHandler, type KindHandler, kindHandlers } from "./handlers.ts";
-import { Reflector } from "./reflector.ts";
+import { type ItemSink, Reflector } from "./reflector.ts";
 import { onAbort } from "../runtime/abort.ts";
 
 const BACKOFF_START_MS = 1000;
@@ -60,9 +60,9 @@ export class KubernetesSource {
     await Promise.all(SOURCE_KINDS.map((kind) => {
       const q = queries[kind];
       let first = prefetched?.take(kind);
-      return this.#inform(kind, h[kind], signal, q.path, { ...q.query }, () => {
+      return this.#inform(kind, h[kind], signal, q.path, { ...q.query }, (sink) => {
         // The prefetched list serves the first call only; relists ask again.
-        const p = first ?? api.list(q.path, q.query);
+        const p = first?.(sink) ?? api.list(q.path, q.query, sink);
         first = undefined;
         return p;
       }, api);
@@ -80,7 +80,7 @@ export class KubernetesSource {
     signal: AbortSignal,
     path: string,
     query: Record<string, string | undefined>,
-    list: () => Promise<KubernetesListObject<T>>,
+    list: (sink: ItemSink<T>) => Promise<KubernetesListObject<T>>,
     api: ApiClient,
   ): Promise<void> {
     const { log, clock } = this.#o;

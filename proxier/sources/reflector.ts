@@ -11,6 +11,9 @@ import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-
 import type { Clock } from "../runtime/clock.ts";
 import { objectKey } from "./handlers.ts";
 
+/** Receives a list's items a batch at a time, in the list's order, as they are parsed. */
+export type ItemSink<T> = (items: readonly T[]) => void;
+
 /** Reconnects after a watch that ended cleanly wait this long, doubling up to {@linkcode RECONNECT_MAX_MS}. */
 export const RECONNECT_START_MS = 1000;
 /** The longest wait before a clean reconnect. */
@@ -46,7 +49,11 @@ export interface ReflectorHandlers<T> {
 export interface ReflectorOptions<T extends KubernetesObject> {
   readonly path: string;
   readonly query: Readonly<Record<string, string | undefined>>;
-  readonly list: () => Promise<KubernetesListObject<T>>;
+  /**
+   * Lists the kind. Items may come through `sink` a batch at a time while the list is on its way
+   * (the reflector hands each over at once), in the resolved list's `items`, or both.
+   */
+  readonly list: (sink: ItemSink<T>) => Promise<KubernetesListObject<T>>;
   readonly watcher: Watcher;
   readonly handlers: ReflectorHandlers<T>;
   readonly clock: Clock;
@@ -144,22 +151,38 @@ export class Reflector<T extends KubernetesObject> {
   }
 
   /**
-   * Lists and hands every object over; false when the list failed (reported) or the reflector
-   * stopped meanwhile. Its own frame, ended before the watch is awaited: a suspended frame keeps
-   * its locals, and a first list is every object in full (about 80 MiB at 50,000 EndpointSlices of
-   * 10 endpoints), which would stay on the heap until the watch connects.
+   * Lists and hands every object over as its batch is parsed (a first list is never held whole:
+   * about 80 MiB at 50,000 EndpointSlices of 10 endpoints), then deletes what the list no longer
+   * holds, as client-go's Replace; false when the list failed (reported; what came stays held, and
+   * the next list deletes what it lacks) or the reflector stopped meanwhile. Its own frame, ended
+   * before the watch is awaited: a suspended frame keeps its locals.
    */
   async #relist(): Promise<boolean> {
+    // What a relist no longer holds is deleted once it is all in; a first list deletes nothing,
+    // so it keeps no set of its keys (tens of thousands).
+    const seen = this.#objects.size > 0 ? new Set<string>() : undefined;
+    const take: ItemSink<T> = (items) => {
+      if (this.#stopped) return;
+      for (const o of items) this.#upsert(o, seen);
+    };
     let list: KubernetesListObject<T>;
     try {
-      list = await this.#o.list();
+      list = await this.#o.list(take);
     } catch (e) {
       if (!this.#stopped) this.#o.handlers.error(e);
       return false;
     }
     if (this.#stopped) return false;
-    this.#replace(list.items ?? []);
+    take(list.items ?? []);
+    if (seen !== undefined) {
+      for (const [key, old] of this.#objects) {
+        if (seen.has(key)) continue;
+        this.#objects.delete(key);
+        this.#o.handlers.delete(old);
+      }
+    }
     this.#resourceVersion = list.metadata?.resourceVersion ?? "";
+    this.#o.handlers.listed();
     return true;
   }
 
@@ -184,26 +207,13 @@ export class Reflector<T extends KubernetesObject> {
     this.#resourceVersion = o.metadata?.resourceVersion ?? "";
   }
 
-  #upsert(o: T): void {
+  /** Holds `o` and hands it over as added or updated; notes its key in `seen`. */
+  #upsert(o: T, seen?: Set<string>): void {
     const key = objectKey(o);
+    seen?.add(key);
     const old = this.#objects.get(key);
     this.#objects.set(key, this.#o.retain?.(o) ?? o);
     if (old === undefined) this.#o.handlers.add(o);
     else this.#o.handlers.update(old, o);
-  }
-
-  /** A (re)list: what it no longer holds is deleted, the rest added or updated. */
-  #replace(items: readonly T[]): void {
-    // A first list deletes nothing: no set of its keys (tens of thousands) to build.
-    if (this.#objects.size > 0) {
-      const keep = new Set(items.map(objectKey));
-      for (const [key, old] of this.#objects) {
-        if (keep.has(key)) continue;
-        this.#objects.delete(key);
-        this.#o.handlers.delete(old);
-      }
-    }
-    for (const o of items) this.#upsert(o);
-    this.#o.handlers.listed();
   }
 }

@@ -111,7 +111,8 @@ Deno.test("reflector: 410 Gone relists, deleting what the new list lacks; a clea
   await clock.advance(2 * RECONNECT_START_MS);
   await settle();
   assertEquals(watcher.calls.at(-1)!.rv, "list-2");
-  assertEquals(seen.slice(3), ["update a v1->v2", "delete b v1", "update a v2->v3", "listed"]);
+  // As client-go's Replace: what the list holds first, then what it no longer holds.
+  assertEquals(seen.slice(3), ["update a v1->v2", "update a v2->v3", "delete b v1", "listed"]);
   // A 410 on the watch request itself relists too, and an inactive watch reconnects at once.
   watcher.calls.at(-1)!.done(Object.assign(new Error("gone"), { statusCode: 410 }));
   await settle();
@@ -164,7 +165,7 @@ Deno.test("reflector: with retain it keeps only that of each object: the old obj
   w.event("ERROR", { kind: "Status", code: 410 });
   w.done(null);
   await settle();
-  assertEquals(seen.slice(5), ["delete a stub of v2", "update b stub of v2->v3", "listed"]);
+  assertEquals(seen.slice(5), ["update b stub of v2->v3", "delete a stub of v2", "listed"]);
   reflector.stop();
 });
 
@@ -199,5 +200,58 @@ Deno.test("reflector: holds no list once it handed the objects over, while its w
   assertEquals(list?.deref(), undefined, "the list outlived its hand-over");
   connect(new AbortController());
   await started;
+  reflector.stop();
+});
+
+Deno.test("reflector: a list's items are handed over batch by batch as they are parsed; a list failing midway keeps what came, and the next one deletes what it lacks", async () => {
+  const clock = new FakeClock();
+  const watcher = new FakeWatcher();
+  const seen: string[] = [];
+  // Each list is driven by the test: its sink, and how it ends.
+  const lists: Array<{
+    sink: (items: readonly KubernetesObject[]) => void;
+    end: (e?: Error) => void;
+  }> = [];
+  const reflector = new Reflector<KubernetesObject>({
+    path: "/api/v1/services",
+    query: {},
+    list: (sink) =>
+      new Promise((resolve, reject) => {
+        lists.push({
+          sink,
+          end: (e) =>
+            e === undefined ? resolve({ items: [], metadata: { resourceVersion: "9" } }) : reject(e),
+        });
+      }),
+    watcher,
+    clock,
+    handlers: {
+      add: (o) => seen.push(`add ${o.metadata!.name}`),
+      update: (_old, o) => seen.push(`update ${o.metadata!.name}`),
+      delete: (o) => seen.push(`delete ${o.metadata!.name}`),
+      listed: () => seen.push("listed"),
+      error: (e) => seen.push(`error ${(e as Error).message}`),
+    },
+  });
+  const started = reflector.start();
+  await settle();
+  lists[0].sink([obj("a", "1"), obj("b", "1")]);
+  assertEquals(seen, ["add a", "add b"], "the first batch is handed over while the list is on its way");
+  assertEquals(reflector.size, 2);
+  lists[0].sink([obj("c", "1")]);
+  lists[0].end(new Error("connection reset"));
+  await started;
+  assertEquals(seen.slice(2), ["add c", "error connection reset"]);
+  assertEquals(watcher.calls.length, 0, "no watch without a whole list");
+  // The next list lacks b: it goes once the list is all in, before the list is said complete.
+  const again = reflector.start();
+  await settle();
+  lists[1].sink([obj("a", "2"), obj("c", "2")]);
+  assertEquals(seen.slice(4), ["update a", "update c"]);
+  lists[1].end();
+  await again;
+  assertEquals(seen.slice(6), ["delete b", "listed"]);
+  assertEquals(reflector.size, 2);
+  assertEquals(watcher.calls.map((c) => c.rv), ["9"]);
   reflector.stop();
 });
