@@ -16,7 +16,7 @@
 import { parseArgs } from "node:util";
 import { sh } from "./chain_watch.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
-import { generate, serveObjects } from "./objects.ts";
+import { encodeListsAhead, generate, serveObjects } from "./objects.ts";
 import { CpuSampler, type StartCpu } from "./start_cpu.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
@@ -84,6 +84,7 @@ async function driver(roots: readonly string[], rounds: number, n: number, e: nu
 
 /** One start of `root` into an empty ruleset: when its first sync was in, and the CPU spent until then. */
 async function coldStart(root: string, master: string): Promise<{ ms: number; cpu: StartCpu }> {
+  await encodeListsAhead(master);
   const flushed = await sh("nft", ["flush", "ruleset"]);
   if (flushed.code !== 0) throw new Error(`nft flush ruleset failed: ${flushed.err}`);
   // The kernel frees a flushed table's elements after the flush returns, and the last start's

@@ -35,7 +35,7 @@ import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
 import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
-import { feedGenerated, generate, serveObjects, slice } from "./objects.ts";
+import { encodeListsAhead, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
 
 const METRICS = 10249;
 
@@ -255,6 +255,8 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   serveObjects(api, services, slices);
   const backend = o.mode === "iptables-legacy" ? "legacy" : "nft";
   const chains = new ChainWatch(backend, await Deno.makeTempDir({ prefix: "kpd-scale-shim-" }));
+  const master = api.start();
+  await encodeListsAhead(master);
   const logTo = Deno.env.get("SCALE_LOG");
   const keepLog = Boolean(logTo);
   const spawned = performance.now();
@@ -268,7 +270,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       ...(keepLog ? ["--v=4"] : []),
       // iptables-nft-restore of 250,000 endpoints' rules takes minutes, past the default bound.
       ...(o.mode === "nftables" ? [] : [`--iptables-backend=${backend}`, "--kernel-tool-timeout=1h"]),
-      `--master=${api.start()}`,
+      `--master=${master}`,
     ]).map((a) => keepLog && a.startsWith("--v8-flags=") ? `${a},--trace-gc` : a),
     env: o.mode === "nftables" ? {} : await chains.env(),
     stdin: "null",

@@ -72,6 +72,9 @@ export class TestApiServer {
   #rv = 1;
   readonly #objects = new Map<string, Map<string, Obj>>(Object.keys(RESOURCES).map((r) => [r, new Map()]));
   #history: Event[] = [];
+  /** List bodies encoded at version {@linkcode #encodedAt}, by path and query. */
+  readonly #encoded = new Map<string, Uint8Array>();
+  #encodedAt = 0;
   /** Events at or below this version are compacted: watching from older versions gets 410. */
   #compactedAt = 0;
   #listener?: Deno.TcpListener;
@@ -182,6 +185,21 @@ export class TestApiServer {
     const gone = structuredClone(o);
     gone.metadata.resourceVersion = String(++this.#rv);
     this.#emit({ rv: this.#rv, resource, type: "DELETED", object: gone });
+  }
+
+  /**
+   * The body of the list `request` asks for at the current version: encoded once per version, as
+   * a real API server answers from its watch cache (the benches' starts then share the node's cores
+   * with no list encoding, which a real cluster does on its control plane).
+   */
+  #listBody(request: string, encode: () => Uint8Array): Uint8Array {
+    if (this.#encodedAt !== this.#rv) {
+      this.#encoded.clear();
+      this.#encodedAt = this.#rv;
+    }
+    let body = this.#encoded.get(request);
+    if (body === undefined) this.#encoded.set(request, body = encode());
+    return body;
   }
 
   #emit(e: Event): void {
@@ -318,13 +336,15 @@ export class TestApiServer {
           );
           continue;
         }
-        const items = [...this.#objects.get(name)!.values()].filter(match).map((o) => withKind(res, o));
-        const body = enc.encode(JSON.stringify({
-          kind: res.listKind,
-          apiVersion: res.apiVersion,
-          metadata: { resourceVersion: String(this.#rv) },
-          items,
-        }));
+        const body = this.#listBody(`${url.pathname}${url.search}`, () => {
+          const items = [...this.#objects.get(name)!.values()].filter(match).map((o) => withKind(res, o));
+          return enc.encode(JSON.stringify({
+            kind: res.listKind,
+            apiVersion: res.apiVersion,
+            metadata: { resourceVersion: String(this.#rv) },
+            items,
+          }));
+        });
         await write(
           `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
         );
