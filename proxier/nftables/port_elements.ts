@@ -92,6 +92,82 @@ function comment(svc: ServicePortInfo): string {
   return s.length > 128 ? s.slice(0, 128) : s;
 }
 
+const NO_LB_CHAINS: readonly LbChain[] = Object.freeze([]);
+const NO_MAGLEV: readonly MaglevWant[] = Object.freeze([]);
+
+/** An endpoint as a backends map's value: `ip . port`. */
+const backendValue = (e: EndpointInfo) => `${e.ip} . ${e.port}`;
+
+/**
+ * One port's elements as they are made. A class rather than closures over a call's locals: a
+ * full build makes one per service port (50,000 and more), and its collections are made only
+ * when the port needs them (most ports have one lb chain and no Maglev table).
+ */
+class PortBuild {
+  readonly elements: Element[] = [];
+  lbChains: Map<NftName, LbChain> | undefined;
+  maglev: Map<NftName, MaglevWant> | undefined;
+  readonly #svc: ServicePortInfo;
+  readonly #o: PortElementOptions;
+  readonly #scheduler: ReturnType<typeof nftablesScheduler>;
+  readonly #hasAny: boolean;
+  #note: string | undefined;
+
+  constructor(svc: ServicePortInfo, o: PortElementOptions, hasAny: boolean) {
+    this.#svc = svc;
+    this.#o = o;
+    this.#scheduler = nftablesScheduler(svc.scheduler, svc.schedFlags);
+    this.#hasAny = hasAny;
+  }
+
+  /** The comment of this port's elements, made once. */
+  get note(): string {
+    return this.#note ??= comment(this.#svc);
+  }
+
+  /** Maglev: one table per class, shared by the classes with the same endpoints. */
+  #maglevFor(cls: MaglevClass, list: readonly EndpointInfo[]): NftName {
+    const endpoints = list.map((e) => ({ key: e.key, value: backendValue(e) })).sort(byKey);
+    const same = JSON.stringify(endpoints);
+    this.maglev ??= new Map();
+    for (const w of this.maglev.values()) if (JSON.stringify(w.endpoints) === same) return w.name;
+    const sourcePort = this.#scheduler.sourcePort;
+    const name = maglevName(cls, this.#svc.name, this.#o.maglev, sourcePort);
+    this.maglev.set(name, { name, endpoints, sourcePort });
+    return name;
+  }
+
+  /** The load-balancing entry of `entry` over `all`, and its backends. */
+  lb(entry: string, all: readonly EndpointInfo[], cluster: boolean, cls: MaglevClass): void {
+    if (all.length === 0) return;
+    const container = cluster ? LB_CLUSTER : LB;
+    const scheduler = this.#scheduler;
+    if (scheduler.algorithm === "mh") {
+      this.elements.push({ container, key: entry, value: `goto ${this.#maglevFor(cls, all)}` });
+      return;
+    }
+    const algorithm = scheduler.algorithm === "sh" && scheduler.sourcePort ? "shp" : scheduler.algorithm;
+    const chain: LbChain = { algorithm, n: all.length, cluster };
+    const name = lbChainName(chain);
+    (this.lbChains ??= new Map()).set(name, chain);
+    this.elements.push({ container, key: entry, value: `goto ${name}` });
+    // A hash picks an index: in the same order on every node, it picks the same endpoint.
+    const list = algorithm === "sh" || algorithm === "shp" || algorithm === "dh" ? [...all].sort(byKey) : all;
+    this.elements.push(backendsGroup(cluster ? BACKENDS_CLUSTER : BACKENDS, entry, list.map(backendValue)));
+  }
+
+  /** The no-endpoint verdict of `entry`, unless it has endpoints here. */
+  noEndpoints(entry: string, hasEndpointsHere: boolean): void {
+    if (hasEndpointsHere) return;
+    this.elements.push({
+      container: NO_ENDPOINT_SERVICES,
+      key: entry,
+      value: this.#hasAny ? "drop" : `goto ${REJECT_CHAIN}`,
+      comment: this.note,
+    });
+  }
+}
+
 /** Returns every element one service port contributes; see the module doc for their meaning. */
 export function portElements(
   svc: ServicePortInfo,
@@ -100,76 +176,42 @@ export function portElements(
 ): PortElements {
   const cat: CategorizedEndpoints = categorizeEndpoints(svc, eps, o.topology, o.log);
   const { hasAny, hasInternal, hasExternal } = cat;
-  const internal = internalEndpoints(svc, cat);
   const proto = svc.protocol.toLowerCase();
-  const elements: Element[] = [];
-  const lbChains = new Map<NftName, LbChain>();
-  const maglev = new Map<NftName, MaglevWant>();
-  const note = comment(svc);
+  const b = new PortBuild(svc, o, hasAny);
+  const elements = b.elements;
   const affinityTimeout = svc.stickyMaxAgeSeconds > 0 && o.affinitySupported ? svc.stickyMaxAgeSeconds : 0;
-  const served: string[] = [];
-  const scheduler = nftablesScheduler(svc.scheduler, svc.schedFlags);
-  const value = (e: EndpointInfo) => `${e.ip} . ${e.port}`;
-  // Maglev: one table per class, shared by the classes with the same endpoints.
-  const maglevFor = (cls: MaglevClass, list: readonly EndpointInfo[]): NftName => {
-    const endpoints = list.map((e) => ({ key: e.key, value: value(e) })).sort(byKey);
-    const same = JSON.stringify(endpoints);
-    for (const w of maglev.values()) if (JSON.stringify(w.endpoints) === same) return w.name;
-    const name = maglevName(cls, svc.name, o.maglev, scheduler.sourcePort);
-    maglev.set(name, { name, endpoints, sourcePort: scheduler.sourcePort });
-    return name;
-  };
-  const lb = (entry: string, all: readonly EndpointInfo[], cluster: boolean, cls: MaglevClass) => {
-    if (all.length === 0) return;
-    const container = cluster ? LB_CLUSTER : LB;
-    if (scheduler.algorithm === "mh") {
-      elements.push({ container, key: entry, value: `goto ${maglevFor(cls, all)}` });
-      return;
-    }
-    const algorithm = scheduler.algorithm === "sh" && scheduler.sourcePort ? "shp" : scheduler.algorithm;
-    const chain: LbChain = { algorithm, n: all.length, cluster };
-    const name = lbChainName(chain);
-    lbChains.set(name, chain);
-    elements.push({ container, key: entry, value: `goto ${name}` });
-    // A hash picks an index: in the same order on every node, it picks the same endpoint.
-    const list = algorithm === "sh" || algorithm === "shp" || algorithm === "dh" ? [...all].sort(byKey) : all;
-    elements.push(backendsGroup(cluster ? BACKENDS_CLUSTER : BACKENDS, entry, list.map(value)));
-  };
-  const noEndpoints = (entry: string, hasEndpointsHere: boolean) => {
-    if (hasEndpointsHere) return;
-    elements.push({
-      container: NO_ENDPOINT_SERVICES,
-      key: entry,
-      value: hasAny ? "drop" : `goto ${REJECT_CHAIN}`,
-      comment: note,
-    });
-  };
+  // The entries served here, for their affinity elements.
+  const served: string[] | undefined = affinityTimeout > 0 ? [] : undefined;
 
   elements.push({ container: CLUSTER_IPS, key: svc.clusterIP });
   const clusterEntry = entryKey(svc.clusterIP, proto, svc.port);
   if (hasInternal) {
     elements.push({ container: SERVICE_IPS, key: clusterEntry, value: `goto ${INTERNAL}` });
-    lb(clusterEntry, internal, false, "internal");
-    served.push(clusterEntry);
+    b.lb(clusterEntry, internalEndpoints(svc, cat), false, "internal");
+    served?.push(clusterEntry);
   }
-  noEndpoints(clusterEntry, hasInternal);
+  b.noEndpoints(clusterEntry, hasInternal);
 
-  const external = [
-    ...svc.externalIPs.map((ip) => entryKey(ip, proto, svc.port)),
-    ...svc.loadBalancerIPs.map((ip) => entryKey(ip, proto, svc.port)),
-    ...(svc.nodePort === 0 ? [] : o.nodePortIPs.map((ip) => entryKey(ip, proto, svc.nodePort))),
-  ];
-  for (const entry of external) {
-    if (hasAny) {
-      const chain = svc.externalPolicyLocal ? EXTERNAL_LOCAL : EXTERNAL;
-      elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}` });
-      if (svc.externalPolicyLocal) {
-        lb(entry, cat.local, false, "external");
-        lb(entry, cat.cluster, true, "external-cluster");
-      } else lb(entry, cat.cluster, false, "external");
-      served.push(entry);
+  const externalAddresses = svc.externalIPs.length + svc.loadBalancerIPs.length +
+    (svc.nodePort === 0 ? 0 : o.nodePortIPs.length);
+  if (externalAddresses > 0) {
+    const external = [
+      ...svc.externalIPs.map((ip) => entryKey(ip, proto, svc.port)),
+      ...svc.loadBalancerIPs.map((ip) => entryKey(ip, proto, svc.port)),
+      ...(svc.nodePort === 0 ? [] : o.nodePortIPs.map((ip) => entryKey(ip, proto, svc.nodePort))),
+    ];
+    for (const entry of external) {
+      if (hasAny) {
+        const chain = svc.externalPolicyLocal ? EXTERNAL_LOCAL : EXTERNAL;
+        elements.push({ container: SERVICE_IPS, key: entry, value: `goto ${chain}` });
+        if (svc.externalPolicyLocal) {
+          b.lb(entry, cat.local, false, "external");
+          b.lb(entry, cat.cluster, true, "external-cluster");
+        } else b.lb(entry, cat.cluster, false, "external");
+        served?.push(entry);
+      }
+      b.noEndpoints(entry, hasExternal);
     }
-    noEndpoints(entry, hasExternal);
   }
 
   if (svc.loadBalancerIPs.length > 0 && svc.hasSourceRanges) {
@@ -187,19 +229,17 @@ export function portElements(
     }
   }
 
-  if (affinityTimeout > 0) {
-    for (const entry of served) {
-      elements.push({
-        container: AFFINITY_CHECK,
-        key: entry,
-        value: `jump ${affinityName(affinityTimeout)}`,
-      });
-      elements.push({
-        container: AFFINITY_RECORDS,
-        key: entry,
-        value: `goto ${affinityRecordChain(affinityTimeout)}`,
-      });
-    }
+  for (const entry of served ?? []) {
+    elements.push({
+      container: AFFINITY_CHECK,
+      key: entry,
+      value: `jump ${affinityName(affinityTimeout)}`,
+    });
+    elements.push({
+      container: AFFINITY_RECORDS,
+      key: entry,
+      value: `goto ${affinityRecordChain(affinityTimeout)}`,
+    });
   }
   // A pod reaches services through its own node only, so only this node's endpoints can hairpin
   // here; the set stays as small as one node's pods (upstream marks every endpoint, which costs
@@ -207,11 +247,11 @@ export function portElements(
   for (const e of cat.all) if (e.isLocal) elements.push({ container: HAIRPIN, key: `${e.ip} . ${e.ip}` });
   return {
     elements,
-    lbChains: [...lbChains.values()],
-    maglev: [...maglev.values()],
+    lbChains: b.lbChains === undefined ? NO_LB_CHAINS : [...b.lbChains.values()],
+    maglev: b.maglev === undefined ? NO_MAGLEV : [...b.maglev.values()],
     affinityTimeout,
     noLocalInternal: hasAny && !hasInternal,
-    noLocalExternal: hasAny && !hasExternal && external.length > 0,
+    noLocalExternal: hasAny && !hasExternal && externalAddresses > 0,
   };
 }
 
