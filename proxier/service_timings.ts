@@ -25,9 +25,11 @@ export class ServiceTimings {
         this.#unapplied.delete(service);
         continue;
       }
-      const since = [s.changedSince.get(service), e.changedSince.get(service)].filter((x) => x !== undefined);
+      // The earlier of the two kinds' first events (no array per Service: a first sync notes them all).
+      const fromServices = s.changedSince.get(service) ?? Infinity;
+      const fromSlices = e.changedSince.get(service) ?? Infinity;
       this.#timings.set(service, {
-        changedMs: Math.min(...since as number[]),
+        changedMs: fromServices < fromSlices ? fromServices : fromSlices,
         triggerMs: e.triggerTimes.get(service),
       });
       this.#unapplied.add(service);
