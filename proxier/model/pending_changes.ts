@@ -97,7 +97,8 @@ export class PendingChanges {
     this.#metrics.endpointChangesTotal.inc(endpointChanges.updatedServices.size);
     this.#metrics.serviceChangesPending.set(0);
     this.#metrics.endpointChangesPending.set(0);
-    const changedPorts = new Set(serviceChanges.portKeys);
+    // The tracker's set, made for this apply and read nowhere else, grows into the answer.
+    const changedPorts = serviceChanges.portKeys;
     for (const service of serviceChanges.updatedServices) this.#portsByService.delete(service);
     for (const key of serviceChanges.portKeys) {
       const svc = services.get(key);
@@ -109,11 +110,9 @@ export class PendingChanges {
     for (const service of endpointChanges.updatedServices) {
       for (const key of this.#portsByService.get(service) ?? []) changedPorts.add(key);
     }
-    return {
-      serviceChanges,
-      endpointChanges,
-      changedServices: new Set([...serviceChanges.updatedServices, ...endpointChanges.updatedServices]),
-      changedPorts,
-    };
+    // Without a spread of both into one array first: a first sync holds every Service twice there.
+    const changedServices = new Set(serviceChanges.updatedServices);
+    for (const service of endpointChanges.updatedServices) changedServices.add(service);
+    return { serviceChanges, endpointChanges, changedServices, changedPorts };
   }
 }

@@ -18,7 +18,10 @@ export interface ServiceUpdateResult {
    * their addresses and node port that no current port serves.
    */
   readonly removedPorts: ServicePortInfo[];
-  /** Service port keys of the updated Services, before or after the change. */
+  /**
+   * Service port keys of the updated Services, before or after the change (`PendingChanges.apply`
+   * adds the ports whose endpoints changed, as its `changedPorts`).
+   */
   readonly portKeys: Set<string>;
   /** Per updated Service: when its change began to wait (the first event since it was last applied). */
   readonly changedSince: ReadonlyMap<string, number>;
