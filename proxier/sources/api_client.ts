@@ -42,6 +42,8 @@ export interface ApiClientOptions {
   readonly limiter?: RateLimiter;
   /** Called once per request with its outcome (client-go's rest_client metrics). */
   readonly observe?: (r: { method: string; host: string; code: string; seconds: number }) => void;
+  /** Complete items of a list parsed at a time, in bytes: `list_stream.ts`'s `PARSE_BATCH_BYTES` unless set. */
+  readonly parseBatchBytes?: number;
 }
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
@@ -71,6 +73,7 @@ export class ApiClient {
   readonly #listTimeoutMs: number;
   readonly #limiter?: RateLimiter;
   readonly #observe?: ApiClientOptions["observe"];
+  readonly #batchBytes?: number;
 
   /** Builds the client; opens no connection until a request. */
   constructor(access: ApiAccess, opts: ApiClientOptions = {}) {
@@ -80,6 +83,7 @@ export class ApiClient {
     this.#listTimeoutMs = opts.listTimeoutMs ?? 60_000;
     this.#limiter = opts.limiter;
     this.#observe = opts.observe;
+    this.#batchBytes = opts.parseBatchBytes;
   }
 
   /** `fetch` that reports each request's status (`<error>` when none came) and latency. */
@@ -124,7 +128,7 @@ export class ApiClient {
         for (const o of batch) slim(o);
         if (sink !== undefined) sink(batch);
         else for (const o of batch) items.push(o);
-      });
+      }, this.#batchBytes);
       for await (const chunk of res.body ?? []) splitter.push(chunk);
       const list = splitter.finish() as unknown as KubernetesListObject<T>;
       if (list.items !== undefined || items.length > 0) list.items = items;
