@@ -6,7 +6,7 @@
 import type { KubernetesObject, V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { TestApiServer } from "../tests/support/api_server.ts";
 import type { EventHandler } from "../proxier/sources/handlers.ts";
-import { sourceQueries } from "../proxier/sources/api_client.ts";
+import { requestURL, sourceQueries } from "../proxier/sources/api_client.ts";
 
 const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 import type { ProxyConfig } from "../proxier/options/config.ts";
@@ -107,8 +107,8 @@ export function serveObjects(
  */
 export async function encodeListsAhead(master: string, nodeName = "node-a"): Promise<void> {
   for (const { path, query } of Object.values(sourceQueries(nodeName))) {
-    const url = new URL(master + path);
-    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+    // The program's own URL: the server keeps what it encoded by path and query.
+    const url = requestURL(master, path, query);
     const res = await fetch(url);
     if (!res.ok) throw new Error(`listing ${url} answered ${res.status}`);
     await res.arrayBuffer();

@@ -65,6 +65,15 @@ export function slim<T>(o: T): T {
   return o;
 }
 
+/** Returns the URL the client requests for `path` on `server` with `query` (its undefined values left out). */
+export function requestURL(server: string, path: string, query: object): URL {
+  const url = new URL(server + path);
+  for (const [k, v] of Object.entries(query)) {
+    if (v !== undefined) url.searchParams.set(k, String(v));
+  }
+  return url;
+}
+
 /** Lists and watches API paths with Deno's fetch, honouring the server, TLS and credentials of `access`. */
 export class ApiClient {
   readonly #access: ApiAccess;
@@ -104,11 +113,7 @@ export class ApiClient {
   }
 
   #url(path: string, query: object): URL {
-    const url = new URL(this.#access.server + path);
-    for (const [k, v] of Object.entries(query)) {
-      if (v !== undefined) url.searchParams.set(k, String(v));
-    }
-    return url;
+    return requestURL(this.#access.server, path, query);
   }
 
   /**
