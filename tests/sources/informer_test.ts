@@ -3,12 +3,12 @@
  */
 import { CONVERGE_MS } from "../support/bounds.ts";
 import { realClock } from "../../proxier/runtime/clock.ts";
-import { type ApiAccess, loadApiAccess } from "../../proxier/sources/api_access.ts";
+import type { ApiAccess } from "../../proxier/sources/api_access.ts";
 import { FileSource } from "../../proxier/sources/file.ts";
 import { KubernetesSource } from "../../proxier/sources/kubernetes.ts";
 import { ApiClient, type PrefetchedLists, prefetchLists } from "../../proxier/sources/api_client.ts";
 import { BaseProxier, type SyncContext } from "../../proxier/base_proxier.ts";
-import { TestApiServer } from "../support/api_server.ts";
+import { apiAccessTo, TestApiServer } from "../support/api_server.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import {
   baseOptions,
@@ -39,10 +39,6 @@ class RecordingProxier extends BaseProxier {
   }
 }
 
-function access(url: string): Promise<ApiAccess> {
-  return loadApiAccess({ kubeconfig: "", master: url, env: () => undefined, readFile: Deno.readTextFile });
-}
-
 async function withSource(
   api: TestApiServer,
   fn: (p: RecordingProxier, log: MemoryLogger) => Promise<void>,
@@ -53,7 +49,7 @@ async function withSource(
   const p = new RecordingProxier(opts);
   const ac = new AbortController();
   const loop = p.syncLoop(ac.signal);
-  const a = await access(api.url);
+  const a = await apiAccessTo(api.url);
   const src = new KubernetesSource({
     access: a,
     api: client?.(a),
@@ -248,7 +244,7 @@ Deno.test("informers: lists requested ahead (as main does while it starts) serve
   api.apply("services", makeService("ns1", "svc1"));
   api.apply("endpointslices", makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
   try {
-    const prefetched = prefetchLists(new ApiClient(await access(api.url)), NODE);
+    const prefetched = prefetchLists(new ApiClient(await apiAccessTo(api.url)), NODE);
     await prefetched.settled();
     assertEquals(api.listRequests, 3);
     assertEquals(prefetched.held, 4);
@@ -333,7 +329,7 @@ Deno.test("informers: an API server that cannot be reached is logged with the re
       const opts = baseOptions({ clock: realClock, minSyncPeriodMs: 0 });
       const stop = new AbortController();
       const run = new KubernetesSource({
-        access: await access(url),
+        access: await apiAccessTo(url),
         nodeName: NODE,
         handler: new RecordingProxier(opts),
         log: opts.log,

@@ -3,9 +3,8 @@
  * sink receives, and what the list resolves with.
  */
 import type { KubernetesObject, V1Service } from "@kubernetes/client-node";
-import { loadApiAccess } from "../../proxier/sources/api_access.ts";
 import { ApiClient } from "../../proxier/sources/api_client.ts";
-import { TestApiServer } from "../support/api_server.ts";
+import { apiAccessTo, TestApiServer } from "../support/api_server.ts";
 import { assert, assertEquals } from "../support/assert.ts";
 import { makeService } from "../support/fixtures.ts";
 
@@ -30,13 +29,7 @@ Deno.test("API list: a sink gets the items a batch at a time, in the list's orde
   }
   const url = api.start();
   try {
-    const access = await loadApiAccess({
-      kubeconfig: "",
-      master: url,
-      env: () => undefined,
-      readFile: Deno.readTextFile,
-    });
-    const client = new ApiClient(access, { parseBatchBytes: 16 * 1024 });
+    const client = new ApiClient(await apiAccessTo(url), { parseBatchBytes: 16 * 1024 });
     const batches: KubernetesObject[][] = [];
     const list = await client.list<KubernetesObject>(
       "/api/v1/services",

@@ -8,6 +8,7 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { type ExecPlan, type ExecRequest, serveExec } from "./exec_stream_server.ts";
+import { type ApiAccess, loadApiAccess } from "../../proxier/sources/api_access.ts";
 
 interface Resource {
   readonly path: string;
@@ -450,4 +451,9 @@ function selector(labels: string | null, fields: string | null): (o: Obj) => boo
     if (k === "metadata.name") checks.push((o) => o.metadata.name === v);
   }
   return (o) => checks.every((c) => c(o));
+}
+
+/** Returns what a client of the server at `url` uses: that URL as `--master`, no kubeconfig, no environment. */
+export function apiAccessTo(url: string): Promise<ApiAccess> {
+  return loadApiAccess({ kubeconfig: "", master: url, env: () => undefined, readFile: Deno.readTextFile });
 }
