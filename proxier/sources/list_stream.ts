@@ -167,7 +167,7 @@ export class ListSplitter<T> {
       const batch = this.#batch;
       this.#batch = [];
       this.#batchBytes = 0;
-      this.#onItems(JSON.parse(`[${batch.map((b) => decoder.decode(b)).join(",")}]`));
+      this.#onItems(JSON.parse(decoder.decode(bracketed(batch))));
     }
     if (place === Place.Item) {
       // The item still open, from its opening brace: after the last complete one, or from where it
@@ -215,6 +215,25 @@ export class ListSplitter<T> {
     }
     return tail;
   }
+}
+
+/**
+ * Returns the runs of complete items `runs` as the bytes of one JSON array (`[`, the runs joined by
+ * commas, `]`), to be decoded once: decoding each run, joining the texts and bracketing the result
+ * copied a batch's text three times, the last as the parse flattened it.
+ */
+function bracketed(runs: readonly Uint8Array[]): Uint8Array {
+  const bytes = runs.reduce((n, r) => n + r.length, 0);
+  const out = new Uint8Array(bytes + Math.max(0, runs.length - 1) + 2);
+  out[0] = OPEN_BRACKET;
+  let at = 1;
+  for (const [i, r] of runs.entries()) {
+    if (i > 0) out[at++] = COMMA;
+    out.set(r, at);
+    at += r.length;
+  }
+  out[at] = CLOSE_BRACKET;
+  return out;
 }
 
 /** Returns the arrays' bytes one after another in one array. */
