@@ -4,6 +4,7 @@
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { mergeSlices, type SliceEndpoints, sliceEndpoints } from "./endpoint.ts";
+import { flat } from "./flat_string.ts";
 import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "../runtime/errors.ts";
 import type { EndpointInfo, EndpointsMap, IPFamily } from "./types.ts";
@@ -34,6 +35,12 @@ export class EndpointsChangeTracker {
   #nodeName: string;
   /** The current slices per service: `namespace/service` -> its parsed slices by name. */
   readonly #slices = new Map<string, ServiceSlices>();
+  /**
+   * Which Service holds each slice held: namespace -> slice name -> `namespace/service`. A slice that names no Service of this family (the other family's,
+   * malformed, its label gone) is found here, not by walking every Service's slices: in a
+   * dual-stack cluster every other slice is such a slice.
+   */
+  readonly #holders = new Map<string, Map<string, string>>();
   /** Per service with a pending change: its endpoints at the last sync. */
   readonly #previous = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
@@ -89,7 +96,8 @@ export class EndpointsChangeTracker {
     if (removed) this.#warnings.forget(warningKey);
     else this.#warnings.report(warningKey, slice, problems);
     const sliceName = String(slice?.metadata?.name);
-    const service = parsed?.service ?? this.#findService(sliceName, slice);
+    const namespace = slice?.metadata?.namespace ?? "default";
+    const service = parsed?.service ?? this.#holders.get(namespace)?.get(sliceName);
     if (service === undefined) return false;
     const before = this.#slices.get(service);
     if (!this.#previous.has(service)) {
@@ -101,6 +109,7 @@ export class EndpointsChangeTracker {
       : withSlice(before, sliceName, parsed);
     if (after === undefined) this.#slices.delete(service);
     else this.#slices.set(service, after);
+    this.#noteHolder(namespace, sliceName, service, holdsSlice(after, sliceName));
     if (!removed && parsed?.triggerTime !== undefined && parsed.triggerTime >= this.#startMs) {
       const times = this.#triggerTimes.get(service) ?? [];
       times.push(parsed.triggerTime);
@@ -146,13 +155,16 @@ export class EndpointsChangeTracker {
     return slices === undefined ? NO_ENDPOINTS : mergeSlices(slicesOf(slices));
   }
 
-  /** Finds the service a now-unparseable slice used to belong to, so its endpoints go away. */
-  #findService(sliceName: string, slice: V1EndpointSlice): string | undefined {
-    const ns = slice?.metadata?.namespace ?? "default";
-    for (const [service, slices] of this.#slices) {
-      if (service.startsWith(`${ns}/`) && holdsSlice(slices, sliceName)) return service;
+  /** Notes whether `service` holds the slice `name` of `namespace` now. */
+  #noteHolder(namespace: string, name: string, service: string, holds: boolean): void {
+    let names = this.#holders.get(namespace);
+    if (holds) {
+      if (names === undefined) this.#holders.set(namespace, names = new Map());
+      if (names.get(name) !== service) names.set(name, flat(service));
+    } else if (names?.get(name) === service) {
+      names.delete(name);
+      if (names.size === 0) this.#holders.delete(namespace);
     }
-    return undefined;
   }
 }
 
