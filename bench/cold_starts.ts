@@ -1,6 +1,7 @@
 /**
  * Cold starts of checkouts side by side: `deno task bench cold` (COLD_ROOTS, the checkouts to
- * compare, this one by default; COLD_ROUNDS, default 12; COLD_SIZE, default 50000x1). One start
+ * compare, this one by default; COLD_ROUNDS, default 12; COLD_SIZE, default 50000x1; COLD_STACK=dual:
+ * every Service dual-stack, with a second slice of IPv6 endpoints). One start
  * varies by a tenth of a second or two from the next, more than most changes to the start gain;
  * starts of the checkouts interleaved against one API server, the order turned every round, let a
  * change of tens of ms show: as the mean, and as the rounds in which each checkout started sooner
@@ -35,7 +36,7 @@ export interface ColdStarts {
 
 /** Starts every checkout of `roots` (paths ending in `/`) `rounds` times at `services` x `endpoints`, in a namespace of their own. */
 export async function benchColdStarts(
-  o: { roots: readonly string[]; rounds: number; services: number; endpoints: number },
+  o: { roots: readonly string[]; rounds: number; services: number; endpoints: number; dualStack?: boolean },
 ): Promise<ColdStarts[]> {
   const ns = `kpd-cold-${crypto.randomUUID().slice(0, 8)}`;
   return await withNamespaces([ns], () =>
@@ -43,6 +44,7 @@ export async function benchColdStarts(
       `--rounds=${o.rounds}`,
       `--services=${o.services}`,
       `--endpoints=${o.endpoints}`,
+      ...(o.dualStack ? ["--dual-stack"] : []),
       ...o.roots.map((r) => `--root=${r}`),
     ], "cold-start"));
 }
@@ -60,8 +62,14 @@ export function soonerIn(a: readonly number[], b: readonly number[]): { sooner: 
 }
 
 /** The driver, inside the namespace: see the module doc. */
-async function driver(roots: readonly string[], rounds: number, n: number, e: number): Promise<ColdStarts[]> {
-  const { services, slices } = generate(n, e);
+async function driver(
+  roots: readonly string[],
+  rounds: number,
+  n: number,
+  e: number,
+  dualStack: boolean,
+): Promise<ColdStarts[]> {
+  const { services, slices } = generate(n, e, { dualStack });
   const api = new TestApiServer();
   // kube-apiserver's watch bookmark cadence: the test server's default would cost the program CPU.
   api.bookmarkEveryMs = 60_000;
@@ -138,6 +146,7 @@ if (import.meta.main) {
       rounds: { type: "string" },
       services: { type: "string" },
       endpoints: { type: "string" },
+      "dual-stack": { type: "boolean" },
       root: { type: "string", multiple: true },
     },
   });
@@ -146,6 +155,7 @@ if (import.meta.main) {
     Number(values.rounds),
     Number(values.services),
     Number(values.endpoints),
+    values["dual-stack"] === true,
   );
   console.log(JSON.stringify(r));
   Deno.exit(0);

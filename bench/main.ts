@@ -2,7 +2,7 @@
  * `deno task bench`: prints every benchmark's figures with their conditions.
  * Usage: deno task bench [userspace] [iptables] [nftables] [maglev] [ipvs] [trace] [conntrack] [npl] [memory] [scale] [cold]
  * [chaos] [soak] (default: all but memory, scale, cold, chaos and soak). `cold` compares the cold starts of checkouts
- * (`cold_starts.ts`: COLD_ROOTS, COLD_ROUNDS, COLD_SIZE). `scale` runs the real program against the test API server at
+ * (`cold_starts.ts`: COLD_ROOTS, COLD_ROUNDS, COLD_SIZE, COLD_STACK). `scale` runs the real program against the test API server at
  * SCALE_SIZES (default 5000x50,50000x1,50000x10; SCALE_CHANGES changes each, default 110; SCALE_MODES
  * default nftables; iptables and iptables-legacy run at up to 5000x50). `npl` runs the real program for minutes per size; NPL_SPREAD=SECONDS
  * shortens each run. `chaos` runs the fault schedule for 10 minutes per kernel mode, ipvs in the
@@ -499,10 +499,11 @@ if (which.has("cold") && Deno.uid() === 0) {
   const roots = (Deno.env.get("COLD_ROOTS") ?? here).split(",").map((r) => r.endsWith("/") ? r : `${r}/`);
   const rounds = Number(Deno.env.get("COLD_ROUNDS") ?? "12");
   const [services, endpoints] = (Deno.env.get("COLD_SIZE") ?? "50000x1").split("x").map(Number);
+  const dualStack = Deno.env.get("COLD_STACK") === "dual";
   out(
-    `\n## Cold starts side by side: ${
-      services.toLocaleString("en")
-    } Services x ${endpoints}, ${rounds} rounds, ` +
+    `\n## Cold starts side by side: ${services.toLocaleString("en")} ${
+      dualStack ? "dual-stack " : ""
+    }Services x ${endpoints}, ${rounds} rounds, ` +
       `each checkout started once a round (the order turned every round) against one test API server`,
   );
   out(
@@ -513,7 +514,7 @@ if (which.has("cold") && Deno.uid() === 0) {
     "| checkout | mean | median | fastest - slowest | sooner than the first | CPU: main / other threads / tools / API server |",
   );
   out("| --- | ---: | ---: | ---: | ---: | ---: |");
-  const results = await benchColdStarts({ roots, rounds, services, endpoints });
+  const results = await benchColdStarts({ roots, rounds, services, endpoints, dualStack });
   for (const r of results) {
     const done = r.startsMs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
     const mean = done.reduce((a, b) => a + b, 0) / done.length;

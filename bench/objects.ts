@@ -12,25 +12,52 @@ const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) &
 import type { ProxyConfig } from "../proxier/options/config.ts";
 import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 
-/** The generator: service i has cluster IP 172.30.x.y and `endpoints` (10) endpoints in 10.0.0.0/8. */
-export function generate(n: number, endpoints = 10): { services: V1Service[]; slices: V1EndpointSlice[] } {
+/**
+ * The generator: service i has cluster IP 172.30.x.y and `endpoints` (10) endpoints in 10.0.0.0/8.
+ * `dualStack`: each is dual-stack too, with a second cluster IP in fd00:30::/64 and a second slice of
+ * as many endpoints in fd00:10::/64.
+ */
+export function generate(
+  n: number,
+  endpoints = 10,
+  o: { dualStack?: boolean } = {},
+): { services: V1Service[]; slices: V1EndpointSlice[] } {
   const services: V1Service[] = [];
   const slices: V1EndpointSlice[] = [];
   for (let i = 0; i < n; i++) {
     const name = `svc-${i}`;
     const clusterIP = `172.${30 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+    const clusterIPs = o.dualStack
+      ? [clusterIP, `fd00:30::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}`]
+      : [clusterIP];
     services.push({
       metadata: { namespace: "bench", name },
       spec: {
         type: "ClusterIP",
         clusterIP,
-        clusterIPs: [clusterIP],
+        clusterIPs,
+        ...(o.dualStack ? { ipFamilies: ["IPv4", "IPv6"], ipFamilyPolicy: "RequireDualStack" } : {}),
         ports: [{ name: "http", port: 80, protocol: "TCP" }],
       },
     });
     slices.push(slice(name, i, 0, endpoints));
+    if (o.dualStack) slices.push(slice6(name, i, endpoints));
   }
   return { services, slices };
+}
+
+/** Service `name` (the i-th)'s IPv6 slice of `endpoints` endpoints in fd00:10::/64. */
+function slice6(name: string, i: number, endpoints: number): V1EndpointSlice {
+  const v4 = slice(name, i, 0, endpoints);
+  return {
+    ...v4,
+    metadata: { ...v4.metadata, name: `${name}-v6` },
+    addressType: "IPv6",
+    endpoints: (v4.endpoints ?? []).map((e, k) => ({
+      ...e,
+      addresses: [`fd00:10::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}:${k.toString(16)}`],
+    })),
+  };
 }
 
 /**
