@@ -36,9 +36,9 @@ export class EndpointsChangeTracker {
   /** The current slices per service: `namespace/service` -> its parsed slices by name. */
   readonly #slices = new Map<string, ServiceSlices>();
   /**
-   * Which Service holds each slice held: namespace -> slice name -> `namespace/service`. A slice that names no Service of this family (the other family's,
-   * malformed, its label gone) is found here, not by walking every Service's slices: in a
-   * dual-stack cluster every other slice is such a slice.
+   * Which Service holds each slice held: namespace -> slice name -> `namespace/service`. A slice
+   * that names no Service of this family (the other family's, malformed, its label gone) is found
+   * here, not by walking every Service's slices: in a dual-stack cluster every other slice is one.
    */
   readonly #holders = new Map<string, Map<string, string>>();
   /** Per service with a pending change: its endpoints at the last sync. */

@@ -45,9 +45,9 @@ export const MAX_ITEM_BYTES = 16 * 2 ** 20;
  * size is measured, not derived: fewer batches start sooner, smaller ones peak lower. At 50,000
  * Services of one endpoint (lists of 12.7 and 18.1 MB of JSON, one batch each) the first sync was in
  * after 2.27 s on average against 2.38 with batches of 8 MiB (8 starts each, the main thread's CPU
- * 1.58 s against 1.70; batches of 2 MiB were slower again). The peak RSS at 50,000 x 10 endpoints
- * (49 MB of EndpointSlices, two batches) was 434 MiB against 418-447 with 8 MiB; at 5,000 x 50,
- * 252 MiB against 220.
+ * 1.58 s against 1.70; batches of 2 MiB were slower again). The peak RSS at 50,000 Services x 10
+ * endpoints (49 MB of EndpointSlices, two batches) was 434 and 452 MiB in two runs against 418-447
+ * with 8 MiB; at 5,000 x 50, 241-252 MiB against 220.
  */
 export const PARSE_BATCH_BYTES = 32 * 2 ** 20;
 
@@ -222,8 +222,8 @@ export class ListSplitter<T> {
 
 /**
  * Returns the runs of complete items `runs` as the bytes of one JSON array (`[`, the runs joined by
- * commas, `]`), to be decoded once: decoding each run, joining the texts and bracketing the result
- * copied a batch's text three times, the last as the parse flattened it.
+ * commas, `]`), to be decoded once: decoding each run, joining the texts and bracketing them would
+ * copy a batch's text three times (the last as the parse flattens the bracketed text).
  */
 function bracketed(runs: readonly Uint8Array[]): Uint8Array {
   const bytes = runs.reduce((n, r) => n + r.length, 0);
