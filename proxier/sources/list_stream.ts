@@ -17,6 +17,11 @@ const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
 const SPACE = 0x20;
 
+/** The bytes {@linkcode bracketed} puts around and between a batch's runs of items. */
+const OPENING = new Uint8Array([OPEN_BRACKET]);
+const SEPARATOR = new Uint8Array([COMMA]);
+const CLOSING = new Uint8Array([CLOSE_BRACKET]);
+
 /** Where the scanner is in the list's top-level object. */
 const enum Place {
   /** Before the items array: the bytes belong to the envelope (kind, apiVersion, metadata). */
@@ -160,7 +165,7 @@ export class ListSplitter<T> {
     if (envelopeFrom >= 0 && envelopeFrom < chunk.length) this.#keepEnvelope(chunk.slice(envelopeFrom));
     if (last > 0) {
       this.#batch.push(
-        this.#open.length === 0 ? chunk.slice(first, last) : concat(...this.#open, chunk.subarray(0, last)),
+        this.#open.length === 0 ? chunk.slice(first, last) : concat([...this.#open, chunk.subarray(0, last)]),
       );
       this.#batchBytes += this.#openBytes + last - first;
       this.#open = [];
@@ -195,7 +200,7 @@ export class ListSplitter<T> {
     if (this.#place === Place.Item || this.#place === Place.Between) {
       throw new SyntaxError("the list ended inside its items");
     }
-    const list = JSON.parse(decoder.decode(concat(...this.#envelope)));
+    const list = JSON.parse(decoder.decode(concat(this.#envelope)));
     if (list === null || typeof list !== "object" || Array.isArray(list)) {
       throw new SyntaxError("a list must be a JSON object");
     }
@@ -226,21 +231,20 @@ export class ListSplitter<T> {
  * copy a batch's text three times (the last as the parse flattens the bracketed text).
  */
 function bracketed(runs: readonly Uint8Array[]): Uint8Array {
-  const bytes = runs.reduce((n, r) => n + r.length, 0);
-  const out = new Uint8Array(bytes + Math.max(0, runs.length - 1) + 2);
-  out[0] = OPEN_BRACKET;
-  let at = 1;
-  for (const [i, r] of runs.entries()) {
-    if (i > 0) out[at++] = COMMA;
-    out.set(r, at);
-    at += r.length;
+  const parts: Uint8Array[] = [OPENING];
+  for (const r of runs) {
+    if (parts.length > 1) parts.push(SEPARATOR);
+    parts.push(r);
   }
-  out[at] = CLOSE_BRACKET;
-  return out;
+  parts.push(CLOSING);
+  return concat(parts);
 }
 
-/** Returns the arrays' bytes one after another in one array. */
-function concat(...parts: Uint8Array[]): Uint8Array {
+/**
+ * Returns the arrays' bytes one after another in one array. An array of them, not arguments: an
+ * item may span more chunks than a call takes arguments.
+ */
+function concat(parts: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {

@@ -73,6 +73,17 @@ Deno.test("list stream: a large list in uneven chunks arrives in batches, in ord
   assert(got.batches >= 2 && got.batches <= batches, `${got.batches} batches, not 2-${batches}`);
 });
 
+Deno.test("list stream: an item and an envelope spread over more chunks than a call takes arguments", () => {
+  // 300,000 one-byte chunks: an item carried across them all, then an envelope after it as long.
+  const pad = "x".repeat(300_000);
+  const text =
+    `{"kind": "ServiceList", "items": [{"metadata": {"name": "a"}, "pad": "${pad}"}], "pad": "${pad}"}`;
+  const length = encoder.encode(text).length;
+  const got = split(text, Array.from({ length: length - 1 }, (_, i) => i + 1));
+  assertEquals(got.items, [{ metadata: { name: "a" }, pad }]);
+  assertEquals(got.envelope, { kind: "ServiceList", items: [], pad });
+});
+
 Deno.test("list stream: no items, null items and an empty array keep the envelope as it was", () => {
   for (
     const text of [
