@@ -92,11 +92,11 @@ export class EndpointsChangeTracker {
       if (!(e instanceof ValidationError)) throw e;
       problem(e, "Skipping malformed");
     }
-    const warningKey = `EndpointSlice/${slice?.metadata?.namespace ?? "default"}/${slice?.metadata?.name}`;
+    const namespace = slice?.metadata?.namespace ?? "default";
+    const warningKey = `EndpointSlice/${namespace}/${slice?.metadata?.name}`;
     if (removed) this.#warnings.forget(warningKey);
     else this.#warnings.report(warningKey, slice, problems);
     const sliceName = String(slice?.metadata?.name);
-    const namespace = slice?.metadata?.namespace ?? "default";
     const service = parsed?.service ?? this.#holders.get(namespace)?.get(sliceName);
     if (service === undefined) return false;
     const before = this.#slices.get(service);
