@@ -9,6 +9,8 @@ import type { EventHandler } from "../proxier/sources/handlers.ts";
 import { requestURL, sourceQueries } from "../proxier/sources/api_client.ts";
 
 const ip = (n: number, base: number) => `${base}.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+/** `prefix` followed by n as two groups of hex (`fd00:30::` and 70,000: `fd00:30::1:1170`). */
+const ip6 = (prefix: string, n: number) => `${prefix}${(n >> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
 import type { ProxyConfig } from "../proxier/options/config.ts";
 import { defaultConfig } from "../proxier/options/kube_proxy_configuration.ts";
 
@@ -27,9 +29,7 @@ export function generate(
   for (let i = 0; i < n; i++) {
     const name = `svc-${i}`;
     const clusterIP = `172.${30 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-    const clusterIPs = o.dualStack
-      ? [clusterIP, `fd00:30::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}`]
-      : [clusterIP];
+    const clusterIPs = o.dualStack ? [clusterIP, ip6("fd00:30::", i)] : [clusterIP];
     services.push({
       metadata: { namespace: "bench", name },
       spec: {
@@ -55,7 +55,7 @@ function slice6(name: string, i: number, endpoints: number): V1EndpointSlice {
     addressType: "IPv6",
     endpoints: (v4.endpoints ?? []).map((e, k) => ({
       ...e,
-      addresses: [`fd00:10::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}:${k.toString(16)}`],
+      addresses: [`${ip6("fd00:10::", i)}:${k.toString(16)}`],
     })),
   };
 }
