@@ -11,19 +11,27 @@
  * driver. The driver serves N Services x E endpoints (one EndpointSlice each) and the Node from the
  * test API server and, round by round, starts each checkout's main.ts as its `deno task start` does
  * (its own permission set and runtime flags) into an empty ruleset, reads the program's "First sync
- * in the kernel" line and the CPU it spent until then (`start_cpu.ts`), and stops it.
+ * in the kernel" line and the CPU it spent until then (`start_cpu.ts`), and stops it. After the
+ * rounds, in the same namespace, it loads the kernel's floor: the first sync's transaction of this
+ * checkout's nftables mode for the same objects, as one `nft -f` into an empty ruleset (single-stack
+ * only: the transaction is the IPv4 family's), the median of {@linkcode FLOOR_LOADS}, which the scale
+ * bench's cold-start target is a ratio of.
  * @module
  */
 import { parseArgs } from "node:util";
 import { sh } from "./chain_watch.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
 import { encodeListsAhead, generate, serveObjects } from "./objects.ts";
+import { nftTransactions } from "./scale.ts";
 import { CpuSampler, type StartCpu } from "./start_cpu.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 
 /** Between one start's end and the next start. */
 const SETTLE_MS = 1000;
+
+/** Loads of the floor's transaction; their median is the floor. */
+export const FLOOR_LOADS = 3;
 
 /** What one checkout's starts measured. */
 export interface ColdStarts {
@@ -34,13 +42,19 @@ export interface ColdStarts {
   readonly cpu: readonly StartCpu[];
 }
 
+/** What the cold bench measured: each checkout's starts, and the kernel's floor (undefined for a dual-stack cluster). */
+export interface ColdBench {
+  readonly starts: readonly ColdStarts[];
+  readonly floorMs?: number;
+}
+
 /** Starts every checkout of `roots` (paths ending in `/`) `rounds` times at `services` x `endpoints`, in a namespace of their own. */
 export async function benchColdStarts(
   o: { roots: readonly string[]; rounds: number; services: number; endpoints: number; dualStack?: boolean },
-): Promise<ColdStarts[]> {
+): Promise<ColdBench> {
   const ns = `kpd-cold-${crypto.randomUUID().slice(0, 8)}`;
   return await withNamespaces([ns], () =>
-    driverResult<ColdStarts[]>(ns, import.meta.url, [
+    driverResult<ColdBench>(ns, import.meta.url, [
       `--rounds=${o.rounds}`,
       `--services=${o.services}`,
       `--endpoints=${o.endpoints}`,
@@ -61,6 +75,12 @@ export function soonerIn(a: readonly number[], b: readonly number[]): { sooner: 
   return { sooner, of };
 }
 
+/** Returns the median of `values` (the upper one of an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? NaN : sorted[Math.floor(sorted.length / 2)];
+}
+
 /** The driver, inside the namespace: see the module doc. */
 async function driver(
   roots: readonly string[],
@@ -68,7 +88,7 @@ async function driver(
   n: number,
   e: number,
   dualStack: boolean,
-): Promise<ColdStarts[]> {
+): Promise<ColdBench> {
   const { services, slices } = generate(n, e, { dualStack });
   const api = new TestApiServer();
   // kube-apiserver's watch bookmark cadence: the test server's default would cost the program CPU.
@@ -87,17 +107,39 @@ async function driver(
   } finally {
     await api.stop();
   }
-  return results;
+  return { starts: results, floorMs: dualStack ? undefined : await floorMs(n, e) };
+}
+
+/** The kernel's floor for `n` x `e` in this namespace: see the module doc. */
+async function floorMs(n: number, e: number): Promise<number> {
+  const [full] = await nftTransactions(n, e, Math.floor(n / 2));
+  const times: number[] = [];
+  for (let k = 0; k < FLOOR_LOADS; k++) {
+    await emptyRuleset();
+    const t = performance.now();
+    const loaded = await sh("nft", ["-f", "-"], full);
+    if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.err.slice(0, 300)}`);
+    times.push(performance.now() - t);
+  }
+  await emptyRuleset();
+  return median(times);
+}
+
+/**
+ * Flushes the namespace's ruleset and waits: the kernel frees a flushed table's elements after the
+ * flush returns, and the last start's process its memory after it exits, so whatever is timed next
+ * would share the cores with both.
+ */
+async function emptyRuleset(): Promise<void> {
+  const flushed = await sh("nft", ["flush", "ruleset"]);
+  if (flushed.code !== 0) throw new Error(`nft flush ruleset failed: ${flushed.err}`);
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
 }
 
 /** One start of `root` into an empty ruleset: when its first sync was in, and the CPU spent until then. */
 async function coldStart(root: string, master: string): Promise<{ ms: number; cpu: StartCpu }> {
   await encodeListsAhead(master);
-  const flushed = await sh("nft", ["flush", "ruleset"]);
-  if (flushed.code !== 0) throw new Error(`nft flush ruleset failed: ${flushed.err}`);
-  // The kernel frees a flushed table's elements after the flush returns, and the last start's
-  // process its memory after it exits: a start right away would share the cores with both.
-  await new Promise((r) => setTimeout(r, SETTLE_MS));
+  await emptyRuleset();
   const spawned = performance.now();
   const proxy = new Deno.Command(Deno.execPath(), {
     args: startArgs([
