@@ -22,6 +22,7 @@ import { parseArgs } from "node:util";
 import { sh } from "./chain_watch.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
 import { encodeListsAhead, generate, serveObjects } from "./objects.ts";
+import { percentile } from "./percentile.ts";
 import { nftTransactions } from "./scale.ts";
 import { CpuSampler, type StartCpu } from "./start_cpu.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
@@ -75,12 +76,6 @@ export function soonerIn(a: readonly number[], b: readonly number[]): { sooner: 
   return { sooner, of };
 }
 
-/** Returns the median of `values` (the upper one of an even count); NaN for none. */
-export function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? NaN : sorted[Math.floor(sorted.length / 2)];
-}
-
 /** The driver, inside the namespace: see the module doc. */
 async function driver(
   roots: readonly string[],
@@ -122,7 +117,7 @@ async function floorMs(n: number, e: number): Promise<number> {
     times.push(performance.now() - t);
   }
   await emptyRuleset();
-  return median(times);
+  return percentile(times.sort((a, b) => a - b), 0.5);
 }
 
 /**

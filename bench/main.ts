@@ -21,7 +21,7 @@ import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
 import { type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
-import { benchColdStarts, median, soonerIn } from "./cold_starts.ts";
+import { benchColdStarts, soonerIn } from "./cold_starts.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -535,9 +535,9 @@ if (which.has("cold") && Deno.uid() === 0) {
     const avg = (k: keyof StartCpu) => (r.cpu.reduce((a, c) => a + c[k], 0) / r.cpu.length).toFixed(2);
     const { sooner, of } = soonerIn(results[0].startsMs, r.startsMs);
     out(
-      `| ${r.root} | ${(mean / 1000).toFixed(2)} s | ${(median(done) / 1000).toFixed(2)} s | ${
-        (done[0] / 1000).toFixed(2)
-      } - ${(done.at(-1)! / 1000).toFixed(2)} s | ${
+      `| ${r.root} | ${(mean / 1000).toFixed(2)} s | ${
+        (done[Math.floor(done.length / 2)] / 1000).toFixed(2)
+      } s | ${(done[0] / 1000).toFixed(2)} - ${(done.at(-1)! / 1000).toFixed(2)} s | ${
         floorMs === undefined ? "-" : `${(mean / floorMs).toFixed(2)}x`
       } | ${r === results[0] ? "-" : `${sooner} of ${of}`} | ${avg("main")} / ${avg("threads")} / ${
         avg("tools")

@@ -25,6 +25,7 @@ import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
 import { benchConfig, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
+import { percentile } from "./percentile.ts";
 import { parseArgs } from "node:util";
 
 const CLUSTER_CIDR = "10.0.0.0/8";
@@ -87,10 +88,6 @@ function procStatus(pid: number, field: "VmRSS" | "VmHWM"): number {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
-}
 
 /** The proxier's own partial restore text for one endpoint change of service `i`, both ways. */
 async function partialTexts(n: number, i: number): Promise<[string, string]> {

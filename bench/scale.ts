@@ -35,6 +35,7 @@ import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
 import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
+import { percentile } from "./percentile.ts";
 import { encodeListsAhead, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
 
 const METRICS = 10249;
@@ -93,10 +94,6 @@ function cpuMs(pid: number): { own: number; tools: number } {
 function status(pid: number, field: "VmRSS" | "VmHWM"): number {
   const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(Deno.readTextFileSync(`/proc/${pid}/status`));
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
-}
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
 }
 
 function metric(page: string, name: string): number {

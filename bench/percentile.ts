@@ -1,0 +1,13 @@
+/**
+ * The percentile the benchmarks report their latencies and floors by.
+ * @module
+ */
+
+/**
+ * Returns the value at percentile `p` (0-1) of `sorted` (ascending): the smallest value at least
+ * that share of the values are at or under, so the median of an even count is the lower middle one;
+ * NaN for no values.
+ */
+export function percentile(sorted: readonly number[], p: number): number {
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
+}
