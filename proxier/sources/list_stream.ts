@@ -23,6 +23,8 @@ const SPACE = 0x20;
 const OPENING = new Uint8Array([OPEN_BRACKET]);
 const SEPARATOR = new Uint8Array([COMMA]);
 const CLOSING = new Uint8Array([CLOSE_BRACKET]);
+/** What a chunk already scanned is replaced with. */
+const NOTHING = new Uint8Array(0);
 
 /** Where the scanner is in the list's top-level object. */
 const enum Place {
@@ -113,11 +115,19 @@ export class ListSplitter<T> {
     this.#scan(chunk);
   }
 
-  /** Scans the chunks held so far, as they would have been had the body been larger from its start. */
+  /**
+   * Scans the chunks held so far, as they would have been had the body been larger from its start,
+   * letting go of each once scanned: the batch it fills copies what it keeps, and holding a batch's
+   * worth of chunks beside it would add that much to the peak.
+   */
   #scanHeld(): void {
     const held = this.#held ?? [];
     this.#held = undefined;
-    for (const chunk of held) this.#scan(chunk);
+    for (let i = 0; i < held.length; i++) {
+      const chunk = held[i];
+      held[i] = NOTHING;
+      this.#scan(chunk);
+    }
   }
 
   #scan(chunk: Uint8Array): void {

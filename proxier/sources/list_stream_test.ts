@@ -173,3 +173,40 @@ Deno.test("list stream: a body within one batch is parsed whole at its end, as t
   assertEquals(split(text, cuts, length).beforeEnd, 0);
   assert(split(text, cuts, length - 1).beforeEnd > 0);
 });
+
+Deno.test("list stream: a body found larger than a batch lets go of each held chunk once scanned", async () => {
+  // Run where the collector can be asked for (`--expose-gc`): the chunks held before the body
+  // outgrew a batch must be collectable by the time the first batch is parsed, not held beside it.
+  const script = `
+    import { ListSplitter } from ${JSON.stringify(import.meta.resolve("./list_stream.ts"))};
+    const items = Array.from({ length: 4000 }, (_, i) => ({ metadata: { name: "svc-" + i }, pad: "x".repeat(200) }));
+    const bytes = new TextEncoder().encode(JSON.stringify({ kind: "List", items }));
+    const refs = [];
+    let alive = -1;
+    const s = new ListSplitter(() => {
+      if (alive >= 0) return;
+      globalThis.gc();
+      alive = refs.slice(0, -1).filter((r) => r.deref() !== undefined).length;
+    }, 256 * 1024);
+    for (let at = 0; at < bytes.length; at += 16 * 1024) {
+      const chunk = bytes.slice(at, at + 16 * 1024);
+      refs.push(new WeakRef(chunk));
+      s.push(chunk);
+      // A new task: a WeakRef keeps its target until the task that made it ends.
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    s.finish();
+    console.log(JSON.stringify({ alive, held: refs.length }));
+  `;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--v8-flags=--expose-gc", script],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert(out.success, new TextDecoder().decode(out.stderr));
+  const { alive, held } = JSON.parse(text);
+  // At the first batch, 16 chunks of 16 KiB had been held; at most the one being scanned is kept.
+  assert(held > 16, `${held} chunks`);
+  assert(alive >= 0 && alive <= 1, `${alive} chunks scanned before the first batch still held`);
+});
