@@ -118,8 +118,7 @@ export class ApiClient {
 
   /**
    * Lists `path` (with `labelSelector`/`fieldSelector` when given); resolves with the list, its
-   * items slimmed, parsed a batch at a time as the body arrives (`list_stream.ts`; a body within
-   * one batch whole at its end). With `sink`,
+   * items slimmed, parsed a chunk at a time as the body arrives (`list_stream.ts`). With `sink`,
    * each batch goes to it as it is parsed and the list resolves without them. Rejects with a
    * {@linkcode WatchError} carrying the HTTP status on failure, a `SyntaxError` on a body that does not parse.
    */

@@ -4,9 +4,11 @@
  * 50,000 EndpointSlices of 10 endpoints, about 50 MB of JSON as bytes and again as text, both
  * freed only by the next full collection). Here the bytes held are one batch of complete items
  * ({@linkcode PARSE_BATCH_BYTES}) and the item not complete yet (copied once, however many chunks
- * it spans); each batch is parsed and handed on while the rest of the body is on its way. A body
- * that fits in one batch is held as it came and parsed whole at its end: splitting it would hold
- * no less, and the byte-by-byte scan that finds the items costs a start more than the parse.
+ * it spans); each batch is parsed and handed on while the rest of the body is on its way. A body is
+ * scanned even when it fits in one batch: held and parsed whole instead, a start at 50,000 Services
+ * of one endpoint was 0.13 s sooner (2.31 s against 2.44, 8 starts each), but the lists then came
+ * in faster than the informers took them, more of them was held parsed at each collection, and the
+ * peak RSS at 50,000 x 10 rose from 438-490 MiB to 479-586 (a memory target; the start is not).
  * @module
  */
 
@@ -23,8 +25,6 @@ const SPACE = 0x20;
 const OPENING = new Uint8Array([OPEN_BRACKET]);
 const SEPARATOR = new Uint8Array([COMMA]);
 const CLOSING = new Uint8Array([CLOSE_BRACKET]);
-/** What a chunk already scanned is replaced with. */
-const NOTHING = new Uint8Array(0);
 
 /** Where the scanner is in the list's top-level object. */
 const enum Place {
@@ -50,26 +50,21 @@ const decoder = new TextDecoder();
 export const MAX_ITEM_BYTES = 16 * 2 ** 20;
 
 /**
- * Complete items are parsed in batches of at least this many bytes (the last may be smaller); a
- * body of at most this many is parsed whole, unscanned: at 50,000 Services of one endpoint the
- * first sync was in after 2.31 s on average against 2.44 with both lists scanned (8 starts each,
- * the main thread's CPU 1.65 s against 1.76). The size is measured, not derived: fewer batches
- * start sooner, smaller ones peak lower. At 50,000 Services of one endpoint (lists of 12.7 and
- * 18.1 MB of JSON, one batch each) the first sync was in after 2.27 s on average against 2.38 with
- * batches of 8 MiB (8 starts each, the main thread's CPU 1.58 s against 1.70; batches of 2 MiB were
- * slower again). The peak RSS at 50,000 Services x 10 endpoints (49 MB of EndpointSlices, two
- * batches) was 434 and 452 MiB in two runs against 418-447 with 8 MiB; at 5,000 x 50, 241-252 MiB
- * against 220.
+ * Complete items are parsed in batches of at least this many bytes (the last may be smaller). The
+ * size is measured, not derived: fewer batches start sooner, smaller ones peak lower. At 50,000
+ * Services of one endpoint (lists of 12.7 and 18.1 MB of JSON, one batch each) the first sync was in
+ * after 2.27 s on average against 2.38 with batches of 8 MiB (8 starts each, the main thread's CPU
+ * 1.58 s against 1.70; batches of 2 MiB were slower again). The peak RSS at 50,000 Services x 10
+ * endpoints (49 MB of EndpointSlices, two batches) was 434 and 452 MiB in two runs against 418-447
+ * with 8 MiB; at 5,000 x 50, 241-252 MiB against 220.
  */
 export const PARSE_BATCH_BYTES = 32 * 2 ** 20;
 
 /**
  * Splits a list response's JSON into its items and its envelope (the list without them), fed in
  * chunks of any size. The syntax is checked by `JSON.parse` of each batch of items and of the
- * envelope: what does not parse throws a `SyntaxError`, as `res.json()` would; so does, in a body
- * larger than a batch, an item or an envelope over {@linkcode MAX_ITEM_BYTES} (within one batch the
- * batch's own size bounds them). A body within one batch that does not parse whole, or whose items
- * are not all objects, is scanned after all, so its error names what the scan finds.
+ * envelope: what does not parse throws a `SyntaxError`, as `res.json()` would; so does an item or
+ * an envelope over {@linkcode MAX_ITEM_BYTES}.
  */
 export class ListSplitter<T> {
   readonly #onItems: (items: T[]) => void;
@@ -88,9 +83,6 @@ export class ListSplitter<T> {
   #depth = 0;
   #inString = false;
   #escaped = false;
-  /** The body's chunks as they came, while it may still be one batch; undefined once it is scanned. */
-  #held: Uint8Array[] | undefined = [];
-  #heldBytes = 0;
 
   /** `onItems` receives each batch of parsed items, in order; `batchBytes`: see {@linkcode PARSE_BATCH_BYTES}. */
   constructor(onItems: (items: T[]) => void, batchBytes = PARSE_BATCH_BYTES) {
@@ -98,39 +90,8 @@ export class ListSplitter<T> {
     this.#batchLimit = batchBytes;
   }
 
-  /**
-   * Feeds the next chunk of the body (kept, not copied, while the body fits in a batch); parses and
-   * hands on the items it completes, a batch at a time.
-   */
+  /** Feeds the next chunk of the body; parses and hands on the items it completes, a batch at a time. */
   push(chunk: Uint8Array): void {
-    const held = this.#held;
-    if (held !== undefined) {
-      if (this.#heldBytes + chunk.length <= this.#batchLimit) {
-        held.push(chunk);
-        this.#heldBytes += chunk.length;
-        return;
-      }
-      this.#scanHeld();
-    }
-    this.#scan(chunk);
-  }
-
-  /**
-   * Scans the chunks held so far, as they would have been had the body been larger from its start,
-   * letting go of each once scanned: the batch it fills copies what it keeps, and holding a batch's
-   * worth of chunks beside it would add that much to the peak.
-   */
-  #scanHeld(): void {
-    const held = this.#held ?? [];
-    this.#held = undefined;
-    for (let i = 0; i < held.length; i++) {
-      const chunk = held[i];
-      held[i] = NOTHING;
-      this.#scan(chunk);
-    }
-  }
-
-  #scan(chunk: Uint8Array): void {
     let place = this.#place;
     let depth = this.#depth;
     let inString = this.#inString;
@@ -240,11 +201,6 @@ export class ListSplitter<T> {
    * none). @throws {SyntaxError} when the body ended inside the items or does not parse.
    */
   finish(): Record<string, unknown> {
-    if (this.#held !== undefined) {
-      const list = this.#parseWhole();
-      if (list !== undefined) return list;
-      this.#scanHeld();
-    }
     if (this.#place === Place.Item || this.#place === Place.Between) {
       throw new SyntaxError("the list ended inside its items");
     }
@@ -253,29 +209,6 @@ export class ListSplitter<T> {
       throw new SyntaxError("a list must be a JSON object");
     }
     return list;
-  }
-
-  /**
-   * The held body parsed whole, its items handed on in one batch; undefined (nothing handed on) when
-   * it does not parse, is not an object, or has an item that is not one: the scan says which.
-   */
-  #parseWhole(): Record<string, unknown> | undefined {
-    let list: unknown;
-    try {
-      list = JSON.parse(decoder.decode(concat(this.#held!)));
-    } catch {
-      return undefined;
-    }
-    if (list === null || typeof list !== "object" || Array.isArray(list)) return undefined;
-    const whole = list as Record<string, unknown>;
-    const items = whole.items;
-    if (Array.isArray(items)) {
-      for (const o of items) if (o === null || typeof o !== "object" || Array.isArray(o)) return undefined;
-      whole.items = [];
-    }
-    this.#held = [];
-    if (Array.isArray(items) && items.length > 0) this.#onItems(items);
-    return whole;
   }
 
   #keepEnvelope(bytes: Uint8Array): void {

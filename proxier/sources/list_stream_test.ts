@@ -3,10 +3,7 @@ import { ListSplitter, MAX_ITEM_BYTES } from "./list_stream.ts";
 
 const encoder = new TextEncoder();
 
-/**
- * Feeds `text` in chunks cut at `cuts`; returns the items handed on, the envelope, the batches, and
- * how many of them were handed on before the body's end.
- */
+/** Feeds `text` in chunks cut at `cuts`; returns the items handed on, the envelope, and the batches. */
 function split(text: string, cuts: readonly number[], batchBytes?: number) {
   const bytes = encoder.encode(text);
   const items: unknown[] = [];
@@ -20,8 +17,7 @@ function split(text: string, cuts: readonly number[], batchBytes?: number) {
     s.push(bytes.slice(at, cut));
     at = cut;
   }
-  const beforeEnd = batches;
-  return { items, envelope: s.finish(), batches, beforeEnd };
+  return { items, envelope: s.finish(), batches };
 }
 
 /** What `res.json()` makes of `text`, its items taken out. */
@@ -123,10 +119,8 @@ Deno.test("list stream: a body that is not a list of objects, or that ends early
   }
 });
 
-Deno.test("list stream: in a body over a batch, an item or an envelope over the limit is refused, before the rest is read", () => {
+Deno.test("list stream: an item or an envelope over the limit is refused, before the rest is read", () => {
   const big = "x".repeat(MAX_ITEM_BYTES);
-  // Batches of 1 MiB: a body within one batch is held whole anyway, the batch's size its bound.
-  const batch = 2 ** 20;
   const chunks = (text: string) => {
     const bytes = encoder.encode(text);
     return Array.from({ length: Math.ceil(bytes.length / 2 ** 20) }, (_, i) => (i + 1) * 2 ** 20)
@@ -134,79 +128,14 @@ Deno.test("list stream: in a body over a batch, an item or an envelope over the 
   };
   const item = `{"items":[{"a":1},{"note":"${big}"}]}`;
   for (const cuts of [chunks(item), []]) {
-    assertMatch(
-      assertThrows(() => split(item, cuts, batch), SyntaxError).message,
-      /an item of the list is over/,
-    );
+    assertMatch(assertThrows(() => split(item, cuts), SyntaxError).message, /an item of the list is over/);
   }
   const envelope = `{"metadata":{"note":"${big}"},"items":[]}`;
   assertMatch(
-    assertThrows(() => split(envelope, chunks(envelope), batch), SyntaxError).message,
+    assertThrows(() => split(envelope, chunks(envelope)), SyntaxError).message,
     /besides its items are over/,
   );
   // Just under the limit, spread over 16 chunks: one item.
   const under = `{"items":[{"note":"${big.slice(64)}"}]}`;
-  assertEquals(
-    (split(under, chunks(under), batch).items[0] as { note: string }).note.length,
-    MAX_ITEM_BYTES - 64,
-  );
-});
-
-Deno.test("list stream: a body within one batch is parsed whole at its end, as the scan would split it", () => {
-  const items = Array.from(
-    { length: 500 },
-    (_, i) => ({ metadata: { name: `svc-${i}` }, note: '"}]{['.repeat(i % 3) }),
-  );
-  const text = JSON.stringify({ kind: "ServiceList", metadata: { resourceVersion: "9" }, items });
-  const cuts = Array.from({ length: 40 }, (_, i) => (i + 1) * 997).filter((c) => c < text.length);
-  const whole = split(text, cuts);
-  assertEquals(whole.items, items);
-  assertEquals(whole.envelope, { kind: "ServiceList", metadata: { resourceVersion: "9" }, items: [] });
-  // One batch, handed on at the end; a batch smaller than the body hands its items on as they come.
-  assertEquals([whole.batches, whole.beforeEnd], [1, 0]);
-  const scanned = split(text, cuts, 4096);
-  assertEquals(scanned.items, items);
-  assertEquals(scanned.envelope, whole.envelope);
-  assert(scanned.beforeEnd > 1, `${scanned.beforeEnd} batches before the end`);
-  // Exactly a batch is still held whole; a byte more is scanned.
-  const length = encoder.encode(text).length;
-  assertEquals(split(text, cuts, length).beforeEnd, 0);
-  assert(split(text, cuts, length - 1).beforeEnd > 0);
-});
-
-Deno.test("list stream: a body found larger than a batch lets go of each held chunk once scanned", async () => {
-  // Run where the collector can be asked for (`--expose-gc`): the chunks held before the body
-  // outgrew a batch must be collectable by the time the first batch is parsed, not held beside it.
-  const script = `
-    import { ListSplitter } from ${JSON.stringify(import.meta.resolve("./list_stream.ts"))};
-    const items = Array.from({ length: 4000 }, (_, i) => ({ metadata: { name: "svc-" + i }, pad: "x".repeat(200) }));
-    const bytes = new TextEncoder().encode(JSON.stringify({ kind: "List", items }));
-    const refs = [];
-    let alive = -1;
-    const s = new ListSplitter(() => {
-      if (alive >= 0) return;
-      globalThis.gc();
-      alive = refs.slice(0, -1).filter((r) => r.deref() !== undefined).length;
-    }, 256 * 1024);
-    for (let at = 0; at < bytes.length; at += 16 * 1024) {
-      const chunk = bytes.slice(at, at + 16 * 1024);
-      refs.push(new WeakRef(chunk));
-      s.push(chunk);
-      // A new task: a WeakRef keeps its target until the task that made it ends.
-      await new Promise((r) => setTimeout(r, 0));
-    }
-    s.finish();
-    console.log(JSON.stringify({ alive, held: refs.length }));
-  `;
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["eval", "--v8-flags=--expose-gc", script],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  assert(out.success, new TextDecoder().decode(out.stderr));
-  const { alive, held } = JSON.parse(text);
-  // At the first batch, 16 chunks of 16 KiB had been held; at most the one being scanned is kept.
-  assert(held > 16, `${held} chunks`);
-  assert(alive >= 0 && alive <= 1, `${alive} chunks scanned before the first batch still held`);
+  assertEquals((split(under, chunks(under)).items[0] as { note: string }).note.length, MAX_ITEM_BYTES - 64);
 });
