@@ -8,7 +8,7 @@
  * scanned even when it fits in one batch: held and parsed whole instead, a start at 50,000 Services
  * of one endpoint was 0.13 s sooner (2.31 s against 2.44, 8 starts each), but the lists then came
  * in faster than the informers took them, more of them was held parsed at each collection, and the
- * peak RSS at 50,000 x 10 rose from 438-490 MiB to 479-586 (a memory target; the start is not).
+ * peak RSS at 50,000 x 10 rose from 438-490 MiB to 447-586 (a memory target; the start is not).
  * @module
  */
 
