@@ -21,7 +21,7 @@ import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
 import { type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
-import { benchColdStarts, soonerIn } from "./cold_starts.ts";
+import { benchColdStarts, FLOOR_LOADS, soonerIn } from "./cold_starts.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -520,7 +520,7 @@ if (which.has("cold") && Deno.uid() === 0) {
   if (floorMs !== undefined) {
     out(
       `The kernel's floor, the same first sync's transaction as one \`nft -f\` into an empty ruleset in the same ` +
-        `namespace after the rounds (median of three): ${
+        `namespace after the rounds (median of ${FLOOR_LOADS}): ${
           (floorMs / 1000).toFixed(2)
         } s; the mean's ratio to it beside each checkout.`,
     );
