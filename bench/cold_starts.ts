@@ -15,12 +15,15 @@
  * rounds, in the same namespace, it loads the kernel's floor: the first sync's transaction of this
  * checkout's nftables mode for the same objects, as one `nft -f` into an empty ruleset (single-stack
  * only: the transaction is the IPv4 family's), the median of {@linkcode FLOOR_LOADS}, which the scale
- * bench's cold-start target is a ratio of.
+ * bench's cold-start target is a ratio of; and as many lean starts (`lean_start.ts`: the same lists
+ * and the same transaction, loaded as the program loads a new table, with no model between them),
+ * whose median is what a start costs before any of the program's own work.
  * @module
  */
 import { parseArgs } from "node:util";
 import { sh } from "./chain_watch.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
+import { leanParts, writeLeanParts } from "./lean_start.ts";
 import { encodeListsAhead, generate, serveObjects } from "./objects.ts";
 import { percentile } from "./percentile.ts";
 import { nftTransactions } from "./scale.ts";
@@ -43,10 +46,14 @@ export interface ColdStarts {
   readonly cpu: readonly StartCpu[];
 }
 
-/** What the cold bench measured: each checkout's starts, and the kernel's floor (undefined for a dual-stack cluster). */
+/**
+ * What the cold bench measured: each checkout's starts, the kernel's floor and the lean start's
+ * median (both undefined for a dual-stack cluster).
+ */
 export interface ColdBench {
   readonly starts: readonly ColdStarts[];
   readonly floorMs?: number;
+  readonly leanMs?: number;
 }
 
 /** Starts every checkout of `roots` (paths ending in `/`) `rounds` times at `services` x `endpoints`, in a namespace of their own. */
@@ -99,25 +106,58 @@ async function driver(
         r.cpu.push(cpu);
       }
     }
+    if (dualStack) return { starts: results };
+    const [full] = await nftTransactions(n, e, Math.floor(n / 2));
+    return { starts: results, floorMs: await floorMs(full), leanMs: await leanMs(full, master) };
   } finally {
     await api.stop();
   }
-  return { starts: results, floorMs: dualStack ? undefined : await floorMs(n, e) };
 }
 
-/** The kernel's floor for `n` x `e` in this namespace: see the module doc. */
-async function floorMs(n: number, e: number): Promise<number> {
-  const [full] = await nftTransactions(n, e, Math.floor(n / 2));
+/**
+ * The median of {@linkcode FLOOR_LOADS} runs of `run` (ms), each into an empty ruleset after
+ * `prepare` (not timed); the ruleset is left empty.
+ */
+async function medianOf(run: () => Promise<void>, prepare = async () => {}): Promise<number> {
   const times: number[] = [];
   for (let k = 0; k < FLOOR_LOADS; k++) {
+    await prepare();
     await emptyRuleset();
     const t = performance.now();
-    const loaded = await sh("nft", ["-f", "-"], full);
-    if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.err.slice(0, 300)}`);
+    await run();
     times.push(performance.now() - t);
   }
   await emptyRuleset();
   return percentile(times.sort((a, b) => a - b), 0.5);
+}
+
+/** The kernel's floor: `full`, the first sync's transaction, as one `nft -f` (see the module doc). */
+function floorMs(full: string): Promise<number> {
+  return medianOf(async () => {
+    const loaded = await sh("nft", ["-f", "-"], full);
+    if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.err.slice(0, 300)}`);
+  });
+}
+
+/** The lean start of `full` against `master` (`lean_start.ts`), from its process's spawn to its exit. */
+async function leanMs(full: string, master: string): Promise<number> {
+  const dir = await Deno.makeTempDir({ prefix: "kpd-lean-" });
+  try {
+    await writeLeanParts(dir, leanParts(full));
+    const script = new URL("./lean_start.ts", import.meta.url).pathname;
+    return await medianOf(async () => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-q", "--allow-net", `--allow-read=${dir}`, "--allow-run=nft", script, master, dir],
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      if (!out.success) {
+        throw new Error(`the lean start failed: ${new TextDecoder().decode(out.stderr).slice(0, 300)}`);
+      }
+    }, () => encodeListsAhead(master));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 }
 
 /**

@@ -510,7 +510,7 @@ if (which.has("cold") && Deno.uid() === 0) {
     "Process start to every Service in the kernel (the program's own line); the CPU it spent until then, averaged " +
       "(main thread, other threads, kernel tools, the test API server); the rounds it started sooner than the first checkout.",
   );
-  const { starts: results, floorMs } = await benchColdStarts({
+  const { starts: results, floorMs, leanMs } = await benchColdStarts({
     roots,
     rounds,
     services,
@@ -523,6 +523,13 @@ if (which.has("cold") && Deno.uid() === 0) {
         `namespace after the rounds (median of ${FLOOR_LOADS}): ${
           (floorMs / 1000).toFixed(2)
         } s; the mean's ratio to it beside each checkout.`,
+    );
+  }
+  if (floorMs !== undefined && leanMs !== undefined) {
+    out(
+      `A lean start in the same namespace (\`bench/lean_start.ts\`: a process that lists the same objects, parses ` +
+        `them whole and loads the same transaction as the program loads a new table, with no model; median of ` +
+        `${FLOOR_LOADS}): ${(leanMs / 1000).toFixed(2)} s, ${(leanMs / floorMs).toFixed(2)}x the floor.`,
     );
   }
   out(
