@@ -7,7 +7,8 @@ import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "../runtime/errors.ts";
 import { servicePorts, type ServicePortsOptions } from "./service_port.ts";
 import type { IPFamily, ServicePortInfo, ServicePortMap } from "./types.ts";
-import { namespacedName, sameEntries, servicePortKey } from "./types.ts";
+import { namespacedName, servicePortKey } from "./types.ts";
+import { flat } from "./flat_string.ts";
 
 /** What applying the pending Service changes did to the map. */
 export interface ServiceUpdateResult {
@@ -27,10 +28,31 @@ export interface ServiceUpdateResult {
   readonly changedSince: ReadonlyMap<string, number>;
 }
 
-type PortsByKey = ReadonlyMap<string, ServicePortInfo>;
+/**
+ * A Service's ports with their keys: pairs, not a map (a Service has a port or two, and a map would
+ * cost each of the tens of thousands of Services held about 150 bytes more). Keys are unique: a
+ * Service naming one port twice is malformed.
+ */
+type PortsByKey = ReadonlyArray<readonly [key: string, info: ServicePortInfo]>;
 
-/** A Service with no ports (new, gone or malformed): one shared empty map. */
-const NO_PORTS: PortsByKey = new Map();
+/** A Service with no ports (new, gone or malformed): one shared empty list. */
+const NO_PORTS: PortsByKey = Object.freeze([]);
+
+/** Returns the port of `ports` with key `key`, if any. */
+function portOf(ports: PortsByKey, key: string): ServicePortInfo | undefined {
+  for (const [k, info] of ports) if (k === key) return info;
+  return undefined;
+}
+
+/** Returns true when both hold the same keys with JSON-equal ports. */
+function samePorts(a: PortsByKey, b: PortsByKey): boolean {
+  if (a.length !== b.length) return false;
+  for (const [key, info] of a) {
+    const other = portOf(b, key);
+    if (other === undefined || JSON.stringify(info) !== JSON.stringify(other)) return false;
+  }
+  return true;
+}
 
 /** Tracks Service changes for one IP family until the next sync checks them out. */
 export class ServiceChangeTracker {
@@ -82,7 +104,7 @@ export class ServiceChangeTracker {
     }
     item.current = this.#toPorts(key, current);
     if (current === undefined) this.#warnings.forget(`Service/${key}`);
-    if (sameEntries(item.previous, item.current)) this.#items.delete(key);
+    if (samePorts(item.previous, item.current)) this.#items.delete(key);
     return this.#items.has(key);
   }
 
@@ -98,13 +120,13 @@ export class ServiceChangeTracker {
       for (const [key, info] of previous) {
         portKeys.add(key);
         map.delete(key);
-        if (current.get(key) !== info) removedPorts.push(info);
+        if (portOf(current, key) !== info) removedPorts.push(info);
       }
       for (const [key, info] of current) {
         portKeys.add(key);
         map.set(key, info);
       }
-      if (current.size === 0) this.#applied.delete(svc);
+      if (current.length === 0) this.#applied.delete(svc);
       else this.#applied.set(svc, current);
     }
     this.#items.clear();
@@ -114,7 +136,7 @@ export class ServiceChangeTracker {
   /** Parses `svc` (named `key`), reporting its problems once per version. */
   #toPorts(key: string, svc: V1Service | undefined): PortsByKey {
     if (svc === undefined) return NO_PORTS;
-    const out = new Map<string, ServicePortInfo>();
+    let out: PortsByKey = NO_PORTS;
     const problems: ObjectProblem[] = [];
     try {
       const { ports, warnings, notices = [] } = servicePorts(svc, this.#family, this.#read);
@@ -122,12 +144,12 @@ export class ServiceChangeTracker {
         ...warnings.map((msg) => ({ msg })),
         ...notices.map(({ msg, reason }) => ({ msg, event: reason })),
       );
-      for (const p of ports) out.set(servicePortKey(p.name), p);
+      if (ports.length > 0) out = ports.map((p) => [flat(servicePortKey(p.name)), p] as const);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
       problems.push({ msg: `Skipping malformed ${e.message}`, fields: { object: e.object, field: e.field } });
     }
     this.#warnings.report(`Service/${key}`, svc, problems);
-    return out.size === 0 ? NO_PORTS : out;
+    return out;
   }
 }

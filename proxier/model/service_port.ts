@@ -118,7 +118,7 @@ export function servicePorts(
   const clusterIP = clusterIPs.find((ip) => ipFamily(ip) === family) as string | undefined;
   if (clusterIP === undefined) return { ports: [], warnings };
 
-  let externalIPs: string[] = [];
+  let externalIPs: readonly string[] = NONE;
   if (o.allowExternalIPs !== false) {
     externalIPs = filterAddresses(obj, "spec.externalIPs", spec.externalIPs, family, warnings);
   } else if (Array.isArray(spec.externalIPs) && spec.externalIPs.length > 0) {
@@ -139,7 +139,7 @@ export function servicePorts(
       warnings.push(`${obj()}: skipped status.loadBalancer.ingress[${i}].ip ${show(ing.ip)}`);
     } else lbIPs.push(ing.ip);
   });
-  const loadBalancerIPs = lbIPs.filter((ip) => ipFamily(ip) === family) as string[];
+  const loadBalancerIPs = nonEmpty(lbIPs.filter((ip) => ipFamily(ip) === family) as string[]);
   const ranges = Array.isArray(spec.loadBalancerSourceRanges) ? spec.loadBalancerSourceRanges : [];
   const sourceRanges: string[] = [];
   ranges.forEach((r, i) => {
@@ -219,7 +219,7 @@ export function servicePorts(
       nodePort: type === "ClusterIP" ? 0 : nodePort,
       externalIPs,
       loadBalancerIPs,
-      loadBalancerSourceRanges: ranges.length > 0 ? sourceRanges : [],
+      loadBalancerSourceRanges: nonEmpty(sourceRanges),
       hasSourceRanges: ranges.length > 0,
       stickyMaxAgeSeconds,
       externalPolicyLocal,
@@ -239,19 +239,30 @@ export function servicePorts(
   return { ports, warnings, notices };
 }
 
+/**
+ * The empty address list every port of a Service without such addresses holds (most Services): the
+ * ports are kept until the Service changes, three lists each, so one shared list, not 150,000.
+ */
+const NONE: readonly string[] = Object.freeze([]);
+
+/** Returns `list`, or the shared {@linkcode NONE} when it is empty. */
+function nonEmpty(list: readonly string[]): readonly string[] {
+  return list.length === 0 ? NONE : list;
+}
+
 function filterAddresses(
   obj: () => string,
   field: string,
   list: unknown,
   family: IPFamily,
   warnings: string[],
-): string[] {
-  if (!Array.isArray(list)) return [];
+): readonly string[] {
+  if (!Array.isArray(list)) return NONE;
   const out: string[] = [];
   list.forEach((ip, i) => {
     const f = ipFamily(ip);
     if (f === undefined) warnings.push(`${obj()}: skipped ${field}[${i}] ${show(ip)}`);
     else if (f === family) out.push(ip as string);
   });
-  return [...new Set(out)];
+  return nonEmpty([...new Set(out)]);
 }

@@ -35,6 +35,9 @@ type Slot = Claim | readonly Claim[];
 
 const first = (slot: Slot): Claim => Array.isArray(slot) ? slot[0] : slot as Claim;
 
+/** Distinct claim values an {@linkcode ElementBook} holds once each, at most (see its `#shared`). */
+const SHARED_RESTS = 1024;
+
 /** Reads a container's elements as a book is filled ({@linkcode ElementBook.reader}). */
 export interface ElementReader {
   /** Elements held and not read yet. */
@@ -72,6 +75,13 @@ export class ElementBook {
   readonly #grouped = new Map<NftName, number>();
   /** port -> the claims it made. */
   readonly #byPort = new Map<string, readonly Claim[]>();
+  /**
+   * The values most ports' claims share (` : goto internal`, ` : goto lb-1`), each held once: a
+   * claim is kept until its port changes, and 50,000 ports would otherwise hold 100,000 copies.
+   * At most {@linkcode SHARED_RESTS}; a grouped container's and a commented element's are each a
+   * port's own, never shared.
+   */
+  readonly #shared = new Map<string, string>();
   /** container -> where {@linkcode window} stopped: a live iterator over the keys map it walks. */
   readonly #cursors = new Map<NftName, { keys: Map<string, Slot>; at: Iterator<string> }>();
 
@@ -119,10 +129,10 @@ export class ElementBook {
       }
       next.delete(id);
       if (elementRest(n) === c.rest) claims.push(c);
-      else claims.push(this.#revise(c, claimOf(port, n, c.key), conflicts, touched));
+      else claims.push(this.#revise(c, this.#claimOf(port, n, c.key), conflicts, touched));
     }
     for (const e of next.values()) {
-      const c = claimOf(port, e);
+      const c = this.#claimOf(port, e);
       this.#claim(c, conflicts, touched);
       claims.push(c);
     }
@@ -148,7 +158,7 @@ export class ElementBook {
         if (keys === undefined) this.#slots.set(container, keys = new Map());
       }
       const slot = keys!.get(e.key);
-      const c = claimOf(port, e);
+      const c = this.#claimOf(port, e);
       if (slot === undefined) {
         // Most keys: the first claim, made without a second lookup.
         keys!.set(c.key, c);
@@ -162,6 +172,24 @@ export class ElementBook {
     }
     this.#byPort.set(port, claims);
     return conflicts;
+  }
+
+  /**
+   * The claim of `port` on `e`, its strings flat (they are kept until the port changes); `key`: the
+   * string already keying the slot, so a revised claim holds no second copy of it.
+   */
+  #claimOf(port: string, e: Element, key = flat(e.key)): Claim {
+    const rest = elementRest(e);
+    if (rest === "") return { container: e.container, key, owner: port, rest };
+    if (e.comment !== undefined || this.#groups.has(e.container)) {
+      return { container: e.container, key, owner: port, rest: flat(rest) };
+    }
+    let held = this.#shared.get(rest);
+    if (held === undefined) {
+      held = flat(rest);
+      if (this.#shared.size < SHARED_RESTS) this.#shared.set(held, held);
+    }
+    return { container: e.container, key, owner: port, rest: held };
   }
 
   /** Adds claim `c` after the key's others, noting the key's text before (when `touched`). */
@@ -362,15 +390,6 @@ export class ElementBook {
       else yield* group.texts(key, first(slot).rest);
     }
   }
-}
-
-/**
- * The claim of `port` on `e`, its strings flat (they are kept until the port changes); `key`: the
- * string already keying the slot, so a revised claim holds no second copy of it.
- */
-function claimOf(port: string, e: Element, key = flat(e.key)): Claim {
-  const rest = elementRest(e);
-  return { container: e.container, key, owner: port, rest: rest === "" ? "" : flat(rest) };
 }
 
 /** The message for claim `waiting`, which loses to `holder`'s different value of the same key. */
