@@ -127,6 +127,40 @@ export function destroySet(name: string): string {
   return `destroy ${checkName(name)}`;
 }
 
+/**
+ * Pauses before each retry of {@linkcode destroySets} (ms): about 3 s in all. The kernel lets go
+ * of a deleted rule's sets within milliseconds on an idle machine; a busy one (a loaded VM) takes longer.
+ */
+export const SET_RELEASE_WAITS_MS: readonly number[] = [50, 100, 200, 400, 800, 1600];
+
+/**
+ * Destroys the sets of `names` that exist, again after each pause of `waitsMs` while the kernel
+ * still holds one ("in use by a kernel component"): iptables on nf_tables returns once a rule's
+ * deletion is committed, and the kernel drops the rule's reference to its set afterwards, in a
+ * worker, so a destroy right after the rules went may find the set still in use for a moment.
+ * @throws {IpsetError} what ipset said, once the pauses are spent or on any other failure.
+ */
+export async function destroySets(
+  ipset: IPSet,
+  names: readonly string[],
+  waitsMs: readonly number[] = SET_RELEASE_WAITS_MS,
+): Promise<void> {
+  for (let left = names, attempt = 0; left.length > 0; attempt++) {
+    try {
+      return await ipset.restore(left.map(destroySet));
+    } catch (e) {
+      if (
+        attempt >= waitsMs.length || !(e instanceof Error) || !/in use by a kernel component/.test(e.message)
+      ) {
+        throw e;
+      }
+      await new Promise((resolve) => setTimeout(resolve, waitsMs[attempt]));
+      const held = await ipset.save();
+      left = left.filter((n) => held.has(n));
+    }
+  }
+}
+
 /** The batch line swapping two sets' contents (same type). */
 export function swapSets(a: string, b: string): string {
   return `swap ${checkName(a)} ${checkName(b)}`;

@@ -5,7 +5,7 @@
  */
 import { IpLinkRunner, KUBE_IPVS_INTERFACE } from "../../iptables/ip_link.ts";
 import { ExecError, type Executor } from "../../iptables/executor.ts";
-import { destroySet, IpsetRunner } from "../../iptables/ipset.ts";
+import { destroySets, IpsetRunner } from "../../iptables/ipset.ts";
 import { deleteVirtualServer, IpvsadmRunner } from "../../iptables/ipvsadm.ts";
 import { type ChainOwnership, removeOwnChains } from "../_common/iptables_chains.ts";
 import { ipFamily } from "../model/net.ts";
@@ -53,7 +53,8 @@ export async function cleanupIpvs(
     (ipt) => removeOwnChains(ipt, IPVS_CHAINS, everything),
   );
   const present = [...SET_NAMES, ...FORMER_SETS].map((n) => setName(n, family)).filter((n) => sets.has(n));
-  if (present.length > 0) await ipset.restore(present.map(destroySet));
+  // Right after the rules that match them went: the kernel may hold a set a moment longer.
+  if (present.length > 0) await destroySets(ipset, present);
   // kube-ipvs0 holds both families' addresses: it goes with the last family's cleanup.
   let linkGone = false;
   if (family === "IPv6" && !keepDatapath) {

@@ -35,7 +35,7 @@ type Slot = Claim | readonly Claim[];
 
 const first = (slot: Slot): Claim => Array.isArray(slot) ? slot[0] : slot as Claim;
 
-/** Distinct claim values an {@linkcode ElementBook} holds once each, at most (see its `#shared`). */
+/** How many distinct claim values an {@linkcode ElementBook} holds once each, at most. */
 const SHARED_RESTS = 1024;
 
 /** Reads a container's elements as a book is filled ({@linkcode ElementBook.reader}). */
@@ -76,10 +76,8 @@ export class ElementBook {
   /** port -> the claims it made. */
   readonly #byPort = new Map<string, readonly Claim[]>();
   /**
-   * The values most ports' claims share (` : goto internal`, ` : goto lb-1`), each held once: a
-   * claim is kept until its port changes, and 50,000 ports would otherwise hold 100,000 copies.
-   * At most {@linkcode SHARED_RESTS}; a grouped container's and a commented element's are each a
-   * port's own, never shared.
+   * Values most claims share (` : goto lb-1`), each held once, at most {@linkcode SHARED_RESTS} (a
+   * claim lives as long as its port); a grouped container's and a commented element's are its own.
    */
   readonly #shared = new Map<string, string>();
   /** container -> where {@linkcode window} stopped: a live iterator over the keys map it walks. */
@@ -180,14 +178,11 @@ export class ElementBook {
    */
   #claimOf(port: string, e: Element, key = flat(e.key)): Claim {
     const rest = elementRest(e);
-    if (rest === "") return { container: e.container, key, owner: port, rest };
-    if (e.comment !== undefined || this.#groups.has(e.container)) {
-      return { container: e.container, key, owner: port, rest: flat(rest) };
-    }
-    let held = this.#shared.get(rest);
+    const own = rest === "" || e.comment !== undefined || this.#groups.has(e.container);
+    let held = own ? undefined : this.#shared.get(rest);
     if (held === undefined) {
       held = flat(rest);
-      if (this.#shared.size < SHARED_RESTS) this.#shared.set(held, held);
+      if (!own && this.#shared.size < SHARED_RESTS) this.#shared.set(held, held);
     }
     return { container: e.container, key, owner: port, rest: held };
   }
