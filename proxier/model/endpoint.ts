@@ -15,11 +15,9 @@ export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 /** The annotation carrying when the change that produced a slice happened. */
 export const LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
 
-/** One service port of a slice. */
+/** One service port of a slice: its key (`servicePortKey` of its name) and the slice's endpoints for it. */
 export interface SlicePort {
-  /** {@linkcode servicePortKey} of `name`. */
   readonly key: string;
-  readonly name: ServicePortName;
   readonly endpoints: EndpointInfo[];
 }
 
@@ -96,11 +94,11 @@ export function sliceEndpoints(
     if (p.port === undefined || p.port === null) return; // "all ports": nothing to program
     if (!isPort(p.port)) throw new ValidationError(obj(), `${field}.port`, show(p.port));
     const port = p.port;
+    // Kept by its key alone: slices are merged by key, and a name each would cost every slice an object.
     const name: ServicePortName = { namespace, name: svcName, port: portName, protocol };
     const key = flat(servicePortKey(name));
     const entry: SlicePort = {
       key,
-      name,
       // Written out, not spread: a spread copy keeps the two added fields out of the object, in a
       // second array (about 40 bytes more per endpoint, at hundreds of thousands of endpoints).
       endpoints: endpoints.map((e) => ({

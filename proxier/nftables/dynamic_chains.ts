@@ -36,16 +36,27 @@ export interface PortUses {
   readonly affinityTimeout: number;
 }
 
-/** Returns what `pe` uses beyond its elements (kept per port in place of them). */
+/**
+ * The uses of one chain and no affinity (most ports': `lb-1`), by chain, each frozen and shared by
+ * every port with them: a port's uses are kept until it changes. At most {@linkcode SHARED_USES_MAX}.
+ */
+const SHARED_USES = new Map<NftName, PortUses>();
+const SHARED_USES_MAX = 256;
+
+/** Returns what `pe` uses beyond its elements (kept per port in place of them; never to be changed). */
 export function portUses(pe: PortElements): PortUses {
-  return {
-    chains: [
-      ...pe.lbChains.map(lbChainName),
-      ...pe.maglev.map((w) => w.name),
-      ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
-    ],
-    affinityTimeout: pe.affinityTimeout,
-  };
+  const chains = [
+    ...pe.lbChains.map(lbChainName),
+    ...pe.maglev.map((w) => w.name),
+    ...(pe.affinityTimeout > 0 ? [affinityName(pe.affinityTimeout)] : []),
+  ];
+  if (chains.length !== 1 || pe.affinityTimeout !== 0) return { chains, affinityTimeout: pe.affinityTimeout };
+  let uses = SHARED_USES.get(chains[0]);
+  if (uses === undefined) {
+    uses = Object.freeze({ chains: Object.freeze(chains), affinityTimeout: 0 });
+    if (SHARED_USES.size < SHARED_USES_MAX) SHARED_USES.set(chains[0], uses);
+  }
+  return uses;
 }
 
 /** Options of {@linkcode DynamicChains}. */
