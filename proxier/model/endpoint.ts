@@ -23,6 +23,8 @@ export interface SlicePort {
 
 /** The endpoints one slice contributes, for one family. */
 export interface SliceEndpoints {
+  /** The slice's own name. */
+  readonly name: string;
   /** `namespace/service` the slice belongs to. */
   readonly service: string;
   /**
@@ -122,6 +124,7 @@ export function sliceEndpoints(
   const trigger = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME];
   const triggerTime = trigger === undefined ? undefined : Date.parse(trigger);
   return {
+    name: slice.metadata?.name as string, // checked above: a DNS subdomain
     service: `${namespace}/${svcName}`,
     // Exactly as long as it is: an array grown by push keeps room for 16 more.
     ports: ports.length === 0 ? NO_PORTS : ports.slice(),

@@ -106,7 +106,7 @@ export class EndpointsChangeTracker {
     }
     const after = removed || parsed === undefined
       ? withoutSlice(before, sliceName)
-      : withSlice(before, sliceName, parsed);
+      : withSlice(before, parsed);
     if (after === undefined) this.#slices.delete(service);
     else this.#slices.set(service, after);
     this.#noteHolder(namespace, sliceName, service, holdsSlice(after, sliceName));

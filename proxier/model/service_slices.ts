@@ -1,25 +1,19 @@
 /**
  * A Service's EndpointSlices by name, as the endpoints tracker holds them: the one slice most
- * Services have, held with its name, or a map when there are several (a map would cost each of
- * tens of thousands of Services about 180 bytes).
+ * Services have, held as it is (it knows its name), or a map when there are several (a map, or a
+ * wrapper naming the one slice, would cost each of tens of thousands of Services an object more).
  * @module
  */
 import type { SliceEndpoints } from "./endpoint.ts";
 
-/** One named slice. */
-interface OneSlice {
-  readonly name: string;
-  readonly slice: SliceEndpoints;
-}
-
 /** A Service's slices: one, or a map of two or more by name. */
-export type ServiceSlices = OneSlice | Map<string, SliceEndpoints>;
+export type ServiceSlices = SliceEndpoints | Map<string, SliceEndpoints>;
 
-/** Returns `s` with slice `name` set to `slice` (a map is changed in place and returned). */
-export function withSlice(s: ServiceSlices | undefined, name: string, slice: SliceEndpoints): ServiceSlices {
-  if (s === undefined || (!(s instanceof Map) && s.name === name)) return { name, slice };
-  if (s instanceof Map) return s.set(name, slice);
-  return new Map([[s.name, s.slice], [name, slice]]);
+/** Returns `s` with `slice` set under its name (a map is changed in place and returned). */
+export function withSlice(s: ServiceSlices | undefined, slice: SliceEndpoints): ServiceSlices {
+  if (s === undefined || (!(s instanceof Map) && s.name === slice.name)) return slice;
+  if (s instanceof Map) return s.set(slice.name, slice);
+  return new Map([[s.name, s], [slice.name, slice]]);
 }
 
 /** Returns `s` without slice `name`; undefined when none is left (a map is changed in place). */
@@ -28,14 +22,14 @@ export function withoutSlice(s: ServiceSlices | undefined, name: string): Servic
   if (!(s instanceof Map)) return s.name === name ? undefined : s;
   s.delete(name);
   if (s.size > 1) return s;
-  for (const [n, slice] of s) return { name: n, slice };
+  for (const slice of s.values()) return slice;
   return undefined;
 }
 
 /** Returns the slices `s` holds. */
 export function slicesOf(s: ServiceSlices | undefined): Iterable<SliceEndpoints> {
   if (s === undefined) return [];
-  return s instanceof Map ? s.values() : [s.slice];
+  return s instanceof Map ? s.values() : [s];
 }
 
 /** Whether `s` holds a slice named `name`. */

@@ -2,16 +2,21 @@ import { assertEquals } from "../../tests/support/assert.ts";
 import type { SliceEndpoints } from "./endpoint.ts";
 import { holdsSlice, type ServiceSlices, slicesOf, withoutSlice, withSlice } from "./service_slices.ts";
 
-const slice = (tag: string): SliceEndpoints => ({ service: `ns/${tag}`, ports: [], skipped: [] });
+const slice = (name: string, tag: string): SliceEndpoints => ({
+  name,
+  service: `ns/${tag}`,
+  ports: [],
+  skipped: [],
+});
 const held = (s: ServiceSlices | undefined) => [...slicesOf(s)].map((x) => x.service);
 
 Deno.test("service slices: one slice, then several, then one again; each name held once, the latest kept", () => {
-  let s: ServiceSlices | undefined = withSlice(undefined, "a", slice("a1"));
+  let s: ServiceSlices | undefined = withSlice(undefined, slice("a", "a1"));
   assertEquals([held(s), s instanceof Map], [["ns/a1"], false]);
-  s = withSlice(s, "a", slice("a2"));
+  s = withSlice(s, slice("a", "a2"));
   assertEquals([held(s), s instanceof Map], [["ns/a2"], false]);
-  s = withSlice(s, "b", slice("b1"));
-  s = withSlice(s, "c", slice("c1"));
+  s = withSlice(s, slice("b", "b1"));
+  s = withSlice(s, slice("c", "c1"));
   assertEquals([held(s), s instanceof Map], [["ns/a2", "ns/b1", "ns/c1"], true]);
   assertEquals([holdsSlice(s, "b"), holdsSlice(s, "d")], [true, false]);
   s = withoutSlice(s, "a");
