@@ -145,15 +145,10 @@ async function leanMs(full: string, master: string): Promise<number> {
   try {
     await writeLeanParts(dir, leanParts(full));
     const script = new URL("./lean_start.ts", import.meta.url).pathname;
+    const args = ["run", "-q", "--allow-net", `--allow-read=${dir}`, "--allow-run=nft", script, master, dir];
     return await medianOf(async () => {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "-q", "--allow-net", `--allow-read=${dir}`, "--allow-run=nft", script, master, dir],
-        stdout: "null",
-        stderr: "piped",
-      }).output();
-      if (!out.success) {
-        throw new Error(`the lean start failed: ${new TextDecoder().decode(out.stderr).slice(0, 300)}`);
-      }
+      const started = await sh(Deno.execPath(), args);
+      if (started.code !== 0) throw new Error(`the lean start failed: ${started.err.slice(0, 300)}`);
     }, () => encodeListsAhead(master));
   } finally {
     await Deno.remove(dir, { recursive: true });

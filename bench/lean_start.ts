@@ -14,6 +14,7 @@
  */
 import { evenPartStatements, FRESH_CHUNK_STATEMENTS, FRESH_LANES } from "../proxier/nftables/fresh_load.ts";
 import { requestURL, sourceQueries } from "../proxier/sources/api_client.ts";
+import { sh } from "./chain_watch.ts";
 
 /** The transaction's parts, in the order of a new table's load. */
 export interface LeanParts {
@@ -57,8 +58,8 @@ export async function writeLeanParts(dir: string, p: LeanParts): Promise<void> {
 
 /** One `nft -f FILE`; throws with nft's stderr when it fails. */
 async function load(file: string): Promise<void> {
-  const out = await new Deno.Command("nft", { args: ["-f", file], stdout: "null", stderr: "piped" }).output();
-  if (!out.success) throw new Error(`nft -f ${file}: ${new TextDecoder().decode(out.stderr).slice(0, 300)}`);
+  const loaded = await sh("nft", ["-f", file]);
+  if (loaded.code !== 0) throw new Error(`nft -f ${file}: ${loaded.err.slice(0, 300)}`);
 }
 
 /** The lean start itself: see the module doc. */
