@@ -10,7 +10,10 @@ import { type FeatureStage, UPSTREAM_FEATURE_GATES } from "./feature_gate_list.t
 /** A feature gate's name. */
 export type Feature = string;
 
-/** externalIPs are programmed (KEP-5707, deprecated in 1.36: the control against CVE-2020-8554). */
+/**
+ * externalIPs are programmed (KEP-5707: the field is deprecated since 1.36, the control against
+ * CVE-2020-8554; the gate is GA in upstream's spec, default true until 1.40).
+ */
 export const ALLOW_SERVICE_EXTERNAL_IPS: Feature = "AllowServiceExternalIPs";
 /** `--proxy-mode=ipvs` may run (deprecated in 1.37; its default turns false in 1.40). */
 export const KUBE_PROXY_IPVS: Feature = "KubeProxyIPVS";
@@ -38,10 +41,9 @@ export interface FeatureSpec {
 
 /** Upstream 1.37's gates by name. */
 export const KNOWN_FEATURES: ReadonlyMap<Feature, FeatureSpec> = new Map(
-  UPSTREAM_FEATURE_GATES.map(([name, d, stage, lockable]) => [
-    name,
-    { default: d, stage, locked: stage === "GA" && lockable !== false },
-  ]),
+  UPSTREAM_FEATURE_GATES.map((
+    [name, d, stage, locked],
+  ) => [name, { default: d, stage, locked: locked === true }]),
 );
 
 /** The effective gates of one run; see the module doc. */

@@ -23,7 +23,8 @@ Deno.test("feature gates: upstream 1.37's defaults and stages for the gates this
       stage(KUBE_PROXY_IPVS),
       stage(KUBE_PROXY_NFTABLES_LOCALHOST_NODEPORTS),
     ],
-    ["DEPRECATED", "DEPRECATED", "ALPHA"],
+    // AllowServiceExternalIPs is GA in upstream's spec (default true, to turn false in 1.40).
+    ["", "DEPRECATED", "ALPHA"],
   );
   // GA is labelled "" in kubernetes_feature_enabled, as upstream's PreRelease GA.
   assertEquals(stage("NFTablesProxyMode"), "");
@@ -43,8 +44,35 @@ Deno.test("feature gates: unknown and locked gates are refused with upstream's m
   assertEquals(new FeatureGates({ [KUBE_PROXY_IPVS]: false }).warnings, [
     "Setting deprecated feature gate KubeProxyIPVS=false. It will be removed in a future release.",
   ]);
-  // The one GA gate upstream leaves settable.
-  assertEquals(new FeatureGates({ ExecProbeTimeout: false }).enabled("ExecProbeTimeout"), false);
+  // A GA gate upstream leaves settable for a release, and a deprecated one it has locked.
+  assertEquals(new FeatureGates({ SELinuxMount: false }).enabled("SELinuxMount"), false);
+  assertEquals(
+    thrown(() => new FeatureGates({ DisableNodeKubeProxyVersion: false })),
+    "cannot set feature gate DisableNodeKubeProxyVersion to false, feature is locked to true",
+  );
+});
+
+Deno.test("feature gates: 1.37's own gates are known and the ones it removed are not", () => {
+  // The opt-out of upstream's netlink listing: this program lists through nft either way.
+  const g = new FeatureGates({
+    NFTablesNetlink: false,
+    WatchListCompression: false,
+    EvictionRequestAPI: true,
+  });
+  assertEquals(g.enabled("NFTablesNetlink"), false);
+  assertEquals(new FeatureGates().enabled("NFTablesNetlink"), true);
+  assertEquals(g.warnings, []);
+  // Locked at 1.37, and removed from it.
+  assertEquals(
+    thrown(() => new FeatureGates({ ExecProbeTimeout: false })),
+    "cannot set feature gate ExecProbeTimeout to false, feature is locked to true",
+  );
+  for (const removed of ["SidecarContainers", "APIServerTracing", "StrictCostEnforcementForVAP"]) {
+    assertEquals(
+      thrown(() => new FeatureGates({ [removed]: true })),
+      `unrecognized feature gate: ${removed}`,
+    );
+  }
 });
 
 Deno.test("feature gates: AllAlpha and AllBeta set every alpha or beta gate not named", () => {

@@ -154,7 +154,7 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
       `--master=${url}`,
       "--healthz-bind-address=",
       `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      "--feature-gates=AllowServiceExternalIPs=false",
+      "--feature-gates=AllowServiceExternalIPs=false,NFTablesNetlink=false",
     ]);
     await eventually(
       () => assertMatch(proc.log(), /"Initial list complete" kind="Service" objects=1/),
@@ -180,7 +180,8 @@ Deno.test("main: --master=http://... is reached with the shipped permissions; a 
     // Every gate upstream knows, with its stage ("" for GA) and whether it is on, as upstream's.
     for (
       const line of [
-        'kubernetes_feature_enabled{name="AllowServiceExternalIPs",stage="DEPRECATED"} 0',
+        'kubernetes_feature_enabled{name="AllowServiceExternalIPs",stage=""} 0',
+        'kubernetes_feature_enabled{name="NFTablesNetlink",stage="BETA"} 0',
         'kubernetes_feature_enabled{name="KubeProxyIPVS",stage="DEPRECATED"} 1',
         'kubernetes_feature_enabled{name="KubeProxyNFTablesLocalhostNodePorts",stage="ALPHA"} 0',
         'kubernetes_feature_enabled{name="NFTablesProxyMode",stage=""} 1',
