@@ -41,9 +41,7 @@ export interface FeatureSpec {
 
 /** Upstream 1.37's gates by name. */
 export const KNOWN_FEATURES: ReadonlyMap<Feature, FeatureSpec> = new Map(
-  UPSTREAM_FEATURE_GATES.map((
-    [name, d, stage, locked],
-  ) => [name, { default: d, stage, locked: locked === true }]),
+  UPSTREAM_FEATURE_GATES.map(([name, d, stage, locked = false]) => [name, { default: d, stage, locked }]),
 );
 
 /** The effective gates of one run; see the module doc. */
