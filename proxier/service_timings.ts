@@ -9,7 +9,8 @@ import type { AppliedChanges } from "./model/pending_changes.ts";
 
 /** One family's timings, per Service (`namespace/name`) with ports. */
 export class ServiceTimings {
-  readonly #timings = new Map<string, ServiceTiming>();
+  /** Per Service: its timing, completed in place when a sync applies it (no second object each). */
+  readonly #timings = new Map<string, { -readonly [K in keyof ServiceTiming]: ServiceTiming[K] }>();
   /** Services whose last change no sync has applied yet (a failed sync leaves them here). */
   readonly #unapplied = new Set<string>();
 
@@ -26,11 +27,12 @@ export class ServiceTimings {
         continue;
       }
       // The earlier of the two kinds' first events (no array per Service: a first sync notes them all).
-      const fromServices = s.changedSince.get(service) ?? Infinity;
+      const fromServices = s.changed.get(service)?.since ?? Infinity;
       const fromSlices = e.changedSince.get(service) ?? Infinity;
       this.#timings.set(service, {
         changedMs: fromServices < fromSlices ? fromServices : fromSlices,
         triggerMs: e.triggerTimes.get(service),
+        appliedMs: undefined,
       });
       this.#unapplied.add(service);
     }
@@ -40,12 +42,15 @@ export class ServiceTimings {
   applied(ms: number): void {
     for (const service of this.#unapplied) {
       const t = this.#timings.get(service);
-      if (t !== undefined) this.#timings.set(service, { ...t, appliedMs: ms });
+      if (t !== undefined) t.appliedMs = ms;
     }
     this.#unapplied.clear();
   }
 
-  /** Returns `service`'s timing; undefined for a Service without ports. */
+  /**
+   * Returns `service`'s timing (the record this keeps: a sync that applies the Service's change
+   * completes it); undefined for a Service without ports.
+   */
   get(service: string): ServiceTiming | undefined {
     return this.#timings.get(service);
   }

@@ -198,27 +198,43 @@ function hintNames(
 /**
  * Merges the slices of one service into endpoints per service port: duplicates (the same
  * `ip:port` in two slices, as during a slice handover) are dropped, a ready copy winning, and the
- * result is sorted so that rule text does not depend on event order.
+ * result is sorted so that rule text does not depend on event order. A port only one slice lists,
+ * already sorted without duplicates (one endpoint, say), is the slice's own list, not a copy.
  */
-export function mergeSlices(slices: Iterable<SliceEndpoints>): Map<string, EndpointInfo[]> {
-  // A copy per port, sorted, then each run of one key cut to its winner: no map per port (the first
-  // sync of tens of thousands of Services merges each once).
-  const out = new Map<string, EndpointInfo[]>();
+export function mergeSlices(slices: Iterable<SliceEndpoints>): Map<string, readonly EndpointInfo[]> {
+  // Each run of one key of a sorted list cut to its winner: no map per port (the first sync of
+  // tens of thousands of Services merges each once).
+  const out = new Map<string, readonly EndpointInfo[]>();
+  /** Keys whose list joins several slices': a copy of this merge's own. */
+  let joined: Set<string> | undefined;
   for (const s of slices) {
     for (const { key, endpoints } of s.ports) {
       const all = out.get(key);
-      out.set(key, all === undefined ? [...endpoints] : all.concat(endpoints));
+      if (all === undefined) out.set(key, endpoints);
+      else {
+        out.set(key, all.concat(endpoints));
+        (joined ??= new Set()).add(key);
+      }
     }
   }
-  for (const all of out.values()) winners(all.sort(compareEndpoints));
+  for (const [key, all] of out) {
+    if (joined?.has(key)) winners((all as EndpointInfo[]).sort(compareEndpoints));
+    else if (!sortedOnce(all)) out.set(key, winners([...all].sort(compareEndpoints)));
+  }
   return out;
+}
+
+/** Whether `list` is sorted by key with no key twice: the merge of it alone is itself. */
+export function sortedOnce(list: readonly EndpointInfo[]): boolean {
+  for (let i = 1; i < list.length; i++) if (!(list[i - 1].key < list[i].key)) return false;
+  return true;
 }
 
 /**
  * Keeps, of each run of `sorted` with one key, the first endpoint, or the first ready one after a
  * not-ready one (in the slices' order: the sort is stable), as a map filled in that order would.
  */
-function winners(sorted: EndpointInfo[]): void {
+function winners(sorted: EndpointInfo[]): EndpointInfo[] {
   let kept = 0;
   for (const e of sorted) {
     const last = sorted[kept - 1];
@@ -229,6 +245,7 @@ function winners(sorted: EndpointInfo[]): void {
     sorted[kept++] = e;
   }
   sorted.length = kept;
+  return sorted;
 }
 
 function compareEndpoints(a: EndpointInfo, b: EndpointInfo): number {

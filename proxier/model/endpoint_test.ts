@@ -1,4 +1,4 @@
-import { assertEquals, assertThrows } from "../../tests/support/assert.ts";
+import { assert, assertEquals, assertThrows } from "../../tests/support/assert.ts";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { ep, makeEndpointSlice, NODE } from "../../tests/support/fixtures.ts";
 import { mergeSlices, sliceEndpoints } from "./endpoint.ts";
@@ -132,6 +132,26 @@ Deno.test("mergeSlices: of copies of one endpoint the first stands unless a late
     ["10.180.0.5:80", true, true, false],
   ]);
   assertEquals(a.ports[0].endpoints.map((e) => e.key), before);
+});
+
+Deno.test("mergeSlices of one slice: a list sorted once is the slice's own; one out of order or with a copy is merged into a copy", () => {
+  const one = (eps: ReturnType<typeof ep>[]) =>
+    sliceEndpoints(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = eps), "IPv4", NODE)!;
+  const sorted = one([ep("10.180.0.1"), ep("10.180.0.2")]);
+  assert(mergeSlices([sorted]).get("ns1/svc1:p80/TCP") === sorted.ports[0].endpoints);
+  for (
+    const eps of [[ep("10.180.0.2"), ep("10.180.0.1")], [
+      ep("10.180.0.1", { ready: false }),
+      ep("10.180.0.1"),
+    ]]
+  ) {
+    const s = one(eps);
+    const before = s.ports[0].endpoints.map((e) => [e.key, e.ready]);
+    const merged = mergeSlices([s]).get("ns1/svc1:p80/TCP")!;
+    assert(merged !== s.ports[0].endpoints);
+    assertEquals(merged.map((e) => [e.key, e.ready]), [...new Map(before as [string, boolean][])].sort());
+    assertEquals(s.ports[0].endpoints.map((e) => [e.key, e.ready]), before);
+  }
 });
 
 Deno.test("IPv6 endpoint keys are bracketed", () => {

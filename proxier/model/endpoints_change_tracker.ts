@@ -3,7 +3,7 @@
  * @module
  */
 import type { V1EndpointSlice } from "@kubernetes/client-node";
-import { mergeSlices, type SliceEndpoints, sliceEndpoints } from "./endpoint.ts";
+import { mergeSlices, type SliceEndpoints, sliceEndpoints, type SlicePort, sortedOnce } from "./endpoint.ts";
 import { flat } from "./flat_string.ts";
 import type { ObjectProblem, ObjectWarnings } from "./object_warnings.ts";
 import { ValidationError } from "../runtime/errors.ts";
@@ -13,17 +13,18 @@ import { holdsSlice, type ServiceSlices, slicesOf, withoutSlice, withSlice } fro
 
 /** What applying the pending endpoint changes did to the map. */
 export interface EndpointsUpdateResult {
-  /** `namespace/name` of every Service whose endpoints changed. */
-  readonly updatedServices: Set<string>;
   /** Trigger times (ms since epoch) of the applied changes, for the programming latency metric. */
   readonly lastChangeTriggerTimes: number[];
   /** Per updated Service: the latest trigger time of its applied change, when a slice gave one. */
   readonly triggerTimes: ReadonlyMap<string, number>;
-  /** Per updated Service: when its change began to wait (the first event since it was last applied). */
+  /**
+   * Per Service whose endpoints changed (`namespace/name`): when its change began to wait (the
+   * first event since it was last applied). The tracker's own map, handed over, not copied.
+   */
   readonly changedSince: ReadonlyMap<string, number>;
 }
 
-type PortEndpoints = ReadonlyMap<string, EndpointInfo[]>;
+type PortEndpoints = ReadonlyMap<string, readonly EndpointInfo[]>;
 
 /** A Service without endpoints (most Services before their first sync): one shared empty map. */
 const NO_ENDPOINTS: PortEndpoints = new Map();
@@ -45,7 +46,7 @@ export class EndpointsChangeTracker {
   readonly #previous = new Map<string, PortEndpoints>();
   readonly #triggerTimes = new Map<string, number[]>();
   /** Per service with a pending change: when it began to wait. */
-  readonly #since = new Map<string, number>();
+  #since = new Map<string, number>();
   readonly #startMs: number;
   readonly #now: () => number;
 
@@ -131,23 +132,26 @@ export class EndpointsChangeTracker {
 
   /** Applies and forgets the pending changes; returns what changed. */
   apply(map: EndpointsMap): EndpointsUpdateResult {
-    const updatedServices = new Set<string>();
+    for (const [service, previous] of this.#previous) {
+      for (const key of previous.keys()) map.delete(key);
+      const slices = this.#slices.get(service);
+      if (slices !== undefined && !(slices instanceof Map) && slices.ports.every(isMerged)) {
+        // One slice whose lists are as the merge would make them (most Services): no merge, no map.
+        for (const { key, endpoints } of slices.ports) map.set(key, endpoints);
+      } else for (const [key, eps] of this.#endpointsOf(service)) map.set(key, eps);
+    }
     const lastChangeTriggerTimes: number[] = [];
     const triggerTimes = new Map<string, number>();
-    for (const [service, previous] of this.#previous) {
-      updatedServices.add(service);
-      const current = this.#endpointsOf(service);
-      for (const key of previous.keys()) map.delete(key);
-      for (const [key, eps] of current) map.set(key, eps);
-      const times = this.#triggerTimes.get(service) ?? [];
+    for (const [service, times] of this.#triggerTimes) {
       lastChangeTriggerTimes.push(...times);
-      if (times.length > 0) triggerTimes.set(service, Math.max(...times));
+      triggerTimes.set(service, Math.max(...times));
     }
-    const changedSince = new Map(this.#since);
+    // Handed over, not copied: a first sync's holds every Service.
+    const changedSince = this.#since;
+    this.#since = new Map();
     this.#previous.clear();
-    this.#since.clear();
     this.#triggerTimes.clear();
-    return { updatedServices, lastChangeTriggerTimes, triggerTimes, changedSince };
+    return { lastChangeTriggerTimes, triggerTimes, changedSince };
   }
 
   #endpointsOf(service: string): PortEndpoints {
@@ -167,6 +171,9 @@ export class EndpointsChangeTracker {
     }
   }
 }
+
+/** Whether a slice's port list is its own merge (`mergeSlices` of that slice alone keeps it). */
+const isMerged = (p: SlicePort) => sortedOnce(p.endpoints);
 
 /** Whether any of `slices` has a port: merged, they would have an entry (`mergeSlices`). */
 function hasPorts(slices: ServiceSlices | undefined): boolean {

@@ -31,7 +31,7 @@ Deno.test("EndpointsChangeTracker merges slices of one service and applies at ch
     false,
   );
   assertEquals(map.size, 0);
-  assertEquals([...t.apply(map).updatedServices], ["ns1/svc1"]);
+  assertEquals([...t.apply(map).changedSince.keys()], ["ns1/svc1"]);
   assertEquals(keys(map), ["10.180.0.1:80", "10.180.0.2:80"]);
   t.update(makeEndpointSlice("ns1", "svc1", (s) => s.metadata!.name = "svc1-a"), true);
   t.apply(map);
@@ -175,7 +175,7 @@ Deno.test("EndpointsChangeTracker: a slice that no longer names its Service of t
     }),
     false,
   );
-  assertEquals([...t.apply(map).updatedServices].sort(), ["ns1/svc1", "ns1/svc2"]);
+  assertEquals([...t.apply(map).changedSince.keys()].sort(), ["ns1/svc1", "ns1/svc2"]);
   assertEquals([...map.keys()], ["ns2/svc1:p80/TCP"]);
   // Gone from the tracker too: their deletes change nothing more.
   assertEquals(t.update(makeEndpointSlice("ns1", "svc1", (s) => delete s.metadata!.labels), true), false);

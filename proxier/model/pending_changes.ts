@@ -41,11 +41,6 @@ export class PendingChanges {
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #metrics: ChangeCounters;
-  /**
-   * Service -> its port keys in the service map, so an endpoint change finds its ports (an array:
-   * a Service has a port or two, and a set would cost each of tens of thousands of them 150 bytes).
-   */
-  readonly #portsByService = new Map<string, string[]>();
 
   /** Builds empty trackers. */
   constructor(
@@ -86,33 +81,26 @@ export class PendingChanges {
 
   /** True when the Service (`namespace/name`) has ports in the service map as of the last apply. */
   hasService(service: string): boolean {
-    return this.#portsByService.has(service);
+    return this.#services.has(service);
   }
 
   /** Applies every pending change to `services` and `endpoints`; returns what changed. */
   apply(services: ServicePortMap, endpoints: EndpointsMap): AppliedChanges {
     const serviceChanges = this.#services.apply(services);
     const endpointChanges = this.#endpoints.apply(endpoints);
-    this.#metrics.serviceChangesTotal.inc(serviceChanges.updatedServices.size);
-    this.#metrics.endpointChangesTotal.inc(endpointChanges.updatedServices.size);
+    this.#metrics.serviceChangesTotal.inc(serviceChanges.changed.size);
+    this.#metrics.endpointChangesTotal.inc(endpointChanges.changedSince.size);
     this.#metrics.serviceChangesPending.set(0);
     this.#metrics.endpointChangesPending.set(0);
-    // The tracker's set, made for this apply and read nowhere else, grows into the answer.
+    // The tracker's set, made for this apply and read nowhere else, grows into the answer. An
+    // endpoint change finds its Service's ports in the Service tracker, which holds them anyway.
     const changedPorts = serviceChanges.portKeys;
-    for (const service of serviceChanges.updatedServices) this.#portsByService.delete(service);
-    for (const key of serviceChanges.portKeys) {
-      const svc = services.get(key);
-      if (svc === undefined) continue;
-      const keys = this.#portsByService.get(svc.service);
-      if (keys === undefined) this.#portsByService.set(svc.service, [key]);
-      else if (!keys.includes(key)) keys.push(key);
-    }
-    for (const service of endpointChanges.updatedServices) {
-      for (const key of this.#portsByService.get(service) ?? []) changedPorts.add(key);
+    for (const service of endpointChanges.changedSince.keys()) {
+      this.#services.addPortKeys(service, changedPorts);
     }
     // Without a spread of both into one array first: a first sync holds every Service twice there.
-    const changedServices = new Set(serviceChanges.updatedServices);
-    for (const service of endpointChanges.updatedServices) changedServices.add(service);
+    const changedServices = new Set(serviceChanges.changed.keys());
+    for (const service of endpointChanges.changedSince.keys()) changedServices.add(service);
     return { serviceChanges, endpointChanges, changedServices, changedPorts };
   }
 }

@@ -12,8 +12,11 @@ import { flat } from "./flat_string.ts";
 
 /** What applying the pending Service changes did to the map. */
 export interface ServiceUpdateResult {
-  /** `namespace/name` of every Service whose ports changed. */
-  readonly updatedServices: Set<string>;
+  /**
+   * Per Service whose ports changed (`namespace/name`): when its change began to wait (the first
+   * event since it was last applied). The tracker's own pending map, handed over, not copied.
+   */
+  readonly changed: ReadonlyMap<string, { readonly since: number }>;
   /**
    * Ports that went away or changed (as they were): the conntrack reconciler deletes the flows to
    * their addresses and node port that no current port serves.
@@ -24,8 +27,6 @@ export interface ServiceUpdateResult {
    * adds the ports whose endpoints changed, as its `changedPorts`).
    */
   readonly portKeys: Set<string>;
-  /** Per updated Service: when its change began to wait (the first event since it was last applied). */
-  readonly changedSince: ReadonlyMap<string, number>;
 }
 
 /**
@@ -61,7 +62,7 @@ export class ServiceChangeTracker {
   readonly #read: ServicePortsOptions;
   readonly #now: () => number;
   /** Per `namespace/name`: the ports at the last sync and the ports now. */
-  readonly #items = new Map<string, { previous: PortsByKey; current: PortsByKey; since: number }>();
+  #items = new Map<string, { previous: PortsByKey; current: PortsByKey; since: number }>();
   /**
    * Per `namespace/name`: the ports the last {@linkcode apply} gave it. A change's "before" comes
    * from here, not from the old object, so a source need not keep whole Services between events.
@@ -108,15 +109,23 @@ export class ServiceChangeTracker {
     return this.#items.has(key);
   }
 
+  /** True when `service` (`namespace/name`) has ports as of the last {@linkcode apply}. */
+  has(service: string): boolean {
+    return this.#applied.has(service);
+  }
+
+  /** Adds the keys of `service`'s ports as of the last {@linkcode apply} to `into`. */
+  addPortKeys(service: string, into: Set<string>): void {
+    for (const [key] of this.#applied.get(service) ?? NO_PORTS) into.add(key);
+  }
+
   /** Applies and forgets the pending changes; returns what changed. */
   apply(map: ServicePortMap): ServiceUpdateResult {
-    const updatedServices = new Set<string>();
     const removedPorts: ServicePortInfo[] = [];
     const portKeys = new Set<string>();
-    const changedSince = new Map<string, number>();
-    for (const [svc, { previous, current, since }] of this.#items) {
-      updatedServices.add(svc);
-      changedSince.set(svc, since);
+    const changed = this.#items;
+    this.#items = new Map();
+    for (const [svc, { previous, current }] of changed) {
       for (const [key, info] of previous) {
         portKeys.add(key);
         map.delete(key);
@@ -129,8 +138,7 @@ export class ServiceChangeTracker {
       if (current.length === 0) this.#applied.delete(svc);
       else this.#applied.set(svc, current);
     }
-    this.#items.clear();
-    return { updatedServices, removedPorts, portKeys, changedSince };
+    return { changed, removedPorts, portKeys };
   }
 
   /** Parses `svc` (named `key`), reporting its problems once per version. */

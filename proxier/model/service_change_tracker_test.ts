@@ -23,14 +23,14 @@ Deno.test("ServiceChangeTracker: add, update and delete reach the map at apply",
   const s1 = makeService("ns1", "svc1");
   assertEquals(t.update(undefined, s1), true);
   assertEquals(map.size, 0, "nothing applied before apply()");
-  assertEquals([...t.apply(map).updatedServices], ["ns1/svc1"]);
+  assertEquals([...t.apply(map).changed.keys()], ["ns1/svc1"]);
   assertEquals([...map.keys()], ["ns1/svc1:p80/TCP"]);
   const s2 = makeService("ns1", "svc1", (s) => s.spec!.ports![0].port = 8080);
   t.update(s1, s2);
   t.apply(map);
   assertEquals(map.get("ns1/svc1:p80/TCP")!.port, 8080);
   t.update(s2, undefined);
-  assertEquals([...t.apply(map).updatedServices], ["ns1/svc1"]);
+  assertEquals([...t.apply(map).changed.keys()], ["ns1/svc1"]);
   assertEquals(map.size, 0);
 });
 
@@ -63,7 +63,7 @@ Deno.test("ServiceChangeTracker: changes that cancel out leave nothing pending",
   t.update(undefined, s1);
   t.update(s1, undefined);
   assertEquals(t.pending, 0);
-  assertEquals(t.apply(map).updatedServices.size, 0);
+  assertEquals(t.apply(map).changed.size, 0);
   // An update that changes only metadata is no change.
   t.update(undefined, s1);
   t.apply(map);
