@@ -115,3 +115,10 @@ Deno.test("deno task compile embeds every module the program can load, its dynam
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("the compiled program runs with the V8 flags the start task measured: the same young generation, heap growth and collections", () => {
+  const tasks = JSON.parse(Deno.readTextFileSync(new URL("deno.json", ROOT))).tasks;
+  const flags = (task: string) => /--v8-flags=(\S+)/.exec(task)?.[1];
+  assert(flags(tasks.start)?.includes("--max-semi-space-size="), tasks.start);
+  assertEquals(flags(tasks.compile), flags(tasks.start));
+});
