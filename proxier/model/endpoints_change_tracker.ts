@@ -101,8 +101,10 @@ export class EndpointsChangeTracker {
     const service = parsed?.service ?? this.#holders.get(namespace)?.get(sliceName);
     if (service === undefined) return false;
     const before = this.#slices.get(service);
-    if (!this.#previous.has(service)) {
-      this.#previous.set(service, this.#endpointsOf(service));
+    let previous = this.#previous.get(service);
+    if (previous === undefined) {
+      previous = this.#endpointsOf(service);
+      this.#previous.set(service, previous);
       this.#since.set(service, this.#now());
     }
     const after = removed || parsed === undefined
@@ -116,18 +118,14 @@ export class EndpointsChangeTracker {
       times.push(parsed.triggerTime);
       this.#triggerTimes.set(service, times);
     }
-    const previous = this.#previous.get(service)!;
     // A Service that had no endpoint ports and now has one has changed, without merging its slices
     // to see it (every Service of a first list): the merge waits for the sync.
-    const same = previous.size === 0
-      ? !hasPorts(this.#slices.get(service))
-      : sameEntries(previous, this.#endpointsOf(service));
-    if (same) {
-      this.#previous.delete(service);
-      this.#since.delete(service);
-      this.#triggerTimes.delete(service);
-    }
-    return this.#previous.has(service);
+    const same = previous.size === 0 ? !hasPorts(after) : sameEntries(previous, this.#endpointsOf(service));
+    if (!same) return true;
+    this.#previous.delete(service);
+    this.#since.delete(service);
+    this.#triggerTimes.delete(service);
+    return false;
   }
 
   /** Applies and forgets the pending changes; returns what changed. */

@@ -98,15 +98,20 @@ export class ServiceChangeTracker {
     const svc = current ?? previous;
     if (svc === undefined) return false;
     const key = namespacedName(svc.metadata?.namespace ?? "default", String(svc.metadata?.name));
-    let item = this.#items.get(key);
-    if (item === undefined) {
-      item = { previous: this.#applied.get(key) ?? NO_PORTS, current: NO_PORTS, since: this.#now() };
-      this.#items.set(key, item);
-    }
-    item.current = this.#toPorts(key, current);
+    const item = this.#items.get(key);
+    const ports = this.#toPorts(key, current);
     if (current === undefined) this.#warnings.forget(`Service/${key}`);
-    if (samePorts(item.previous, item.current)) this.#items.delete(key);
-    return this.#items.has(key);
+    // An event that changes nothing since the last apply leaves no entry: in a dual-stack node every
+    // Service of the other family is one, and making and dropping an entry for each cost a start
+    // at 50,000 Services a hash table's growth and shrinking for nothing.
+    const before = item?.previous ?? this.#applied.get(key) ?? NO_PORTS;
+    if (samePorts(before, ports)) {
+      if (item !== undefined) this.#items.delete(key);
+      return false;
+    }
+    if (item === undefined) this.#items.set(key, { previous: before, current: ports, since: this.#now() });
+    else item.current = ports;
+    return true;
   }
 
   /** True when `service` (`namespace/name`) has ports as of the last {@linkcode apply}. */

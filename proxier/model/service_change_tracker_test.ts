@@ -70,6 +70,32 @@ Deno.test("ServiceChangeTracker: changes that cancel out leave nothing pending",
   assertEquals(t.update(s1, makeService("ns1", "svc1", (s) => s.metadata!.resourceVersion = "2")), false);
 });
 
+Deno.test("ServiceChangeTracker: the other family's Services leave nothing pending; a change waits from its first event", () => {
+  let now = 1_000;
+  const v6 = new ServiceChangeTracker({
+    family: "IPv6",
+    warnings: new ObjectWarnings(new MemoryLogger()),
+    now: () => now,
+  });
+  const s1 = makeService("ns1", "svc1");
+  assertEquals(v6.update(undefined, s1), false);
+  assertEquals(v6.pending, 0);
+  const map = new Map() as ServicePortMap;
+  assertEquals(v6.apply(map).changed.size, 0);
+  const dual = (port: number) =>
+    makeService("ns1", "svc1", (s) => {
+      s.spec!.clusterIPs = ["10.0.0.1", "fd00::1"];
+      s.spec!.ports![0].port = port;
+    });
+  assertEquals(v6.update(s1, dual(80)), true);
+  now = 2_000;
+  assertEquals(v6.update(dual(80), dual(81)), true);
+  assertEquals(v6.pending, 1);
+  const { changed } = v6.apply(map);
+  assertEquals(changed.get("ns1/svc1")?.since, 1_000);
+  assertEquals([...map.values()].map((p) => [p.clusterIP, p.port]), [["fd00::1", 81]]);
+});
+
 Deno.test("ServiceChangeTracker: a malformed service is skipped with a warning, others keep working", () => {
   const { t, map, log } = tracker();
   t.update(undefined, makeService("ns1", "good"));
