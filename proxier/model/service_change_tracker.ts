@@ -101,9 +101,8 @@ export class ServiceChangeTracker {
     const item = this.#items.get(key);
     const ports = this.#toPorts(key, current);
     if (current === undefined) this.#warnings.forget(`Service/${key}`);
-    // An event that changes nothing since the last apply leaves no entry: in a dual-stack node every
-    // Service of the other family is one, and making and dropping an entry for each cost a start
-    // at 50,000 Services a hash table's growth and shrinking for nothing.
+    // An event that changes nothing since the last apply writes no entry: on a node running both
+    // families, every Service of the other family is one (tens of thousands at a first list).
     const before = item?.previous ?? this.#applied.get(key) ?? NO_PORTS;
     if (samePorts(before, ports)) {
       if (item !== undefined) this.#items.delete(key);
