@@ -21,6 +21,20 @@ export interface SlicePort {
   readonly endpoints: EndpointInfo[];
 }
 
+/**
+ * Where a slice read ahead (parsed and read on another thread: `sources/slice_rows.ts`) carries its
+ * reading, which {@linkcode sliceEndpoints} returns for that family and node instead of reading
+ * the slice again.
+ */
+export const READ_AHEAD: unique symbol = Symbol("the slice's reading, made ahead");
+
+/** A slice's reading made ahead: for `family` on `nodeName`, its endpoints, none (not this proxy's), or why it is malformed. */
+export interface ReadAhead {
+  readonly family: IPFamily;
+  readonly nodeName: string;
+  readonly reading: SliceEndpoints | undefined | ValidationError;
+}
+
 /** The endpoints one slice contributes, for one family. */
 export interface SliceEndpoints {
   /** The slice's own name. */
@@ -54,6 +68,15 @@ export function sliceEndpoints(
   // The other family's tracker validates its slices; this one skips them without a second warning.
   if ((slice?.addressType === "IPv4" || slice?.addressType === "IPv6") && slice.addressType !== family) {
     return undefined;
+  }
+  const ahead = (slice as { [READ_AHEAD]?: ReadAhead } | null)?.[READ_AHEAD];
+  if (ahead !== undefined && ahead.family === family) {
+    // What carries a reading keeps no endpoints of its own: read again, it would have none.
+    if (ahead.nodeName !== nodeName) {
+      throw new Error(`an EndpointSlice read for node ${ahead.nodeName} was read again for node ${nodeName}`);
+    }
+    if (ahead.reading instanceof ValidationError) throw ahead.reading;
+    return ahead.reading;
   }
   const namespace = slice?.metadata?.namespace ?? "default";
   // Named only for an error: most slices have none.

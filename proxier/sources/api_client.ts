@@ -14,6 +14,7 @@ import { WatchError } from "../runtime/errors.ts";
 import type { ApiAccess } from "./api_access.ts";
 import { PROXY_LABEL_SELECTOR } from "./handlers.ts";
 import { ListSplitter } from "./list_stream.ts";
+import type { ForwardedRequest } from "./list_on_worker.ts";
 import type { ItemSink } from "./reflector.ts";
 import type { RateLimiter } from "./rate_limiter.ts";
 
@@ -139,6 +140,41 @@ export class ApiClient {
       if (list.items !== undefined || items.length > 0) list.items = items;
       return list;
     });
+  }
+
+  /**
+   * Lists `path` by handing the request to `run` (another thread's fetch of it), within the same rate
+   * limit and deadline as {@linkcode list}, and counted in the same metrics. Rejects as `run` does, or
+   * with a {@linkcode WatchError} when the deadline passed.
+   */
+  async listThrough<T>(
+    path: string,
+    query: ListQuery,
+    run: (req: ForwardedRequest, signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    await this.#limiter?.wait();
+    const signal = AbortSignal.timeout(this.#listTimeoutMs);
+    const url = this.#url(path, query);
+    const start = performance.now();
+    let code = "<error>";
+    try {
+      const { tls, proxyURL } = this.#access;
+      const headers = [...await this.#access.headers()];
+      const out = await run(
+        { url: url.href, headers, tls, ...(proxyURL === undefined ? {} : { proxyURL }) },
+        signal,
+      );
+      code = "200";
+      return out;
+    } catch (e) {
+      if (e instanceof WatchError && e.statusCode !== undefined) code = String(e.statusCode);
+      if (!signal.aborted) throw e;
+      throw new WatchError(`list ${path}: no answer within ${this.#listTimeoutMs / 1000} s`, undefined, {
+        cause: e,
+      });
+    } finally {
+      this.#observe?.({ method: "GET", host: url.host, code, seconds: (performance.now() - start) / 1000 });
+    }
   }
 
   /**
@@ -294,76 +330,4 @@ export function sourceQueries(nodeName: string): Record<SourceKind, { path: stri
     Node: { path: "/api/v1/nodes", query: { fieldSelector: `metadata.name=${nodeName}` } },
     ServiceCIDR: { path: "/apis/networking.k8s.io/v1/servicecidrs", query: {} },
   };
-}
-
-/** A list requested ahead: resolves as {@linkcode ApiClient.list}, its items sent to `sink`. */
-export type TakenList = (sink: ItemSink<KubernetesObject>) => Promise<KubernetesListObject<KubernetesObject>>;
-
-/**
- * A list requested before anyone receives its items: the batches parsed meanwhile are held, and
- * handed to the receiver as it comes ({@linkcode take}); later ones go straight to it.
- */
-class EarlyList {
-  readonly done: Promise<KubernetesListObject<KubernetesObject>>;
-  #held: Array<readonly KubernetesObject[]> | undefined = [];
-  #sink: ItemSink<KubernetesObject> | undefined;
-
-  constructor(api: ApiClient, path: string, query: ListQuery) {
-    this.done = api.list(path, query, (items) => {
-      if (this.#sink !== undefined) this.#sink(items);
-      else this.#held!.push(items);
-    });
-    this.done.catch(() => {}); // handled by the informer that takes it
-  }
-
-  take: TakenList = (sink) => {
-    const held = this.#held ?? [];
-    this.#held = undefined;
-    this.#sink = sink;
-    for (const items of held) sink(items);
-    return this.done;
-  };
-}
-
-/**
- * The first list of each kind, requested before the informers exist, handed over once: whoever
- * still holds this after the informers took their lists holds none of them (the first lists are
- * every object in full, and a running proxy keeps only what its handlers retain).
- */
-export class PrefetchedLists {
-  readonly #lists = new Map<SourceKind, EarlyList>();
-
-  /** Requests the first list of every kind of `queries` on `api` now. */
-  constructor(api: ApiClient, queries: Record<SourceKind, { path: string; query: ListQuery }>) {
-    for (const k of SOURCE_KINDS) this.#lists.set(k, new EarlyList(api, queries[k].path, queries[k].query));
-  }
-
-  /**
-   * Returns `kind`'s list and forgets it; undefined once taken (a relist asks the server again).
-   * Its items parsed so far go to the sink at once, the rest as they are parsed.
-   */
-  take(kind: SourceKind): TakenList | undefined {
-    const l = this.#lists.get(kind);
-    this.#lists.delete(kind);
-    return l?.take;
-  }
-
-  /** How many lists are not taken yet. */
-  get held(): number {
-    return this.#lists.size;
-  }
-
-  /** Resolves once every list not taken yet has answered (or failed). */
-  async settled(): Promise<void> {
-    await Promise.allSettled([...this.#lists.values()].map((l) => l.done));
-  }
-}
-
-/**
- * Starts the first list of every kind now (while the program still loads the informer and probes
- * the kernel); the informers take these as their first lists. A failure surfaces when an informer
- * takes it, and is retried like any failed list.
- */
-export function prefetchLists(api: ApiClient, nodeName: string): PrefetchedLists {
-  return new PrefetchedLists(api, sourceQueries(nodeName));
 }

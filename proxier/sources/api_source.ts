@@ -8,7 +8,8 @@ import type { ProxyMetrics } from "../metrics.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { ApiAccess } from "./api_access.ts";
-import { ApiClient, type PrefetchedLists, prefetchLists } from "./api_client.ts";
+import { ApiClient } from "./api_client.ts";
+import { type PrefetchedLists, prefetchLists } from "./first_lists.ts";
 import type { KubernetesSource } from "./kubernetes.ts";
 import { RateLimiter } from "./rate_limiter.ts";
 

@@ -4,13 +4,8 @@
  */
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
 import type { ApiAccess } from "./api_access.ts";
-import {
-  ApiClient,
-  type PrefetchedLists,
-  SOURCE_KINDS,
-  type SourceKind,
-  sourceQueries,
-} from "./api_client.ts";
+import { ApiClient, SOURCE_KINDS, type SourceKind, sourceQueries } from "./api_client.ts";
+import type { PrefetchedLists } from "./first_lists.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { describeError, shortError } from "../runtime/errors.ts";
 import type { Logger } from "../runtime/logger.ts";

@@ -1,6 +1,7 @@
 import type { KubernetesListObject, KubernetesObject } from "@kubernetes/client-node";
 import { assertEquals } from "../../tests/support/assert.ts";
-import { type ApiClient, PrefetchedLists, sourceQueries } from "./api_client.ts";
+import { type ApiClient, sourceQueries } from "./api_client.ts";
+import { PrefetchedLists } from "./first_lists.ts";
 import type { ItemSink } from "./reflector.ts";
 
 const named = (name: string): KubernetesObject => ({ metadata: { name } });

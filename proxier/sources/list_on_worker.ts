@@ -1,0 +1,96 @@
+/**
+ * The first EndpointSlice list, fetched and parsed on a worker while the main thread takes the
+ * Services list. A first list at scale is parsed in one piece (`list_stream.ts`), and parsing both
+ * lists and reading them into the trackers holds the main thread for most of a start while the
+ * second core has little to do; the worker posts each slice as a row (`slice_rows.ts`) that the
+ * main thread rebuilds without parsing or reading it again.
+ * @module
+ */
+import type { KubernetesListObject, V1EndpointSlice } from "@kubernetes/client-node";
+import { WatchError } from "../runtime/errors.ts";
+import type { ItemSink } from "./reflector.ts";
+import { sliceFromRow, type SliceRow } from "./slice_rows.ts";
+
+/**
+ * Complete items the worker parses and posts at a time, in bytes: small, so the main thread takes
+ * the first slices while the worker parses the rest (measured at 1 MiB only).
+ */
+export const WORKER_BATCH_BYTES = 2 ** 20;
+
+/** A request as the worker makes it: what `ApiClient` would send, in values a message can carry. */
+export interface ForwardedRequest {
+  readonly url: string;
+  readonly headers: Array<[string, string]>;
+  readonly tls: { readonly caCerts?: readonly string[]; readonly cert?: string; readonly key?: string };
+  readonly proxyURL?: string;
+}
+
+/** What the worker is asked to list. */
+export interface WorkerListJob extends ForwardedRequest {
+  readonly nodeName: string;
+  readonly batchBytes: number;
+}
+
+/** What the worker posts: rows of a batch, then the envelope, an HTTP failure or an error. */
+export type WorkerListAnswer =
+  | { readonly rows: SliceRow[] }
+  | { readonly envelope: Record<string, unknown> }
+  | { readonly status: number; readonly statusText: string }
+  | { readonly error: { readonly name: string; readonly message: string } };
+
+/** Starts the listing worker (tests give their own). */
+export type SpawnListWorker = () => Worker;
+
+const spawnWorker: SpawnListWorker = () =>
+  new Worker(new URL("./list_worker.ts", import.meta.url), { type: "module", name: "endpointslice-list" });
+
+/**
+ * Lists EndpointSlices as `req` asks, on a worker: each batch goes to `sink` as slices carrying
+ * their reading for `nodeName`; resolves with the list without its items. Rejects with a
+ * {@linkcode WatchError} carrying the HTTP status on an HTTP failure, a `SyntaxError` on a body that
+ * does not parse, the abort's reason when `signal` aborts. The worker has ended when it settles.
+ */
+export function listSlicesOnWorker(
+  req: ForwardedRequest,
+  nodeName: string,
+  sink: ItemSink<V1EndpointSlice>,
+  signal: AbortSignal,
+  spawn: SpawnListWorker = spawnWorker,
+): Promise<KubernetesListObject<V1EndpointSlice>> {
+  return new Promise((resolve, reject) => {
+    const worker = spawn();
+    const end = (settle: () => void) => {
+      worker.terminate();
+      signal.removeEventListener("abort", aborted);
+      settle();
+    };
+    const aborted = () => end(() => reject(signal.reason));
+    signal.addEventListener("abort", aborted, { once: true });
+    worker.onmessage = (m: MessageEvent<WorkerListAnswer>) => {
+      const a = m.data;
+      if ("rows" in a) {
+        try {
+          sink(a.rows.map((r) => sliceFromRow(r, nodeName)));
+        } catch (e) {
+          end(() => reject(e));
+        }
+      } else if ("envelope" in a) {
+        end(() => resolve(a.envelope as unknown as KubernetesListObject<V1EndpointSlice>));
+      } else if ("status" in a) {
+        const path = new URL(req.url).pathname;
+        end(() => reject(new WatchError(`list ${path}: HTTP ${a.status} ${a.statusText}`, a.status)));
+      } else {
+        const e = a.error.name === "SyntaxError"
+          ? new SyntaxError(a.error.message)
+          : new Error(a.error.message);
+        end(() => reject(e));
+      }
+    };
+    worker.onerror = (e) => {
+      e.preventDefault();
+      end(() => reject(new Error(`the EndpointSlice list's worker failed: ${e.message}`)));
+    };
+    const job: WorkerListJob = { ...req, nodeName, batchBytes: WORKER_BATCH_BYTES };
+    worker.postMessage(job);
+  });
+}
