@@ -144,8 +144,9 @@ export class ApiClient {
 
   /**
    * Lists `path` by handing the request to `run` (another thread's fetch of it), within the same rate
-   * limit and deadline as {@linkcode list}, and counted in the same metrics. Rejects as `run` does, or
-   * with a {@linkcode WatchError} when the deadline passed.
+   * limit and deadline as {@linkcode list}, and counted in the same metrics (its latency up to the
+   * list's end, the only moment this thread sees). Rejects as `run` does, or with a
+   * {@linkcode WatchError} when the deadline passed.
    */
   async listThrough<T>(
     path: string,
