@@ -22,9 +22,9 @@ export interface SlicePort {
 }
 
 /**
- * Where a slice read ahead (parsed and read on another thread: `sources/slice_rows.ts`) carries its
- * reading, which {@linkcode sliceEndpoints} returns for that family and node instead of reading
- * the slice again.
+ * Where a slice read ahead (parsed and read on another thread, and kept as a stub without its
+ * endpoints) carries its reading, which {@linkcode sliceEndpoints} returns for that family and node
+ * instead of reading the stub.
  */
 export const READ_AHEAD: unique symbol = Symbol("the slice's reading, made ahead");
 

@@ -1,9 +1,10 @@
 /**
  * The first EndpointSlice list, fetched and parsed on a worker while the main thread takes the
- * Services list. A first list at scale is parsed in one piece (`list_stream.ts`), and parsing both
- * lists and reading them into the trackers holds the main thread for most of a start while the
- * second core has little to do; the worker posts each slice as a row (`slice_rows.ts`) that the
- * main thread rebuilds without parsing or reading it again.
+ * Services list. Until the first sync's build, parsing both lists and reading them into the
+ * trackers holds the main thread while the second core has little to do; the worker posts each
+ * slice as a row (`slice_rows.ts`) that the main thread rebuilds without parsing or reading it
+ * again. One list, not both: with the Services on a worker too, the two workers and V8's helpers
+ * shared the one spare core, and the start at 50,000 Services came level (bench/README.md).
  * @module
  */
 import type { KubernetesListObject, V1EndpointSlice } from "@kubernetes/client-node";
