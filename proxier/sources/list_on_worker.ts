@@ -37,7 +37,21 @@ export type WorkerListAnswer =
   | { readonly rows: SliceRow[] }
   | { readonly envelope: Record<string, unknown> }
   | { readonly status: number; readonly statusText: string }
-  | { readonly error: { readonly name: string; readonly message: string } };
+  | { readonly error: PostedError };
+
+/** An error as the worker posts it: its name, its message and its causes' messages, outermost first. */
+export interface PostedError {
+  readonly name: string;
+  readonly messages: readonly string[];
+}
+
+/** Returns the error `e` describes, its causes chained as they were (a SyntaxError or TypeError as such). */
+function errorOf(e: PostedError): Error {
+  let cause: Error | undefined;
+  for (const m of e.messages.slice(1).reverse()) cause = new Error(m, cause && { cause });
+  const Kind = e.name === "SyntaxError" ? SyntaxError : e.name === "TypeError" ? TypeError : Error;
+  return new Kind(e.messages[0] ?? e.name, cause && { cause });
+}
 
 /** Starts the listing worker (tests give their own). */
 export type SpawnListWorker = () => Worker;
@@ -81,10 +95,7 @@ export function listSlicesOnWorker(
         const path = new URL(req.url).pathname;
         end(() => reject(new WatchError(`list ${path}: HTTP ${a.status} ${a.statusText}`, a.status)));
       } else {
-        const e = a.error.name === "SyntaxError"
-          ? new SyntaxError(a.error.message)
-          : new Error(a.error.message);
-        end(() => reject(e));
+        end(() => reject(errorOf(a.error)));
       }
     };
     worker.onerror = (e) => {

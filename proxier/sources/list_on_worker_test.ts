@@ -1,9 +1,11 @@
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { apiAccessTo, TestApiServer } from "../../tests/support/api_server.ts";
+import { serveTls } from "../../tests/support/net_helpers.ts";
 import { ep, makeEndpointSlice, NODE } from "../../tests/support/fixtures.ts";
 import { sliceEndpoints } from "../model/endpoint.ts";
-import { WatchError } from "../runtime/errors.ts";
+import { describeError, shortError, WatchError } from "../runtime/errors.ts";
+import type { ApiAccess } from "./api_access.ts";
 import { ApiClient, sourceQueries } from "./api_client.ts";
 import { listSlicesOnWorker } from "./list_on_worker.ts";
 
@@ -93,5 +95,36 @@ Deno.test("a list on a worker whose body does not parse rejects with a SyntaxErr
     ac.abort();
     await served.finished;
     await server.stop();
+  }
+});
+
+Deno.test("a list on a worker reaches an HTTPS API server through the client's CA, with its token; without the CA nothing is sent", async () => {
+  const ac = new AbortController();
+  const seen: string[] = [];
+  const slice = makeEndpointSlice("ns1", "web", (s) => s.endpoints = [ep("10.0.0.1", { node: NODE })]);
+  const server = await serveTls((req) => {
+    seen.push(`${new URL(req.url).pathname} ${req.headers.get("authorization")}`);
+    return Response.json({ kind: "EndpointSliceList", metadata: { resourceVersion: "7" }, items: [slice] });
+  }, ac.signal);
+  try {
+    const url = `https://127.0.0.1:${server.addr.port}`;
+    const ca = await Deno.readTextFile(new URL("../../tests/testdata/tls/ca.crt", import.meta.url));
+    const access = (caCerts?: string[]): ApiAccess => ({
+      server: url,
+      origin: "test",
+      headers: () =>
+        Promise.resolve(new Headers({ accept: "application/json", authorization: "Bearer t0k" })),
+      tls: caCerts === undefined ? {} : { caCerts },
+    });
+    const { got, list } = await listOn(new ApiClient(access([ca])));
+    assertEquals(list.metadata?.resourceVersion, "7");
+    assertEquals(sliceEndpoints(got[0], "IPv4", NODE), sliceEndpoints(slice, "IPv4", NODE));
+    assertEquals(seen, [`${path} Bearer t0k`]);
+    const e = await assertRejects(() => listOn(new ApiClient(access())), TypeError);
+    assert(/certificate/i.test(shortError(e)), describeError(e));
+    assertEquals(seen.length, 1, "nothing sent to a server the worker does not trust");
+  } finally {
+    ac.abort();
+    await server.finished;
   }
 });

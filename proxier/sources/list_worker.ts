@@ -37,8 +37,13 @@ self.onmessage = async (e: MessageEvent<WorkerListJob>) => {
     for await (const chunk of res.body ?? []) splitter.push(chunk);
     post({ envelope: splitter.finish() });
   } catch (err) {
-    const error = err instanceof Error ? err : new Error(String(err));
-    post({ error: { name: error.name, message: error.message } });
+    // The causes too: a failed fetch says why (a refused connection, an untrusted certificate) only there.
+    const messages: string[] = [];
+    for (let x: unknown = err, depth = 0; x !== undefined && x !== null && depth < 8; depth++) {
+      messages.push(x instanceof Error ? x.message : String(x));
+      x = x instanceof Error ? x.cause : undefined;
+    }
+    post({ error: { name: err instanceof Error ? err.name : "Error", messages } });
   } finally {
     client?.close();
   }
