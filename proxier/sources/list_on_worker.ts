@@ -16,7 +16,7 @@ import { sliceFromRow, type SliceRow } from "./slice_rows.ts";
  * Complete items the worker parses and posts at a time, in bytes: small, so the main thread takes
  * the first slices while the worker parses the rest (measured at 1 MiB only).
  */
-export const WORKER_BATCH_BYTES = 2 ** 20;
+const WORKER_BATCH_BYTES = 2 ** 20;
 
 /** A request as the worker makes it: what `ApiClient` would send, in values a message can carry. */
 export interface ForwardedRequest {
@@ -53,12 +53,6 @@ function errorOf(e: PostedError): Error {
   return new Kind(e.messages[0] ?? e.name, cause && { cause });
 }
 
-/** Starts the listing worker (tests give their own). */
-export type SpawnListWorker = () => Worker;
-
-const spawnWorker: SpawnListWorker = () =>
-  new Worker(new URL("./list_worker.ts", import.meta.url), { type: "module", name: "endpointslice-list" });
-
 /**
  * Lists EndpointSlices as `req` asks, on a worker: each batch goes to `sink` as slices carrying
  * their reading for `nodeName`; resolves with the list without its items. Rejects with a
@@ -70,10 +64,12 @@ export function listSlicesOnWorker(
   nodeName: string,
   sink: ItemSink<V1EndpointSlice>,
   signal: AbortSignal,
-  spawn: SpawnListWorker = spawnWorker,
 ): Promise<KubernetesListObject<V1EndpointSlice>> {
   return new Promise((resolve, reject) => {
-    const worker = spawn();
+    const worker = new Worker(new URL("./list_worker.ts", import.meta.url), {
+      type: "module",
+      name: "endpointslice-list",
+    });
     const end = (settle: () => void) => {
       worker.terminate();
       signal.removeEventListener("abort", aborted);
