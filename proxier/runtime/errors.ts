@@ -71,12 +71,20 @@ export class KubeconfigError extends Error {
  */
 export function describeError(e: unknown): string {
   const parts: string[] = [];
-  for (let x: unknown = e, depth = 0; x !== undefined && x !== null && depth < 8; depth++) {
-    const msg = x instanceof Error ? x.message : String(x);
+  for (const msg of causeMessages(e)) {
     if (msg !== "" && !parts.some((p) => p.includes(msg))) parts.push(msg);
-    x = x instanceof Error ? x.cause : undefined;
   }
   return parts.join(": ");
+}
+
+/** Returns the messages of `e` and of its causes, outermost first (at most 8: a cycle of causes ends). */
+export function causeMessages(e: unknown): string[] {
+  const out: string[] = [];
+  for (let x: unknown = e, depth = 0; x !== undefined && x !== null && depth < 8; depth++) {
+    out.push(x instanceof Error ? x.message : String(x));
+    x = x instanceof Error ? x.cause : undefined;
+  }
+  return out;
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import { loadBounded, YamlInputError } from "../runtime/bounded_yaml.ts";
 import { KubeconfigError } from "../runtime/errors.ts";
+import { apiHttpClient, type ApiTls } from "./api_http_client.ts";
 
 /** The server, its TLS material and the credentials to present. */
 export interface ApiAccess {
@@ -22,7 +23,7 @@ export interface ApiAccess {
    * The same TLS material and proxy for a connection of the program's own (a pod exec's stream,
    * whose refusal fetch and WebSocket cannot show): kept in memory only, as the HTTP client keeps it.
    */
-  readonly tls: { readonly caCerts?: readonly string[]; readonly cert?: string; readonly key?: string };
+  readonly tls: ApiTls;
   /** The kubeconfig's `proxy-url`, when it gives one. */
   readonly proxyURL?: string;
 }
@@ -229,16 +230,13 @@ function build(i: ApiAccessInputs, p: Parts): ApiAccess {
       throw new KubeconfigError(`${p.label}: ${pem.field} is not PEM (no "-----BEGIN ${kind}-----" block)`);
     }
   }
-  const needsClient = p.ca !== undefined || p.cert !== undefined || p.proxyURL !== undefined;
+  const tls: ApiTls = {
+    ...(p.ca === undefined ? {} : { caCerts: [p.ca.text] }),
+    ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert.text, key: p.key.text } : {}),
+  };
   let client: Deno.HttpClient | undefined;
   try {
-    client = needsClient
-      ? Deno.createHttpClient({
-        caCerts: p.ca === undefined ? undefined : [p.ca.text],
-        proxy: p.proxyURL === undefined ? undefined : { url: p.proxyURL },
-        ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert.text, key: p.key.text } : {}),
-      })
-      : undefined;
+    client = apiHttpClient(tls, p.proxyURL);
   } catch (e) {
     const fields = [p.ca, p.cert, p.key].filter((x) => x !== undefined).map((x) => x.field).join(", ");
     throw new KubeconfigError(`${p.label}: ${fields}: ${(e as Error).message}`, { cause: e });
@@ -249,10 +247,7 @@ function build(i: ApiAccessInputs, p: Parts): ApiAccess {
     server: url.href.replace(/\/+$/, ""),
     origin: p.origin,
     client,
-    tls: {
-      ...(p.ca === undefined ? {} : { caCerts: [p.ca.text] }),
-      ...(p.cert !== undefined && p.key !== undefined ? { cert: p.cert.text, key: p.key.text } : {}),
-    },
+    tls,
     ...(p.proxyURL === undefined ? {} : { proxyURL: p.proxyURL }),
     async headers() {
       const h = new Headers({ accept: "application/json" });

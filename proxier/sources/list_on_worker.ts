@@ -9,6 +9,7 @@
  */
 import type { KubernetesListObject, V1EndpointSlice } from "@kubernetes/client-node";
 import { WatchError } from "../runtime/errors.ts";
+import type { ApiTls } from "./api_http_client.ts";
 import type { ItemSink } from "./reflector.ts";
 import { sliceFromRow, type SliceRow } from "./slice_rows.ts";
 
@@ -22,7 +23,7 @@ const WORKER_BATCH_BYTES = 2 ** 20;
 export interface ForwardedRequest {
   readonly url: string;
   readonly headers: Array<[string, string]>;
-  readonly tls: { readonly caCerts?: readonly string[]; readonly cert?: string; readonly key?: string };
+  readonly tls: ApiTls;
   readonly proxyURL?: string;
 }
 
@@ -70,12 +71,15 @@ export function listSlicesOnWorker(
       type: "module",
       name: "endpointslice-list",
     });
-    const end = (settle: () => void) => {
+    const end = () => {
       worker.terminate();
       signal.removeEventListener("abort", aborted);
-      settle();
     };
-    const aborted = () => end(() => reject(signal.reason));
+    const fail = (e: unknown) => {
+      end();
+      reject(e);
+    };
+    const aborted = () => fail(signal.reason);
     signal.addEventListener("abort", aborted, { once: true });
     worker.onmessage = (m: MessageEvent<WorkerListAnswer>) => {
       const a = m.data;
@@ -83,20 +87,21 @@ export function listSlicesOnWorker(
         try {
           sink(a.rows.map((r) => sliceFromRow(r, nodeName)));
         } catch (e) {
-          end(() => reject(e));
+          fail(e);
         }
       } else if ("envelope" in a) {
-        end(() => resolve(a.envelope as unknown as KubernetesListObject<V1EndpointSlice>));
+        end();
+        resolve(a.envelope as unknown as KubernetesListObject<V1EndpointSlice>);
       } else if ("status" in a) {
         const path = new URL(req.url).pathname;
-        end(() => reject(new WatchError(`list ${path}: HTTP ${a.status} ${a.statusText}`, a.status)));
+        fail(new WatchError(`list ${path}: HTTP ${a.status} ${a.statusText}`, a.status));
       } else {
-        end(() => reject(errorOf(a.error)));
+        fail(errorOf(a.error));
       }
     };
     worker.onerror = (e) => {
       e.preventDefault();
-      end(() => reject(new Error(`the EndpointSlice list's worker failed: ${e.message}`)));
+      fail(new Error(`the EndpointSlice list's worker failed: ${e.message}`));
     };
     const job: WorkerListJob = { ...req, nodeName, batchBytes: WORKER_BATCH_BYTES };
     worker.postMessage(job);

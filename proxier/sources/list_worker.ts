@@ -6,7 +6,9 @@
  */
 /// <reference lib="deno.worker" />
 import type { V1EndpointSlice } from "@kubernetes/client-node";
+import { causeMessages } from "../runtime/errors.ts";
 import { slim } from "./api_client.ts";
+import { apiHttpClient } from "./api_http_client.ts";
 import { ListSplitter } from "./list_stream.ts";
 import type { WorkerListAnswer, WorkerListJob } from "./list_on_worker.ts";
 import { sliceRow } from "./slice_rows.ts";
@@ -15,16 +17,9 @@ const post = (a: WorkerListAnswer) => self.postMessage(a);
 
 self.onmessage = async (e: MessageEvent<WorkerListJob>) => {
   const job = e.data;
-  const { caCerts, cert, key } = job.tls;
   let client: Deno.HttpClient | undefined;
   try {
-    if (caCerts !== undefined || cert !== undefined || job.proxyURL !== undefined) {
-      client = Deno.createHttpClient({
-        caCerts: caCerts === undefined ? undefined : [...caCerts],
-        proxy: job.proxyURL === undefined ? undefined : { url: job.proxyURL },
-        ...(cert !== undefined && key !== undefined ? { cert, key } : {}),
-      });
-    }
+    client = apiHttpClient(job.tls, job.proxyURL);
     const res = await fetch(job.url, { headers: job.headers, client });
     if (res.status !== 200) {
       await res.body?.cancel();
@@ -38,12 +33,7 @@ self.onmessage = async (e: MessageEvent<WorkerListJob>) => {
     post({ envelope: splitter.finish() });
   } catch (err) {
     // The causes too: a failed fetch says why (a refused connection, an untrusted certificate) only there.
-    const messages: string[] = [];
-    for (let x: unknown = err, depth = 0; x !== undefined && x !== null && depth < 8; depth++) {
-      messages.push(x instanceof Error ? x.message : String(x));
-      x = x instanceof Error ? x.cause : undefined;
-    }
-    post({ error: { name: err instanceof Error ? err.name : "Error", messages } });
+    post({ error: { name: err instanceof Error ? err.name : "Error", messages: causeMessages(err) } });
   } finally {
     client?.close();
   }
