@@ -99,14 +99,28 @@ export function serviceStub(s: V1Service): V1Service {
  * whole objects are tens of MiB that the trackers already hold in their own form.
  */
 export function endpointSliceStub(s: V1EndpointSlice): V1EndpointSlice {
-  const service = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+  const m = s.metadata;
+  return sliceStub(m?.namespace, m?.name, m?.resourceVersion, m?.labels?.[SERVICE_NAME_LABEL], s.addressType);
+}
+
+/**
+ * Returns the stub ({@linkcode endpointSliceStub}) of the slice so named, of `service` (its
+ * Service-name label, when it has one) and `addressType`.
+ */
+export function sliceStub(
+  namespace: string | undefined,
+  name: string | undefined,
+  resourceVersion: string | undefined,
+  service: string | undefined,
+  addressType: string | undefined,
+): V1EndpointSlice {
   return {
-    addressType: s.addressType,
+    addressType: addressType as string,
     endpoints: [],
     metadata: {
-      namespace: s.metadata?.namespace,
-      name: s.metadata?.name,
-      resourceVersion: s.metadata?.resourceVersion,
+      namespace,
+      name,
+      resourceVersion,
       ...(service === undefined ? {} : { labels: { [SERVICE_NAME_LABEL]: service } }),
     },
   };

@@ -18,6 +18,7 @@ import {
 } from "../model/endpoint.ts";
 import type { EndpointInfo } from "../model/types.ts";
 import { ValidationError } from "../runtime/errors.ts";
+import { sliceStub } from "./handlers.ts";
 
 /**
  * `[namespace, name, resourceVersion, service label, addressType, reading?]`: no reading for a slice
@@ -38,7 +39,7 @@ const NONE_SKIPPED: readonly ValidationError[] = Object.freeze([]);
 const errorRow = (e: ValidationError): ErrorRow => [e.object, e.field, e.message];
 
 /** Returns the ValidationError `row` describes (its message as it was). */
-function errorOf([object, field, message]: ErrorRow): ValidationError {
+function validationErrorOf([object, field, message]: ErrorRow): ValidationError {
   const e = new ValidationError(object, field, "");
   e.message = message;
   return e;
@@ -93,7 +94,7 @@ export function sliceRow(slice: V1EndpointSlice, nodeName: string): SliceRow {
 }
 
 /**
- * Returns the slice of `row`: what `endpointSliceStub` keeps of it, carrying its reading for its
+ * Returns the slice of `row`: its stub (`sliceStub`), carrying its reading for its
  * address family on `nodeName` (`READ_AHEAD`), which the endpoints trackers take as it is.
  */
 export function sliceFromRow(row: SliceRow, nodeName: string): V1EndpointSlice {
@@ -104,16 +105,13 @@ export function sliceFromRow(row: SliceRow, nodeName: string): V1EndpointSlice {
     string | undefined,
     string | undefined,
   ];
-  const slice: V1EndpointSlice & { [READ_AHEAD]?: ReadAhead } = {
-    addressType: addressType as string,
-    endpoints: [],
-    metadata: {
-      namespace,
-      name,
-      resourceVersion,
-      ...(service === undefined ? {} : { labels: { [SERVICE_NAME_LABEL]: service } }),
-    },
-  };
+  const slice: V1EndpointSlice & { [READ_AHEAD]?: ReadAhead } = sliceStub(
+    namespace,
+    name,
+    resourceVersion,
+    service,
+    addressType,
+  );
   if (row.length > 5) {
     const family = addressType as "IPv4" | "IPv6";
     slice[READ_AHEAD] = { family, nodeName, reading: readingOf(row[5], name as string) };
@@ -124,7 +122,7 @@ export function sliceFromRow(row: SliceRow, nodeName: string): V1EndpointSlice {
 function readingOf(r: unknown, name: string): ReadAhead["reading"] {
   if (r === null) return undefined;
   const v = r as unknown[];
-  if (v[0] === 0) return errorOf(v.slice(1) as ErrorRow);
+  if (v[0] === 0) return validationErrorOf(v.slice(1) as ErrorRow);
   const skipped = v[3] as ErrorRow[];
   const ports: SlicePort[] = [];
   let i = 5;
@@ -153,6 +151,6 @@ function readingOf(r: unknown, name: string): ReadAhead["reading"] {
     service: v[1] as string,
     ports: ports.length === 0 ? NO_PORTS : ports,
     triggerTime: (v[2] as number | null) ?? undefined,
-    skipped: skipped.length === 0 ? NONE_SKIPPED : skipped.map(errorOf),
+    skipped: skipped.length === 0 ? NONE_SKIPPED : skipped.map(validationErrorOf),
   };
 }
