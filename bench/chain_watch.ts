@@ -37,6 +37,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * xtables lock (0.2 s at 5,000 services), which would delay the very restore being timed; instead
  * the program's `iptables-legacy-restore` is a shim on its PATH that notes when each restore
  * committed and keeps its input, and the chain is in the kernel once a committed input declared it.
+ * The watch owns the directory the shim and the inputs it keeps are in: {@linkcode close} removes it.
  */
 export class ChainWatch {
   readonly #backend: IptablesBackendName;
@@ -44,9 +45,26 @@ export class ChainWatch {
   #read = 0;
   readonly #committed: Array<{ atMs: number; file: string }> = [];
 
-  constructor(backend: IptablesBackendName, dir: string) {
+  private constructor(backend: IptablesBackendName, dir: string) {
     this.#backend = backend;
     this.#dir = dir;
+  }
+
+  /** Returns a watch for `backend` with a new temporary directory of its own (named `prefix`...). */
+  static async create(backend: IptablesBackendName, prefix: string): Promise<ChainWatch> {
+    return new ChainWatch(backend, await Deno.makeTempDir({ prefix }));
+  }
+
+  /** The directory the watch owns (the shim, the restores' inputs it keeps). */
+  get dir(): string {
+    return this.#dir;
+  }
+
+  /** Removes the watch's directory with all it holds; a second call does nothing. */
+  async close(): Promise<void> {
+    await Deno.remove(this.#dir, { recursive: true }).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    });
   }
 
   /** Environment for the program: the shim first on PATH (legacy); nothing for nf_tables. */

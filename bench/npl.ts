@@ -166,8 +166,7 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
     }
     source = [`--source=file:${dir}`];
   }
-  const shimDir = await Deno.makeTempDir({ prefix: "kpd-npl-shim-" });
-  const watch = new ChainWatch(o.backend, shimDir);
+  const watch = await ChainWatch.create(o.backend, "kpd-npl-shim-");
   const t0 = performance.now();
   if (Deno.env.get("NPL_LOG")) console.error("spawn at", new Date().toISOString());
   const proxy = new Deno.Command(Deno.execPath(), {
@@ -323,7 +322,7 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
     } catch { /* exited */ }
     await api?.stop();
     if (dir !== undefined) await Deno.remove(dir, { recursive: true });
-    await Deno.remove(shimDir, { recursive: true });
+    await watch.close();
   }
 }
 

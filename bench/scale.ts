@@ -251,7 +251,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   api.bookmarkEveryMs = 60_000;
   serveObjects(api, services, slices);
   const backend = o.mode === "iptables-legacy" ? "legacy" : "nft";
-  const chains = new ChainWatch(backend, await Deno.makeTempDir({ prefix: "kpd-scale-shim-" }));
+  const chains = await ChainWatch.create(backend, "kpd-scale-shim-");
   const master = api.start();
   await encodeListsAhead(master);
   const logTo = Deno.env.get("SCALE_LOG");
@@ -406,6 +406,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       proxy.kill("SIGKILL");
     } catch { /* exited */ }
     await cpu.stop();
+    await chains.close();
   }
 }
 
