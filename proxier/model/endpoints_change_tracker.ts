@@ -38,8 +38,9 @@ export class EndpointsChangeTracker {
   readonly #slices = new Map<string, ServiceSlices>();
   /**
    * Which Service holds each slice held: namespace -> slice name -> `namespace/service`. A slice
-   * that names no Service of this family (the other family's, malformed, its label gone) is found
-   * here, not by walking every Service's slices: in a dual-stack cluster every other slice is one.
+   * that names no Service of this family (the other family's, malformed, its label gone), or now
+   * names another, is found here, not by walking every Service's slices: in a dual-stack cluster
+   * every other slice is one.
    */
   readonly #holders = new Map<string, Map<string, string>>();
   /** Per service with a pending change: its endpoints at the last sync. */
@@ -98,8 +99,22 @@ export class EndpointsChangeTracker {
     if (removed) this.#warnings.forget(warningKey);
     else this.#warnings.report(warningKey, slice, problems);
     const sliceName = String(slice?.metadata?.name);
-    const service = parsed?.service ?? this.#holders.get(namespace)?.get(sliceName);
+    const holder = this.#holders.get(namespace)?.get(sliceName);
+    const service = parsed?.service ?? holder;
     if (service === undefined) return false;
+    // A slice that now names another Service (its label changed) leaves the one that held it, as a
+    // removal there: no Service keeps endpoints that none of its slices lists.
+    const left = holder !== undefined && holder !== service &&
+      this.#place(holder, namespace, sliceName, undefined);
+    return this.#place(service, namespace, sliceName, removed ? undefined : parsed) || left;
+  }
+
+  /**
+   * Makes `parsed` the slice `sliceName` of `service` (undefined: takes that slice from it), noting
+   * the Service's endpoints as they were before its first pending change. Returns true when the
+   * Service now has a change pending.
+   */
+  #place(service: string, namespace: string, sliceName: string, parsed: SliceEndpoints | undefined): boolean {
     const before = this.#slices.get(service);
     let previous = this.#previous.get(service);
     if (previous === undefined) {
@@ -107,13 +122,11 @@ export class EndpointsChangeTracker {
       this.#previous.set(service, previous);
       this.#since.set(service, this.#now());
     }
-    const after = removed || parsed === undefined
-      ? withoutSlice(before, sliceName)
-      : withSlice(before, parsed);
+    const after = parsed === undefined ? withoutSlice(before, sliceName) : withSlice(before, parsed);
     if (after === undefined) this.#slices.delete(service);
     else this.#slices.set(service, after);
     this.#noteHolder(namespace, sliceName, service, holdsSlice(after, sliceName));
-    if (!removed && parsed?.triggerTime !== undefined && parsed.triggerTime >= this.#startMs) {
+    if (parsed?.triggerTime !== undefined && parsed.triggerTime >= this.#startMs) {
       const times = this.#triggerTimes.get(service) ?? [];
       times.push(parsed.triggerTime);
       this.#triggerTimes.set(service, times);

@@ -3,6 +3,7 @@ import { assertEquals } from "../../tests/support/assert.ts";
 import { ep, makeEndpointSlice, MemoryLogger, NODE } from "../../tests/support/fixtures.ts";
 import { EndpointsChangeTracker } from "./endpoints_change_tracker.ts";
 import type { EndpointsMap } from "./types.ts";
+import type { V1EndpointSlice } from "@kubernetes/client-node";
 
 function tracker() {
   const log = new MemoryLogger();
@@ -179,6 +180,26 @@ Deno.test("EndpointsChangeTracker: a slice that no longer names its Service of t
   assertEquals([...map.keys()], ["ns2/svc1:p80/TCP"]);
   // Gone from the tracker too: their deletes change nothing more.
   assertEquals(t.update(makeEndpointSlice("ns1", "svc1", (s) => delete s.metadata!.labels), true), false);
+});
+
+Deno.test("EndpointsChangeTracker: a slice relabelled for another Service moves its endpoints there, both Services changed", () => {
+  const { t, map } = tracker();
+  t.update(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]), false);
+  t.update(makeEndpointSlice("ns1", "svc2", (s) => s.endpoints = [ep("10.180.0.2")]), false);
+  t.apply(map);
+  const toSvc2 = (s: V1EndpointSlice) => {
+    s.metadata!.labels = { "kubernetes.io/service-name": "svc2" };
+    s.endpoints = [ep("10.180.0.1")];
+  };
+  assertEquals(t.update(makeEndpointSlice("ns1", "svc1", toSvc2), false), true);
+  assertEquals([...t.apply(map).changedSince.keys()].sort(), ["ns1/svc1", "ns1/svc2"]);
+  assertEquals(keys(map), []);
+  assertEquals(keys(map, "ns1/svc2:p80/TCP"), ["10.180.0.1:80", "10.180.0.2:80"]);
+  // Its delete takes it from the Service it names now; the one it named before has nothing left of it.
+  assertEquals(t.update(makeEndpointSlice("ns1", "svc1", toSvc2), true), true);
+  assertEquals([...t.apply(map).changedSince.keys()], ["ns1/svc2"]);
+  assertEquals([...map.keys()], ["ns1/svc2:p80/TCP"]);
+  assertEquals(keys(map, "ns1/svc2:p80/TCP"), ["10.180.0.2:80"]);
 });
 
 /** Runs `fn`; returns how many times it walked a map of `size` entries or more. */

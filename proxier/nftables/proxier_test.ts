@@ -826,3 +826,26 @@ Deno.test("nftables: a new table's build that fails after its load began stops t
   assertEquals(running, 0, "an nft of the load still runs");
   assert(Date.now() - started < 4000, "the part was stopped, not waited for");
 });
+
+Deno.test("nftables: a slice relabelled for another Service leaves the one it named; deleted, it leaves both", async () => {
+  const { fake, proxier } = nftablesSetup();
+  // A second Service in svc1's namespace, with a slice of its own.
+  proxier.onServiceAdd(makeService("ns1", "svc9", (s) => s.spec!.clusterIPs = ["172.30.0.60"]));
+  proxier.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc9", (s) => s.endpoints = [ep("10.180.0.9")]));
+  await proxier.syncNow();
+  assertEquals(reach(fake, "172.30.0.41"), ["10.180.0.1:80"]);
+  assertEquals(reach(fake, "172.30.0.60"), ["10.180.0.9:80"]);
+  // svc1's slice now names svc9 (a label is mutable: another writer may change it).
+  const relabelled = makeEndpointSlice("ns1", "svc1", (s) => {
+    s.metadata!.labels = { "kubernetes.io/service-name": "svc9" };
+    s.endpoints = [ep("10.180.0.1")];
+  });
+  proxier.onEndpointSliceUpdate(makeEndpointSlice("ns1", "svc1"), relabelled);
+  await proxier.syncNow();
+  assertEquals(reach(fake, "172.30.0.41"), [], "svc1 no longer reaches what its slice listed");
+  assertEquals(reach(fake, "172.30.0.60"), ["10.180.0.1:80", "10.180.0.9:80"]);
+  proxier.onEndpointSliceDelete(relabelled);
+  await proxier.syncNow();
+  assertEquals(reach(fake, "172.30.0.41"), []);
+  assertEquals(reach(fake, "172.30.0.60"), ["10.180.0.9:80"]);
+});
