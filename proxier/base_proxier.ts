@@ -123,7 +123,7 @@ export abstract class BaseProxier implements Provider {
       repair: () => this.requestFullSync(),
     });
     this.#runner = new SyncRunner({
-      fn: () => this.#sync(),
+      fn: (periodic) => this.#sync(periodic),
       minIntervalMs: o.minSyncPeriodMs,
       maxIntervalMs: o.syncPeriodMs,
       clock: o.clock,
@@ -283,9 +283,14 @@ export abstract class BaseProxier implements Provider {
     else if (change === "changed") this.requestFullSync();
   }
 
-  /** Asks for a sync once both initial syncs are in; the runner rate-limits. */
+  /**
+   * Asks for a sync once both initial syncs are in; the runner rate-limits. A thorough drift check
+   * under way gives way at once (a periodic sync with nothing asked for lets it end).
+   */
   sync(): void {
-    if (this.isInitialized) this.#runner.run();
+    if (!this.isInitialized) return;
+    this.#exclusive.preempt();
+    this.#runner.run();
   }
 
   /** Runs the sync loop until `signal` aborts, which also interrupts a sync in progress. */
@@ -330,9 +335,9 @@ export abstract class BaseProxier implements Provider {
     this.sync();
   }
 
-  #sync(): Promise<void> {
+  #sync(periodic = false): Promise<void> {
     if (!this.isInitialized) return Promise.resolve();
-    return this.#exclusive.run(() => this.memory.around(() => this.#syncOnce()));
+    return this.#exclusive.run(() => this.memory.around(() => this.#syncOnce()), { preempt: !periodic });
   }
 
   /** `carried`: trigger times of the sync whose failure drift explained, which this one applies. */

@@ -59,6 +59,27 @@ class SlowProxier extends BaseProxier {
     return this.health.lastSyncMs();
   }
 
+  /** How long a thorough drift check takes; what it finds (undefined: nothing). */
+  checkMs = 0;
+  drifted: string | undefined;
+  /** Thorough checks that ran to their end. */
+  checksEnded = 0;
+  /** A thorough check is under way. */
+  checking = false;
+
+  protected override async detectDrift(thorough: boolean, signal?: AbortSignal): Promise<string | undefined> {
+    if (!thorough) return undefined;
+    this.checking = true;
+    await new Promise<void>((r) => {
+      const cancel = this.#clock.setTimer(r, this.checkMs);
+      signal?.addEventListener("abort", () => (cancel(), r()));
+    });
+    this.checking = false;
+    if (signal?.aborted) return undefined;
+    this.checksEnded++;
+    return this.drifted;
+  }
+
   protected override async syncRules(ctx: SyncContext): Promise<void> {
     const eps = [...ctx.endpoints.values()].flat().map((e) => e.ip).sort();
     this.syncs.push({
@@ -139,6 +160,43 @@ Deno.test("the sync period drives partial resyncs; a full one comes an hour afte
     fulls[1] >= FULL_SYNC_PERIOD_MS + 5_000 && fulls[1] < FULL_SYNC_PERIOD_MS + 5_000 + SYNC_PERIOD_MS,
     `second full at ${fulls[1]} ms`,
   );
+  await stop();
+});
+
+Deno.test("a thorough drift check longer than the quiet between periodic syncs still ends, and a change still cuts it short", async () => {
+  // Each periodic sync takes 10 s of a 30 s period; a check takes 25 s, more than the 20 s between.
+  const { clock, p, stop } = started(10_000);
+  p.checkMs = 25_000;
+  await clock.advance(5_000);
+  p.drifted = "a real server deleted by hand";
+  await clock.advance(3 * SYNC_PERIOD_MS);
+  assert(p.checksEnded > 0, "a check ran to its end");
+  const repairs = p.syncs.filter((s) => s.full && s.at > 5_000);
+  assert(
+    repairs.length > 0,
+    `what drifted is repaired by a full sync: ${JSON.stringify(p.syncs.map((s) => s.at))}`,
+  );
+  p.drifted = undefined;
+  // A change asked for while a check runs, a periodic sync due and waiting behind it, is synced at once.
+  const lastStart = () => p.syncs.at(-1)!.at;
+  // The next check comes DRIFT_CHECK_PACE times its 25 s later, at most.
+  for (let i = 0; i < 2_000 && !(p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS); i++) {
+    await clock.advance(500);
+  }
+  assert(
+    p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS,
+    "a check under way, a periodic sync waiting",
+  );
+  const ended = p.checksEnded;
+  const asked = clock.now();
+  moveEndpoint(p, "10.180.0.1", "10.180.0.2");
+  await clock.advance(1_000);
+  const synced = p.syncs.find((s) => s.at >= asked && s.endpoints.includes("10.180.0.2"));
+  assert(
+    synced !== undefined && synced.at - asked < 1_000,
+    `the change waited for no check: ${JSON.stringify(p.syncs)}`,
+  );
+  assertEquals(p.checksEnded, ended, "the check in flight was cut short");
   await stop();
 });
 

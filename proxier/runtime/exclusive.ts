@@ -1,7 +1,8 @@
 /**
  * One at a time: tasks run in the order they ask, each after the previous one settled. A task may
  * run yielding: the moment another task asks, its signal aborts, so that task waits no longer than
- * the yielding one takes to stop (a read-only check gives way to a sync).
+ * the yielding one takes to stop (a read-only check gives way to a sync). A task that can wait (a
+ * periodic sync with nothing asked for) does not cut it short: queued behind it, it lets it end.
  * @module
  */
 
@@ -11,12 +12,20 @@ export class Exclusive {
   /** The yielding task running or waiting to run, if any. */
   #yielding: AbortController | undefined;
 
-  /** Runs `task` once every task asked before it settled; returns (or rejects with) its result. */
-  run<T>(task: () => Promise<T>): Promise<T> {
-    this.#yielding?.abort();
+  /**
+   * Runs `task` once every task asked before it settled; returns (or rejects with) its result. A
+   * yielding task is cut short unless `o.preempt` is false.
+   */
+  run<T>(task: () => Promise<T>, o: { preempt?: boolean } = {}): Promise<T> {
+    if (o.preempt !== false) this.preempt();
     const result = this.#tail.then(task);
     this.#tail = result.catch(() => {});
     return result;
+  }
+
+  /** Cuts the yielding task running or waiting to run short, if any (a task will ask soon). */
+  preempt(): void {
+    this.#yielding?.abort();
   }
 
   /**

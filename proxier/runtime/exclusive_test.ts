@@ -41,3 +41,27 @@ Deno.test("exclusive: a yielding task's signal aborts the moment another task as
   const quiet = ex.runYielding((signal) => Promise.resolve(signal.aborted));
   assertEquals(await quiet, false);
 });
+
+Deno.test("exclusive: a task that can wait lets a yielding one end; preempt cuts it short whenever asked", async () => {
+  const ex = new Exclusive();
+  let release = () => {};
+  let started = () => {};
+  const running = new Promise<void>((r) => started = r);
+  const check = ex.runYielding(async (signal) => {
+    await new Promise<void>((r) => (release = r, signal.addEventListener("abort", () => r()), started()));
+    return signal.aborted ? "cut short" : "ended";
+  });
+  await running;
+  const periodic = ex.run(() => Promise.resolve("synced"), { preempt: false });
+  release();
+  assertEquals(await check, "ended");
+  assertEquals(await periodic, "synced");
+  // Cut short before it starts, too.
+  const second = ex.runYielding(async (signal) => {
+    if (!signal.aborted) await new Promise<void>((r) => signal.addEventListener("abort", () => r()));
+    return "cut short";
+  });
+  const waiting = ex.run(() => Promise.resolve("synced"), { preempt: false });
+  ex.preempt();
+  assertEquals([await second, await waiting], ["cut short", "synced"]);
+});

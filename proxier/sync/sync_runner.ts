@@ -9,8 +9,11 @@ import { onAbort } from "../runtime/abort.ts";
 
 /** Options of {@linkcode SyncRunner}. */
 export interface SyncRunnerOptions {
-  /** The work; a rejection schedules a retry. */
-  readonly fn: () => Promise<void>;
+  /**
+   * The work; a rejection schedules a retry. `periodic`: nothing asked for this run, which comes
+   * only because `maxInterval` passed since the last one.
+   */
+  readonly fn: (periodic: boolean) => Promise<void>;
   readonly minIntervalMs: number;
   readonly maxIntervalMs: number;
   /** Runs allowed back to back before minInterval applies (upstream: 2). */
@@ -26,6 +29,8 @@ export class SyncRunner {
   #tokens: number;
   #tokensAt: number;
   #pending = false;
+  /** The pending run is only the periodic one: nothing asked for it, no retry or delayed work is due. */
+  #periodic = false;
   #running = false;
   #active = false;
   #lastRun: number;
@@ -52,6 +57,7 @@ export class SyncRunner {
   /** Asks for a run; runs coalesce, so many requests before a run cause one run. */
   run(): void {
     this.#pending = true;
+    this.#periodic = false;
     this.#schedule();
   }
 
@@ -98,11 +104,10 @@ export class SyncRunner {
     this.#cancelTimer = undefined;
     if (!this.#active || this.#running) return;
     const now = this.#o.clock.now();
-    if (
-      !this.#pending &&
-      (now >= this.#retryAt || now >= this.#dueAt || now - this.#lastRun >= this.#o.maxIntervalMs)
-    ) {
-      this.#pending = true;
+    if (!this.#pending) {
+      const asked = now >= this.#retryAt || now >= this.#dueAt;
+      this.#pending = asked || now - this.#lastRun >= this.#o.maxIntervalMs;
+      this.#periodic = this.#pending && !asked;
     }
     if (this.#pending) {
       this.#refill(now);
@@ -129,10 +134,12 @@ export class SyncRunner {
   #start(): void {
     this.#running = true;
     this.#pending = false;
+    const periodic = this.#periodic;
+    this.#periodic = false;
     this.#dueAt = Infinity;
     this.#runs++;
     this.#lastRun = this.#o.clock.now();
-    this.#o.fn().then(
+    this.#o.fn(periodic).then(
       () => {
         this.#retryAt = Infinity;
         this.#backoffMs = 0;

@@ -5,13 +5,16 @@ import { SyncRunner } from "./sync_runner.ts";
 function setup(opts: { fail?: () => boolean } = {}) {
   const clock = new FakeClock();
   const runs: number[] = [];
+  /** Each run: whether only the period brought it. */
+  const periodic: boolean[] = [];
   const errors: number[] = [];
   const runner = new SyncRunner({
     clock,
     minIntervalMs: 1000,
     maxIntervalMs: 30_000,
-    fn: () => {
+    fn: (p) => {
       runs.push(clock.now() - start);
+      periodic.push(p);
       return opts.fail?.() ? Promise.reject(new Error("boom")) : Promise.resolve();
     },
     onError: (_e, retry) => errors.push(retry),
@@ -19,7 +22,7 @@ function setup(opts: { fail?: () => boolean } = {}) {
   const start = clock.now();
   const ac = new AbortController();
   const done = runner.loop(ac.signal);
-  return { clock, runs, errors, runner, stop: async () => (ac.abort(), await done) };
+  return { clock, runs, periodic, errors, runner, stop: async () => (ac.abort(), await done) };
 }
 
 Deno.test("SyncRunner runs once at start and coalesces requests", async () => {
@@ -97,5 +100,23 @@ Deno.test("SyncRunner.runAfter: a run is due by then, not at the periodic one; t
   assertEquals(runs.length, 3);
   await clock.advance(10_000);
   assertEquals(runs.length, 3, "a run in between satisfied it");
+  await stop();
+});
+
+Deno.test("SyncRunner says which runs only the period brought: not one asked for, a retry or delayed work", async () => {
+  let failing = false;
+  const { clock, periodic, runner, stop } = setup({ fail: () => failing });
+  await settle();
+  await clock.advance(30_000);
+  runner.run();
+  await settle();
+  runner.runAfter(5_000);
+  await clock.advance(5_000);
+  failing = true;
+  await clock.advance(30_000);
+  failing = false;
+  await clock.advance(1_000);
+  // The start, the period, the request, the delayed work, the failing periodic run, its retry.
+  assertEquals(periodic, [false, true, false, false, true, false]);
   await stop();
 });
