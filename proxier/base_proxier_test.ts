@@ -101,7 +101,7 @@ class SlowProxier extends BaseProxier {
 function started(
   durationMs: number,
   trim?: () => void,
-): { clock: FakeClock; p: SlowProxier; stop: () => Promise<void> } {
+): { clock: FakeClock; p: SlowProxier; done: Promise<void>; abort: () => void; stop: () => Promise<void> } {
   const clock = new FakeClock();
   const p = new SlowProxier(clock, trim);
   p.durationMs = durationMs;
@@ -114,6 +114,8 @@ function started(
   return {
     clock,
     p,
+    done,
+    abort: () => ac.abort(),
     stop: async () => {
       ac.abort();
       await clock.advance(10 * SYNC_PERIOD_MS);
@@ -198,6 +200,28 @@ Deno.test("a thorough drift check longer than the quiet between periodic syncs s
   );
   assertEquals(p.checksEnded, ended, "the check in flight was cut short");
   await stop();
+});
+
+Deno.test("stopping while a thorough drift check runs, a periodic sync waiting behind it, stops the check", async () => {
+  const { clock, p, done, abort } = started(10_000);
+  p.checkMs = 25_000;
+  const lastStart = () => p.syncs.at(-1)!.at;
+  // Checks come DRIFT_CHECK_PACE times their 25 s apart, at most.
+  for (let i = 0; i < 2_000 && !(p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS); i++) {
+    await clock.advance(500);
+  }
+  assert(
+    p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS,
+    "a check under way, a periodic sync waiting",
+  );
+  const ended = p.checksEnded;
+  let stopped = false;
+  done.then(() => stopped = true);
+  abort();
+  // The waiting periodic sync takes its 10 s; what is left of the check's 25 s is not waited for.
+  await clock.advance(10_000);
+  assert(stopped, "the loop ended");
+  assertEquals(p.checksEnded, ended, "the check was stopped");
 });
 
 Deno.test("syncs give malloc's free memory back at most every TRIM_PERIOD_MS (RSS outside the V8 heap stays flat)", async () => {

@@ -141,6 +141,7 @@ export class DriftWatch {
       }, Math.max(this.#o.periodMs, DRIFT_CHECK_PACE * this.#lastMs));
     };
     tick();
-    onAbort(signal, () => cancel());
+    // A check under way stops too: a periodic sync may be waiting for it, and so the stop.
+    onAbort(signal, () => (cancel(), this.#o.exclusive.preempt()));
   }
 }
