@@ -5,8 +5,9 @@
  * owns, counted) once per sync period between syncs. A thorough check never delays a change: it
  * gives way to a sync the moment one is asked for (its kernel listing is stopped) and runs again
  * later. A periodic sync with nothing asked for waits for it to end instead: giving way to those
- * too, a check longer than the quiet between them would never end. And at scale, where listing the table takes seconds, it runs at most once per
- * {@linkcode DRIFT_CHECK_PACE} times its own duration, so it never costs more than a twentieth of a core. What is found is logged once, counted in
+ * too, a check longer than the quiet between them would never end. And at scale, where listing the
+ * table takes seconds, it runs at most once per {@linkcode DRIFT_CHECK_PACE} times its own duration,
+ * so it never costs more than a twentieth of a core. What is found is logged once, counted in
  * `kubeproxy_sync_proxy_rules_drift_repairs_total` (and, when a mode names another writer of its
  * rules, in `kubeproxy_sync_proxy_rules_other_writer_repairs_total`), and repaired by a full sync.
  * @module
