@@ -63,7 +63,10 @@ const result = await withNamespace(async (exec) => {
       );
     }
   }
-  const filled = await exec.run("conntrack", { args: ["-R", "/dev/stdin"], stdin: lines.join("\n") + "\n" });
+  const filled = await exec.run("conntrack", {
+    args: ["-R", "/proc/self/fd/0"],
+    stdin: lines.join("\n") + "\n",
+  });
   if (filled.code !== 0) throw new Error(`conntrack -R: ${filled.stderr}`);
   const ct = new ConntrackRunner({ exec, family: "IPv4" });
   const floor: number[] = [];

@@ -105,8 +105,9 @@ export class ConntrackRunner implements Conntrack {
         String(f.replySport),
       ].join(" ")
     );
+    // The batch on stdin, named by /proc (what /dev/stdin links to): a minimal init's /dev lacks that link.
     const r = await this.#exec.run("conntrack", {
-      args: ["-R", "/dev/stdin"],
+      args: ["-R", "/proc/self/fd/0"],
       stdin: lines.join("\n") + "\n",
     });
     if (r.code !== 0) {
