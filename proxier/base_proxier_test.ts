@@ -165,6 +165,16 @@ Deno.test("the sync period drives partial resyncs; a full one comes an hour afte
   await stop();
 });
 
+/**
+ * Advances `clock` until a thorough check of `p` is under way with a periodic sync due behind it
+ * (checks of 25 s come DRIFT_CHECK_PACE times that apart, at most).
+ */
+async function untilCheckWithSyncWaiting(clock: FakeClock, p: SlowProxier): Promise<void> {
+  const waiting = () => p.checking && clock.now() - p.syncs.at(-1)!.at > SYNC_PERIOD_MS;
+  for (let i = 0; i < 2_000 && !waiting(); i++) await clock.advance(500);
+  assert(waiting(), "a check under way, a periodic sync waiting");
+}
+
 Deno.test("a thorough drift check longer than the quiet between periodic syncs still ends, and a change still cuts it short", async () => {
   // Each periodic sync takes 10 s of a 30 s period; a check takes 25 s, more than the 20 s between.
   const { clock, p, stop } = started(10_000);
@@ -180,15 +190,7 @@ Deno.test("a thorough drift check longer than the quiet between periodic syncs s
   );
   p.drifted = undefined;
   // A change asked for while a check runs, a periodic sync due and waiting behind it, is synced at once.
-  const lastStart = () => p.syncs.at(-1)!.at;
-  // The next check comes DRIFT_CHECK_PACE times its 25 s later, at most.
-  for (let i = 0; i < 2_000 && !(p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS); i++) {
-    await clock.advance(500);
-  }
-  assert(
-    p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS,
-    "a check under way, a periodic sync waiting",
-  );
+  await untilCheckWithSyncWaiting(clock, p);
   const ended = p.checksEnded;
   const asked = clock.now();
   moveEndpoint(p, "10.180.0.1", "10.180.0.2");
@@ -205,15 +207,7 @@ Deno.test("a thorough drift check longer than the quiet between periodic syncs s
 Deno.test("stopping while a thorough drift check runs, a periodic sync waiting behind it, stops the check", async () => {
   const { clock, p, done, abort } = started(10_000);
   p.checkMs = 25_000;
-  const lastStart = () => p.syncs.at(-1)!.at;
-  // Checks come DRIFT_CHECK_PACE times their 25 s apart, at most.
-  for (let i = 0; i < 2_000 && !(p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS); i++) {
-    await clock.advance(500);
-  }
-  assert(
-    p.checking && clock.now() - lastStart() > SYNC_PERIOD_MS,
-    "a check under way, a periodic sync waiting",
-  );
+  await untilCheckWithSyncWaiting(clock, p);
   const ended = p.checksEnded;
   let stopped = false;
   done.then(() => stopped = true);
