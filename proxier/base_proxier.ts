@@ -124,6 +124,8 @@ export abstract class BaseProxier implements Provider {
     });
     this.#runner = new SyncRunner({
       fn: (periodic) => this.#sync(periodic),
+      // A drift check under way gives way to a request at once; a periodic sync lets it end.
+      onAsk: () => this.#exclusive.preempt(),
       minIntervalMs: o.minSyncPeriodMs,
       maxIntervalMs: o.syncPeriodMs,
       clock: o.clock,
@@ -283,14 +285,9 @@ export abstract class BaseProxier implements Provider {
     else if (change === "changed") this.requestFullSync();
   }
 
-  /**
-   * Asks for a sync once both initial syncs are in; the runner rate-limits. A thorough drift check
-   * under way gives way at once (a periodic sync with nothing asked for lets it end).
-   */
+  /** Asks for a sync once both initial syncs are in; the runner rate-limits. */
   sync(): void {
-    if (!this.isInitialized) return;
-    this.#exclusive.preempt();
-    this.#runner.run();
+    if (this.isInitialized) this.#runner.run();
   }
 
   /** Runs the sync loop until `signal` aborts, which also interrupts a sync in progress. */

@@ -19,13 +19,20 @@ export interface SyncRunnerOptions {
   /** Runs allowed back to back before minInterval applies (upstream: 2). */
   readonly burst?: number;
   readonly clock: Clock;
+  /**
+   * Called on each request ({@linkcode SyncRunner.run}) at once, even while a run is in flight: what
+   * a request cuts short (a drift check) learns of it without waiting for that run to end.
+   */
+  readonly onAsk?: () => void;
   /** Called with each failure, before the retry is scheduled. */
   readonly onError?: (err: unknown, retryInMs: number) => void;
 }
 
 /** Schedules a sync function: see the module doc for the guarantees. */
 export class SyncRunner {
-  readonly #o: Required<Omit<SyncRunnerOptions, "onError">> & Pick<SyncRunnerOptions, "onError">;
+  readonly #o:
+    & Required<Omit<SyncRunnerOptions, "onError" | "onAsk">>
+    & Pick<SyncRunnerOptions, "onError" | "onAsk">;
   #tokens: number;
   #tokensAt: number;
   #pending = false;
@@ -56,6 +63,7 @@ export class SyncRunner {
 
   /** Asks for a run; runs coalesce, so many requests before a run cause one run. */
   run(): void {
+    this.#o.onAsk?.();
     this.#pending = true;
     this.#periodic = false;
     this.#schedule();

@@ -120,3 +120,34 @@ Deno.test("SyncRunner says which runs only the period brought: not one asked for
   assertEquals(periodic, [false, true, false, false, true, false]);
   await stop();
 });
+
+Deno.test("SyncRunner tells of each request at once, also while a run is in flight; the period is none", async () => {
+  let release = () => {};
+  const clock = new FakeClock();
+  const asks: number[] = [];
+  const runner = new SyncRunner({
+    clock,
+    minIntervalMs: 1000,
+    maxIntervalMs: 30_000,
+    fn: () => new Promise<void>((r) => release = r),
+    onAsk: () => asks.push(clock.now()),
+  });
+  const ac = new AbortController();
+  const done = runner.loop(ac.signal);
+  const start = clock.now();
+  await settle();
+  // The loop's own first run is a request.
+  assertEquals(asks, [start]);
+  runner.run();
+  assertEquals(asks, [start, start], "told while the first run is in flight");
+  release();
+  await clock.advance(30_000);
+  release();
+  await clock.advance(30_000);
+  release();
+  assertEquals(asks.length, 2, "periodic runs ask nothing");
+  ac.abort();
+  release();
+  await clock.advance(1_000);
+  await done;
+});

@@ -121,7 +121,7 @@ export const BUDGET_SLACK = 3;
 export const BUDGETS: Readonly<Record<string, number>> = {
   // The hub: intake, sync orchestration and the post-sync step of every mode; a change cuts a drift
   // check short, where a periodic sync lets it end.
-  "proxier/base_proxier.ts": 440,
+  "proxier/base_proxier.ts": 437,
   // The ipvs proxier: virtual servers, ipsets and kube-ipvs0 in one sync.
   "proxier/ipvs/proxier.ts": 434,
   // Upstream's KubeProxyConfiguration: every field's type, default and platform default.
