@@ -6,7 +6,7 @@
  * one Service went away, and one after 100 endpoints of 100 Services did. Prints one JSON line.
  * @module
  */
-import { ConntrackRunner } from "../iptables/conntrack.ts";
+import { ConntrackRunner, STDIN_FILE } from "../iptables/conntrack.ts";
 import { reconcileConntrack } from "../proxier/conntrack/reconciler.ts";
 import type { EndpointInfo, EndpointsMap, ServicePortInfo, ServicePortMap } from "../proxier/model/types.ts";
 import { withNamespace } from "../tests/support/namespace.ts";
@@ -64,7 +64,7 @@ const result = await withNamespace(async (exec) => {
     }
   }
   const filled = await exec.run("conntrack", {
-    args: ["-R", "/proc/self/fd/0"],
+    args: ["-R", STDIN_FILE],
     stdin: lines.join("\n") + "\n",
   });
   if (filled.code !== 0) throw new Error(`conntrack -R: ${filled.stderr}`);

@@ -67,6 +67,12 @@ export function parseConntrackList(text: string, protocol: FlowProtocol): Conntr
   return out;
 }
 
+/**
+ * The file `conntrack -R` reads a batch from: its stdin, named through /proc (what /dev/stdin links
+ * to), since a minimal init's /dev lacks that link.
+ */
+export const STDIN_FILE = "/proc/self/fd/0";
+
 /** conntrack(8) through an executor. */
 export class ConntrackRunner implements Conntrack {
   readonly #exec: Executor;
@@ -105,9 +111,8 @@ export class ConntrackRunner implements Conntrack {
         String(f.replySport),
       ].join(" ")
     );
-    // The batch on stdin, named by /proc (what /dev/stdin links to): a minimal init's /dev lacks that link.
     const r = await this.#exec.run("conntrack", {
-      args: ["-R", "/proc/self/fd/0"],
+      args: ["-R", STDIN_FILE],
       stdin: lines.join("\n") + "\n",
     });
     if (r.code !== 0) {
