@@ -147,65 +147,67 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
   let source: string[];
   let api: TestApiServer | undefined;
   let dir: string | undefined;
-  if (o.source === "api") {
-    api = serveObjects(new TestApiServer(), services, slices);
-    source = [`--master=${api.start()}`];
-  } else {
-    dir = await Deno.makeTempDir({ prefix: "kpd-npl-" });
-    for (const s of services) {
-      await Deno.writeTextFile(
-        `${dir}/${s.metadata!.name}.json`,
-        JSON.stringify({ apiVersion: "v1", kind: "Service", ...s }),
-      );
-    }
-    for (const s of slices) {
-      await Deno.writeTextFile(
-        `${dir}/${s.metadata!.name}.json`,
-        JSON.stringify({ apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s }),
-      );
-    }
-    source = [`--source=file:${dir}`];
-  }
-  const watch = await ChainWatch.create(o.backend, "kpd-npl-shim-");
-  const t0 = performance.now();
-  if (Deno.env.get("NPL_LOG")) console.error("spawn at", new Date().toISOString());
-  const proxy = new Deno.Command(Deno.execPath(), {
-    args: startArgs([
-      "--proxy-mode=iptables",
-      `--iptables-backend=${o.backend}`,
-      "--hostname-override=node-a",
-      `--cluster-cidr=${CLUSTER_CIDR}`,
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      "--healthz-bind-address=127.0.0.1:10256",
-      ...(Deno.env.get("NPL_LOG") ? ["--v=4"] : []),
-      ...source,
-    ]),
-    env: await watch.env(),
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  if (Deno.env.get("NPL_RSSWATCH")) {
-    new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", Deno.env.get("NPL_RSSWATCH")!, String(proxy.pid)],
-    }).spawn();
-  }
-  const logChunks: string[] = [];
-  const drained = (async () => {
-    for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) {
-      logChunks.push(t);
-      if (Deno.env.get("NPL_LOG")) Deno.stderr.writeSync(new TextEncoder().encode(t));
-    }
-  })().catch(() => {});
-  const page = async () => {
-    try {
-      return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    } catch (e) {
-      if (Deno.env.get("NPL_LOG")) console.error("metrics:", String(e));
-      return "";
-    }
-  };
+  let watch: ChainWatch | undefined;
+  let proxy: Deno.ChildProcess | undefined;
   try {
+    if (o.source === "api") {
+      api = serveObjects(new TestApiServer(), services, slices);
+      source = [`--master=${api.start()}`];
+    } else {
+      dir = await Deno.makeTempDir({ prefix: "kpd-npl-" });
+      for (const s of services) {
+        await Deno.writeTextFile(
+          `${dir}/${s.metadata!.name}.json`,
+          JSON.stringify({ apiVersion: "v1", kind: "Service", ...s }),
+        );
+      }
+      for (const s of slices) {
+        await Deno.writeTextFile(
+          `${dir}/${s.metadata!.name}.json`,
+          JSON.stringify({ apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice", ...s }),
+        );
+      }
+      source = [`--source=file:${dir}`];
+    }
+    watch = await ChainWatch.create(o.backend, "kpd-npl-shim-");
+    const t0 = performance.now();
+    if (Deno.env.get("NPL_LOG")) console.error("spawn at", new Date().toISOString());
+    proxy = new Deno.Command(Deno.execPath(), {
+      args: startArgs([
+        "--proxy-mode=iptables",
+        `--iptables-backend=${o.backend}`,
+        "--hostname-override=node-a",
+        `--cluster-cidr=${CLUSTER_CIDR}`,
+        `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+        "--healthz-bind-address=127.0.0.1:10256",
+        ...(Deno.env.get("NPL_LOG") ? ["--v=4"] : []),
+        ...source,
+      ]),
+      env: await watch.env(),
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    if (Deno.env.get("NPL_RSSWATCH")) {
+      new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", Deno.env.get("NPL_RSSWATCH")!, String(proxy.pid)],
+      }).spawn();
+    }
+    const logChunks: string[] = [];
+    const drained = (async () => {
+      for await (const t of proxy.stderr.pipeThrough(new TextDecoderStream())) {
+        logChunks.push(t);
+        if (Deno.env.get("NPL_LOG")) Deno.stderr.writeSync(new TextEncoder().encode(t));
+      }
+    })().catch(() => {});
+    const page = async () => {
+      try {
+        return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      } catch (e) {
+        if (Deno.env.get("NPL_LOG")) console.error("metrics:", String(e));
+        return "";
+      }
+    };
     // Start to programmed: the first full sync is observed once its restore returned.
     let firstSyncS = NaN;
     let firstSyncOwnS = NaN;
@@ -318,11 +320,11 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
     };
   } finally {
     try {
-      proxy.kill("SIGKILL");
+      proxy?.kill("SIGKILL");
     } catch { /* exited */ }
     await api?.stop();
     if (dir !== undefined) await Deno.remove(dir, { recursive: true });
-    await watch.close();
+    await watch?.close();
   }
 }
 

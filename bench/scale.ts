@@ -251,30 +251,38 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   api.bookmarkEveryMs = 60_000;
   serveObjects(api, services, slices);
   const backend = o.mode === "iptables-legacy" ? "legacy" : "nft";
-  const chains = await ChainWatch.create(backend, "kpd-scale-shim-");
-  const master = api.start();
-  await encodeListsAhead(master);
   const logTo = Deno.env.get("SCALE_LOG");
   const keepLog = Boolean(logTo);
-  const spawned = performance.now();
-  const proxy = new Deno.Command(Deno.execPath(), {
-    args: startArgs([
-      `--proxy-mode=${o.mode === "nftables" ? "nftables" : "iptables"}`,
-      "--hostname-override=node-a",
-      "--cluster-cidr=10.0.0.0/8",
-      `--metrics-bind-address=127.0.0.1:${METRICS}`,
-      "--healthz-bind-address=127.0.0.1:10256",
-      ...(keepLog ? ["--v=4"] : []),
-      // iptables-nft-restore of 250,000 endpoints' rules takes minutes, past the default bound.
-      ...(o.mode === "nftables" ? [] : [`--iptables-backend=${backend}`, "--kernel-tool-timeout=1h"]),
-      `--master=${master}`,
-    ]).map((a) => keepLog && a.startsWith("--v8-flags=") ? `${a},--trace-gc` : a),
-    env: o.mode === "nftables" ? {} : await chains.env(),
-    stdin: "null",
-    // With SCALE_LOG, V8's collections (--trace-gc, on stdout) go to the log beside the program's lines.
-    stdout: keepLog ? "piped" : "null",
-    stderr: "piped",
-  }).spawn();
+  const chains = await ChainWatch.create(backend, "kpd-scale-shim-");
+  let spawned = 0;
+  let proxy: Deno.ChildProcess;
+  // Until the program runs, the shim's directory is all there is to undo (then the finally below).
+  try {
+    const master = api.start();
+    await encodeListsAhead(master);
+    spawned = performance.now();
+    proxy = new Deno.Command(Deno.execPath(), {
+      args: startArgs([
+        `--proxy-mode=${o.mode === "nftables" ? "nftables" : "iptables"}`,
+        "--hostname-override=node-a",
+        "--cluster-cidr=10.0.0.0/8",
+        `--metrics-bind-address=127.0.0.1:${METRICS}`,
+        "--healthz-bind-address=127.0.0.1:10256",
+        ...(keepLog ? ["--v=4"] : []),
+        // iptables-nft-restore of 250,000 endpoints' rules takes minutes, past the default bound.
+        ...(o.mode === "nftables" ? [] : [`--iptables-backend=${backend}`, "--kernel-tool-timeout=1h"]),
+        `--master=${master}`,
+      ]).map((a) => keepLog && a.startsWith("--v8-flags=") ? `${a},--trace-gc` : a),
+      env: o.mode === "nftables" ? {} : await chains.env(),
+      stdin: "null",
+      // With SCALE_LOG, V8's collections (--trace-gc, on stdout) go to the log beside the program's lines.
+      stdout: keepLog ? "piped" : "null",
+      stderr: "piped",
+    }).spawn();
+  } catch (e) {
+    await chains.close();
+    throw e;
+  }
   let log = "";
   const stamp = () => new Date().toISOString().slice(11, 23);
   const drained = Promise.all([
