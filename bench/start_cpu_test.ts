@@ -23,15 +23,29 @@ Deno.test("statSeconds reads the kernel's line of a process whose name holds ') 
   }
 });
 
-/** Samples `sh -c script` for `ms`; returns what it spent. */
-async function spentBy(script: string, ms: number) {
-  const child = new Deno.Command("sh", { args: ["-c", script] }).spawn();
+/** CPU seconds each sampled process spends before the tests read what it spent. */
+const BURN_S = 0.3;
+/** How long a busy machine may take to give a process that much CPU before a test fails. */
+const GIVE_UP_MS = 60_000;
+
+/**
+ * Samples `sh -c script` until `ready` says it spent what the test reads (the CPU a process gets in
+ * a given time depends on what else the machine runs, so no test waits a fixed time); returns what
+ * it spent from the first sample to the last.
+ */
+async function spentBy(
+  script: string,
+  ready: (sampler: CpuSampler, stdout: ReadableStream<Uint8Array>) => Promise<void>,
+): Promise<ReturnType<CpuSampler["until"]> & object> {
+  const child = new Deno.Command("sh", { args: ["-c", script], stdout: "piped" }).spawn();
   const sampler = new CpuSampler(child.pid, 10);
   try {
     sampler.start();
     // Nothing was spent before the first sample.
     assertEquals(sampler.until(-1), undefined);
-    await new Promise((r) => setTimeout(r, ms));
+    await ready(sampler, child.stdout);
+    // One sample more, taken after what was waited for.
+    await sampler.stop();
     return sampler.until(performance.now())!;
   } finally {
     child.kill();
@@ -40,15 +54,40 @@ async function spentBy(script: string, ms: number) {
   }
 }
 
+/** Resolves once the sampler has seen the process's main thread spend {@linkcode BURN_S}. */
+async function mainSpent(sampler: CpuSampler): Promise<void> {
+  for (const end = performance.now() + GIVE_UP_MS; performance.now() < end;) {
+    if ((sampler.until(performance.now())?.main ?? 0) >= BURN_S) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`the main thread was not seen spending ${BURN_S} CPU-seconds in ${GIVE_UP_MS} ms`);
+}
+
+/** Resolves once `stdout` has printed `line`. */
+async function printed(stdout: ReadableStream<Uint8Array>, line: string): Promise<void> {
+  let text = "";
+  for await (const chunk of stdout.pipeThrough(new TextDecoderStream())) {
+    text += chunk;
+    if (text.split("\n").includes(line)) return;
+  }
+  throw new Error(`the output ended without "${line}": ${text}`);
+}
+
 Deno.test("CpuSampler puts a busy process's CPU on its main thread", async () => {
-  const spent = await spentBy(LOOP, 600);
-  assert(spent.main >= 0.2 && spent.main <= 0.7, `main ${spent.main}`);
+  const spent = await spentBy(LOOP, mainSpent);
+  assert(spent.main >= BURN_S, `main ${spent.main}`);
   assertEquals([spent.threads, spent.tools], [0, 0]);
 });
 
 Deno.test("CpuSampler puts the CPU of a child the process waited for on its tools", async () => {
-  const spent = await spentBy(`timeout 0.4 sh -c '${LOOP}'; sleep 5`, 1000);
-  assert(spent.tools >= 0.2 && spent.tools <= 0.5, `tools ${spent.tools}`);
+  // The child spends a fixed amount of CPU by its own count, however long the machine takes to give it.
+  const burn = `let u; while ((u = Deno.cpuUsage()).user + u.system < ${BURN_S * 1e6});`;
+  const spent = await spentBy(
+    `'${Deno.execPath()}' eval '${burn}'; echo burnt; exec sleep 60`,
+    (_, stdout) => printed(stdout, "burnt"),
+  );
+  // The kernel counts in ticks of 10 ms; the runtime's start adds to what the loop spent.
+  assert(spent.tools >= BURN_S - 0.02 && spent.tools <= BURN_S + 1, `tools ${spent.tools}`);
   assert(spent.main <= 0.05, `main ${spent.main}`);
 });
 
