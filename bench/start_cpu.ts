@@ -19,6 +19,9 @@ export interface StartCpu {
   readonly driver: number;
 }
 
+/** How many times one reading is retried while the main thread ticks between its parts. */
+const MAX_READ_TRIES = 5;
+
 /** Clock ticks per second of `/proc/.../stat` (USER_HZ, 100 on Linux). */
 const TICKS = 100;
 
@@ -89,10 +92,19 @@ export class CpuSampler {
   /** Adds a sample; false once the process is gone. */
   #read(): boolean {
     try {
-      const whole = statSeconds(Deno.readTextFileSync(`/proc/${this.#pid}/stat`));
-      // The main thread's id is the process's.
-      const main = statSeconds(Deno.readTextFileSync(`/proc/${this.#pid}/task/${this.#pid}/stat`)).own;
-      const driver = statSeconds(Deno.readTextFileSync("/proc/self/stat")).own;
+      const read = (path: string) => statSeconds(Deno.readTextFileSync(path));
+      // The main thread's id is the process's. Its reading brackets the process's, so that a tick it
+      // spends between the two is not put on the other threads. The kernel rounds the process's
+      // figure and the thread's to ticks apart, so they may still differ by one.
+      const task = `/proc/${this.#pid}/task/${this.#pid}/stat`;
+      let main: number;
+      let whole: ReturnType<typeof statSeconds>;
+      let tries = 0;
+      do {
+        main = read(task).own;
+        whole = read(`/proc/${this.#pid}/stat`);
+      } while (read(task).own !== main && ++tries < MAX_READ_TRIES);
+      const driver = read("/proc/self/stat").own;
       this.#samples.push({
         at: performance.now(),
         main,
