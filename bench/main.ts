@@ -12,6 +12,7 @@
  * SOAK_PARALLEL=1 runs the modes at once).
  * @module
  */
+import { machineCosts, machineCostsLine } from "./machine_costs.ts";
 import { benchNpl, type NplOptions } from "./npl.ts";
 import { benchUserspace } from "./userspace.ts";
 import { SETTLE_MS, type UserspaceLoadResult, type WrkFigures } from "./userspace_load.ts";
@@ -434,18 +435,19 @@ if (which.has("scale") && Deno.uid() === 0) {
   const changes = Number(Deno.env.get("SCALE_CHANGES") ?? "110");
   const modes = (Deno.env.get("SCALE_MODES") ?? "nftables").split(",") as Array<ScaleResult["mode"]>;
   out(`\n## Scale: the real program (deno task start) against the test API server, N Services x E endpoints`);
+  out(machineCostsLine(await machineCosts()));
   out(
     `Cold start: process start to every Service in the kernel; its floor: nft -f of the same transaction ` +
       `(iptables: the rules as iptables-save prints them, restored) into an empty namespace. ${changes} ` +
       `one-endpoint changes 1.1-1.6 s apart, each from the API write to the new endpoint in the kernel ` +
       `(nftables: the kernel's netlink notification of the new element; iptables: its chain, listed every 25 ms; iptables-legacy: the restore declaring it committed), with the periodic sync and the drift check running; ` +
-      `change floor: nft -f of one change's transaction on the loaded table (iptables: the smallest restore that commits). CPU: the program and its kernel tools over the changes, per change (the program + its tools). RSS: after the first sync / at the end / the most ` +
+      `change floor: nft -f of one change's transaction on the loaded table, with a netlink listener open as the program's changes had (iptables: the smallest restore that commits), timed around the tool alone, and the CPU it spent. CPU: the program and its kernel tools over the changes, per change (the program + its tools). RSS: after the first sync / at the end / the most ` +
       `sampled every 100 ms / the peak (VmHWM).`,
   );
   out(
-    "| mode | services x endpoints | cold start | floor | ratio | change to kernel median / p99 / max | change floor | CPU per change | RSS MiB | syncs partial / full, drift repairs |",
+    "| mode | services x endpoints | cold start | floor | ratio | change to kernel median / p99 / max | change floor | CPU per change | its floor | RSS MiB | syncs partial / full, drift repairs |",
   );
-  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   const points = new Map<string, Point[]>();
   const starts: string[] = [];
   const cores = navigator.hardwareConcurrency;
@@ -472,7 +474,9 @@ if (which.has("scale") && Deno.uid() === 0) {
           r.change.missed > 0 ? ` (${r.change.missed} missed)` : ""
         } | ${`${
           r.floorChangeMs.toFixed(1)
-        } ms`} | ${r.cpuPerChangeMs} ms (${r.cpuSplitMs.own} + ${r.cpuSplitMs.tools}) | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
+        } ms`} | ${r.cpuPerChangeMs} ms (${r.cpuSplitMs.own} + ${r.cpuSplitMs.tools}) | ${
+          r.floorChangeCpuMs.toFixed(1)
+        } ms | ${r.rss.afterFirstSync} / ${r.rss.end} / ${r.rss.maxSampled} / ${r.rss.peak} | ${r.syncs.partial} / ${r.syncs.full}, ${r.syncs.driftRepairs} |`,
       );
       starts.push(
         startCpuRow({ mode, size, cpu: r.coldStartCpu, coldStartS: r.coldStartS, floorS: r.floorS }, cores),

@@ -21,7 +21,9 @@
  *   per change; RSS after the first sync, at the end, sampled every 100 ms, and the peak (VmHWM);
  * - the kernel's floor in the second namespace: the same full transaction (the proxier's own, on a
  *   dry run) loaded by `nft -f` (or the rules as `iptables-save` prints them, restored), and one
- *   change's transaction on top of it (iptables: the smallest restore that commits; median of 6).
+ *   change's transaction on top of it (iptables: the smallest restore that commits; median of 6), with
+ *   the netlink listener the changes were timed by open; each timed around the tool alone
+ *   (`timed_run.ts`), a change with the CPU its tool spent.
  * @module
  */
 import { parseArgs } from "node:util";
@@ -36,6 +38,7 @@ import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
 import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
 import { percentile } from "./percentile.ts";
+import { type TimedRun, timedRun } from "./timed_run.ts";
 import { encodeListsAhead, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
 
 const METRICS = 10249;
@@ -58,6 +61,8 @@ export interface ScaleResult extends ScaleOptions {
   readonly floorS: number;
   /** One change's transaction loaded on top of it, ms (median of 6; iptables: the smallest restore that commits). */
   readonly floorChangeMs: number;
+  /** The CPU its tool spent, ms (median of 6). */
+  readonly floorChangeCpuMs: number;
   readonly change: { median: number; p99: number; max: number; missed: number; count: number };
   /** CPU of the program and its tools over the changes, per change. */
   readonly cpuPerChangeMs: number;
@@ -379,7 +384,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
     sampling = false;
     await sampler;
     await drained;
-    const { floorS, floorChangeMs } = await floorOf(o);
+    const { floorS, floorChangeMs, floorChangeCpuMs } = await floorOf(o);
     latencies.sort((a, b) => a - b);
     const r = (x: number) => Number(x.toFixed(1));
     return {
@@ -391,6 +396,7 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
       coldStartCpu,
       floorS,
       floorChangeMs,
+      floorChangeCpuMs,
       change: {
         median: r(percentile(latencies, 0.5)),
         p99: r(percentile(latencies, 0.99)),
@@ -418,26 +424,40 @@ async function driver(o: ScaleOptions & { floorNs: string }): Promise<ScaleResul
   }
 }
 
-/** The kernel's floor: the same full rules loaded into an empty namespace, and one change on top. */
+/**
+ * The kernel's floor: the same full rules loaded into an empty namespace, and one change on top (the
+ * median of 6, its wall time and the CPU its tool spent, each timed around the tool alone).
+ */
 async function floorOf(
   o: ScaleOptions & { floorNs: string },
-): Promise<{ floorS: number; floorChangeMs: number }> {
+): Promise<{ floorS: number; floorChangeMs: number; floorChangeCpuMs: number }> {
   const inFloor = (cmd: string, args: string[], stdin?: string) =>
     sh("ip", ["netns", "exec", o.floorNs, cmd, ...args], stdin);
+  const changes: TimedRun[] = [];
+  const floor = (loaded: TimedRun) => ({
+    floorS: loaded.wallMs / 1000,
+    floorChangeMs: percentile(changes.map((c) => c.wallMs).sort((a, b) => a - b), 0.5),
+    floorChangeCpuMs: percentile(changes.map((c) => c.cpuMs).sort((a, b) => a - b), 0.5),
+  });
   if (o.mode === "nftables") {
     const [full, change] = await nftTransactions(o.services, o.endpoints, Math.floor(o.services / 2));
-    let t = performance.now();
-    const loaded = await inFloor("nft", ["-f", "-"], full);
+    const loaded = await timedRun(o.floorNs, "nft", ["-f", "-"], full);
     if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.err.slice(0, 300)}`);
-    const floorS = (performance.now() - t) / 1000;
-    const times: number[] = [];
-    for (let k = 0; k < 6; k++) {
-      t = performance.now();
-      // Deleting the port's keys, then adding them: the same transaction applies again and again.
-      await inFloor("nft", ["-f", "-"], change);
-      times.push(performance.now() - t);
+    // The program's changes were timed with the watch's netlink listener open, and while one is open
+    // every commit builds its notifications: the floor's changes are timed with one open too.
+    const watch = nftWatch();
+    try {
+      await watch.ready();
+      for (let k = 0; k < 6; k++) {
+        // Deleting the port's keys, then adding them: the same transaction applies again and again.
+        const r = await timedRun(o.floorNs, "nft", ["-f", "-"], change);
+        if (r.code !== 0) throw new Error(`the floor's change failed: ${r.err.slice(0, 300)}`);
+        changes.push(r);
+      }
+    } finally {
+      watch.close();
     }
-    return { floorS, floorChangeMs: percentile(times.sort((a, b) => a - b), 0.5) };
+    return floor(loaded);
   }
   // iptables: the program's rules as iptables-save prints them, restored into the floor namespace.
   const tool = o.mode === "iptables-legacy" ? "iptables-legacy" : "iptables-nft";
@@ -450,24 +470,21 @@ async function floorOf(
   for (const name of new Set([...canonical.matchAll(/--nfacct-name\s+(\S+)/g)].map((m) => m[1]))) {
     await inFloor("nfacct", ["add", name]);
   }
-  let t = performance.now();
-  const restored = await inFloor(`${tool}-restore`, ["--noflush"], canonical);
+  const restored = await timedRun(o.floorNs, `${tool}-restore`, ["--noflush"], canonical);
   if (restored.code !== 0) throw new Error(`the floor's ${tool}-restore failed: ${restored.err}`);
-  const floorS = (performance.now() - t) / 1000;
   // One change on top: the smallest restore that commits (a chain declared, then deleted). A legacy
   // commit replaces the whole table, whatever it changes.
-  const times: number[] = [];
   for (let k = 0; k < 6; k++) {
-    t = performance.now();
-    const r = await inFloor(
+    const r = await timedRun(
+      o.floorNs,
       `${tool}-restore`,
       ["--noflush"],
       `*nat\n${k % 2 ? "-X" : ":"}KUBE-FLOOR-PROBE${k % 2 ? "" : " - [0:0]"}\nCOMMIT\n`,
     );
     if (r.code !== 0) throw new Error(`the floor's change restore failed: ${r.err}`);
-    times.push(performance.now() - t);
+    changes.push(r);
   }
-  return { floorS, floorChangeMs: percentile(times.sort((a, b) => a - b), 0.5) };
+  return floor(restored);
 }
 
 if (import.meta.main) {
