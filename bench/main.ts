@@ -510,6 +510,7 @@ if (which.has("cold") && Deno.uid() === 0) {
     }Services x ${endpoints}, ${rounds} rounds, ` +
       `each checkout started once a round (the order turned every round) against one test API server`,
   );
+  out(machineCostsLine(await machineCosts()));
   out(
     "Process start to every Service in the kernel (the program's own line); the CPU it spent until then, averaged " +
       "(main thread, other threads, kernel tools, the test API server); the rounds it started sooner than the first checkout.",
