@@ -6,7 +6,8 @@
  * run's figures, they say which machine measured them.
  * @module
  */
-import { percentile } from "./percentile.ts";
+import { sh } from "./chain_watch.ts";
+import { median } from "./percentile.ts";
 import { timedRun } from "./timed_run.ts";
 
 /** A machine's costs, medians of several tries. */
@@ -40,15 +41,13 @@ export async function machineCosts(tries = 9): Promise<MachineCosts> {
     if (r.code !== 0) throw new Error(`true exited ${r.code}: ${r.err}`);
     wall.push(r.wallMs);
     cpu.push(r.cpuMs);
-    const out = await new Deno.Command("python3", { args: ["-c", TOUCH], stdout: "piped", stderr: "piped" })
-      .output();
-    const us = Number(new TextDecoder().decode(out.stdout));
-    if (!out.success || !(us > 0)) {
-      throw new Error(`touching fresh memory failed: ${new TextDecoder().decode(out.stderr).slice(-300)}`);
+    const touched = await sh("python3", ["-c", TOUCH]);
+    const us = Number(touched.out);
+    if (touched.code !== 0 || !(us > 0)) {
+      throw new Error(`touching fresh memory failed: ${touched.err.slice(-300)}`);
     }
     fault.push(us);
   }
-  const median = (xs: number[]) => percentile(xs.sort((a, b) => a - b), 0.5);
   return { spawnCpuMs: median(cpu), spawnWallMs: median(wall), faultUs: median(fault) };
 }
 

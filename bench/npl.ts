@@ -25,7 +25,7 @@ import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
 import { benchConfig, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
-import { percentile } from "./percentile.ts";
+import { median, percentile } from "./percentile.ts";
 import { parseArgs } from "node:util";
 
 const CLUSTER_CIDR = "10.0.0.0/8";
@@ -291,7 +291,7 @@ async function driver(o: NplOptions & { floorNs: string }): Promise<NplResult> {
         }
         partials.push(r);
       }
-      if (partials.length === 6) partialFloorS = percentile(partials.sort((a, b) => a - b), 0.5);
+      if (partials.length === 6) partialFloorS = median(partials);
     }
     latencies.sort((a, b) => a - b);
     const r3 = (x: number) => Number(x.toFixed(3));

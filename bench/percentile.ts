@@ -11,3 +11,8 @@
 export function percentile(sorted: readonly number[], p: number): number {
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
 }
+
+/** Returns the {@linkcode percentile} 0.5 of `values` in any order (the lower middle one of an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  return percentile([...values].sort((a, b) => a - b), 0.5);
+}

@@ -37,7 +37,7 @@ import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
 import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
-import { percentile } from "./percentile.ts";
+import { median, percentile } from "./percentile.ts";
 import { type TimedRun, timedRun } from "./timed_run.ts";
 import { encodeListsAhead, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
 
@@ -436,8 +436,8 @@ async function floorOf(
   const changes: TimedRun[] = [];
   const floor = (loaded: TimedRun) => ({
     floorS: loaded.wallMs / 1000,
-    floorChangeMs: percentile(changes.map((c) => c.wallMs).sort((a, b) => a - b), 0.5),
-    floorChangeCpuMs: percentile(changes.map((c) => c.cpuMs).sort((a, b) => a - b), 0.5),
+    floorChangeMs: median(changes.map((c) => c.wallMs)),
+    floorChangeCpuMs: median(changes.map((c) => c.cpuMs)),
   });
   if (o.mode === "nftables") {
     const [full, change] = await nftTransactions(o.services, o.endpoints, Math.floor(o.services / 2));

@@ -45,9 +45,8 @@ export async function timedRun(
   stdin?: string,
 ): Promise<TimedRun> {
   const timer = ["python3", "-c", TIMER, cmd, ...args];
-  const r = ns === undefined
-    ? await sh(timer[0], timer.slice(1), stdin)
-    : await sh("ip", ["netns", "exec", ns, ...timer], stdin);
+  const [bin, ...rest] = ns === undefined ? timer : ["ip", "netns", "exec", ns, ...timer];
+  const r = await sh(bin, rest, stdin);
   const m = TIMES.exec(r.err);
   if (m === null) {
     throw new Error(`no times for ${cmd} ${args.join(" ")} (exit ${r.code}): ${r.err.slice(-300)}`);
