@@ -11,13 +11,14 @@
  * driver. The driver serves N Services x E endpoints (one EndpointSlice each) and the Node from the
  * test API server and, round by round, starts each checkout's main.ts as its `deno task start` does
  * (its own permission set and runtime flags) into an empty ruleset, reads the program's "First sync
- * in the kernel" line and the CPU it spent until then (`start_cpu.ts`), and stops it. After the
- * rounds, in the same namespace, it loads the kernel's floor: the first sync's transaction of this
- * checkout's nftables mode for the same objects, as one `nft -f` into an empty ruleset (single-stack
- * only: the transaction is the IPv4 family's), the median of {@linkcode FLOOR_LOADS}, which the scale
- * bench's cold-start target is a ratio of; and as many lean starts (`lean_start.ts`: the same lists
- * and the same transaction, loaded as the program loads a new table, with no model between them),
- * whose median is what a start costs before any of the program's own work.
+ * in the kernel" line and the CPU it spent until then (`start_cpu.ts`), and stops it. Each round, in
+ * the same namespace and in turn with the starts (the machine's speed drifts within minutes), it
+ * also loads the kernel's floor once: the first sync's transaction of this checkout's nftables mode
+ * for the same objects, as one `nft -f` into an empty ruleset (single-stack only: the transaction is
+ * the IPv4 family's), whose median over the rounds the scale bench's cold-start target is a ratio
+ * of; and starts the lean start once (`lean_start.ts`: the same lists and the same transaction,
+ * loaded as the program loads a new table, with no model between them), whose median is what a
+ * start costs before any of the program's own work.
  * @module
  */
 import { parseArgs } from "node:util";
@@ -33,9 +34,6 @@ import { startArgs } from "../tests/support/program.ts";
 
 /** Between one start's end and the next start. */
 const SETTLE_MS = 1000;
-
-/** Loads of the floor's transaction; their median is the floor. */
-export const FLOOR_LOADS = 3;
 
 /** What one checkout's starts measured. */
 export interface ColdStarts {
@@ -98,61 +96,63 @@ async function driver(
   serveObjects(api, services, slices);
   const master = api.start();
   const results = roots.map((root) => ({ root, startsMs: [] as number[], cpu: [] as StartCpu[] }));
+  // The floor and the lean start take turns with the starts, round by round: the machine's speed
+  // drifts by a fifth within minutes, and a ratio of figures taken minutes apart would carry it.
+  const [full] = dualStack ? [] : await nftTransactions(n, e, Math.floor(n / 2));
+  const dir = await Deno.makeTempDir({ prefix: "kpd-lean-" });
+  const floors: number[] = [];
+  const leans: number[] = [];
+  type Turn = () => Promise<unknown>;
+  const turns: Turn[] = results.map((r) => async () => {
+    const { ms, cpu } = await coldStart(r.root, master);
+    r.startsMs.push(ms);
+    r.cpu.push(cpu);
+  });
+  if (full !== undefined) {
+    await writeLeanParts(dir, leanParts(full));
+    turns.push(
+      async () => floors.push(await floorMs(full)),
+      async () => leans.push(await leanMs(dir, master)),
+    );
+  }
   try {
     for (let round = 0; round < rounds; round++) {
-      for (const r of round % 2 === 0 ? results : [...results].reverse()) {
-        const { ms, cpu } = await coldStart(r.root, master);
-        r.startsMs.push(ms);
-        r.cpu.push(cpu);
-      }
+      for (const turn of round % 2 === 0 ? turns : [...turns].reverse()) await turn();
     }
-    if (dualStack) return { starts: results };
-    const [full] = await nftTransactions(n, e, Math.floor(n / 2));
-    return { starts: results, floorMs: await floorMs(full), leanMs: await leanMs(full, master) };
+    await emptyRuleset();
+    if (full === undefined) return { starts: results };
+    return { starts: results, floorMs: median(floors), leanMs: median(leans) };
   } finally {
+    await Deno.remove(dir, { recursive: true });
     await api.stop();
   }
 }
 
-/**
- * The median of {@linkcode FLOOR_LOADS} runs of `run` (ms), each into an empty ruleset after
- * `prepare` (not timed); the ruleset is left empty.
- */
-async function medianOf(run: () => Promise<void>, prepare = async () => {}): Promise<number> {
-  const times: number[] = [];
-  for (let k = 0; k < FLOOR_LOADS; k++) {
-    await prepare();
-    await emptyRuleset();
-    const t = performance.now();
-    await run();
-    times.push(performance.now() - t);
-  }
+/** Returns how long `run` took (ms), begun on an empty ruleset after `prepare` (not timed). */
+async function timedOnEmpty(run: () => Promise<void>, prepare = async () => {}): Promise<number> {
+  await prepare();
   await emptyRuleset();
-  return median(times);
+  const t = performance.now();
+  await run();
+  return performance.now() - t;
 }
 
 /** The kernel's floor: `full`, the first sync's transaction, as one `nft -f` (see the module doc). */
 function floorMs(full: string): Promise<number> {
-  return medianOf(async () => {
+  return timedOnEmpty(async () => {
     const loaded = await sh("nft", ["-f", "-"], full);
     if (loaded.code !== 0) throw new Error(`the floor's nft -f failed: ${loaded.err.slice(0, 300)}`);
   });
 }
 
-/** The lean start of `full` against `master` (`lean_start.ts`), from its process's spawn to its exit. */
-async function leanMs(full: string, master: string): Promise<number> {
-  const dir = await Deno.makeTempDir({ prefix: "kpd-lean-" });
-  try {
-    await writeLeanParts(dir, leanParts(full));
-    const script = new URL("./lean_start.ts", import.meta.url).pathname;
-    const args = ["run", "-q", "--allow-net", `--allow-read=${dir}`, "--allow-run=nft", script, master, dir];
-    return await medianOf(async () => {
-      const started = await sh(Deno.execPath(), args);
-      if (started.code !== 0) throw new Error(`the lean start failed: ${started.err.slice(0, 300)}`);
-    }, () => encodeListsAhead(master));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+/** One lean start of the parts in `dir` against `master` (`lean_start.ts`), from its process's spawn to its exit. */
+function leanMs(dir: string, master: string): Promise<number> {
+  const script = new URL("./lean_start.ts", import.meta.url).pathname;
+  const args = ["run", "-q", "--allow-net", `--allow-read=${dir}`, "--allow-run=nft", script, master, dir];
+  return timedOnEmpty(async () => {
+    const started = await sh(Deno.execPath(), args);
+    if (started.code !== 0) throw new Error(`the lean start failed: ${started.err.slice(0, 300)}`);
+  }, () => encodeListsAhead(master));
 }
 
 /**

@@ -22,7 +22,7 @@ import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
 import { type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
-import { benchColdStarts, FLOOR_LOADS, soonerIn } from "./cold_starts.ts";
+import { benchColdStarts, soonerIn } from "./cold_starts.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -525,7 +525,7 @@ if (which.has("cold") && Deno.uid() === 0) {
   if (floorMs !== undefined) {
     out(
       `The kernel's floor, the same first sync's transaction as one \`nft -f\` into an empty ruleset in the same ` +
-        `namespace after the rounds (median of ${FLOOR_LOADS}): ${
+        `namespace, once a round in turn with the starts (the median of the rounds'): ${
           (floorMs / 1000).toFixed(2)
         } s; the mean's ratio to it beside each checkout.`,
     );
@@ -533,8 +533,8 @@ if (which.has("cold") && Deno.uid() === 0) {
   if (floorMs !== undefined && leanMs !== undefined) {
     out(
       `A lean start in the same namespace (\`bench/lean_start.ts\`: a process that lists the same objects, parses ` +
-        `them whole and loads the same transaction as the program loads a new table, with no model; median of ` +
-        `${FLOOR_LOADS}): ${(leanMs / 1000).toFixed(2)} s, ${(leanMs / floorMs).toFixed(2)}x the floor.`,
+        `them whole and loads the same transaction as the program loads a new table, with no model; once a round, ` +
+        `the median): ${(leanMs / 1000).toFixed(2)} s, ${(leanMs / floorMs).toFixed(2)}x the floor.`,
     );
   }
   out(
