@@ -5,6 +5,8 @@
  */
 import { ExecError, type Executor, inputText } from "./executor.ts";
 import type { IPFamily } from "./ip.ts";
+import { NftSession, type SessionLine, sessionLine, type SessionRefusal } from "./nft_session.ts";
+import { sessionsOf } from "./tool_session.ts";
 
 /** The nft family keyword of an IP family. */
 export function nftFamily(family: IPFamily): "ip" | "ip6" {
@@ -104,6 +106,8 @@ export interface NFTables {
   listElements(table: string, name: string, signal?: AbortSignal): Promise<NftElement[]>;
   /** The number of rules of `chain` in `table`, or undefined when the chain does not exist. */
   countRules(table: string, chain: string, signal?: AbortSignal): Promise<number | undefined>;
+  /** Ends the nft kept running for small transactions, if one runs (`nft_session.ts`). */
+  close?(): Promise<void>;
 }
 
 /** A statement `nft -c` refused: its line (1-based) and nft's message. */
@@ -168,17 +172,28 @@ export function versionAtLeast(v: NftVersion, min: readonly [number, number, num
   return true;
 }
 
-/** The real implementation: runs `nft`. */
+/**
+ * The real implementation: runs `nft`; a small transaction goes to an `nft -i` kept running when
+ * the executor can keep one (`nft_session.ts`).
+ */
 export class NftRunner implements NFTables {
   readonly family: IPFamily;
   readonly #exec: Executor;
   readonly #family: "ip" | "ip6";
+  readonly #session: NftSession | undefined;
 
   /** Runs nothing yet. */
   constructor(opts: { exec: Executor; family: IPFamily }) {
     this.family = opts.family;
     this.#exec = opts.exec;
     this.#family = nftFamily(opts.family);
+    const sessions = sessionsOf(opts.exec);
+    this.#session = sessions === undefined ? undefined : new NftSession(sessions);
+  }
+
+  /** @inheritdoc */
+  async close(): Promise<void> {
+    await this.#session?.close();
   }
 
   /** Returns the installed nft's version. @throws {ExecError} when nft is missing or fails. */
@@ -192,8 +207,28 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
-  apply(script: NftScript, signal?: AbortSignal): Promise<void> {
-    return this.#run(["-f", "-"], script, signal);
+  async apply(script: NftScript, signal?: AbortSignal): Promise<void> {
+    const line = this.#session?.ready === true ? sessionLine(script) : undefined;
+    const answer = line === undefined ? undefined : await this.#applyLine(line, signal);
+    if (answer === undefined) return this.#run(["-f", "-"], script, signal);
+    const { refusal } = answer;
+    if (refusal === undefined) return;
+    const { statement, statementNumber } = refusal;
+    const shown = statement === undefined ? "" : ` (line ${statementNumber}: ${clipped(statement)})`;
+    throw new NftError(`nft -i: ${refusal.message}${shown}`, 1, statement, statementNumber);
+  }
+
+  /** Sends `line` to the session: its answer, or undefined when `nft -f` must take it. */
+  async #applyLine(
+    line: SessionLine,
+    signal?: AbortSignal,
+  ): Promise<{ refusal?: SessionRefusal } | undefined> {
+    try {
+      return await this.#session!.apply(line, signal);
+    } catch (cause) {
+      const code = cause instanceof ExecError ? cause.code : -1;
+      throw new NftError(`nft -i: ${(cause as Error).message}`, code, undefined, undefined, { cause });
+    }
   }
 
   /** @inheritdoc */
@@ -220,9 +255,7 @@ export class NftRunner implements NFTables {
     const lineNumber = m ? Number(m[1]) : undefined;
     const lines = typeof script === "string" ? script.split("\n") : script;
     const line = lineNumber === undefined ? undefined : lines[lineNumber - 1];
-    const shown = line === undefined
-      ? ""
-      : ` (line ${lineNumber}: ${line.length > 200 ? line.slice(0, 200) + "..." : line})`;
+    const shown = line === undefined ? "" : ` (line ${lineNumber}: ${clipped(line)})`;
     throw new NftError(
       `nft ${args.join(" ")} exited ${r.code}: ${stderr.split("\n")[0]}${shown}`,
       r.code,
@@ -297,6 +330,11 @@ export class NftRunner implements NFTables {
     }
     return out;
   }
+}
+
+/** Returns `line` cut to 200 characters for a message. */
+function clipped(line: string): string {
+  return line.length > 200 ? line.slice(0, 200) + "..." : line;
 }
 
 /** Flattens nft's JSON for a key or value (`{concat: [...]}`, `{elem: {val}}`, prefixes) to text parts. */

@@ -2,7 +2,12 @@ import { ep, makeEndpointSlice, makeService } from "../../tests/support/fixtures
 import { assert, assertEquals, assertMatch, assertRejects } from "../../tests/support/assert.ts";
 import { nftablesSetup } from "../../tests/flows/nftables_datapath.ts";
 import { TOPOLOGY } from "../../tests/flows/objects.ts";
-import { commandWorks, netnsAvailable, withNamespace } from "../../tests/support/namespace.ts";
+import {
+  commandWorks,
+  netnsAvailable,
+  NetnsSessionExecutor,
+  withNamespace,
+} from "../../tests/support/namespace.ts";
 import { NftError, NftRunner } from "../nft.ts";
 import { FakeNft, normalizeListing } from "./fake_nft.ts";
 
@@ -144,23 +149,35 @@ async function transactions(family: "IPv4" | "IPv6"): Promise<string[]> {
     s.endpoints = many;
   }));
   await proxier.syncNow();
+  // A partial sync of a few statements (a Service gone), as most are: one line for nft -i.
+  proxier.onServiceDelete(makeService("sched", "rr"));
+  await proxier.syncNow();
   // A second full sync on the existing table (the hourly resync).
   await clock.advance(3_600_000);
   await proxier.syncNow();
-  // The first sync's new Maglev table came in a transaction of its own.
-  assertEquals(fake.transactions.length, 5);
+  // The first sync's new Maglev table came in a transaction of its own, and the deleted Service's
+  // unused lb chain went in one of its own.
+  assertEquals(fake.transactions.length, 7);
   return fake.transactions;
 }
 
 Deno.test({
-  name: "FakeNft lists what the real nft lists after the same full and partial transactions, both families",
+  name:
+    "FakeNft lists what the real nft lists after the same full and partial transactions, both families, the small ones through nft -i",
   ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
   async fn() {
     for (const family of ["IPv4", "IPv6"] as const) {
       const txs = await transactions(family);
       const fake = new FakeNft();
-      await withNamespace(async (exec) => {
+      await withNamespace(async (plain) => {
+        const exec = new NetnsSessionExecutor(plain.ns);
         const real = new NftRunner({ exec, family });
+        let byFile = 0;
+        const run = exec.run.bind(exec);
+        exec.run = (cmd, o) => {
+          if (o.args[0] === "-f") byFile++;
+          return run(cmd, o);
+        };
         for (const [i, tx] of txs.entries()) {
           await fake.apply(tx);
           await real.apply(tx);
@@ -179,6 +196,10 @@ Deno.test({
             ),
           );
         }
+        await real.close();
+        // The small transactions (a Maglev table's moved slots, a Service gone, its unused lb chain
+        // deleted) went to one nft -i, the whole tables and the backends map's rewrite by nft -f.
+        assertEquals([exec.sessions.length, byFile], [1, 4], family);
         // What nft lists, it can load again (an operator's `nft list ruleset` backup works).
         const saved = await exec.run("nft", { args: ["list", "ruleset"] });
         await exec.run("nft", { args: ["flush", "ruleset"] });

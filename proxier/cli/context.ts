@@ -3,7 +3,7 @@
  * Factory): so the node's name, its interface addresses and the API access each have one reading.
  * @module
  */
-import { DenoExecutor } from "../../iptables/executor.ts";
+import { DenoSessionExecutor } from "../../iptables/tool_session.ts";
 import { KUBE_IPVS_INTERFACE } from "../../iptables/ip_link.ts";
 import type { CommandContext } from "../command_definition.ts";
 import { MODES } from "../modes.ts";
@@ -32,7 +32,7 @@ export function commandContext(line: CommandLine, p: ProcessFacts): CommandConte
     modes: MODES,
     // Every mode a flag or config file can name is built; parsing refused any other.
     mode: MODES.get(config.mode)!,
-    exec: new DenoExecutor({ timeoutMs: config.kernelToolTimeoutMs }),
+    exec: new DenoSessionExecutor({ timeoutMs: config.kernelToolTimeoutMs }),
     log: p.log,
     stdout: (text) => writeText(Deno.stdout, text),
     stderr: (text) => writeText(Deno.stderr, text),

@@ -138,9 +138,10 @@ export class NftablesProxier extends BaseProxier {
     return this.#localhost?.answer(c);
   }
 
-  /** Closes the loopback NodePort listeners (connections in flight finish); the kernel rules stay. */
+  /** Closes the loopback NodePort listeners (connections in flight finish) and the nft kept running; the kernel rules stay. */
   close(): void {
     this.#localhost?.close();
+    void this.#nft.close?.();
   }
 
   /** The node's addresses of this family that answer NodePorts. */

@@ -6,6 +6,12 @@
  */
 import { onPath } from "../../proxier/runtime/kernel_tools.ts";
 import { DenoExecutor, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
+import {
+  ProcessSession,
+  type SessionExecutor,
+  type SessionOptions,
+  type ToolSession,
+} from "../../iptables/tool_session.ts";
 
 /** Runs a command; throws with its stderr when it fails. */
 export async function sh(cmd: string, args: string[], opts: { allowFail?: boolean } = {}): Promise<string> {
@@ -25,6 +31,18 @@ export class NetnsExecutor implements Executor {
   /** @inheritdoc */
   run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
     return this.#inner.run("ip", { ...opts, args: ["netns", "exec", this.ns, cmd, ...opts.args] });
+  }
+}
+
+/** {@linkcode NetnsExecutor} that keeps tools running too (`nft -i`), inside the namespace. */
+export class NetnsSessionExecutor extends NetnsExecutor implements SessionExecutor {
+  /** Every session started, to be closed by the test. */
+  readonly sessions: ToolSession[] = [];
+  /** @inheritdoc */
+  start(cmd: string, o: SessionOptions): ToolSession {
+    const s = new ProcessSession("ip", { ...o, args: ["netns", "exec", this.ns, cmd, ...o.args] });
+    this.sessions.push(s);
+    return s;
   }
 }
 
