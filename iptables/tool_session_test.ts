@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "../tests/support/assert.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../tests/support/assert.ts";
 import { DenoExecutor, ExecError, TIMED_OUT_CODE } from "./executor.ts";
 import { DenoSessionExecutor, ProcessSession, sessionsOf } from "./tool_session.ts";
 
@@ -83,9 +83,7 @@ Deno.test("sessionsOf: the real executor with sessions has them; the plain one d
   assertEquals(sessionsOf(new DenoExecutor()), undefined);
 });
 
-Deno.test("ProcessSession of a tool that cannot start throws, naming it", async () => {
-  const e = await assertRejects(async () => {
-    new ProcessSession("/nonexistent/tool", { args: [] });
-  }, ExecError);
+Deno.test("ProcessSession of a tool that cannot start throws, naming it", () => {
+  const e = assertThrows(() => new ProcessSession("/nonexistent/tool", { args: [] }), ExecError);
   assert(e.message.startsWith("/nonexistent/tool: cannot start"), e.message);
 });
