@@ -36,7 +36,7 @@ import { LAYOUT_MARKER, TABLE } from "../proxier/nftables/layout.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 import { benchNftablesProxier } from "./nftables_proxier.ts";
-import { CpuSampler, type StartCpu, statSeconds } from "./start_cpu.ts";
+import { CpuSampler, liveChildrenSeconds, type StartCpu, statSeconds } from "./start_cpu.ts";
 import { median, percentile } from "./percentile.ts";
 import { type TimedRun, timedRun } from "./timed_run.ts";
 import { encodeListsAhead, feedGenerated, generate, serveObjects, slice } from "./objects.ts";
@@ -90,10 +90,10 @@ export async function benchScale(o: ScaleOptions): Promise<ScaleResult> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The process's own CPU time and its waited-for children's, ms. */
+/** The process's own CPU time and its children's (waited for, and still running), ms. */
 function cpuMs(pid: number): { own: number; tools: number } {
   const s = statSeconds(Deno.readTextFileSync(`/proc/${pid}/stat`));
-  return { own: s.own * 1000, tools: s.children * 1000 };
+  return { own: s.own * 1000, tools: (s.children + liveChildrenSeconds(pid)) * 1000 };
 }
 
 function status(pid: number, field: "VmRSS" | "VmHWM"): number {

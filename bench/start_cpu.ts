@@ -13,7 +13,7 @@ export interface StartCpu {
   readonly main: number;
   /** The program's other threads. */
   readonly threads: number;
-  /** The program's children it waited for (nft, iptables-restore...). */
+  /** The program's children (nft, iptables-restore...): those it waited for and those still running. */
   readonly tools: number;
   /** This process: the API server the program lists from, and this sampling. */
   readonly driver: number;
@@ -35,6 +35,31 @@ export function statSeconds(text: string): { own: number; children: number } {
   // utime, stime, cutime, cstime are fields 14-17 of the line; here 11-14 after the name and state.
   const n = (i: number) => Number(f[i]) / TICKS;
   return { own: n(11) + n(12), children: n(13) + n(14) };
+}
+
+/**
+ * Returns the CPU seconds of `pid`'s children still running (their own and their waited-for
+ * children's): a tool kept running (`nft -i`) is in no `cutime` until it exits and is waited for.
+ */
+export function liveChildrenSeconds(pid: number): number {
+  let total = 0;
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    let children: string;
+    try {
+      children = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
+    } catch {
+      continue; // the thread ended
+    }
+    for (const child of children.split(" ").filter((c) => c.trim() !== "")) {
+      try {
+        const s = statSeconds(Deno.readTextFileSync(`/proc/${child.trim()}/stat`));
+        total += s.own + s.children;
+      } catch {
+        // waited for meanwhile: in the parent's cutime from now on
+      }
+    }
+  }
+  return total;
 }
 
 /** One reading, with the `performance.now()` it was taken at. */
@@ -109,7 +134,7 @@ export class CpuSampler {
         at: performance.now(),
         main,
         threads: whole.own - main,
-        tools: whole.children,
+        tools: whole.children + liveChildrenSeconds(this.#pid),
         driver,
       });
       return true;

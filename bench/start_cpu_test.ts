@@ -105,6 +105,25 @@ Deno.test("CpuSampler puts the CPU of a child the process waited for on its tool
   assert(spent.main <= 0.05, `main ${spent.main}`);
 });
 
+Deno.test("CpuSampler puts the CPU of a child still running (a tool kept running) on its tools", async () => {
+  const burn = `let u; while ((u = Deno.cpuUsage()).user + u.system < ${BURN_S * 1e6});`;
+  const dir = await Deno.makeTempDir();
+  try {
+    // The child stays alive (the shell waits for it) until the test ends it through its pid file.
+    const spent = await spentBy(
+      `'${Deno.execPath()}' eval '${burn} console.log("burnt"); setTimeout(() => {}, 60000)' & ` +
+        `echo $! > ${dir}/pid; wait`,
+      (_, stdout) => printed(stdout, "burnt"),
+    );
+    Deno.kill(Number(await Deno.readTextFile(`${dir}/pid`)), "SIGKILL");
+    // Its own count includes its runtime's start; the kernel's rounds to ticks.
+    assert(spent.tools >= BURN_S - TICK_S - 1e-9 && spent.tools <= BURN_S + EXIT_S, `tools ${spent.tools}`);
+    assert(spent.main <= 0.05, `main ${spent.main}`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("startCpuRow sums the four and sets the sum over the cores beside the cold start and 1.5x the floor", () => {
   const row = startCpuRow({
     mode: "nftables",
