@@ -30,7 +30,7 @@ Deno.test("sessionLine joins a transaction's statements with semicolons, noting 
 Deno.test("sessionLine leaves to nft -f what one line cannot carry: comments, long or empty transactions", () => {
   assertEquals(sessionLine("add rule ip t c accept # why\nadd rule ip t c drop"), undefined);
   assertEquals(sessionLine("\n\n"), undefined);
-  const long = Array.from({ length: 200 }, (_, i) => `add element ip t s { ${i} }`);
+  const long = Array.from({ length: 400 }, (_, i) => `add element ip t s { ${i} }`);
   assert(long.join("; ").length > SESSION_LINE_BYTES);
   assertEquals(sessionLine(long), undefined);
   assertEquals(sessionLine(long.join("\n")), undefined);
@@ -136,7 +136,7 @@ Deno.test("NftRunner sends small transactions to one nft -i and starts no proces
   assertEquals(exec.sessions.length, 1);
   assertEquals(exec.sessions[0].received[1], "delete element ip t s { 0 }; add element ip t s { 1 }");
   // A transaction too long for one line goes by nft -f.
-  await nft.apply(Array.from({ length: 500 }, (_, i) => `add element ip t s { ${i} }`));
+  await nft.apply(Array.from({ length: 1000 }, (_, i) => `add element ip t s { ${i} }`));
   assertEquals(exec.runs, [["nft", "-f", "-"]]);
   await nft.close();
   assert(exec.sessions[0].closed);
