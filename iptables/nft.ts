@@ -5,7 +5,7 @@
  */
 import { ExecError, type Executor, inputText } from "./executor.ts";
 import type { IPFamily } from "./ip.ts";
-import { NftSession, type SessionLine, sessionLine, type SessionRefusal } from "./nft_session.ts";
+import { NftSession, type SessionAnswer, sessionText } from "./nft_session.ts";
 import { sessionsOf } from "./tool_session.ts";
 
 /** The nft family keyword of an IP family. */
@@ -208,23 +208,16 @@ export class NftRunner implements NFTables {
 
   /** @inheritdoc */
   async apply(script: NftScript, signal?: AbortSignal): Promise<void> {
-    const line = this.#session?.ready === true ? sessionLine(script) : undefined;
-    const answer = line === undefined ? undefined : await this.#applyLine(line, signal);
+    const text = this.#session?.ready === true ? sessionText(script) : undefined;
+    const answer = text === undefined ? undefined : await this.#applyInSession(text, signal);
     if (answer === undefined) return this.#run(["-f", "-"], script, signal);
-    const { refusal } = answer;
-    if (refusal === undefined) return;
-    const { statement, statementNumber } = refusal;
-    const shown = statement === undefined ? "" : ` (line ${statementNumber}: ${clipped(statement)})`;
-    throw new NftError(`nft -i: ${refusal.message}${shown}`, 1, statement, statementNumber);
+    if (answer.refused) throw nftFailure("nft -i: ", 1, answer.stderr, script, answer.file);
   }
 
-  /** Sends `line` to the session: its answer, or undefined when `nft -f` must take it. */
-  async #applyLine(
-    line: SessionLine,
-    signal?: AbortSignal,
-  ): Promise<{ refusal?: SessionRefusal } | undefined> {
+  /** Sends `text` to the session: its answer, or undefined when `nft -f` must take it. */
+  async #applyInSession(text: string, signal?: AbortSignal): Promise<SessionAnswer | undefined> {
     try {
-      return await this.#session!.apply(line, signal);
+      return await this.#session!.apply(text, signal);
     } catch (cause) {
       const code = cause instanceof ExecError ? cause.code : -1;
       throw new NftError(`nft -i: ${(cause as Error).message}`, code, undefined, undefined, { cause });
@@ -250,18 +243,7 @@ export class NftRunner implements NFTables {
     const stdin = typeof script === "string" ? script : statements(script);
     const r = await this.#exec.run("nft", { args, stdin, signal });
     if (r.code === 0) return;
-    const stderr = r.stderr.trim();
-    const m = /(?:\/dev\/stdin|-):(\d+):/.exec(stderr);
-    const lineNumber = m ? Number(m[1]) : undefined;
-    const lines = typeof script === "string" ? script.split("\n") : script;
-    const line = lineNumber === undefined ? undefined : lines[lineNumber - 1];
-    const shown = line === undefined ? "" : ` (line ${lineNumber}: ${clipped(line)})`;
-    throw new NftError(
-      `nft ${args.join(" ")} exited ${r.code}: ${stderr.split("\n")[0]}${shown}`,
-      r.code,
-      line,
-      lineNumber,
-    );
+    throw nftFailure(`nft ${args.join(" ")} exited ${r.code}: `, r.code, r.stderr, script, "/dev/stdin", "-");
   }
 
   async #list(args: string[], options: string[] = [], signal?: AbortSignal): Promise<unknown[]> {
@@ -330,6 +312,28 @@ export class NftRunner implements NFTables {
     }
     return out;
   }
+}
+
+/**
+ * The error of a transaction nft refused: `said` and nft's first error line, the statement it
+ * located (as `SOURCE:LINE:` for one of `sources`, the names nft read the transaction by).
+ */
+function nftFailure(
+  said: string,
+  code: number,
+  stderr: string,
+  script: NftScript,
+  ...sources: string[]
+): NftError {
+  const text = stderr.trim();
+  const names = sources.map((s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")).join("|");
+  const m = new RegExp(`(?:^|\\n)(?:${names}):(\\d+):`).exec(text);
+  const lineNumber = m ? Number(m[1]) : undefined;
+  const lines = typeof script === "string" ? script.split("\n") : script;
+  const line = lineNumber === undefined ? undefined : lines[lineNumber - 1];
+  const shown = line === undefined ? "" : ` (line ${lineNumber}: ${clipped(line)})`;
+  const first = text.split("\n").find((l) => l.includes("Error:")) ?? text.split("\n")[0];
+  return new NftError(`${said}${first}${shown}`, code, line, lineNumber);
 }
 
 /** Returns `line` cut to 200 characters for a message. */

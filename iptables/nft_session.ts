@@ -3,27 +3,26 @@
  * few elements) costs nft's own work and not a process start as well: on a paravirtualized node a
  * start alone is 3-4 ms of CPU, and one element's `nft -f` 15 ms, where the session's answer takes
  * under a millisecond. nft reads each line of its interactive input as one transaction, all of it or
- * nothing, as `nft -f` reads a file; so a transaction goes as its statements joined by `;` on one
- * line. After it goes a marker line that nft can only refuse: its error, which echoes the marker,
- * ends the answer. Whatever nft printed before is the transaction's: an `Error:` there means none of
- * it was applied.
+ * nothing, as `nft -f` reads a file. The line is `include "FILE"`, FILE holding the transaction as
+ * `nft -f` would read it: nft -i reads its input a byte at a time (2 µs a byte on that node; a
+ * one-endpoint change of a Service of 50 endpoints is 4.4 KiB), and a file it reads whole. After
+ * the line goes a marker line that nft can only refuse: its error, which echoes the marker, ends
+ * the answer. Whatever nft printed before is the transaction's: an `Error:` there, located as
+ * `FILE:LINE:COLUMN` as `nft -f` locates it, means none of it was applied.
  *
- * What goes by `nft -f` instead: a transaction longer than {@linkcode SESSION_LINE_BYTES} (nft -i
- * reads its input a byte at a time), one with a comment after a statement (on one line it would
- * hide what follows; comment lines are left out), one sent while another is in flight, and every one once a session failed to answer its
- * first marker (an nft that does not echo a refused line). A session is replaced after
+ * What goes by `nft -f` instead: a transaction longer than {@linkcode SESSION_TX_BYTES} (a new
+ * table; nft would keep the memory it took), one sent while another is in flight, one whose file
+ * cannot be written, and every one once a session failed to answer its first marker (an nft that
+ * does not echo a refused line). The files are in a directory of the session's own, in `/dev/shm`
+ * when it can be (memory, not a disk), removed when the session closes. A session is replaced after
  * {@linkcode SESSION_INPUT_BYTES} of input, since nft keeps every line it read in its history, and
  * runs with `HOME=/dev/null`, so that history is never written to a file on the node.
  * @module
  */
 import type { SessionExecutor, ToolSession } from "./tool_session.ts";
 
-/**
- * The longest transaction line sent to a session. nft -i reads its input a byte at a time (2 µs a
- * byte on a paravirtualized node, against a process start of 15 ms for `nft -f`): at 8 KiB the two
- * cost about the same. A one-endpoint change of a Service of 50 endpoints is 4.4 KiB.
- */
-export const SESSION_LINE_BYTES = 8192;
+/** The longest transaction sent to a session; a longer one (a new table) goes by `nft -f`. */
+export const SESSION_TX_BYTES = 256 * 1024;
 
 /** Input after which a session is replaced by a new one (nft keeps each line read in memory). */
 export const SESSION_INPUT_BYTES = 2 ** 20;
@@ -31,67 +30,18 @@ export const SESSION_INPUT_BYTES = 2 ** 20;
 /** How long a new session may take to answer its first marker before sessions are given up. */
 export const SESSION_PROBE_MS = 5000;
 
-/** A transaction as one line, with where each of its statements begins in it. */
-export interface SessionLine {
-  readonly text: string;
-  readonly statements: readonly string[];
-  readonly starts: readonly number[];
-}
-
 /**
- * Returns `script` as one line for a session, its comment lines left out, or undefined when it
- * must go by `nft -f`: longer than `maxBytes`, empty, or with a `#` after a statement (a comment
- * there would hide the statements after it).
+ * Returns `script` as the text of a session's file, or undefined when it must go by `nft -f`:
+ * longer than `maxBytes` (counted in UTF-16 units, a statement being ASCII but for comments).
  */
-export function sessionLine(
+export function sessionText(
   script: string | readonly string[],
-  maxBytes = SESSION_LINE_BYTES,
-): SessionLine | undefined {
-  // Whole transactions of a new table are megabytes: given up on before they are split.
-  if (typeof script === "string" && script.length > maxBytes) return undefined;
-  const statements: string[] = [];
-  const starts: number[] = [];
+  maxBytes = SESSION_TX_BYTES,
+): string | undefined {
+  if (typeof script === "string") return script.length > maxBytes ? undefined : script;
   let length = 0;
-  for (const l of typeof script === "string" ? script.split("\n") : script) {
-    // A comment line says nothing to nft; a `#` after a statement would hide the ones after it.
-    if (l.trim() === "" || l.trimStart().startsWith("#")) continue;
-    if (l.includes("#") || l.includes("\n")) return undefined;
-    const start = statements.length === 0 ? 0 : length + 2;
-    length = start + l.length;
-    if (length > maxBytes) return undefined;
-    starts.push(start);
-    statements.push(l);
-  }
-  if (statements.length === 0) return undefined;
-  const text = statements.join("; ");
-  // Bytes, not UTF-16 units: a statement is ASCII but for a comment's text.
-  if (new TextEncoder().encode(text).length > maxBytes) return undefined;
-  return { text, statements, starts };
-}
-
-/** What a session answered a transaction with: nothing, or nft's first error and the statement it named. */
-export interface SessionRefusal {
-  /** nft's message (`Error: ...`). */
-  readonly message: string;
-  /** The statement the caret pointed into, and its 1-based number among the statements. */
-  readonly statement?: string;
-  readonly statementNumber?: number;
-}
-
-/**
- * Reads nft's answer to `line` (what it printed before the marker's error): undefined when it holds
- * no error, else the first error and the statement its caret line points into.
- */
-export function readRefusal(line: SessionLine, answer: string): SessionRefusal | undefined {
-  const lines = answer.split("\n");
-  const at = lines.findIndex((l) => /^(?:[^:\n]*: )?Error: /.test(l));
-  if (at < 0) return undefined;
-  const message = lines[at].trim();
-  const caret = lines[at + 2]?.indexOf("^") ?? -1;
-  if (lines[at + 1] !== line.text || caret < 0) return { message };
-  let i = line.starts.length - 1;
-  while (i > 0 && line.starts[i] > caret) i--;
-  return { message, statement: line.statements[i], statementNumber: i + 1 };
+  for (const l of script) if ((length += l.length + 1) > maxBytes) return undefined;
+  return script.length === 0 ? "" : script.join("\n") + "\n";
 }
 
 /** Returns the end (past the caret line) of the error nft printed for marker `marker`, or -1. */
@@ -102,16 +52,40 @@ export function markerEnd(stderr: string, marker: string): number {
   return caretEnd < 0 ? -1 : caretEnd + 1;
 }
 
-/** Returns what precedes the error block that ends at `end` (the marker's): the transaction's answer. */
+/** Returns what precedes the marker's error block in `stderr`: the transaction's answer. */
 function beforeMarker(stderr: string, marker: string): string {
   const echo = stderr.indexOf(`\n${marker}\n`);
   return stderr.slice(0, stderr.lastIndexOf("\n", echo - 1) + 1);
+}
+
+/** What nft said of one transaction: `file`, the name its errors are located by. */
+export interface SessionAnswer {
+  readonly file: string;
+  readonly stderr: string;
+  /** Whether nft refused it (an `Error:` line): then none of it was applied. */
+  readonly refused: boolean;
+}
+
+/** A directory of the session's own: in `/dev/shm` when it can be, else the system's temporary one. */
+function privateDir(): string | undefined {
+  for (const dir of ["/dev/shm", undefined]) {
+    try {
+      const made = Deno.makeTempDirSync({ dir, prefix: "kube-proxy-deno-nft-" });
+      // It is named in an nft string: no quote, space or backslash may end it early.
+      if (/^[\w/.-]+$/.test(made)) return made;
+      Deno.removeSync(made);
+    } catch {
+      // not writable here: the next
+    }
+  }
+  return undefined;
 }
 
 /** One family's runner's `nft -i`; see the module doc. Construction starts nothing. */
 export class NftSession {
   readonly #exec: SessionExecutor;
   #session: ToolSession | undefined;
+  #dir: string | undefined;
   #sent = 0;
   #seq = 0;
   /** A transaction is in flight (or its session starting): the next goes by `nft -f`. */
@@ -130,33 +104,43 @@ export class NftSession {
   }
 
   /**
-   * Applies `line` through the session (started, or replaced, first when needed); resolves with
-   * nft's answer: `refusal` undefined when the transaction is in. Resolves undefined, having sent
-   * nothing, when no session can take it (one in flight, or sessions given up): `nft -f` must.
+   * Applies `text` (a whole transaction) through the session, started or replaced first when
+   * needed; resolves with nft's answer. Resolves undefined, having applied nothing, when no session
+   * can take it (one in flight, sessions given up, its file not written): `nft -f` must.
    * @throws {ExecError} when the session did not answer (nft exited, timed out or was stopped): the
    * transaction's fate is unknown.
    */
-  async apply(line: SessionLine, signal?: AbortSignal): Promise<{ refusal?: SessionRefusal } | undefined> {
+  async apply(text: string, signal?: AbortSignal): Promise<SessionAnswer | undefined> {
     if (!this.ready) return undefined;
     this.#busy = true;
     try {
       const session = await this.#current();
       if (session === undefined) return undefined;
+      const file = `${this.#dir}/transaction.nft`;
+      try {
+        Deno.writeTextFileSync(file, text);
+      } catch {
+        return undefined;
+      }
       const marker = `%kpd-${++this.#seq}`;
-      const input = `${line.text}\n${marker}\n`;
+      const input = `include "${file}"\n${marker}\n`;
       this.#sent += input.length;
       const answer = await session.request(input, (e) => markerEnd(e, marker), signal);
-      return { refusal: readRefusal(line, beforeMarker(answer.stderr, marker)) };
+      const stderr = beforeMarker(answer.stderr, marker);
+      return { file, stderr, refused: /^(?:.*: )?Error: /m.test(stderr) };
     } finally {
       this.#busy = false;
     }
   }
 
-  /** Closes the session, if one runs; the next transaction starts another. */
+  /** Closes the session, if one runs, and removes its files; the next transaction starts another. */
   async close(): Promise<void> {
     const s = this.#session;
+    const dir = this.#dir;
     this.#session = undefined;
+    this.#dir = undefined;
     await s?.close();
+    if (dir !== undefined) await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 
   /** The running session, replaced when spent or exited; undefined once sessions are given up. */
@@ -167,7 +151,9 @@ export class NftSession {
     await this.close();
     const marker = `%kpd-${++this.#seq}`;
     let session: ToolSession | undefined;
+    const dir = privateDir();
     try {
+      if (dir === undefined) throw new Error("no directory for the session's files");
       session = this.#exec.start("nft", { args: ["-i"], env: { HOME: "/dev/null" } });
       await session.request(
         `${marker}\n`,
@@ -177,9 +163,11 @@ export class NftSession {
     } catch {
       this.#givenUp = true;
       await session?.close();
+      if (dir !== undefined) await Deno.remove(dir, { recursive: true }).catch(() => {});
       return undefined;
     }
     this.#session = session;
+    this.#dir = dir;
     this.#sent = 0;
     return session;
   }

@@ -1,13 +1,13 @@
-import { assert, assertEquals, assertRejects } from "../tests/support/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
 import { ExecError, type ExecOptions, type ExecResult } from "./executor.ts";
 import { NftError, NftRunner } from "./nft.ts";
 import {
-  markerEnd,
-  readRefusal,
-  SESSION_INPUT_BYTES,
-  SESSION_LINE_BYTES,
-  sessionLine,
-} from "./nft_session.ts";
+  commandWorks,
+  netnsAvailable,
+  NetnsSessionExecutor,
+  withNamespace,
+} from "../tests/support/namespace.ts";
+import { markerEnd, SESSION_INPUT_BYTES, SESSION_TX_BYTES, sessionText } from "./nft_session.ts";
 import type {
   AnswerEnd,
   SessionAnswer,
@@ -16,28 +16,20 @@ import type {
   ToolSession,
 } from "./tool_session.ts";
 
-Deno.test("sessionLine joins a transaction's statements with semicolons, noting where each begins", () => {
-  const line = sessionLine("add element ip t s { 1 }\n\ndelete element ip t s { 2 }\n")!;
-  assertEquals(line.text, "add element ip t s { 1 }; delete element ip t s { 2 }");
-  assertEquals(line.starts, [0, 26]);
-  assertEquals(line.text.slice(line.starts[1]), line.statements[1]);
+Deno.test("sessionText is the transaction as nft -f reads it, or nothing past the session's bound", () => {
+  assertEquals(sessionText("add element ip t s { 1 }\n"), "add element ip t s { 1 }\n");
   assertEquals(
-    sessionLine(["flush chain ip t c", "add rule ip t c accept"])!.text,
-    "flush chain ip t c; add rule ip t c accept",
+    sessionText(["# why", "flush chain ip t c", "add rule ip t c accept"]),
+    "# why\nflush chain ip t c\nadd rule ip t c accept\n",
   );
-});
-
-Deno.test("sessionLine leaves to nft -f what one line cannot carry: comments, long or empty transactions", () => {
-  assertEquals(sessionLine("add rule ip t c accept # why\nadd rule ip t c drop"), undefined);
-  assertEquals(sessionLine("\n\n"), undefined);
-  const long = Array.from({ length: 400 }, (_, i) => `add element ip t s { ${i} }`);
-  assert(long.join("; ").length > SESSION_LINE_BYTES);
-  assertEquals(sessionLine(long), undefined);
-  assertEquals(sessionLine(long.join("\n")), undefined);
-  // Bytes count, not characters: a comment's text may be UTF-8 of several bytes a character.
-  const wide = `add element ip t s { 1 comment "${"é".repeat(SESSION_LINE_BYTES / 2)}" }`;
-  assert(wide.length <= SESSION_LINE_BYTES);
-  assertEquals(sessionLine(wide), undefined);
+  const long = Array.from({ length: 20 }, (_, i) => `add element ip t s { ${i} }`);
+  assertEquals(sessionText(long, 200), undefined);
+  assertEquals(sessionText(long.join("\n"), 200), undefined);
+  assertEquals(sessionText(long.slice(0, 5), 200), long.slice(0, 5).join("\n") + "\n");
+  assert(
+    SESSION_TX_BYTES >= 64 * 1024,
+    "a Service of hundreds of endpoints changes in one session transaction",
+  );
 });
 
 Deno.test("markerEnd finds the end of nft's error about the marker line, past its caret line", () => {
@@ -51,48 +43,37 @@ Deno.test("markerEnd finds the end of nft's error about the marker line, past it
   assertEquals(markerEnd(block.replace("%kpd-1", "%kpd-12"), "%kpd-1"), -1);
 });
 
-Deno.test("readRefusal names the statement nft's caret points into", () => {
-  const line = sessionLine("add element ip t g { 7 }\ndelete element ip t g { 99 }")!;
-  assertEquals(readRefusal(line, ""), undefined);
-  const answer = `Error: Could not process rule: No such file or directory\n${line.text}\n${
-    " ".repeat(line.text.indexOf("99"))
-  }^^\n`;
-  assertEquals(readRefusal(line, answer), {
-    message: "Error: Could not process rule: No such file or directory",
-    statement: "delete element ip t g { 99 }",
-    statementNumber: 2,
-  });
-  // An error without the line echoed still fails the transaction, naming no statement.
-  assertEquals(readRefusal(line, "netlink: Error: Could not process rule\n"), {
-    message: "netlink: Error: Could not process rule",
-  });
-});
+/** What a scripted nft prints for a transaction it read from `file` (undefined: it never answers). */
+type Respond = (transaction: string, file: string) => string | undefined;
 
-/** A scripted `nft -i`: answers each line as `respond` says, echoing a marker as nft refuses it. */
+/**
+ * A scripted `nft -i`: reads each `include "FILE"` line's file and answers as `respond` says, and
+ * refuses a marker as nft does (echoing it), unless it never answers at all.
+ */
 class ScriptedSession implements ToolSession {
   closed = false;
   busy = false;
-  readonly received: string[] = [];
-  constructor(readonly respond: (line: string) => string | undefined) {}
+  /** The transactions it read, in order, and the files it read them from. */
+  readonly transactions: string[] = [];
+  readonly files: string[] = [];
+  constructor(readonly respond: Respond) {}
   async request(input: string, end: AnswerEnd, signal?: AbortSignal): Promise<SessionAnswer> {
     if (this.closed) throw new ExecError("nft: exited");
     this.busy = true;
     try {
       let stderr = "";
       for (const line of input.split("\n").filter((l) => l !== "")) {
-        this.received.push(line);
-        const said = this.respond(line) === undefined
-          ? undefined
-          : line.startsWith("%kpd-")
-          ? `Error: syntax error, unexpected junk\n${line}\n^\n`
-          : this.respond(line);
+        const file = /^include "(.*)"$/.exec(line)?.[1];
+        const text = file === undefined ? "" : Deno.readTextFileSync(file);
+        if (file !== undefined) this.transactions.push(text), this.files.push(file);
+        const said = this.respond(text, file ?? "");
         if (said === undefined) {
           // Never answers: waits until stopped, then is killed.
           await new Promise((r) => signal?.addEventListener("abort", r));
           this.closed = true;
           throw new ExecError("nft: stopped; killed");
         }
-        stderr += said;
+        stderr += file === undefined ? `Error: syntax error, unexpected junk\n${line}\n^\n` : said;
       }
       const at = end(stderr);
       if (at < 0) throw new Error("the scripted answer is incomplete");
@@ -111,7 +92,7 @@ class ScriptedSession implements ToolSession {
 class ScriptedExecutor implements SessionExecutor {
   readonly sessions: ScriptedSession[] = [];
   readonly runs: string[][] = [];
-  constructor(readonly respond: (line: string) => string | undefined = () => "") {}
+  constructor(readonly respond: Respond = () => "") {}
   run(cmd: string, opts: ExecOptions): Promise<ExecResult> {
     this.runs.push([cmd, ...opts.args]);
     return Promise.resolve({ code: 0, stdout: "", stderr: "" });
@@ -132,22 +113,27 @@ Deno.test("NftRunner sends small transactions to one nft -i and starts no proces
   for (let i = 0; i < 50; i++) {
     await nft.apply(`delete element ip t s { ${i} }\nadd element ip t s { ${i + 1} }\n`);
   }
+  await nft.apply(["# a comment", "add element ip t s { 51 }"]);
   assertEquals(exec.runs, []);
   assertEquals(exec.sessions.length, 1);
-  assertEquals(exec.sessions[0].received[1], "delete element ip t s { 0 }; add element ip t s { 1 }");
-  // A transaction too long for one line goes by nft -f.
-  await nft.apply(Array.from({ length: 1000 }, (_, i) => `add element ip t s { ${i} }`));
+  assertEquals(exec.sessions[0].transactions[0], "delete element ip t s { 0 }\nadd element ip t s { 1 }\n");
+  assertEquals(exec.sessions[0].transactions[50], "# a comment\nadd element ip t s { 51 }\n");
+  // A new table's transaction goes by nft -f.
+  await nft.apply(Array.from({ length: SESSION_TX_BYTES / 20 }, (_, i) => `add element ip t s { ${i} }`));
   assertEquals(exec.runs, [["nft", "-f", "-"]]);
+  // Its files are in a directory of its own, in memory, gone once it is closed.
+  const file = exec.sessions[0].files[0];
+  assertMatch(file, /^\/dev\/shm\/kube-proxy-deno-nft-\w+\/transaction\.nft$/);
   await nft.close();
   assert(exec.sessions[0].closed);
+  assertEquals(await Deno.stat(file.replace(/\/[^/]+$/, "")).catch((e) => e.name), "NotFound");
 });
 
 Deno.test("NftRunner throws nft's refusal from a session as nft -f's, naming the statement, and keeps the session", async () => {
-  const exec = new ScriptedExecutor((line) =>
-    line.includes("{ 99 }")
-      ? `Error: Could not process rule: No such file or directory\n${line}\n${
-        " ".repeat(line.indexOf("99"))
-      }^^\n`
+  const exec = new ScriptedExecutor((tx, file) =>
+    tx.includes("{ 99 }")
+      ? `In file included from <cmdline>:1:1-50:\n${file}:2:25-26: Error: Could not process rule: No such file or directory\n` +
+        `delete element ip t g { 99 }\n                        ^^\n`
       : ""
   );
   const nft = new NftRunner({ exec, family: "IPv4" });
@@ -155,13 +141,14 @@ Deno.test("NftRunner throws nft's refusal from a session as nft -f's, naming the
     () => nft.apply("add element ip t g { 7 }\ndelete element ip t g { 99 }\n"),
     NftError,
   );
-  assertEquals(
+  assertMatch(
     e.message,
-    "nft -i: Error: Could not process rule: No such file or directory (line 2: delete element ip t g { 99 })",
+    /^nft -i: \/\S+\/transaction\.nft:2:25-26: Error: Could not process rule: No such file or directory \(line 2: delete element ip t g \{ 99 \}\)$/,
   );
   assertEquals([e.line, e.lineNumber, e.code], ["delete element ip t g { 99 }", 2, 1]);
   await nft.apply("add element ip t g { 8 }");
   assertEquals([exec.sessions.length, exec.runs.length], [1, 0]);
+  await nft.close();
 });
 
 Deno.test("NftRunner gives sessions up for nft -f when a new one does not answer its marker", async () => {
@@ -178,8 +165,8 @@ Deno.test("NftRunner gives sessions up for nft -f when a new one does not answer
 Deno.test("NftRunner replaces a session once it has read its input budget (nft keeps every line)", async () => {
   const exec = new ScriptedExecutor();
   const nft = new NftRunner({ exec, family: "IPv4" });
-  const statement = `add element ip t s { 1 comment "${"x".repeat(3000)}" }`;
-  const each = statement.length + 10;
+  const statement = "add element ip t s { 1 }";
+  const each = 'include "/dev/shm/kube-proxy-deno-nft-XXXXXXXX/transaction.nft"'.length + 10;
   for (let i = 0; i <= Math.ceil(SESSION_INPUT_BYTES / each); i++) await nft.apply(statement);
   assertEquals(exec.sessions.length, 2);
   assert(exec.sessions[0].closed);
@@ -198,4 +185,37 @@ Deno.test("NftRunner fails a transaction whose session died before answering: it
   exec.sessions[0].closed = true;
   await nft.apply("add element ip t g { 3 }");
   assertEquals([exec.sessions.length, exec.runs.length], [2, 0]);
+  await nft.close();
+});
+
+Deno.test({
+  name: "a real nft -i: a refused transaction applies nothing and names its statement; the session goes on",
+  ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
+  async fn() {
+    await withNamespace(async (plain) => {
+      const exec = new NetnsSessionExecutor(plain.ns);
+      const byFile: string[][] = [];
+      const run = exec.run.bind(exec);
+      exec.run = (cmd, o) => (o.args.includes("-f") && byFile.push([...o.args]), run(cmd, o));
+      const nft = new NftRunner({ exec, family: "IPv4" });
+      try {
+        await nft.apply("add table ip t\nadd set ip t g { type inet_service; }\nadd chain ip t c\n");
+        const e = await assertRejects(
+          () => nft.apply("add element ip t g { 7 }\n# a comment\ndelete element ip t g { 99 }\n"),
+          NftError,
+        );
+        assertEquals([e.line, e.lineNumber], ["delete element ip t g { 99 }", 3]);
+        assertMatch(e.message, /Error: Could not process rule: No such file or directory \(line 3: /);
+        await nft.apply("add element ip t g { 8 }\nadd rule ip t c tcp dport 80 counter\n");
+        const listed = await exec.run("nft", { args: ["list", "table", "ip", "t"] });
+        assertMatch(listed.stdout, /elements = \{ 8 \}/);
+        assertMatch(listed.stdout, /tcp dport 80 counter/);
+        // Every transaction went to the one nft -i; no nft -f ran.
+        assertEquals([exec.sessions.length, byFile], [1, []]);
+      } finally {
+        await nft.close();
+      }
+      assert(exec.sessions[0].closed);
+    });
+  },
 });
