@@ -13,8 +13,8 @@
  * What goes by `nft -f` instead: a transaction longer than {@linkcode SESSION_TX_BYTES} (a new
  * table; nft would keep the memory it took), one sent while another is in flight, one whose file
  * cannot be written, and every one once a session failed to answer its first marker (an nft that
- * does not echo a refused line). The files are in a directory of the session's own, in `/dev/shm`
- * when it can be (memory, not a disk), removed when the session closes. A session is replaced after
+ * does not echo a refused line). Each transaction's file is its own, in `/dev/shm` when it can be
+ * (memory, not a disk), and removed once nft answered. A session is replaced after
  * {@linkcode SESSION_INPUT_BYTES} of input, since nft keeps every line it read in its history, and
  * runs with `HOME=/dev/null`, so that history is never written to a file on the node.
  * @module
@@ -66,26 +66,36 @@ export interface SessionAnswer {
   readonly refused: boolean;
 }
 
-/** A directory of the session's own: in `/dev/shm` when it can be, else the system's temporary one. */
-function privateDir(): string | undefined {
+/** Writes `text` to a new file of its own, in `/dev/shm` when it can be; returns its path, or undefined. */
+function writeTransaction(text: string): string | undefined {
   for (const dir of ["/dev/shm", undefined]) {
+    let file: string | undefined;
     try {
-      const made = Deno.makeTempDirSync({ dir, prefix: "kube-proxy-deno-nft-" });
+      file = Deno.makeTempFileSync({ dir, prefix: "kube-proxy-deno-nft-", suffix: ".nft" });
       // It is named in an nft string: no quote, space or backslash may end it early.
-      if (/^[\w/.-]+$/.test(made)) return made;
-      Deno.removeSync(made);
+      if (!/^[\w/.-]+$/.test(file)) throw new Error("a path nft cannot be given");
+      Deno.writeTextFileSync(file, text);
+      return file;
     } catch {
-      // not writable here: the next
+      if (file !== undefined) removeFile(file);
     }
   }
   return undefined;
+}
+
+/** Removes `file`, if it is still there. */
+function removeFile(file: string): void {
+  try {
+    Deno.removeSync(file);
+  } catch {
+    // gone already
+  }
 }
 
 /** One family's runner's `nft -i`; see the module doc. Construction starts nothing. */
 export class NftSession {
   readonly #exec: SessionExecutor;
   #session: ToolSession | undefined;
-  #dir: string | undefined;
   #sent = 0;
   #seq = 0;
   /** A transaction is in flight (or its session starting): the next goes by `nft -f`. */
@@ -116,31 +126,28 @@ export class NftSession {
     try {
       const session = await this.#current();
       if (session === undefined) return undefined;
-      const file = `${this.#dir}/transaction.nft`;
+      const file = writeTransaction(text);
+      if (file === undefined) return undefined;
       try {
-        Deno.writeTextFileSync(file, text);
-      } catch {
-        return undefined;
+        const marker = `%kpd-${++this.#seq}`;
+        const input = `include "${file}"\n${marker}\n`;
+        this.#sent += input.length;
+        const answer = await session.request(input, (e) => markerEnd(e, marker), signal);
+        const stderr = beforeMarker(answer.stderr, marker);
+        return { file, stderr, refused: /^(?:.*: )?Error: /m.test(stderr) };
+      } finally {
+        removeFile(file);
       }
-      const marker = `%kpd-${++this.#seq}`;
-      const input = `include "${file}"\n${marker}\n`;
-      this.#sent += input.length;
-      const answer = await session.request(input, (e) => markerEnd(e, marker), signal);
-      const stderr = beforeMarker(answer.stderr, marker);
-      return { file, stderr, refused: /^(?:.*: )?Error: /m.test(stderr) };
     } finally {
       this.#busy = false;
     }
   }
 
-  /** Closes the session, if one runs, and removes its files; the next transaction starts another. */
+  /** Closes the session, if one runs; the next transaction starts another. */
   async close(): Promise<void> {
     const s = this.#session;
-    const dir = this.#dir;
     this.#session = undefined;
-    this.#dir = undefined;
     await s?.close();
-    if (dir !== undefined) await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 
   /** The running session, replaced when spent or exited; undefined once sessions are given up. */
@@ -151,9 +158,7 @@ export class NftSession {
     await this.close();
     const marker = `%kpd-${++this.#seq}`;
     let session: ToolSession | undefined;
-    const dir = privateDir();
     try {
-      if (dir === undefined) throw new Error("no directory for the session's files");
       session = this.#exec.start("nft", { args: ["-i"], env: { HOME: "/dev/null" } });
       await session.request(
         `${marker}\n`,
@@ -163,11 +168,9 @@ export class NftSession {
     } catch {
       this.#givenUp = true;
       await session?.close();
-      if (dir !== undefined) await Deno.remove(dir, { recursive: true }).catch(() => {});
       return undefined;
     }
     this.#session = session;
-    this.#dir = dir;
     this.#sent = 0;
     return session;
   }

@@ -121,12 +121,13 @@ Deno.test("NftRunner sends small transactions to one nft -i and starts no proces
   // A new table's transaction goes by nft -f.
   await nft.apply(Array.from({ length: SESSION_TX_BYTES / 20 }, (_, i) => `add element ip t s { ${i} }`));
   assertEquals(exec.runs, [["nft", "-f", "-"]]);
-  // Its files are in a directory of its own, in memory, gone once it is closed.
-  const file = exec.sessions[0].files[0];
-  assertMatch(file, /^\/dev\/shm\/kube-proxy-deno-nft-\w+\/transaction\.nft$/);
+  // Each transaction's file is its own, in memory, gone once nft answered.
+  const files = exec.sessions[0].files;
+  assertEquals(new Set(files).size, 51);
+  assertMatch(files[0], /^\/dev\/shm\/kube-proxy-deno-nft-\w+\.nft$/);
+  for (const f of files) assertEquals(await Deno.stat(f).catch((e) => e.name), "NotFound");
   await nft.close();
   assert(exec.sessions[0].closed);
-  assertEquals(await Deno.stat(file.replace(/\/[^/]+$/, "")).catch((e) => e.name), "NotFound");
 });
 
 Deno.test("NftRunner throws nft's refusal from a session as nft -f's, naming the statement, and keeps the session", async () => {
@@ -143,7 +144,7 @@ Deno.test("NftRunner throws nft's refusal from a session as nft -f's, naming the
   );
   assertMatch(
     e.message,
-    /^nft -i: \/\S+\/transaction\.nft:2:25-26: Error: Could not process rule: No such file or directory \(line 2: delete element ip t g \{ 99 \}\)$/,
+    /^nft -i: \/\S+\.nft:2:25-26: Error: Could not process rule: No such file or directory \(line 2: delete element ip t g \{ 99 \}\)$/,
   );
   assertEquals([e.line, e.lineNumber, e.code], ["delete element ip t g { 99 }", 2, 1]);
   await nft.apply("add element ip t g { 8 }");
@@ -166,7 +167,7 @@ Deno.test("NftRunner replaces a session once it has read its input budget (nft k
   const exec = new ScriptedExecutor();
   const nft = new NftRunner({ exec, family: "IPv4" });
   const statement = "add element ip t s { 1 }";
-  const each = 'include "/dev/shm/kube-proxy-deno-nft-XXXXXXXX/transaction.nft"'.length + 10;
+  const each = 'include "/dev/shm/kube-proxy-deno-nft-XXXXXXXX.nft"'.length + 10;
   for (let i = 0; i <= Math.ceil(SESSION_INPUT_BYTES / each); i++) await nft.apply(statement);
   assertEquals(exec.sessions.length, 2);
   assert(exec.sessions[0].closed);
