@@ -6,10 +6,12 @@
  * | file            | tool                                                                     |
  * | --------------- | ------------------------------------------------------------------------ |
  * | `executor.ts`   | runs any tool with an argument array, never a shell; deadlines           |
+ * | `tool_session.ts` | a tool kept running, fed one request at a time on its stdin            |
  * | `dry_run.ts`    | an executor that records instead of running (`render`)                   |
  * | `iptables.ts`   | `iptables-save`, `iptables-restore`, single rules; both backends          |
  * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
  * | `nft.ts`        | `nft -f` transactions and listings                                        |
+ * | `nft_session.ts`| small transactions through one `nft -i` kept running                      |
  * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
  * | `nft_listing.ts`| reading `nft list` output back into statements; listings compared        |
  * | `ipvsadm.ts`    | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
@@ -25,10 +27,12 @@
  * @module
  */
 export * from "./executor.ts";
+export * from "./tool_session.ts";
 export * from "./dry_run.ts";
 export * from "./iptables.ts";
 export * from "./rule_args.ts";
 export * from "./nft.ts";
+export * from "./nft_session.ts";
 export * from "./nft_ruleset.ts";
 export * from "./nft_syntax.ts";
 export * from "./nft_listing.ts";

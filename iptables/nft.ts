@@ -5,7 +5,7 @@
  */
 import { ExecError, type Executor, inputText } from "./executor.ts";
 import type { IPFamily } from "./ip.ts";
-import { NftSession, type SessionAnswer, sessionText } from "./nft_session.ts";
+import { NftSession, type NftSessionAnswer, sessionText } from "./nft_session.ts";
 import { sessionsOf } from "./tool_session.ts";
 
 /** The nft family keyword of an IP family. */
@@ -215,7 +215,7 @@ export class NftRunner implements NFTables {
   }
 
   /** Sends `text` to the session: its answer, or undefined when `nft -f` must take it. */
-  async #applyInSession(text: string, signal?: AbortSignal): Promise<SessionAnswer | undefined> {
+  async #applyInSession(text: string, signal?: AbortSignal): Promise<NftSessionAnswer | undefined> {
     try {
       return await this.#session!.apply(text, signal);
     } catch (cause) {

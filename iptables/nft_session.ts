@@ -59,7 +59,7 @@ function beforeMarker(stderr: string, marker: string): string {
 }
 
 /** What nft said of one transaction: `file`, the name its errors are located by. */
-export interface SessionAnswer {
+export interface NftSessionAnswer {
   readonly file: string;
   readonly stderr: string;
   /** Whether nft refused it (an `Error:` line): then none of it was applied. */
@@ -120,7 +120,7 @@ export class NftSession {
    * @throws {ExecError} when the session did not answer (nft exited, timed out or was stopped): the
    * transaction's fate is unknown.
    */
-  async apply(text: string, signal?: AbortSignal): Promise<SessionAnswer | undefined> {
+  async apply(text: string, signal?: AbortSignal): Promise<NftSessionAnswer | undefined> {
     if (!this.ready) return undefined;
     this.#busy = true;
     try {
