@@ -190,7 +190,8 @@ Deno.test("NftRunner fails a transaction whose session died before answering: it
 });
 
 Deno.test({
-  name: "a real nft -i: a refused transaction applies nothing and names its statement; the session goes on",
+  name:
+    "a real nft -i: a refused transaction applies nothing and names its statement; the session goes on, and sees another writer's change",
   ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
   async fn() {
     await withNamespace(async (plain) => {
@@ -211,6 +212,19 @@ Deno.test({
         const listed = await exec.run("nft", { args: ["list", "table", "ip", "t"] });
         assertMatch(listed.stdout, /elements = \{ 8 \}/);
         assertMatch(listed.stdout, /tcp dport 80 counter/);
+        // Another writer deletes the set behind the session: its next transaction is refused, not
+        // taken against what nft -i read before; once the set is back, it goes in.
+        assertEquals((await exec.run("nft", { args: ["delete", "set", "ip", "t", "g"] })).code, 0);
+        await assertRejects(() => nft.apply("add element ip t g { 9 }\n"), NftError);
+        assertEquals(
+          (await exec.run("nft", { args: ["add", "set", "ip", "t", "g", "{ type inet_service; }"] })).code,
+          0,
+        );
+        await nft.apply("add element ip t g { 9 }\n");
+        assertMatch(
+          (await exec.run("nft", { args: ["list", "set", "ip", "t", "g"] })).stdout,
+          /elements = \{ 9 \}/,
+        );
         // Every transaction went to the one nft -i; no nft -f ran.
         assertEquals([exec.sessions.length, byFile], [1, []]);
       } finally {
