@@ -11,7 +11,7 @@
  * | `iptables.ts`   | `iptables-save`, `iptables-restore`, single rules; both backends          |
  * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
  * | `nft.ts`        | `nft -f` transactions and listings                                        |
- * | `nft_session.ts`| small transactions through one `nft -i` kept running                      |
+ * | `nft_session.ts`| a change's transactions through one `nft -i` kept running                 |
  * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
  * | `nft_listing.ts`| reading `nft list` output back into statements; listings compared        |
  * | `ipvsadm.ts`    | `ipvsadm -R` batches, `-S`, connection and traffic counters               |

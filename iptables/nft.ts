@@ -106,7 +106,7 @@ export interface NFTables {
   listElements(table: string, name: string, signal?: AbortSignal): Promise<NftElement[]>;
   /** The number of rules of `chain` in `table`, or undefined when the chain does not exist. */
   countRules(table: string, chain: string, signal?: AbortSignal): Promise<number | undefined>;
-  /** Ends the nft kept running for small transactions, if one runs (`nft_session.ts`). */
+  /** Ends the nft kept running for transactions, if one runs (`nft_session.ts`). */
   close?(): Promise<void>;
 }
 
@@ -173,8 +173,8 @@ export function versionAtLeast(v: NftVersion, min: readonly [number, number, num
 }
 
 /**
- * The real implementation: runs `nft`; a small transaction goes to an `nft -i` kept running when
- * the executor can keep one (`nft_session.ts`).
+ * The real implementation: runs `nft`; a transaction short of a new table's goes to an `nft -i` kept
+ * running when the executor can keep one (`nft_session.ts`).
  */
 export class NftRunner implements NFTables {
   readonly family: IPFamily;

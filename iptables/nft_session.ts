@@ -1,6 +1,6 @@
 /**
- * Small nft transactions through one `nft -i` kept running, so that a change (a partial sync, a
- * few elements) costs nft's own work and not a process start as well: on a paravirtualized node a
+ * nft transactions of up to {@linkcode SESSION_TX_BYTES} (every change's) through one `nft -i` kept
+ * running, so that a change costs nft's own work and not a process start as well: on a paravirtualized node a
  * start alone is 3-4 ms of CPU, and one element's `nft -f` 15 ms, where the session's answer takes
  * under a millisecond. nft reads each line of its interactive input as one transaction, all of it or
  * nothing, as `nft -f` reads a file. The line is `include "FILE"`, FILE holding the transaction as
