@@ -162,14 +162,16 @@ Deno.test("explain --all-nodes: a healthy cluster is exit 0, each node's mode, r
       "10.180.3.2:8080",
     ]]);
     // The in-pod command: the program, the Service, JSON, and the proxy's --config from the pod spec.
-    assertEquals(c.execs[0].command, [
+    // The nodes are asked at once: node-a's request is found by its pod, not by its place.
+    const nodeA = c.execs.find((e) => e.pod === "kube-proxy-node-a");
+    assertEquals(nodeA?.command, [
       "kube-proxy-deno",
       "explain",
       SERVICE,
       "--output=json",
       "--config=/var/lib/kube-proxy/node-a.conf",
     ]);
-    assertEquals(c.execs[0].container, "kube-proxy");
+    assertEquals(nodeA?.container, "kube-proxy");
 
     const text = await c.run();
     assertEquals(text.code, 0, text.stderr);
