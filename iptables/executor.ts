@@ -142,23 +142,33 @@ export class DenoExecutor implements Executor {
 const READ_BUFFER = 16 * 1024;
 
 /**
- * Reads a tool's output to its end as UTF-8 through a buffer of ours. The pipe's own reads (what
- * `output()` does) allocate 64 KiB each in malloc memory that only a major garbage collection
- * frees, so frequent tool runs pile it up between collections; a small reused buffer does not.
+ * Reads a tool's output to its end as UTF-8 through a buffer of ours, handing on each piece as it
+ * comes. The pipe's own reads (what `output()` or iterating the stream does) allocate 64 KiB each
+ * in malloc memory that only a major garbage collection frees, so frequent tool runs (or a tool kept
+ * running and answering often) pile it up between collections; a small reused buffer does not.
  */
-async function readText(stream: ReadableStream<Uint8Array>): Promise<string> {
+export async function pumpText(
+  stream: ReadableStream<Uint8Array>,
+  add: (text: string) => void,
+): Promise<void> {
   const reader = stream.getReader({ mode: "byob" });
   const decoder = new TextDecoder();
-  const parts: string[] = [];
   let buf = new ArrayBuffer(READ_BUFFER);
   for (;;) {
     const { done, value } = await reader.read(new Uint8Array(buf));
     if (done || value === undefined) break;
-    parts.push(decoder.decode(value, { stream: true }));
+    add(decoder.decode(value, { stream: true }));
     // The read hands the buffer back (transferred): the next read fills it again.
     buf = value.buffer as ArrayBuffer;
   }
-  parts.push(decoder.decode());
+  const rest = decoder.decode();
+  if (rest !== "") add(rest);
+}
+
+/** Reads a tool's output to its end as UTF-8 ({@linkcode pumpText}). */
+async function readText(stream: ReadableStream<Uint8Array>): Promise<string> {
+  const parts: string[] = [];
+  await pumpText(stream, (t) => parts.push(t));
   return parts.join("");
 }
 

@@ -5,7 +5,7 @@
  * tool's protocol, not the session's.
  * @module
  */
-import { DenoExecutor, ExecError, type Executor, TIMED_OUT_CODE } from "./executor.ts";
+import { DenoExecutor, ExecError, type Executor, pumpText, TIMED_OUT_CODE } from "./executor.ts";
 
 /** What the tool printed for one request. */
 export interface SessionAnswer {
@@ -183,10 +183,9 @@ export class ProcessSession implements ToolSession {
   }
 
   async #pump(stream: ReadableStream<Uint8Array>, add: (text: string) => void): Promise<void> {
-    const decoder = new TextDecoder();
-    for await (const chunk of stream) {
-      add(decoder.decode(chunk, { stream: true }));
+    await pumpText(stream, (text) => {
+      add(text);
       this.#wake();
-    }
+    });
   }
 }
