@@ -98,24 +98,24 @@ async function driver(
   const results = roots.map((root) => ({ root, startsMs: [] as number[], cpu: [] as StartCpu[] }));
   // The floor and the lean start take turns with the starts, round by round: the machine's speed
   // drifts by a fifth within minutes, and a ratio of figures taken minutes apart would carry it.
-  const [full] = dualStack ? [] : await nftTransactions(n, e, Math.floor(n / 2));
-  const dir = await Deno.makeTempDir({ prefix: "kpd-lean-" });
   const floors: number[] = [];
   const leans: number[] = [];
-  type Turn = () => Promise<unknown>;
-  const turns: Turn[] = results.map((r) => async () => {
+  const turns: Array<() => Promise<unknown>> = results.map((r) => async () => {
     const { ms, cpu } = await coldStart(r.root, master);
     r.startsMs.push(ms);
     r.cpu.push(cpu);
   });
-  if (full !== undefined) {
-    await writeLeanParts(dir, leanParts(full));
-    turns.push(
-      async () => floors.push(await floorMs(full)),
-      async () => leans.push(await leanMs(dir, master)),
-    );
-  }
+  let dir: string | undefined;
   try {
+    const [full] = dualStack ? [] : await nftTransactions(n, e, Math.floor(n / 2));
+    if (full !== undefined) {
+      const parts = dir = await Deno.makeTempDir({ prefix: "kpd-lean-" });
+      await writeLeanParts(parts, leanParts(full));
+      turns.push(
+        async () => floors.push(await floorMs(full)),
+        async () => leans.push(await leanMs(parts, master)),
+      );
+    }
     for (let round = 0; round < rounds; round++) {
       for (const turn of round % 2 === 0 ? turns : [...turns].reverse()) await turn();
     }
@@ -123,7 +123,7 @@ async function driver(
     if (full === undefined) return { starts: results };
     return { starts: results, floorMs: median(floors), leanMs: median(leans) };
   } finally {
-    await Deno.remove(dir, { recursive: true });
+    if (dir !== undefined) await Deno.remove(dir, { recursive: true });
     await api.stop();
   }
 }
