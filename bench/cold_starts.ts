@@ -148,7 +148,18 @@ function floorMs(full: string): Promise<number> {
 /** One lean start of the parts in `dir` against `master` (`lean_start.ts`), from its process's spawn to its exit. */
 function leanMs(dir: string, master: string): Promise<number> {
   const script = new URL("./lean_start.ts", import.meta.url).pathname;
-  const args = ["run", "-q", "--allow-net", `--allow-read=${dir}`, "--allow-run=nft", script, master, dir];
+  // Its lanes write each transaction to a temporary file of its own, as the program's do.
+  const args = [
+    "run",
+    "-q",
+    "--allow-net",
+    "--allow-read",
+    "--allow-write",
+    "--allow-run=nft",
+    script,
+    master,
+    dir,
+  ];
   return timedOnEmpty(async () => {
     const started = await sh(Deno.execPath(), args);
     if (started.code !== 0) throw new Error(`the lean start failed: ${started.err.slice(0, 300)}`);

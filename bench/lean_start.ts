@@ -4,7 +4,8 @@
  * the program's own first-sync transaction as the program loads a new table (`fresh_load.ts`): the
  * layout, then the element statements in parts over {@linkcode FRESH_LANES} lanes (of at most
  * {@linkcode FRESH_CHUNK_STATEMENTS} statements, as even as the program splits what is left once its
- * build has ended), then the hooked chains' rules. It keeps no model and computes no
+ * build has ended; each lane an `nft -i` taking a part {@linkcode LANE_STATEMENTS} statements at a
+ * time), then the hooked chains' rules. It keeps no model and computes no
  * element: the transaction is written ahead to files it reads. What it takes is what a start costs
  * with nothing between the lists and the kernel, so the program's start less it is what the
  * program's own work adds.
@@ -12,7 +13,14 @@
  * Run as a file, it is that process: `lean_start.ts MASTER DIR` (DIR from {@linkcode writeLeanParts}).
  * @module
  */
-import { evenPartStatements, FRESH_CHUNK_STATEMENTS, FRESH_LANES } from "../proxier/nftables/fresh_load.ts";
+import {
+  evenPartStatements,
+  FRESH_CHUNK_STATEMENTS,
+  FRESH_LANES,
+  LANE_STATEMENTS,
+} from "../proxier/nftables/fresh_load.ts";
+import { NftRunner } from "../iptables/nft.ts";
+import { DenoSessionExecutor } from "../iptables/tool_session.ts";
 import { requestURL, sourceQueries } from "../proxier/sources/api_client.ts";
 import { sh } from "./chain_watch.ts";
 
@@ -73,9 +81,21 @@ async function leanStart(master: string, dir: string): Promise<void> {
   );
   await load(`${dir}/layout.nft`);
   const parts = [...Deno.readDirSync(dir)].filter((f) => f.name.startsWith("part-")).length;
+  const runner = new NftRunner({ exec: new DenoSessionExecutor(), family: "IPv4" });
   let next = 0;
   const lane = async () => {
-    while (next < parts) await load(`${dir}/part-${next++}.nft`);
+    // As the program's lanes: an nft kept running, a part in transactions of LANE_STATEMENTS.
+    const lane = runner.lane();
+    try {
+      while (next < parts) {
+        const lines = Deno.readTextFileSync(`${dir}/part-${next++}.nft`).split("\n").filter((l) => l !== "");
+        for (let at = 0; at < lines.length; at += LANE_STATEMENTS) {
+          await lane.apply(lines.slice(at, at + LANE_STATEMENTS));
+        }
+      }
+    } finally {
+      await lane.close();
+    }
   };
   await Promise.all(Array.from({ length: FRESH_LANES }, lane));
   await load(`${dir}/hooks.nft`);

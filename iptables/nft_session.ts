@@ -13,8 +13,9 @@
  * What goes by `nft -f` instead: a transaction longer than {@linkcode SESSION_TX_BYTES} (a new
  * table; nft would keep the memory it took), one sent while another is in flight, one whose file
  * cannot be written, and every one once a session failed to answer its first marker (an nft that
- * does not echo a refused line). Each transaction's file is its own, in `/dev/shm` when it can be
- * (memory, not a disk), and removed once nft answered. A session is replaced after
+ * does not echo a refused line). Each transaction's file is its own, in the temporary directory
+ * (`TMPDIR`, else `/tmp`; the runtime opens nothing under `/dev` to a program without every
+ * permission), and removed once nft answered: it lives as long as nft takes to read it. A session is replaced after
  * {@linkcode SESSION_INPUT_BYTES} of input, since nft keeps every line it read in its history, and
  * runs with `HOME=/dev/null`, so that history is never written to a file on the node.
  * @module
@@ -66,21 +67,19 @@ export interface NftSessionAnswer {
   readonly refused: boolean;
 }
 
-/** Writes `text` to a new file of its own, in `/dev/shm` when it can be; returns its path, or undefined. */
+/** Writes `text` to a new file of its own in the temporary directory; returns its path, or undefined. */
 function writeTransaction(text: string): string | undefined {
-  for (const dir of ["/dev/shm", undefined]) {
-    let file: string | undefined;
-    try {
-      file = Deno.makeTempFileSync({ dir, prefix: "kube-proxy-deno-nft-", suffix: ".nft" });
-      // It is named in an nft string: no quote, space or backslash may end it early.
-      if (!/^[\w/.-]+$/.test(file)) throw new Error("a path nft cannot be given");
-      Deno.writeTextFileSync(file, text);
-      return file;
-    } catch {
-      if (file !== undefined) removeFile(file);
-    }
+  let file: string | undefined;
+  try {
+    file = Deno.makeTempFileSync({ prefix: "kube-proxy-deno-nft-", suffix: ".nft" });
+    // It is named in an nft string: no quote, space or backslash may end it early.
+    if (!/^[\w/.-]+$/.test(file)) throw new Error("a path nft cannot be given");
+    Deno.writeTextFileSync(file, text);
+    return file;
+  } catch {
+    if (file !== undefined) removeFile(file);
+    return undefined;
   }
-  return undefined;
 }
 
 /** Removes `file`, if it is still there. */

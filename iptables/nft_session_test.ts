@@ -43,6 +43,13 @@ Deno.test("markerEnd finds the end of nft's error about the marker line, past it
   assertEquals(markerEnd(block.replace("%kpd-1", "%kpd-12"), "%kpd-1"), -1);
 });
 
+/** The directory temporary files go to. */
+function tempDir(): string {
+  const file = Deno.makeTempFileSync();
+  Deno.removeSync(file);
+  return file.slice(0, file.lastIndexOf("/"));
+}
+
 /** What a scripted nft prints for a transaction it read from `file` (undefined: it never answers). */
 type Respond = (transaction: string, file: string) => string | undefined;
 
@@ -121,10 +128,11 @@ Deno.test("NftRunner sends small transactions to one nft -i and starts no proces
   // A new table's transaction goes by nft -f.
   await nft.apply(Array.from({ length: SESSION_TX_BYTES / 20 }, (_, i) => `add element ip t s { ${i} }`));
   assertEquals(exec.runs, [["nft", "-f", "-"]]);
-  // Each transaction's file is its own, in memory, gone once nft answered.
+  // Each transaction's file is its own, in the temporary directory, gone once nft answered.
   const files = exec.sessions[0].files;
   assertEquals(new Set(files).size, 51);
-  assertMatch(files[0], /^\/dev\/shm\/kube-proxy-deno-nft-\w+\.nft$/);
+  assertEquals(files[0].slice(0, files[0].lastIndexOf("/")), tempDir());
+  assertMatch(files[0], /\/kube-proxy-deno-nft-\w+\.nft$/);
   for (const f of files) assertEquals(await Deno.stat(f).catch((e) => e.name), "NotFound");
   await nft.close();
   assert(exec.sessions[0].closed);
@@ -167,7 +175,7 @@ Deno.test("NftRunner replaces a session once it has read its input budget (nft k
   const exec = new ScriptedExecutor();
   const nft = new NftRunner({ exec, family: "IPv4" });
   const statement = "add element ip t s { 1 }";
-  const each = 'include "/dev/shm/kube-proxy-deno-nft-XXXXXXXX.nft"'.length + 10;
+  const each = `include "${tempDir()}/kube-proxy-deno-nft-XXXXXXXX.nft"`.length + 10;
   for (let i = 0; i <= Math.ceil(SESSION_INPUT_BYTES / each); i++) await nft.apply(statement);
   assertEquals(exec.sessions.length, 2);
   assert(exec.sessions[0].closed);
@@ -187,6 +195,48 @@ Deno.test("NftRunner fails a transaction whose session died before answering: it
   await nft.apply("add element ip t g { 3 }");
   assertEquals([exec.sessions.length, exec.runs.length], [2, 0]);
   await nft.close();
+});
+
+Deno.test("NftRunner's lane takes transactions of any size through an nft -i of its own, apart from the runner's, until it closes", async () => {
+  const exec = new ScriptedExecutor((tx, file) =>
+    tx.includes("{ bad }")
+      ? `${file}:2:20-22: Error: syntax error, unexpected junk\nadd element ip t s { bad }\n                   ^^^\n`
+      : ""
+  );
+  const nft = new NftRunner({ exec, family: "IPv4" });
+  await nft.apply("add element ip t s { 1 }");
+  const big = (from: number) =>
+    Array.from({ length: SESSION_TX_BYTES / 20 }, (_, i) => `add element ip t s { ${from + i} }`);
+  const lane = nft.lane();
+  await lane.apply(big(0));
+  await lane.apply(big(100_000));
+  // No process per part: both went to one nft -i, the lane's, and the runner's kept its own.
+  assertEquals(exec.runs, []);
+  assertEquals(exec.sessions.map((s) => s.transactions.length), [1, 2]);
+  assertEquals(exec.sessions[1].transactions[1], big(100_000).join("\n") + "\n");
+  const e = await assertRejects(
+    () => lane.apply("add element ip t s { 2 }\nadd element ip t s { bad }\n"),
+    NftError,
+  );
+  assertEquals([e.line, e.lineNumber], ["add element ip t s { bad }", 2]);
+  await lane.close();
+  assertEquals(exec.sessions.map((s) => s.closed), [false, true]);
+  await nft.close();
+});
+
+Deno.test("NftRunner's lane runs nft -f per transaction when its executor keeps no session", async () => {
+  const runs: string[][] = [];
+  const exec = {
+    run(cmd: string, o: ExecOptions): Promise<ExecResult> {
+      runs.push([cmd, ...o.args]);
+      return Promise.resolve({ code: 0, stdout: "", stderr: "" });
+    },
+  };
+  const lane = new NftRunner({ exec, family: "IPv4" }).lane();
+  await lane.apply("add element ip t s { 1 }");
+  await lane.apply("add element ip t s { 2 }");
+  await lane.close();
+  assertEquals(runs, [["nft", "-f", "-"], ["nft", "-f", "-"]]);
 });
 
 Deno.test({

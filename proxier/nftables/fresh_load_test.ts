@@ -1,10 +1,16 @@
 import type { NFTables } from "../../iptables/nft.ts";
-import { NftError, scriptText } from "../../iptables/nft.ts";
+import { NftError, NftRunner, scriptText } from "../../iptables/nft.ts";
+import {
+  commandWorks,
+  netnsAvailable,
+  NetnsSessionExecutor,
+  withNamespace,
+} from "../../tests/support/namespace.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
 import { ElementBook } from "./element_book.ts";
-import { evenPartStatements, FRESH_LANES, FreshLoad, FreshStream } from "./fresh_load.ts";
+import { evenPartStatements, FRESH_LANES, FreshLoad, FreshStream, LANE_STATEMENTS } from "./fresh_load.ts";
 import { CLUSTER_IPS, LB, TABLE } from "./layout.ts";
 import type { ServicePortInfo } from "../model/types.ts";
 
@@ -109,6 +115,118 @@ Deno.test("FreshLoad: a build that failed stops the load: the running part is st
   load.send(part("172.30.0.2"));
   await new Promise((r) => setTimeout(r, 10));
   assertEquals(started.length, 2);
+});
+
+/** `gated`'s nft offering lanes: which lane applied each part, and which lanes were closed. */
+function withLanes(g: ReturnType<typeof gated>) {
+  const byLane: string[][] = [];
+  const closed: boolean[] = [];
+  const nft: NFTables = {
+    ...g.nft,
+    lane() {
+      const i = byLane.push([]) - 1;
+      closed.push(false);
+      return {
+        apply: (script, signal) => (byLane[i].push(scriptText(script)), g.nft.apply(script, signal)),
+        close: () => (closed[i] = true, Promise.resolve()),
+      };
+    },
+  };
+  return { nft, byLane, closed };
+}
+
+Deno.test("FreshLoad: with lanes on offer, every part goes through one of at most FRESH_LANES lanes, each closed once the load ends", async () => {
+  const g = gated();
+  const { nft, byLane, closed } = withLanes(g);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  for (let i = 1; i <= 6; i++) load.send(part(`172.30.0.${i}`));
+  await load.finish(new NftTransaction("IPv4", TABLE), [[part("172.30.0.7")].values()]);
+  assert(byLane.length >= 1 && byLane.length <= FRESH_LANES, `${byLane.length} lanes`);
+  assertEquals(byLane.flat().length, 7, "each part through a lane");
+  assertEquals(g.started.length, 8, "the layout, and the parts");
+  assertEquals(closed, byLane.map(() => true));
+  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 7);
+});
+
+Deno.test("FreshLoad: a lane applies a part of more than LANE_STATEMENTS statements as transactions of LANE_STATEMENTS", async () => {
+  const g = gated();
+  const { nft, byLane } = withLanes(g);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  const ips = Array.from({ length: 2 * LANE_STATEMENTS + 3 }, (_, i) => `172.30.1.${i}`);
+  await load.finish(new NftTransaction("IPv4", TABLE), [[
+    new NftTransaction("IPv4", TABLE).addElements(CLUSTER_IPS, ips, 1),
+  ].values()]);
+  const statements = (t: string) => t.split("\n").filter((x) => x !== "").length;
+  assertEquals(byLane.flat().map(statements), [LANE_STATEMENTS, LANE_STATEMENTS, 3]);
+  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, ips.length);
+});
+
+Deno.test("FreshLoad: a part refused in a lane fails the load, and every lane is closed", async () => {
+  const g = gated((i) => i === 2);
+  const { nft, byLane, closed } = withLanes(g);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  load.send(new NftTransaction("IPv4", TABLE).comment("FAIL").addElements(CLUSTER_IPS, ["172.30.0.1"]));
+  load.send(part("172.30.0.2"));
+  await assertRejects(() => load.finish(new NftTransaction("IPv4", TABLE), []), NftError);
+  assertEquals(closed, byLane.map(() => true));
+  assertEquals(closed.length, FRESH_LANES);
+});
+
+Deno.test({
+  name:
+    "FreshLoad through a real nft's lanes: a new table's parts go to an nft -i per lane (no nft -f), all of them in the kernel; a refused part fails the load naming its statement",
+  ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
+  async fn() {
+    await withNamespace(async (plain) => {
+      const exec = new NetnsSessionExecutor(plain.ns);
+      const byFile: string[][] = [];
+      const run = exec.run.bind(exec);
+      exec.run = (cmd, o) => (o.args.includes("-f") && byFile.push([...o.args]), run(cmd, o));
+      const nft = new NftRunner({ exec, family: "IPv4" });
+      const ip = (i: number) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`;
+      // Parts of more statements than a lane's transaction: each goes as two.
+      const statements = LANE_STATEMENTS + 4;
+      const bigPart = (from: number) =>
+        new NftTransaction("IPv4", TABLE).addElements(
+          CLUSTER_IPS,
+          Array.from({ length: statements * 1000 }, (_, i) => ip(from + i)),
+        );
+      try {
+        const load = new FreshLoad({ nft });
+        const l = layout();
+        load.start(l.tx.text(), l.hooks);
+        for (let p = 0; p < 3; p++) load.send(bigPart(p * statements * 1000));
+        await load.finish(new NftTransaction("IPv4", TABLE), []);
+        await nft.apply(load.hooks!.statements());
+        const listed = await exec.run("nft", { args: ["-j", "list", "set", "ip", TABLE, CLUSTER_IPS] });
+        const set = (JSON.parse(listed.stdout).nftables as Array<{ set?: { elem?: unknown[] } }>)
+          .find((o) => o.set !== undefined)!.set!;
+        assertEquals(set.elem?.length, 3 * statements * 1000);
+        assertEquals(byFile, [], "no process per part");
+        // The runner's own session and one per lane, each ended.
+        assertEquals(exec.sessions.length, 1 + FRESH_LANES);
+        assert(exec.sessions.slice(1).every((s) => s.closed));
+
+        await exec.run("nft", { args: ["flush", "ruleset"] });
+        const failing = new FreshLoad({ nft });
+        const f = layout();
+        failing.start(f.tx.text(), f.hooks);
+        failing.send(bigPart(0).addElements(CLUSTER_IPS, ["10.0.0.300"]));
+        const e = await assertRejects(() => failing.finish(new NftTransaction("IPv4", TABLE), []), NftError);
+        assertEquals(e.line, `add element ip ${TABLE} ${CLUSTER_IPS} { 10.0.0.300 }`);
+        assertEquals(byFile, []);
+        assert(exec.sessions.slice(1).every((s) => s.closed), "every lane's nft ended");
+      } finally {
+        await nft.close();
+      }
+    });
+  },
 });
 
 Deno.test("FreshStream: a part goes once a whole part of finished elements is ready, starting the load with the layout; the rest is what it was not handed", async () => {
