@@ -11,7 +11,7 @@
  * and checks it on one core before the kernel takes it, so two at once take about two thirds of
  * one transaction's time, and each nft holds a fraction of the elements (about 1.4 KiB of its
  * memory each). A lane is one nft kept running for the load (`NFTables.lane`), taking a part
- * {@linkcode LANE_STATEMENTS} statements at a time: its memory is taken once, not once a part. What is left once the build has ended goes in parts as even as the lanes allow, so
+ * `LANE_STATEMENTS` statements at a time: its memory is taken once, not once a part. What is left once the build has ended goes in parts as even as the lanes allow, so
  * they end together. A part's statements are written when a lane is free for it and handed to nft one
  * by one, so the program never holds the text of every element at once. Whichever way, the
  * sync-generation element goes last: the drift check takes it
@@ -21,13 +21,7 @@
 import type { NFTables } from "../../iptables/nft.ts";
 import { type NftElementSource, NftTransaction } from "../../iptables/nft_transaction.ts";
 import { SYNC_GENERATION } from "./layout.ts";
-import {
-  evenPartStatements,
-  FRESH_CHUNK_STATEMENTS,
-  FreshLoad,
-  type FreshStream,
-  type LANE_STATEMENTS,
-} from "./fresh_load.ts";
+import { evenPartStatements, FRESH_CHUNK_STATEMENTS, FreshLoad, type FreshStream } from "./fresh_load.ts";
 
 /** What {@linkcode commitSync} applies. */
 export interface SyncCommit {
