@@ -117,17 +117,11 @@ export interface NFTables {
 }
 
 /**
- * One lane of a new table's load: its transactions go, one at a time, to one `nft -i` of its own
- * (`nft_session.ts`), or each by `nft -f` when no session can take them. An nft parsing part after
- * part of a table reuses the memory the last part took, where an `nft -f` per part takes it fresh
- * (at 50,000 Services of 10 endpoints, a ninth of the page faults and about half the CPU).
+ * One lane of a new table's load: `apply` as {@linkcode NFTables.apply}, through one `nft -i` of its
+ * own (`nft_session.ts`; each by `nft -f` when no session can take it), which reuses the memory the
+ * last transaction took where an `nft -f` each takes it fresh; `close` ends that nft.
  */
-export interface NftLane {
-  /** As {@linkcode NFTables.apply}: all of `script` or none of it. @throws {NftError} naming the offending line. */
-  apply(script: NftScript, signal?: AbortSignal): Promise<void>;
-  /** Ends the lane's nft; resolves once it exited. */
-  close(): Promise<void>;
-}
+export type NftLane = Pick<NFTables, "apply"> & { close(): Promise<void> };
 
 /** A statement `nft -c` refused: its line (1-based) and nft's message. */
 export interface NftRefusal {
@@ -241,31 +235,18 @@ export class NftRunner implements NFTables {
     };
   }
 
-  /** Applies `script` through `session` when it takes it (at most `maxBytes`), else by `nft -f`. */
-  async #applyThrough(
-    session: NftSession | undefined,
-    maxBytes: number,
-    script: NftScript,
-    signal?: AbortSignal,
-  ): Promise<void> {
-    const text = session?.ready === true ? sessionText(script, maxBytes) : undefined;
-    const answer = text === undefined ? undefined : await this.#applyInSession(session!, text, signal);
-    if (answer === undefined) return this.#run(["-f", "-"], script, signal);
-    if (answer.refused) throw nftFailure("nft -i: ", 1, answer.stderr, script, answer.file);
-  }
-
-  /** Sends `text` to `session`: its answer, or undefined when `nft -f` must take it. */
-  async #applyInSession(
-    session: NftSession,
-    text: string,
-    signal?: AbortSignal,
-  ): Promise<NftSessionAnswer | undefined> {
+  /** Applies `script` through session `s` when it takes it (at most `maxBytes`), else by `nft -f`. */
+  async #applyThrough(s: NftSession | undefined, maxBytes: number, script: NftScript, signal?: AbortSignal) {
+    const text = s?.ready === true ? sessionText(script, maxBytes) : undefined;
+    let answer: NftSessionAnswer | undefined;
     try {
-      return await session.apply(text, signal);
+      answer = text === undefined ? undefined : await s!.apply(text, signal);
     } catch (cause) {
       const code = cause instanceof ExecError ? cause.code : -1;
       throw new NftError(`nft -i: ${(cause as Error).message}`, code, undefined, undefined, { cause });
     }
+    if (answer === undefined) return this.#run(["-f", "-"], script, signal);
+    if (answer.refused) throw nftFailure("nft -i: ", 1, answer.stderr, script, answer.file);
   }
 
   /** @inheritdoc */

@@ -1,12 +1,7 @@
 import { assert, assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
 import { ExecError, type ExecOptions, type ExecResult } from "./executor.ts";
 import { NftError, NftRunner } from "./nft.ts";
-import {
-  commandWorks,
-  netnsAvailable,
-  NetnsSessionExecutor,
-  withNamespace,
-} from "../tests/support/namespace.ts";
+import { commandWorks, netnsAvailable, withNftRunner } from "../tests/support/namespace.ts";
 import { markerEnd, SESSION_INPUT_BYTES, SESSION_TX_BYTES, sessionText } from "./nft_session.ts";
 import type {
   AnswerEnd,
@@ -244,42 +239,35 @@ Deno.test({
     "a real nft -i: a refused transaction applies nothing and names its statement; the session goes on, and sees another writer's change",
   ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
   async fn() {
-    await withNamespace(async (plain) => {
-      const exec = new NetnsSessionExecutor(plain.ns);
-      const byFile: string[][] = [];
-      const run = exec.run.bind(exec);
-      exec.run = (cmd, o) => (o.args.includes("-f") && byFile.push([...o.args]), run(cmd, o));
-      const nft = new NftRunner({ exec, family: "IPv4" });
-      try {
-        await nft.apply("add table ip t\nadd set ip t g { type inet_service; }\nadd chain ip t c\n");
-        const e = await assertRejects(
-          () => nft.apply("add element ip t g { 7 }\n# a comment\ndelete element ip t g { 99 }\n"),
-          NftError,
-        );
-        assertEquals([e.line, e.lineNumber], ["delete element ip t g { 99 }", 3]);
-        assertMatch(e.message, /Error: Could not process rule: No such file or directory \(line 3: /);
-        await nft.apply("add element ip t g { 8 }\nadd rule ip t c tcp dport 80 counter\n");
-        const listed = await exec.run("nft", { args: ["list", "table", "ip", "t"] });
-        assertMatch(listed.stdout, /elements = \{ 8 \}/);
-        assertMatch(listed.stdout, /tcp dport 80 counter/);
-        // Another writer deletes the set behind the session: its next transaction is refused, not
-        // taken against what nft -i read before; once the set is back, it goes in.
-        assertEquals((await exec.run("nft", { args: ["delete", "set", "ip", "t", "g"] })).code, 0);
-        await assertRejects(() => nft.apply("add element ip t g { 9 }\n"), NftError);
-        assertEquals(
-          (await exec.run("nft", { args: ["add", "set", "ip", "t", "g", "{ type inet_service; }"] })).code,
-          0,
-        );
-        await nft.apply("add element ip t g { 9 }\n");
-        assertMatch(
-          (await exec.run("nft", { args: ["list", "set", "ip", "t", "g"] })).stdout,
-          /elements = \{ 9 \}/,
-        );
-        // Every transaction went to the one nft -i; no nft -f ran.
-        assertEquals([exec.sessions.length, byFile], [1, []]);
-      } finally {
-        await nft.close();
-      }
+    await withNftRunner(async (exec, nft) => {
+      const byFile = exec.fileRuns;
+      await nft.apply("add table ip t\nadd set ip t g { type inet_service; }\nadd chain ip t c\n");
+      const e = await assertRejects(
+        () => nft.apply("add element ip t g { 7 }\n# a comment\ndelete element ip t g { 99 }\n"),
+        NftError,
+      );
+      assertEquals([e.line, e.lineNumber], ["delete element ip t g { 99 }", 3]);
+      assertMatch(e.message, /Error: Could not process rule: No such file or directory \(line 3: /);
+      await nft.apply("add element ip t g { 8 }\nadd rule ip t c tcp dport 80 counter\n");
+      const listed = await exec.run("nft", { args: ["list", "table", "ip", "t"] });
+      assertMatch(listed.stdout, /elements = \{ 8 \}/);
+      assertMatch(listed.stdout, /tcp dport 80 counter/);
+      // Another writer deletes the set behind the session: its next transaction is refused, not
+      // taken against what nft -i read before; once the set is back, it goes in.
+      assertEquals((await exec.run("nft", { args: ["delete", "set", "ip", "t", "g"] })).code, 0);
+      await assertRejects(() => nft.apply("add element ip t g { 9 }\n"), NftError);
+      assertEquals(
+        (await exec.run("nft", { args: ["add", "set", "ip", "t", "g", "{ type inet_service; }"] })).code,
+        0,
+      );
+      await nft.apply("add element ip t g { 9 }\n");
+      assertMatch(
+        (await exec.run("nft", { args: ["list", "set", "ip", "t", "g"] })).stdout,
+        /elements = \{ 9 \}/,
+      );
+      // Every transaction went to the one nft -i; no nft -f ran.
+      assertEquals([exec.sessions.length, byFile], [1, []]);
+      await nft.close();
       assert(exec.sessions[0].closed);
     });
   },

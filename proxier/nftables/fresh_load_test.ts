@@ -1,11 +1,6 @@
 import type { NFTables } from "../../iptables/nft.ts";
-import { NftError, NftRunner, scriptText } from "../../iptables/nft.ts";
-import {
-  commandWorks,
-  netnsAvailable,
-  NetnsSessionExecutor,
-  withNamespace,
-} from "../../tests/support/namespace.ts";
+import { NftError, scriptText } from "../../iptables/nft.ts";
+import { commandWorks, netnsAvailable, withNftRunner } from "../../tests/support/namespace.ts";
 import { NftTransaction } from "../../iptables/nft_transaction.ts";
 import { FakeNft } from "../../iptables/testing/fake_nft.ts";
 import { assert, assertEquals, assertRejects } from "../../tests/support/assert.ts";
@@ -183,12 +178,8 @@ Deno.test({
     "FreshLoad through a real nft's lanes: a new table's parts go to an nft -i per lane (no nft -f), all of them in the kernel; a refused part fails the load naming its statement",
   ignore: !(await netnsAvailable()) || !(await commandWorks("nft")),
   async fn() {
-    await withNamespace(async (plain) => {
-      const exec = new NetnsSessionExecutor(plain.ns);
-      const byFile: string[][] = [];
-      const run = exec.run.bind(exec);
-      exec.run = (cmd, o) => (o.args.includes("-f") && byFile.push([...o.args]), run(cmd, o));
-      const nft = new NftRunner({ exec, family: "IPv4" });
+    await withNftRunner(async (exec, nft) => {
+      const byFile = exec.fileRuns;
       const ip = (i: number) => `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`;
       // Parts of more statements than a lane's transaction: each goes as two.
       const statements = LANE_STATEMENTS + 4;
@@ -197,34 +188,30 @@ Deno.test({
           CLUSTER_IPS,
           Array.from({ length: statements * 1000 }, (_, i) => ip(from + i)),
         );
-      try {
-        const load = new FreshLoad({ nft });
-        const l = layout();
-        load.start(l.tx.text(), l.hooks);
-        for (let p = 0; p < 3; p++) load.send(bigPart(p * statements * 1000));
-        await load.finish(new NftTransaction("IPv4", TABLE), []);
-        await nft.apply(load.hooks!.statements());
-        const listed = await exec.run("nft", { args: ["-j", "list", "set", "ip", TABLE, CLUSTER_IPS] });
-        const set = (JSON.parse(listed.stdout).nftables as Array<{ set?: { elem?: unknown[] } }>)
-          .find((o) => o.set !== undefined)!.set!;
-        assertEquals(set.elem?.length, 3 * statements * 1000);
-        assertEquals(byFile, [], "no process per part");
-        // The runner's own session and one per lane, each ended.
-        assertEquals(exec.sessions.length, 1 + FRESH_LANES);
-        assert(exec.sessions.slice(1).every((s) => s.closed));
+      const load = new FreshLoad({ nft });
+      const l = layout();
+      load.start(l.tx.text(), l.hooks);
+      for (let p = 0; p < 3; p++) load.send(bigPart(p * statements * 1000));
+      await load.finish(new NftTransaction("IPv4", TABLE), []);
+      await nft.apply(load.hooks!.statements());
+      const listed = await exec.run("nft", { args: ["-j", "list", "set", "ip", TABLE, CLUSTER_IPS] });
+      const set = (JSON.parse(listed.stdout).nftables as Array<{ set?: { elem?: unknown[] } }>)
+        .find((o) => o.set !== undefined)!.set!;
+      assertEquals(set.elem?.length, 3 * statements * 1000);
+      assertEquals(byFile, [], "no process per part");
+      // The runner's own session and one per lane, each ended.
+      assertEquals(exec.sessions.length, 1 + FRESH_LANES);
+      assert(exec.sessions.slice(1).every((s) => s.closed));
 
-        await exec.run("nft", { args: ["flush", "ruleset"] });
-        const failing = new FreshLoad({ nft });
-        const f = layout();
-        failing.start(f.tx.text(), f.hooks);
-        failing.send(bigPart(0).addElements(CLUSTER_IPS, ["10.0.0.300"]));
-        const e = await assertRejects(() => failing.finish(new NftTransaction("IPv4", TABLE), []), NftError);
-        assertEquals(e.line, `add element ip ${TABLE} ${CLUSTER_IPS} { 10.0.0.300 }`);
-        assertEquals(byFile, []);
-        assert(exec.sessions.slice(1).every((s) => s.closed), "every lane's nft ended");
-      } finally {
-        await nft.close();
-      }
+      await exec.run("nft", { args: ["flush", "ruleset"] });
+      const failing = new FreshLoad({ nft });
+      const f = layout();
+      failing.start(f.tx.text(), f.hooks);
+      failing.send(bigPart(0).addElements(CLUSTER_IPS, ["10.0.0.300"]));
+      const e = await assertRejects(() => failing.finish(new NftTransaction("IPv4", TABLE), []), NftError);
+      assertEquals(e.line, `add element ip ${TABLE} ${CLUSTER_IPS} { 10.0.0.300 }`);
+      assertEquals(byFile, []);
+      assert(exec.sessions.slice(1).every((s) => s.closed), "every lane's nft ended");
     });
   },
 });

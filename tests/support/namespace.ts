@@ -6,6 +6,7 @@
  */
 import { onPath } from "../../proxier/runtime/kernel_tools.ts";
 import { DenoExecutor, type ExecOptions, type ExecResult, type Executor } from "../../iptables/executor.ts";
+import { NftRunner } from "../../iptables/nft.ts";
 import {
   ProcessSession,
   type SessionExecutor,
@@ -38,12 +39,35 @@ export class NetnsExecutor implements Executor {
 export class NetnsSessionExecutor extends NetnsExecutor implements SessionExecutor {
   /** Every session started, to be closed by the test. */
   readonly sessions: ToolSession[] = [];
+  /** The arguments of every run reading a file of statements (`-f`): what no session took. */
+  readonly fileRuns: string[][] = [];
+  /** @inheritdoc */
+  override run(cmd: string, o: ExecOptions): Promise<ExecResult> {
+    if (o.args.includes("-f")) this.fileRuns.push([...o.args]);
+    return super.run(cmd, o);
+  }
   /** @inheritdoc */
   start(cmd: string, o: SessionOptions): ToolSession {
     const s = new ProcessSession("ip", { ...o, args: ["netns", "exec", this.ns, cmd, ...o.args] });
     this.sessions.push(s);
     return s;
   }
+}
+
+/**
+ * Runs `fn` in a fresh network namespace ({@linkcode withNamespace}) with an executor that keeps
+ * sessions there and an IPv4 {@linkcode NftRunner} on it, whose nft kept running is closed after.
+ */
+export function withNftRunner<T>(fn: (exec: NetnsSessionExecutor, nft: NftRunner) => Promise<T>): Promise<T> {
+  return withNamespace(async (plain) => {
+    const exec = new NetnsSessionExecutor(plain.ns);
+    const nft = new NftRunner({ exec, family: "IPv4" });
+    try {
+      return await fn(exec, nft);
+    } finally {
+      await nft.close();
+    }
+  });
 }
 
 /**
