@@ -15,9 +15,10 @@
  * cannot be written, and every one once a session failed to answer its first marker (an nft that
  * does not echo a refused line). Each transaction's file is its own, in the temporary directory
  * (`TMPDIR`, else `/tmp`; the runtime opens nothing under `/dev` to a program without every
- * permission), and removed once nft answered: it lives as long as nft takes to read it. A session is replaced after
- * {@linkcode SESSION_INPUT_BYTES} of input, since nft keeps every line it read in its history, and
- * runs with `HOME=/dev/null`, so that history is never written to a file on the node.
+ * permission), and removed once nft answered: it lives as long as nft takes to read it. A session
+ * is replaced after {@linkcode SESSION_INPUT_BYTES} of input, since nft keeps every line it read in
+ * its history, and runs with `HOME=/dev/null`, so that history is never written to a file on the
+ * node.
  * @module
  */
 import type { SessionExecutor, ToolSession } from "./tool_session.ts";
