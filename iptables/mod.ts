@@ -10,8 +10,8 @@
  * | `dry_run.ts`    | an executor that records instead of running (`render`)                   |
  * | `iptables.ts`   | `iptables-save`, `iptables-restore`, single rules; both backends          |
  * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
- * | `nft.ts`        | `nft -f` transactions and listings                                        |
- * | `nft_session.ts`| a change's transactions through one `nft -i` kept running                 |
+ * | `nft.ts`        | `nft -f` transactions and listings; a new table's load lanes              |
+ * | `nft_session.ts`| a change's transactions (a lane's too) through one `nft -i` kept running  |
  * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
  * | `nft_listing.ts`| reading `nft list` output back into statements; listings compared        |
  * | `ipvsadm.ts`    | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
