@@ -85,7 +85,7 @@ async function leanStart(master: string, dir: string): Promise<void> {
   let next = 0;
   const lane = async () => {
     // As the program's lanes: an nft kept running, a part in transactions of LANE_STATEMENTS.
-    const lane = runner.lane();
+    const lane = runner.lane()!;
     try {
       while (next < parts) {
         const lines = Deno.readTextFileSync(`${dir}/part-${next++}.nft`).split("\n").filter((l) => l !== "");

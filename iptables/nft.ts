@@ -111,9 +111,9 @@ export interface NFTables {
   /**
    * Returns a lane of a new table's load (`proxier/nftables/fresh_load.ts`): transactions of any
    * size, one at a time, through an nft of its own kept running until {@linkcode NftLane.close};
-   * absent when each transaction is its own `nft -f`.
+   * undefined (or absent) when no nft can be kept running, each transaction its own `nft -f`.
    */
-  lane?(): NftLane;
+  lane?(): NftLane | undefined;
 }
 
 /**
@@ -225,9 +225,10 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
-  lane(): NftLane {
+  lane(): NftLane | undefined {
     const sessions = sessionsOf(this.#exec);
-    const session = sessions === undefined ? undefined : new NftSession(sessions);
+    if (sessions === undefined) return undefined;
+    const session = new NftSession(sessions);
     return {
       // Its nft ends with the load: the memory a part of any size took is not kept.
       apply: (script, signal) => this.#applyThrough(session, Infinity, script, signal),

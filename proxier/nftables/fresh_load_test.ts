@@ -160,6 +160,20 @@ Deno.test("FreshLoad: a lane applies a part of more than LANE_STATEMENTS stateme
   assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, ips.length);
 });
 
+Deno.test("FreshLoad: when its nft offers no lane (none can be kept running), each part goes whole as one transaction", async () => {
+  const g = gated();
+  const nft: NFTables = { ...g.nft, lane: () => undefined };
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  const ips = Array.from({ length: 2 * LANE_STATEMENTS + 3 }, (_, i) => `172.30.1.${i}`);
+  await load.finish(new NftTransaction("IPv4", TABLE), [[
+    new NftTransaction("IPv4", TABLE).addElements(CLUSTER_IPS, ips, 1),
+  ].values()]);
+  assertEquals(g.started.length, 2, "the layout, and the part in one transaction");
+  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, ips.length);
+});
+
 Deno.test("FreshLoad: a part refused in a lane fails the load, and every lane is closed", async () => {
   const g = gated((i) => i === 2);
   const { nft, byLane, closed } = withLanes(g);
