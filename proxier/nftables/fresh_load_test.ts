@@ -145,9 +145,8 @@ Deno.test("FreshLoad: with lanes on offer, every part goes through one of at mos
   assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 7);
 });
 
-Deno.test("FreshLoad: a lane applies a part of more than LANE_STATEMENTS statements as transactions of LANE_STATEMENTS", async () => {
-  const g = gated();
-  const { nft, byLane } = withLanes(g);
+/** Loads one part of `2 * LANE_STATEMENTS + 3` statements (an element each) through `nft`; returns how many it held. */
+async function loadOneLongPart(nft: NFTables): Promise<number> {
   const load = new FreshLoad({ nft });
   const l = layout();
   load.start(l.tx.text(), l.hooks);
@@ -155,23 +154,23 @@ Deno.test("FreshLoad: a lane applies a part of more than LANE_STATEMENTS stateme
   await load.finish(new NftTransaction("IPv4", TABLE), [[
     new NftTransaction("IPv4", TABLE).addElements(CLUSTER_IPS, ips, 1),
   ].values()]);
+  return ips.length;
+}
+
+Deno.test("FreshLoad: a lane applies a part of more than LANE_STATEMENTS statements as transactions of LANE_STATEMENTS", async () => {
+  const g = gated();
+  const { nft, byLane } = withLanes(g);
+  const elements = await loadOneLongPart(nft);
   const statements = (t: string) => t.split("\n").filter((x) => x !== "").length;
   assertEquals(byLane.flat().map(statements), [LANE_STATEMENTS, LANE_STATEMENTS, 3]);
-  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, ips.length);
+  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, elements);
 });
 
 Deno.test("FreshLoad: when its nft offers no lane (none can be kept running), each part goes whole as one transaction", async () => {
   const g = gated();
-  const nft: NFTables = { ...g.nft, lane: () => undefined };
-  const load = new FreshLoad({ nft });
-  const l = layout();
-  load.start(l.tx.text(), l.hooks);
-  const ips = Array.from({ length: 2 * LANE_STATEMENTS + 3 }, (_, i) => `172.30.1.${i}`);
-  await load.finish(new NftTransaction("IPv4", TABLE), [[
-    new NftTransaction("IPv4", TABLE).addElements(CLUSTER_IPS, ips, 1),
-  ].values()]);
+  const elements = await loadOneLongPart({ ...g.nft, lane: () => undefined });
   assertEquals(g.started.length, 2, "the layout, and the part in one transaction");
-  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, ips.length);
+  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, elements);
 });
 
 Deno.test("FreshLoad: a part refused in a lane fails the load, and every lane is closed", async () => {
