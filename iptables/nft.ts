@@ -232,7 +232,7 @@ export class NftRunner implements NFTables {
     return {
       // Its nft ends with the load: the memory a part of any size took is not kept.
       apply: (script, signal) => this.#applyThrough(session, Infinity, script, signal),
-      close: async () => await session?.close(),
+      close: () => session.close(),
     };
   }
 
