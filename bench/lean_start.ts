@@ -4,8 +4,8 @@
  * the program's own first-sync transaction as the program loads a new table (`fresh_load.ts`): the
  * layout, then the element statements in parts over {@linkcode FRESH_LANES} lanes (of at most
  * {@linkcode FRESH_CHUNK_STATEMENTS} statements, as even as the program splits what is left once its
- * build has ended; each lane an `nft -i` taking a part {@linkcode LANE_STATEMENTS} statements at a
- * time), then the hooked chains' rules. It keeps no model and computes no
+ * build has ended; each lane an `nft -i` taking a part as the program's does, {@linkcode applyInLane}),
+ * then the hooked chains' rules. It keeps no model and computes no
  * element: the transaction is written ahead to files it reads. What it takes is what a start costs
  * with nothing between the lists and the kernel, so the program's start less it is what the
  * program's own work adds.
@@ -14,10 +14,10 @@
  * @module
  */
 import {
+  applyInLane,
   evenPartStatements,
   FRESH_CHUNK_STATEMENTS,
   FRESH_LANES,
-  LANE_STATEMENTS,
 } from "../proxier/nftables/fresh_load.ts";
 import { NftRunner } from "../iptables/nft.ts";
 import { DenoSessionExecutor } from "../iptables/tool_session.ts";
@@ -84,14 +84,12 @@ async function leanStart(master: string, dir: string): Promise<void> {
   const runner = new NftRunner({ exec: new DenoSessionExecutor(), family: "IPv4" });
   let next = 0;
   const lane = async () => {
-    // As the program's lanes: an nft kept running, a part in transactions of LANE_STATEMENTS.
+    // As the program's lanes: an nft kept running, taking each part as the program's lane does.
     const lane = runner.lane()!;
     try {
       while (next < parts) {
         const lines = Deno.readTextFileSync(`${dir}/part-${next++}.nft`).split("\n").filter((l) => l !== "");
-        for (let at = 0; at < lines.length; at += LANE_STATEMENTS) {
-          await lane.apply(lines.slice(at, at + LANE_STATEMENTS));
-        }
+        await applyInLane(lane, lines);
       }
     } finally {
       await lane.close();

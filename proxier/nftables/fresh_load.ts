@@ -14,7 +14,7 @@
  * third of the way through it at 50,000 Services of one endpoint).
  * @module
  */
-import type { NFTables } from "../../iptables/nft.ts";
+import type { NFTables, NftLane } from "../../iptables/nft.ts";
 import {
   ELEMENTS_PER_STATEMENT,
   type NftElementSource,
@@ -38,6 +38,22 @@ export const FRESH_CHUNK_STATEMENTS = 64;
  * of 8.
  */
 export const LANE_STATEMENTS = 8;
+
+/**
+ * Applies `part` (a new table's element statements) through `lane` in transactions of
+ * {@linkcode LANE_STATEMENTS}, in order; rejects with the first refusal, what went before staying
+ * in. A part is element statements alone, into a table no hook reaches yet: it need not be one
+ * transaction, and an nft kept running reuses the memory of smaller ones.
+ */
+export async function applyInLane(
+  lane: NftLane,
+  part: readonly string[],
+  signal?: AbortSignal,
+): Promise<void> {
+  for (let at = 0; at < part.length; at += LANE_STATEMENTS) {
+    await lane.apply(part.slice(at, at + LANE_STATEMENTS), signal);
+  }
+}
 
 /**
  * Element transactions of a new table run at once: one parses while another's is in the kernel;
@@ -206,15 +222,9 @@ export class FreshLoad {
         }
         this.#running++;
         try {
-          // A part is element statements alone, into a table no hook reaches yet: it need not be
-          // one transaction, and an nft kept running reuses the memory of smaller ones.
           const lines = part.statements();
           if (lane === undefined) await this.#nft.apply(lines, this.#signal);
-          else {
-            for (let at = 0; at < lines.length; at += LANE_STATEMENTS) {
-              await lane.apply(lines.slice(at, at + LANE_STATEMENTS), this.#signal);
-            }
-          }
+          else await applyInLane(lane, lines, this.#signal);
           this.#between();
         } catch (error) {
           this.#fail(error);
