@@ -12,6 +12,7 @@
  * | `rule_args.ts`  | splitting `iptables-save` rule text into arguments                        |
  * | `nft.ts`        | `nft -f` transactions and listings; a new table's load lanes              |
  * | `nft_session.ts`| a change's transactions (a lane's too) through one `nft -i` kept running  |
+ * | `transaction_files.ts` | the sessions' files: a directory per process; a killed one's removed |
  * | `nft_ruleset.ts`| a ruleset model of `nft -f` statements and `nft list` output              |
  * | `nft_listing.ts`| reading `nft list` output back into statements; listings compared        |
  * | `ipvsadm.ts`    | `ipvsadm -R` batches, `-S`, connection and traffic counters               |
@@ -33,6 +34,7 @@ export * from "./iptables.ts";
 export * from "./rule_args.ts";
 export * from "./nft.ts";
 export * from "./nft_session.ts";
+export * from "./transaction_files.ts";
 export * from "./nft_ruleset.ts";
 export * from "./nft_syntax.ts";
 export * from "./nft_listing.ts";

@@ -13,15 +13,20 @@
  * What goes by `nft -f` instead: a transaction longer than {@linkcode SESSION_TX_BYTES} (a new
  * table; nft would keep the memory it took), one sent while another is in flight, one whose file
  * cannot be written, and every one once a session failed to answer its first marker (an nft that
- * does not echo a refused line). Each transaction's file is its own, in the temporary directory
- * (`TMPDIR`, else `/tmp`; the runtime opens nothing under `/dev` to a program without every
- * permission), and removed once nft answered: it lives as long as nft takes to read it. A session
+ * does not echo a refused line). Each transaction's file is its own, in the process's directory in
+ * the temporary directory (`TMPDIR`, else `/tmp`; the runtime opens nothing under `/dev` to a program
+ * without every permission; `transaction_files.ts` says how a killed process's is found), and
+ * removed once nft answered: it lives as long as nft takes to read it. A session
  * is replaced after {@linkcode SESSION_INPUT_BYTES} of input, since nft keeps every line it read in
  * its history, and runs with `HOME=/dev/null`, so that history is never written to a file on the
  * node.
  * @module
  */
 import type { SessionExecutor, ToolSession } from "./tool_session.ts";
+import { removeFile, TransactionFiles } from "./transaction_files.ts";
+
+/** The process's one transaction directory, shared by its sessions (`transaction_files.ts`). */
+export const processTransactionFiles: TransactionFiles = new TransactionFiles();
 
 /** The longest transaction sent to a session; a longer one (a new table) goes by `nft -f`. */
 export const SESSION_TX_BYTES = 256 * 1024;
@@ -68,33 +73,10 @@ export interface NftSessionAnswer {
   readonly refused: boolean;
 }
 
-/** Writes `text` to a new file of its own in the temporary directory; returns its path, or undefined. */
-function writeTransaction(text: string): string | undefined {
-  let file: string | undefined;
-  try {
-    file = Deno.makeTempFileSync({ prefix: "kube-proxy-deno-nft-", suffix: ".nft" });
-    // It is named in an nft string: no quote, space or backslash may end it early.
-    if (!/^[\w/.-]+$/.test(file)) throw new Error("a path nft cannot be given");
-    Deno.writeTextFileSync(file, text);
-    return file;
-  } catch {
-    if (file !== undefined) removeFile(file);
-    return undefined;
-  }
-}
-
-/** Removes `file`, if it is still there. */
-function removeFile(file: string): void {
-  try {
-    Deno.removeSync(file);
-  } catch {
-    // gone already
-  }
-}
-
 /** One family's runner's `nft -i`; see the module doc. Construction starts nothing. */
 export class NftSession {
   readonly #exec: SessionExecutor;
+  readonly #files: TransactionFiles;
   #session: ToolSession | undefined;
   #sent = 0;
   #seq = 0;
@@ -103,9 +85,10 @@ export class NftSession {
   /** A session did not answer its first marker: every transaction goes by `nft -f`. */
   #givenUp = false;
 
-  /** Starts no session until a transaction asks for one. */
-  constructor(exec: SessionExecutor) {
+  /** Starts no session until a transaction asks for one; `files`: where its transactions are written. */
+  constructor(exec: SessionExecutor, files: TransactionFiles = processTransactionFiles) {
     this.#exec = exec;
+    this.#files = files;
   }
 
   /** Whether a transaction could go to a session now (none given up on, none in flight). */
@@ -126,7 +109,7 @@ export class NftSession {
     try {
       const session = await this.#current();
       if (session === undefined) return undefined;
-      const file = writeTransaction(text);
+      const file = this.#files.write(text);
       if (file === undefined) return undefined;
       try {
         const marker = `%kpd-${++this.#seq}`;
@@ -147,7 +130,9 @@ export class NftSession {
   async close(): Promise<void> {
     const s = this.#session;
     this.#session = undefined;
-    await s?.close();
+    if (s === undefined) return;
+    this.#files.close();
+    await s.close();
   }
 
   /** The running session, replaced when spent or exited; undefined once sessions are given up. */
@@ -155,6 +140,8 @@ export class NftSession {
     if (this.#session !== undefined && !this.#session.closed && this.#sent < SESSION_INPUT_BYTES) {
       return this.#session;
     }
+    // Counted before the spent one ends: a replacement keeps the directory it shares.
+    this.#files.open();
     await this.close();
     const marker = `%kpd-${++this.#seq}`;
     let session: ToolSession | undefined;
@@ -167,6 +154,7 @@ export class NftSession {
       );
     } catch {
       this.#givenUp = true;
+      this.#files.close();
       await session?.close();
       return undefined;
     }

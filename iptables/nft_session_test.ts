@@ -123,14 +123,18 @@ Deno.test("NftRunner sends small transactions to one nft -i and starts no proces
   // A new table's transaction goes by nft -f.
   await nft.apply(Array.from({ length: SESSION_TX_BYTES / 20 }, (_, i) => `add element ip t s { ${i} }`));
   assertEquals(exec.runs, [["nft", "-f", "-"]]);
-  // Each transaction's file is its own, in the temporary directory, gone once nft answered.
+  // Each transaction's file is its own, in the process's directory in the temporary directory,
+  // gone once nft answered; the directory goes with the last session.
   const files = exec.sessions[0].files;
   assertEquals(new Set(files).size, 51);
-  assertEquals(files[0].slice(0, files[0].lastIndexOf("/")), tempDir());
-  assertMatch(files[0], /\/kube-proxy-deno-nft-\w+\.nft$/);
+  const dir = files[0].slice(0, files[0].lastIndexOf("/"));
+  assertEquals(dir.slice(0, dir.lastIndexOf("/")), tempDir());
+  assertMatch(files[0], /\/kube-proxy-deno-nft-\w+\/\d+\.nft$/);
   for (const f of files) assertEquals(await Deno.stat(f).catch((e) => e.name), "NotFound");
+  assert((await Deno.stat(`${dir}/owner`)).isFile);
   await nft.close();
   assert(exec.sessions[0].closed);
+  assertEquals(await Deno.stat(dir).catch((e) => e.name), "NotFound");
 });
 
 Deno.test("NftRunner throws nft's refusal from a session as nft -f's, naming the statement, and keeps the session", async () => {
@@ -170,7 +174,7 @@ Deno.test("NftRunner replaces a session once it has read its input budget (nft k
   const exec = new ScriptedExecutor();
   const nft = new NftRunner({ exec, family: "IPv4" });
   const statement = "add element ip t s { 1 }";
-  const each = `include "${tempDir()}/kube-proxy-deno-nft-XXXXXXXX.nft"`.length + 10;
+  const each = `include "${tempDir()}/kube-proxy-deno-nft-XXXXXXXXXXXXXXXX/XXX.nft"`.length + 10;
   for (let i = 0; i <= Math.ceil(SESSION_INPUT_BYTES / each); i++) await nft.apply(statement);
   assertEquals(exec.sessions.length, 2);
   assert(exec.sessions[0].closed);
