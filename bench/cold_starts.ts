@@ -28,7 +28,7 @@ import { leanParts, writeLeanParts } from "./lean_start.ts";
 import { encodeListsAhead, generate, serveObjects } from "./objects.ts";
 import { median } from "./percentile.ts";
 import { nftTransactions } from "./scale.ts";
-import { CpuSampler, type StartCpu } from "./start_cpu.ts";
+import { CpuSampler, type StartCpu, type StartFaults } from "./start_cpu.ts";
 import { TestApiServer } from "../tests/support/api_server.ts";
 import { startArgs } from "../tests/support/program.ts";
 
@@ -42,6 +42,8 @@ export interface ColdStarts {
   readonly startsMs: readonly number[];
   /** The CPU each spent until then. */
   readonly cpu: readonly StartCpu[];
+  /** The minor page faults each took until then. */
+  readonly faults: readonly StartFaults[];
 }
 
 /**
@@ -95,15 +97,21 @@ async function driver(
   api.bookmarkEveryMs = 60_000;
   serveObjects(api, services, slices);
   const master = api.start();
-  const results = roots.map((root) => ({ root, startsMs: [] as number[], cpu: [] as StartCpu[] }));
+  const results = roots.map((root) => ({
+    root,
+    startsMs: [] as number[],
+    cpu: [] as StartCpu[],
+    faults: [] as StartFaults[],
+  }));
   // The floor and the lean start take turns with the starts, round by round: the machine's speed
   // drifts by a fifth within minutes, and a ratio of figures taken minutes apart would carry it.
   const floors: number[] = [];
   const leans: number[] = [];
   const turns: Array<() => Promise<unknown>> = results.map((r) => async () => {
-    const { ms, cpu } = await coldStart(r.root, master);
+    const { ms, cpu, faults } = await coldStart(r.root, master);
     r.startsMs.push(ms);
     r.cpu.push(cpu);
+    r.faults.push(faults);
   });
   let dir: string | undefined;
   try {
@@ -177,8 +185,11 @@ async function emptyRuleset(): Promise<void> {
   await new Promise((r) => setTimeout(r, SETTLE_MS));
 }
 
-/** One start of `root` into an empty ruleset: when its first sync was in, and the CPU spent until then. */
-async function coldStart(root: string, master: string): Promise<{ ms: number; cpu: StartCpu }> {
+/** One start of `root` into an empty ruleset: when its first sync was in, the CPU spent and the page faults taken until then. */
+async function coldStart(
+  root: string,
+  master: string,
+): Promise<{ ms: number; cpu: StartCpu; faults: StartFaults }> {
   await encodeListsAhead(master);
   await emptyRuleset();
   const spawned = performance.now();
@@ -207,7 +218,7 @@ async function coldStart(root: string, master: string): Promise<{ ms: number; cp
       if (m !== null) {
         await sampler.stop();
         const ms = Number(m[1]);
-        return { ms, cpu: sampler.until(spawned + ms)! };
+        return { ms, cpu: sampler.until(spawned + ms)!, faults: sampler.faultsUntil(spawned + ms)! };
       }
       await new Promise((r) => setTimeout(r, 20));
     }

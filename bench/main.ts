@@ -21,7 +21,7 @@ import { benchChaos } from "./chaos.ts";
 import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
-import { type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
+import { meanFaults, type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
 import { benchColdStarts, soonerIn } from "./cold_starts.ts";
 
 const which = new Set(
@@ -513,7 +513,8 @@ if (which.has("cold") && Deno.uid() === 0) {
   out(machineCostsLine(await machineCosts()));
   out(
     "Process start to every Service in the kernel (the program's own line); the CPU it spent until then, averaged " +
-      "(main thread, other threads, kernel tools, the test API server); the rounds it started sooner than the first checkout.",
+      "(main thread, other threads, kernel tools, the test API server); the rounds it started sooner than the first checkout; " +
+      "the program's minor page faults until then, averaged (a page first touched costs what the machine's line says).",
   );
   const { starts: results, floorMs, leanMs } = await benchColdStarts({
     roots,
@@ -538,9 +539,9 @@ if (which.has("cold") && Deno.uid() === 0) {
     );
   }
   out(
-    "| checkout | mean | median | fastest - slowest | ratio to the floor | sooner than the first | CPU: main / other threads / tools / API server |",
+    "| checkout | mean | median | fastest - slowest | ratio to the floor | sooner than the first | CPU: main / other threads / tools / API server | minor page faults: main / other threads |",
   );
-  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const r of results) {
     const done = r.startsMs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
     const mean = done.reduce((a, b) => a + b, 0) / done.length;
@@ -553,7 +554,7 @@ if (which.has("cold") && Deno.uid() === 0) {
         floorMs === undefined ? "-" : `${(mean / floorMs).toFixed(2)}x`
       } | ${r === results[0] ? "-" : `${sooner} of ${of}`} | ${avg("main")} / ${avg("threads")} / ${
         avg("tools")
-      } / ${avg("driver")} s |`,
+      } / ${avg("driver")} s | ${meanFaults(r.faults, "main")} / ${meanFaults(r.faults, "threads")} |`,
     );
   }
 }

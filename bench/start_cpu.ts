@@ -3,7 +3,9 @@
  * thread), its other threads (V8's collector and compiler workers, the runtime's), the kernel tools
  * it ran and waited for, and the driver serving it (the test API server's process, this one).
  * Read from `/proc` every few ms, so that the sum set against the cores says how soon the start
- * could end however well its work overlapped.
+ * could end however well its work overlapped. Beside the CPU, the program's minor page faults: on a
+ * machine where a page first touched costs microseconds (`machine_costs.ts`), what a start touches
+ * afresh is a share of its CPU that no profile of its code shows.
  * @module
  */
 
@@ -17,6 +19,14 @@ export interface StartCpu {
   readonly tools: number;
   /** This process: the API server the program lists from, and this sampling. */
   readonly driver: number;
+}
+
+/** Minor page faults a start took (a page first touched, or mapped from the page cache). */
+export interface StartFaults {
+  /** On the program's main thread. */
+  readonly main: number;
+  /** On its other threads. */
+  readonly threads: number;
 }
 
 /** How many times one reading is retried while the main thread ticks between its parts. */
@@ -35,6 +45,14 @@ export function statSeconds(text: string): { own: number; children: number } {
   // utime, stime, cutime, cstime are fields 14-17 of the line; here 11-14 after the name and state.
   const n = (i: number) => Number(f[i]) / TICKS;
   return { own: n(11) + n(12), children: n(13) + n(14) };
+}
+
+/**
+ * Returns the minor page faults of one `/proc/PID/stat` (or `.../task/TID/stat`) text: field 10,
+ * the process's (every thread's, ended ones too) or the thread's.
+ */
+export function statFaults(text: string): number {
+  return Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[7]);
 }
 
 /**
@@ -65,6 +83,7 @@ export function liveChildrenSeconds(pid: number): number {
 /** One reading, with the `performance.now()` it was taken at. */
 interface Sample extends StartCpu {
   readonly at: number;
+  readonly faults: StartFaults;
 }
 
 /**
@@ -103,15 +122,33 @@ export class CpuSampler {
 
   /** What was spent from the first sample to the last taken at or before `at` (a `performance.now()`). */
   until(at: number): StartCpu | undefined {
-    const first = this.#samples[0];
-    const last = this.#samples.findLast((s) => s.at <= at);
-    if (first === undefined || last === undefined) return undefined;
+    const span = this.#span(at);
+    if (span === undefined) return undefined;
+    const [first, last] = span;
     return {
       main: last.main - first.main,
       threads: last.threads - first.threads,
       tools: last.tools - first.tools,
       driver: last.driver - first.driver,
     };
+  }
+
+  /** The program's minor page faults from the first sample to the last taken at or before `at`. */
+  faultsUntil(at: number): StartFaults | undefined {
+    const span = this.#span(at);
+    if (span === undefined) return undefined;
+    const [first, last] = span;
+    return {
+      main: last.faults.main - first.faults.main,
+      threads: last.faults.threads - first.faults.threads,
+    };
+  }
+
+  /** The first sample and the last taken at or before `at`, if both were taken. */
+  #span(at: number): [Sample, Sample] | undefined {
+    const first = this.#samples[0];
+    const last = this.#samples.findLast((s) => s.at <= at);
+    return first === undefined || last === undefined ? undefined : [first, last];
   }
 
   /** Adds a sample; false once the process is gone. */
@@ -123,11 +160,17 @@ export class CpuSampler {
       // figure and the thread's to ticks apart, so they may still differ by one.
       const task = `/proc/${this.#pid}/task/${this.#pid}/stat`;
       let main: number;
+      let mainFaults: number;
       let whole: ReturnType<typeof statSeconds>;
+      let faults: number;
       let tries = 0;
       do {
-        main = read(task).own;
-        whole = read(`/proc/${this.#pid}/stat`);
+        const thread = Deno.readTextFileSync(task);
+        main = statSeconds(thread).own;
+        mainFaults = statFaults(thread);
+        const proc = Deno.readTextFileSync(`/proc/${this.#pid}/stat`);
+        whole = statSeconds(proc);
+        faults = statFaults(proc);
       } while (read(task).own !== main && ++tries < MAX_READ_TRIES);
       const driver = read("/proc/self/stat").own;
       this.#samples.push({
@@ -136,6 +179,7 @@ export class CpuSampler {
         threads: whole.own - main,
         tools: whole.children + liveChildrenSeconds(this.#pid),
         driver,
+        faults: { main: mainFaults, threads: faults - mainFaults },
       });
       return true;
     } catch (error) {
@@ -167,4 +211,10 @@ export function startCpuRow(
   return `| ${r.mode} | ${r.size} | ${s(r.cpu.main)} | ${s(r.cpu.threads)} | ${s(r.cpu.tools)} | ${
     s(r.cpu.driver)
   } | ${s(total)} | ${s(total / cores)} | ${s(r.coldStartS)} | ${s(1.5 * r.floorS)} |`;
+}
+
+/** Returns the mean of `k` over `faults` in thousands, as the cold bench's table gives it (`63.2k`); `-` for none. */
+export function meanFaults(faults: readonly StartFaults[], k: keyof StartFaults): string {
+  if (faults.length === 0) return "-";
+  return `${(faults.reduce((a, f) => a + f[k], 0) / faults.length / 1000).toFixed(1)}k`;
 }

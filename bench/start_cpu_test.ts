@@ -1,5 +1,13 @@
 import { assert, assertEquals } from "../tests/support/assert.ts";
-import { CpuSampler, type StartCpu, startCpuHeader, startCpuRow, statSeconds } from "./start_cpu.ts";
+import {
+  CpuSampler,
+  meanFaults,
+  type StartCpu,
+  startCpuHeader,
+  startCpuRow,
+  type StartFaults,
+  statSeconds,
+} from "./start_cpu.ts";
 
 const LOOP = "while :; do :; done";
 
@@ -40,7 +48,7 @@ const GIVE_UP_MS = 60_000;
 async function spentBy(
   script: string,
   ready: (sampler: CpuSampler, stdout: ReadableStream<Uint8Array>) => Promise<void>,
-): Promise<StartCpu & { wallS: number }> {
+): Promise<StartCpu & { wallS: number; faults: StartFaults }> {
   const child = new Deno.Command("sh", { args: ["-c", script], stdout: "piped" }).spawn();
   const sampler = new CpuSampler(child.pid, 10);
   try {
@@ -52,7 +60,7 @@ async function spentBy(
     // One sample more, taken after what was waited for.
     await sampler.stop();
     const to = performance.now();
-    return { ...sampler.until(to)!, wallS: (to - from) / 1000 };
+    return { ...sampler.until(to)!, wallS: (to - from) / 1000, faults: sampler.faultsUntil(to)! };
   } finally {
     child.kill();
     await child.status;
@@ -122,6 +130,28 @@ Deno.test("CpuSampler puts the CPU of a child still running (a tool kept running
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("CpuSampler counts the page faults of memory the main thread first touches, and none of a process that touches none", async () => {
+  const mib = 64;
+  // With transparent huge pages always on, the kernel maps 2 MiB a fault.
+  const thp = await Deno.readTextFile("/sys/kernel/mm/transparent_hugepage/enabled").catch(() => "");
+  const pages = mib * 2 ** 20 / (thp.includes("[always]") ? 2 ** 21 : 4096);
+  const touch = `const a = new Uint8Array(${mib} * 2 ** 20); a.fill(1); console.log("touched");`;
+  const toucher = await spentBy(
+    `exec '${Deno.execPath()}' eval '${touch} setTimeout(() => {}, 60000)'`,
+    (_, stdout) => printed(stdout, "touched"),
+  );
+  assert(toucher.faults.main >= pages, `main ${toucher.faults.main}, ${pages} pages touched`);
+  const idle = await spentBy(LOOP, mainSpent);
+  assert(idle.faults.main + idle.faults.threads < pages / 8, JSON.stringify(idle.faults));
+});
+
+Deno.test("meanFaults gives the mean in thousands, a dash for no starts", () => {
+  const faults = [{ main: 60_000, threads: 20_000 }, { main: 66_400, threads: 21_000 }];
+  assertEquals(meanFaults(faults, "main"), "63.2k");
+  assertEquals(meanFaults(faults, "threads"), "20.5k");
+  assertEquals(meanFaults([], "main"), "-");
 });
 
 Deno.test("startCpuRow sums the four and sets the sum over the cores beside the cold start and 1.5x the floor", () => {
