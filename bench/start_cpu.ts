@@ -36,15 +36,22 @@ const MAX_READ_TRIES = 5;
 const TICKS = 100;
 
 /**
+ * Returns the fields of one `/proc/PID/stat` (or `.../task/TID/stat`) text from the third (the
+ * state) on: field n of `man 5 proc` is at index n - 3. The command name (the second) may hold
+ * spaces and parentheses: the fields are counted from its last `)`.
+ */
+function statFields(text: string): string[] {
+  return text.slice(text.lastIndexOf(")") + 2).split(" ");
+}
+
+/**
  * Returns the CPU seconds of one `/proc/PID/stat` (or `.../task/TID/stat`) text: its own (utime +
- * stime) and its waited-for children's (cutime + cstime). The command name may hold spaces and
- * parentheses: the fields are counted from its last `)`.
+ * stime, fields 14-15) and its waited-for children's (cutime + cstime, fields 16-17).
  */
 export function statSeconds(text: string): { own: number; children: number } {
-  const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  // utime, stime, cutime, cstime are fields 14-17 of the line; here 11-14 after the name and state.
-  const n = (i: number) => Number(f[i]) / TICKS;
-  return { own: n(11) + n(12), children: n(13) + n(14) };
+  const f = statFields(text);
+  const n = (field: number) => Number(f[field - 3]) / TICKS;
+  return { own: n(14) + n(15), children: n(16) + n(17) };
 }
 
 /**
@@ -52,7 +59,7 @@ export function statSeconds(text: string): { own: number; children: number } {
  * the process's (every thread's, ended ones too) or the thread's.
  */
 export function statFaults(text: string): number {
-  return Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[7]);
+  return Number(statFields(text)[10 - 3]);
 }
 
 /**
