@@ -16,15 +16,18 @@
  * also loads the kernel's floor once: the first sync's transaction of this checkout's nftables mode
  * for the same objects, as one `nft -f` into an empty ruleset (single-stack only: the transaction is
  * the IPv4 family's), whose median over the rounds the scale bench's cold-start target is a ratio
- * of; and starts the lean start once (`lean_start.ts`: the same lists and the same transaction,
+ * of; starts the lean start once (`lean_start.ts`: the same lists and the same transaction,
  * loaded as the program loads a new table, with no model between them), whose median is what a
- * start costs before any of the program's own work.
+ * start costs before any of the program's own work; and starts each way of the direct start once
+ * (`direct_start.ts`: the same lists into the nftables proxier's own first sync, straight into its
+ * maps or through its handlers and change trackers), whose medians split the program's work.
  * @module
  */
 import { parseArgs } from "node:util";
 import { sh } from "./chain_watch.ts";
 import { driverResult, withNamespaces } from "./namespace_driver.ts";
 import { leanParts, writeLeanParts } from "./lean_start.ts";
+import { DIRECT_WAYS, type DirectWay } from "./direct_start.ts";
 import { encodeListsAhead, generate, serveObjects } from "./objects.ts";
 import { median } from "./percentile.ts";
 import { nftTransactions } from "./scale.ts";
@@ -47,13 +50,14 @@ export interface ColdStarts {
 }
 
 /**
- * What the cold bench measured: each checkout's starts, the kernel's floor and the lean start's
- * median (both undefined for a dual-stack cluster).
+ * What the cold bench measured: each checkout's starts, the kernel's floor, the lean start's median
+ * and each direct start's (the last three undefined for a dual-stack cluster).
  */
 export interface ColdBench {
   readonly starts: readonly ColdStarts[];
   readonly floorMs?: number;
   readonly leanMs?: number;
+  readonly directMs?: Readonly<Record<DirectWay, number>>;
 }
 
 /** Starts every checkout of `roots` (paths ending in `/`) `rounds` times at `services` x `endpoints`, in a namespace of their own. */
@@ -107,6 +111,10 @@ async function driver(
   // drifts by a fifth within minutes, and a ratio of figures taken minutes apart would carry it.
   const floors: number[] = [];
   const leans: number[] = [];
+  const directs = Object.fromEntries(DIRECT_WAYS.map((w) => [w, [] as number[]])) as Record<
+    DirectWay,
+    number[]
+  >;
   const turns: Array<() => Promise<unknown>> = results.map((r) => async () => {
     const { ms, cpu, faults } = await coldStart(r.root, master);
     r.startsMs.push(ms);
@@ -122,6 +130,7 @@ async function driver(
       turns.push(
         async () => floors.push(await floorMs(full)),
         async () => leans.push(await leanMs(parts, master)),
+        ...DIRECT_WAYS.map((way) => async () => directs[way].push(await directStartMs(way, master))),
       );
     }
     for (let round = 0; round < rounds; round++) {
@@ -129,7 +138,11 @@ async function driver(
     }
     await emptyRuleset();
     if (full === undefined) return { starts: results };
-    return { starts: results, floorMs: median(floors), leanMs: median(leans) };
+    const directMs = Object.fromEntries(DIRECT_WAYS.map((w) => [w, median(directs[w])])) as Record<
+      DirectWay,
+      number
+    >;
+    return { starts: results, floorMs: median(floors), leanMs: median(leans), directMs };
   } finally {
     if (dir !== undefined) await Deno.remove(dir, { recursive: true });
     await api.stop();
@@ -171,6 +184,29 @@ function leanMs(dir: string, master: string): Promise<number> {
   return timedOnEmpty(async () => {
     const started = await sh(Deno.execPath(), args);
     if (started.code !== 0) throw new Error(`the lean start failed: ${started.err.slice(0, 300)}`);
+  }, () => encodeListsAhead(master));
+}
+
+/** One direct start of `way` against `master` (`direct_start.ts`), from its process's spawn to its exit. */
+function directStartMs(way: DirectWay, master: string): Promise<number> {
+  const script = new URL("./direct_start.ts", import.meta.url).pathname;
+  // The program's runtime flags: its heap's shape decides a start's collections.
+  const flags = startArgs().filter((a) => a.startsWith("--v8-flags="));
+  const args = [
+    "run",
+    "-q",
+    "--allow-net",
+    "--allow-read",
+    "--allow-write",
+    "--allow-run=nft",
+    ...flags,
+    script,
+    master,
+    way,
+  ];
+  return timedOnEmpty(async () => {
+    const started = await sh(Deno.execPath(), args);
+    if (started.code !== 0) throw new Error(`the ${way} start failed: ${started.err.slice(0, 300)}`);
   }, () => encodeListsAhead(master));
 }
 
