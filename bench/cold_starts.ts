@@ -168,31 +168,30 @@ function floorMs(full: string): Promise<number> {
 
 /** One lean start of the parts in `dir` against `master` (`lean_start.ts`), from its process's spawn to its exit. */
 function leanMs(dir: string, master: string): Promise<number> {
-  const script = new URL("./lean_start.ts", import.meta.url).pathname;
-  // Its lanes write each transaction to a temporary file of its own, as the program's do.
-  const args = [
-    "run",
-    "-q",
-    "--allow-net",
-    "--allow-read",
-    "--allow-write",
-    "--allow-run=nft",
-    script,
-    master,
-    dir,
-  ];
-  return timedOnEmpty(async () => {
-    const started = await sh(Deno.execPath(), args);
-    if (started.code !== 0) throw new Error(`the lean start failed: ${started.err.slice(0, 300)}`);
-  }, () => encodeListsAhead(master));
+  return referenceStartMs("lean", "./lean_start.ts", master, [dir]);
 }
 
 /** One direct start of `way` against `master` (`direct_start.ts`), from its process's spawn to its exit. */
 function directStartMs(way: DirectWay, master: string): Promise<number> {
-  const script = new URL("./direct_start.ts", import.meta.url).pathname;
   // The program's runtime flags: its heap's shape decides a start's collections.
   const flags = startArgs().filter((a) => a.startsWith("--v8-flags="));
-  const args = [
+  return referenceStartMs(way, "./direct_start.ts", master, [way], flags);
+}
+
+/**
+ * One start of the bench's own `script` (beside this file) against `master`, then `args`, runtime
+ * `flags` before it, from its process's spawn to its exit; `name` names it in an error. Its lanes write each
+ * transaction to a temporary file of its own, as the program's do.
+ */
+function referenceStartMs(
+  name: string,
+  script: string,
+  master: string,
+  args: string[],
+  flags: string[] = [],
+): Promise<number> {
+  const path = new URL(script, import.meta.url).pathname;
+  const run = [
     "run",
     "-q",
     "--allow-net",
@@ -200,13 +199,13 @@ function directStartMs(way: DirectWay, master: string): Promise<number> {
     "--allow-write",
     "--allow-run=nft",
     ...flags,
-    script,
+    path,
     master,
-    way,
+    ...args,
   ];
   return timedOnEmpty(async () => {
-    const started = await sh(Deno.execPath(), args);
-    if (started.code !== 0) throw new Error(`the ${way} start failed: ${started.err.slice(0, 300)}`);
+    const started = await sh(Deno.execPath(), run);
+    if (started.code !== 0) throw new Error(`the ${name} start failed: ${started.err.slice(0, 300)}`);
   }, () => encodeListsAhead(master));
 }
 

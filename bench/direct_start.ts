@@ -18,6 +18,7 @@
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { DenoSessionExecutor } from "../iptables/tool_session.ts";
+import type { NFTables } from "../iptables/nft.ts";
 import { requestURL, sourceQueries } from "../proxier/sources/api_client.ts";
 import { servicePorts } from "../proxier/model/service_port.ts";
 import { mergeSlices, type SliceEndpoints, sliceEndpoints } from "../proxier/model/endpoint.ts";
@@ -91,7 +92,7 @@ export class DirectProxier extends NftablesProxier {
  * Returns the bench's proxier on `nft` (default an nft of the process's own) with no memory step
  * after its syncs: collections within a sync still run.
  */
-export function directProxier(nft?: ConstructorParameters<typeof NftablesProxier>[0]["nft"]): DirectProxier {
+export function directProxier(nft?: NFTables): DirectProxier {
   const none = () => {};
   return new DirectProxier({
     ...benchNftablesOptions(new DenoSessionExecutor(), { nft }),
