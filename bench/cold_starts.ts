@@ -75,16 +75,41 @@ export async function benchColdStarts(
     ], "cold-start"));
 }
 
-/** Returns the rounds in which `b` started sooner than `a`, of those both finished. */
-export function soonerIn(a: readonly number[], b: readonly number[]): { sooner: number; of: number } {
-  let sooner = 0;
-  let of = 0;
+/** How the starts of `b` compare with those of `a`, round by round: see {@linkcode againstFirst}. */
+export interface PairedStarts {
+  /** The rounds in which `b` started sooner. */
+  readonly sooner: number;
+  /** The rounds both finished. */
+  readonly of: number;
+  /** The mean of `b`'s start less `a`'s in the same round, ms (negative: `b` sooner). */
+  readonly meanMs: number;
+  /**
+   * Twice the standard error of that mean, ms (NaN under two rounds): a mean difference within it
+   * is as likely the machine's drift as the change.
+   */
+  readonly twoSeMs: number;
+}
+
+/**
+ * Compares `b`'s starts with `a`'s round by round, of the rounds both finished: in how many `b` was
+ * sooner, and the mean of the differences with twice its standard error. A round's two starts share
+ * the machine's speed at that moment, so their difference carries less of its drift than the two
+ * means do.
+ */
+export function againstFirst(a: readonly number[], b: readonly number[]): PairedStarts {
+  const diffs: number[] = [];
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    if (Number.isNaN(a[i]) || Number.isNaN(b[i])) continue;
-    of++;
-    if (b[i] < a[i]) sooner++;
+    if (!Number.isNaN(a[i]) && !Number.isNaN(b[i])) diffs.push(b[i] - a[i]);
   }
-  return { sooner, of };
+  const of = diffs.length;
+  const meanMs = diffs.reduce((x, y) => x + y, 0) / of;
+  const variance = diffs.reduce((x, d) => x + (d - meanMs) ** 2, 0) / (of - 1);
+  return {
+    sooner: diffs.filter((d) => d < 0).length,
+    of,
+    meanMs,
+    twoSeMs: of < 2 ? NaN : 2 * Math.sqrt(variance / of),
+  };
 }
 
 /** The driver, inside the namespace: see the module doc. */

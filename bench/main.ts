@@ -22,7 +22,7 @@ import { benchSoak, type MemoryBreakdown } from "./soak.ts";
 import { type Chart, lineChart } from "./chart.ts";
 import { benchScale, type ScaleResult } from "./scale.ts";
 import { meanFaults, type StartCpu, startCpuHeader, startCpuRow } from "./start_cpu.ts";
-import { benchColdStarts, soonerIn } from "./cold_starts.ts";
+import { againstFirst, benchColdStarts } from "./cold_starts.ts";
 
 const which = new Set(
   Deno.args.length > 0
@@ -513,7 +513,8 @@ if (which.has("cold") && Deno.uid() === 0) {
   out(machineCostsLine(await machineCosts()));
   out(
     "Process start to every Service in the kernel (the program's own line); the CPU it spent until then, averaged " +
-      "(main thread, other threads, kernel tools, the test API server); the rounds it started sooner than the first checkout; " +
+      "(main thread, other threads, kernel tools, the test API server); against the first checkout, the rounds it started " +
+      "sooner and the mean of its start less the first's in the same round, with twice that mean's standard error; " +
       "the program's minor page faults until then, averaged (a page first touched costs what the machine's line says).",
   );
   const { starts: results, floorMs, leanMs, directMs } = await benchColdStarts({
@@ -549,22 +550,26 @@ if (which.has("cold") && Deno.uid() === 0) {
     );
   }
   out(
-    "| checkout | mean | median | fastest - slowest | ratio to the floor | sooner than the first | CPU: main / other threads / tools / API server | minor page faults: main / other threads |",
+    "| checkout | mean | median | fastest - slowest | ratio to the floor | against the first: sooner, mean difference | CPU: main / other threads / tools / API server | minor page faults: main / other threads |",
   );
   out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const r of results) {
     const done = r.startsMs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
     const mean = done.reduce((a, b) => a + b, 0) / done.length;
     const avg = (k: keyof StartCpu) => (r.cpu.reduce((a, c) => a + c[k], 0) / r.cpu.length).toFixed(2);
-    const { sooner, of } = soonerIn(results[0].startsMs, r.startsMs);
+    const paired = againstFirst(results[0].startsMs, r.startsMs);
+    const seconds = (ms: number) => (ms / 1000).toFixed(2);
+    const against = `${paired.sooner} of ${paired.of}, ${paired.meanMs < 0 ? "" : "+"}${
+      seconds(paired.meanMs)
+    } ± ${seconds(paired.twoSeMs)} s`;
     out(
       `| ${r.root} | ${(mean / 1000).toFixed(2)} s | ${
         (done[Math.floor(done.length / 2)] / 1000).toFixed(2)
       } s | ${(done[0] / 1000).toFixed(2)} - ${(done.at(-1)! / 1000).toFixed(2)} s | ${
         floorMs === undefined ? "-" : `${(mean / floorMs).toFixed(2)}x`
-      } | ${r === results[0] ? "-" : `${sooner} of ${of}`} | ${avg("main")} / ${avg("threads")} / ${
-        avg("tools")
-      } / ${avg("driver")} s | ${meanFaults(r.faults, "main")} / ${meanFaults(r.faults, "threads")} |`,
+      } | ${r === results[0] ? "-" : against} | ${avg("main")} / ${avg("threads")} / ${avg("tools")} / ${
+        avg("driver")
+      } s | ${meanFaults(r.faults, "main")} / ${meanFaults(r.faults, "threads")} |`,
     );
   }
 }
