@@ -319,11 +319,11 @@ export abstract class BaseProxier implements Provider {
   }
 
   #serviceEvent(old: V1Service | undefined, cur: V1Service | undefined): void {
-    if (this.#changes.service(old, cur)) this.#queued();
+    if (this.#changes.service(old, cur) && this.isInitialized) this.#queued();
   }
 
   #sliceEvent(s: V1EndpointSlice, removed: boolean): void {
-    if (this.#changes.slice(s, removed)) this.#queued();
+    if (this.#changes.slice(s, removed) && this.isInitialized) this.#queued();
   }
 
   #queued(): void {

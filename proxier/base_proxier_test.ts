@@ -36,7 +36,11 @@ class SlowProxier extends BaseProxier {
   busy = false;
   readonly #clock: FakeClock;
 
-  constructor(clock: FakeClock, trim?: () => void, more: { family?: IPFamily; memory?: SyncMemory } = {}) {
+  constructor(
+    clock: FakeClock,
+    trim?: () => void,
+    more: { family?: IPFamily; memory?: SyncMemory; metrics?: ProxyMetrics } = {},
+  ) {
     const health = new ProxyHealth({ clock, timeoutMs: 2 * SYNC_PERIOD_MS });
     super({
       family: more.family ?? "IPv4",
@@ -44,7 +48,7 @@ class SlowProxier extends BaseProxier {
       nodeName: "node-a",
       log: new MemoryLogger(),
       clock,
-      metrics: new ProxyMetrics(),
+      metrics: more.metrics ?? new ProxyMetrics(),
       health,
       minSyncPeriodMs: 1_000,
       syncPeriodMs: SYNC_PERIOD_MS,
@@ -57,6 +61,11 @@ class SlowProxier extends BaseProxier {
   /** When every family last completed a sync (the health server's own reading). */
   lastSyncMs(): number | undefined {
     return this.health.lastSyncMs();
+  }
+
+  /** What `/livez` says now: healthy or not. */
+  get healthy(): boolean {
+    return this.health.status().healthy;
   }
 
   /** How long a thorough drift check takes; what it finds (undefined: nothing). */
@@ -123,6 +132,48 @@ function started(
     },
   };
 }
+
+Deno.test("a first sync longer than the health timeout leaves the proxy healthy, as upstream's (healthy while it starts), and sets no queued time; a later sync that long does not", async () => {
+  const clock = new FakeClock();
+  const metrics = new ProxyMetrics();
+  const p = new SlowProxier(clock, undefined, { metrics });
+  // Three sync periods per sync: the health timeout is two.
+  p.durationMs = 3 * SYNC_PERIOD_MS;
+  p.onServiceAdd(makeService("ns1", "svc1"));
+  p.onEndpointSliceAdd(makeEndpointSlice("ns1", "svc1", (s) => s.endpoints = [ep("10.180.0.1")]));
+  const queuedAt = async () =>
+    (await metrics.registry.metrics()).match(
+      /^kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds\{ip_family="IPv4"\} (\S+)$/m,
+    )?.[1];
+  assertEquals(
+    await queuedAt(),
+    undefined,
+    "the first lists' events queue no sync: none runs before both lists are in",
+  );
+  p.onServicesSynced();
+  p.onEndpointSlicesSynced();
+  const ac = new AbortController();
+  const done = p.syncLoop(ac.signal);
+  await clock.advance(0);
+  assertEquals(p.syncs.length, 1);
+  // A change during the first sync is queued, and waits past the timeout for that sync to end.
+  moveEndpoint(p, "10.180.0.1", "10.180.0.2");
+  assertEquals(await queuedAt(), String(clock.now() / 1000));
+  await clock.advance(2 * SYNC_PERIOD_MS + 1_000);
+  assertEquals([p.syncs.length, p.healthy], [1, true], "still in its first sync, and healthy");
+  await clock.advance(SYNC_PERIOD_MS);
+  assertEquals(p.syncs.length, 2, "the first sync is in; the change's sync has begun");
+  moveEndpoint(p, "10.180.0.2", "10.180.0.3");
+  await clock.advance(2 * SYNC_PERIOD_MS + 1_000);
+  assertEquals(
+    p.healthy,
+    false,
+    "once the family has synced, a change waiting past the timeout is a failure",
+  );
+  ac.abort();
+  await clock.advance(10 * SYNC_PERIOD_MS);
+  await done;
+});
 
 function moveEndpoint(p: SlowProxier, from: string, to: string): void {
   p.onEndpointSliceUpdate(

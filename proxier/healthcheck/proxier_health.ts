@@ -1,7 +1,9 @@
 /**
  * Proxier health as upstream's ProxyHealthServer (KEP-3836): each IP family's proxier is healthy
  * unless an update has been queued for longer than the health timeout (2 x syncPeriod) without
- * its sync completing; the proxy is healthy when every family is. `/healthz` also answers 503
+ * its sync completing; the proxy is healthy when every family is. A family is healthy while it
+ * starts (until its first sync completes, it is in no status): a first sync at scale may take
+ * longer than the timeout, and a liveness probe failing then would restart it from the beginning. `/healthz` also answers 503
  * while the Node is going away (a deletionTimestamp, or the cluster autoscaler's
  * `ToBeDeletedByClusterAutoscaler` taint), so load balancers drain it; `/livez` ignores that.
  * `/readyz` (ours, for a DaemonSet's readiness probe) answers 200 once every family's first sync
@@ -33,10 +35,9 @@ export interface HealthBody {
 export class ProxyHealth {
   readonly #clock: Clock;
   readonly #timeoutMs: number;
+  /** Each family's last completed sync: a family is in the status only once it has one. */
   readonly #lastUpdated = new Map<IPFamily, number>();
   readonly #oldestPending = new Map<IPFamily, number>();
-  /** Each family's last completed sync (`#lastUpdated` also starts at a family's first queued update). */
-  readonly #lastSynced = new Map<IPFamily, number>();
   readonly #syncs = new Map<IPFamily, "waiting" | "synced" | "failing">();
   #waiting: Array<{ readonly test: () => boolean; readonly resolve: () => void }> = [];
   #node?: V1Node;
@@ -48,16 +49,17 @@ export class ProxyHealth {
     this.#timeoutMs = opts.timeoutMs;
   }
 
-  /** Records that `family` has an update waiting for a sync (keeps the oldest such time). */
+  /**
+   * Records that `family` has an update waiting for a sync (keeps the oldest such time). It counts
+   * against the family's health only once the family has completed a sync.
+   */
   queued(family: IPFamily): void {
-    if (!this.#lastUpdated.has(family)) this.#lastUpdated.set(family, this.#clock.now());
     if (!this.#oldestPending.has(family)) this.#oldestPending.set(family, this.#clock.now());
   }
 
   /** Records a completed sync of `family`. */
   updated(family: IPFamily): void {
     this.#lastUpdated.set(family, this.#clock.now());
-    this.#lastSynced.set(family, this.#clock.now());
     this.#oldestPending.delete(family);
     this.#syncs.set(family, "synced");
     this.#wake();
@@ -71,7 +73,7 @@ export class ProxyHealth {
     if (this.#syncs.size === 0) return undefined;
     let oldest = Infinity;
     for (const family of this.#syncs.keys()) {
-      oldest = Math.min(oldest, this.#lastSynced.get(family) ?? -Infinity);
+      oldest = Math.min(oldest, this.#lastUpdated.get(family) ?? -Infinity);
     }
     return Number.isFinite(oldest) ? oldest : undefined;
   }
@@ -81,7 +83,7 @@ export class ProxyHealth {
    * by the clock; what follows a sync, such as its garbage collection, is not counted).
    */
   whenSynced(): Promise<number> {
-    return this.#when(() => this.#synced()).then(() => Math.max(...this.#lastSynced.values()));
+    return this.#when(() => this.#synced()).then(() => Math.max(...this.#lastUpdated.values()));
   }
 
   /** Resolves once the proxy is first ready: every family's first sync in, no condition blocking readiness. */

@@ -7,6 +7,7 @@ Deno.test("ProxyHealth: unhealthy only when a queued update waits longer than th
   const clock = new FakeClock();
   const h = new ProxyHealth({ clock, timeoutMs: 60_000 });
   assertEquals(h.status().healthy, true);
+  h.updated("IPv4");
   h.queued("IPv4");
   await clock.advance(59_000);
   assertEquals(h.status().healthy, true);
@@ -18,9 +19,24 @@ Deno.test("ProxyHealth: unhealthy only when a queued update waits longer than th
   assertEquals(h.status().body.lastUpdated, new Date(clock.now()).toISOString());
 });
 
+Deno.test("ProxyHealth: a family is healthy while it starts, as upstream's: an update queued before its first sync counts for nothing", async () => {
+  const clock = new FakeClock();
+  const h = new ProxyHealth({ clock, timeoutMs: 60_000 });
+  h.queued("IPv4");
+  await clock.advance(10 * 60_000);
+  assertEquals(h.status().healthy, true, "a first sync of ten minutes is no failure");
+  assertEquals(h.status().body.status, {}, "a family is in the status once it has synced");
+  h.updated("IPv4");
+  h.queued("IPv4");
+  await clock.advance(60_001);
+  assertEquals(h.status().healthy, false, "after it, a sync that waits longer than the timeout is one");
+});
+
 Deno.test("ProxyHealth: each family on its own; a good IPv4 sync does not hide a stuck IPv6 family", async () => {
   const clock = new FakeClock();
   const h = new ProxyHealth({ clock, timeoutMs: 1000 });
+  h.updated("IPv4");
+  h.updated("IPv6");
   const t0 = clock.now();
   h.queued("IPv4");
   h.queued("IPv6");
