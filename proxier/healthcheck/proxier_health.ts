@@ -3,9 +3,10 @@
  * unless an update has been queued for longer than the health timeout (2 x syncPeriod) without
  * its sync completing; the proxy is healthy when every family is. A family is healthy while it
  * starts (until its first sync completes, it is in no status): a first sync at scale may take
- * longer than the timeout, and a liveness probe failing then would restart it from the beginning. `/healthz` also answers 503
- * while the Node is going away (a deletionTimestamp, or the cluster autoscaler's
- * `ToBeDeletedByClusterAutoscaler` taint), so load balancers drain it; `/livez` ignores that.
+ * longer than the timeout, and a liveness probe failing then would restart it from the beginning.
+ * `/healthz` also answers 503 while the Node is going away (a deletionTimestamp, or the cluster
+ * autoscaler's `ToBeDeletedByClusterAutoscaler` taint), so load balancers drain it; `/livez`
+ * ignores that.
  * `/readyz` (ours, for a DaemonSet's readiness probe) answers 200 once every family's first sync
  * is in the kernel and while none's last sync failed: a rollout whose proxy cannot program the node
  * stops at that node. Conditions beyond the syncs (a source whose changes are refused, Service
