@@ -553,23 +553,24 @@ if (which.has("cold") && Deno.uid() === 0) {
     "| checkout | mean | median | fastest - slowest | ratio to the floor | against the first: sooner, mean difference | CPU: main / other threads / tools / API server | minor page faults: main / other threads |",
   );
   out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const seconds = (ms: number) => (ms / 1000).toFixed(2);
+  /** Against the first checkout, round by round (the first row has none). */
+  const against = (starts: readonly number[]) => {
+    const p = againstFirst(results[0].startsMs, starts);
+    return `${p.sooner} of ${p.of}, ${p.meanMs < 0 ? "" : "+"}${seconds(p.meanMs)} ± ${seconds(p.twoSeMs)} s`;
+  };
   for (const r of results) {
     const done = r.startsMs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
     const mean = done.reduce((a, b) => a + b, 0) / done.length;
     const avg = (k: keyof StartCpu) => (r.cpu.reduce((a, c) => a + c[k], 0) / r.cpu.length).toFixed(2);
-    const paired = againstFirst(results[0].startsMs, r.startsMs);
-    const seconds = (ms: number) => (ms / 1000).toFixed(2);
-    const against = `${paired.sooner} of ${paired.of}, ${paired.meanMs < 0 ? "" : "+"}${
-      seconds(paired.meanMs)
-    } ± ${seconds(paired.twoSeMs)} s`;
     out(
-      `| ${r.root} | ${(mean / 1000).toFixed(2)} s | ${
-        (done[Math.floor(done.length / 2)] / 1000).toFixed(2)
-      } s | ${(done[0] / 1000).toFixed(2)} - ${(done.at(-1)! / 1000).toFixed(2)} s | ${
-        floorMs === undefined ? "-" : `${(mean / floorMs).toFixed(2)}x`
-      } | ${r === results[0] ? "-" : against} | ${avg("main")} / ${avg("threads")} / ${avg("tools")} / ${
-        avg("driver")
-      } s | ${meanFaults(r.faults, "main")} / ${meanFaults(r.faults, "threads")} |`,
+      `| ${r.root} | ${seconds(mean)} s | ${seconds(done[Math.floor(done.length / 2)])} s | ${
+        seconds(done[0])
+      } - ${seconds(done.at(-1)!)} s | ${floorMs === undefined ? "-" : `${(mean / floorMs).toFixed(2)}x`} | ${
+        r === results[0] ? "-" : against(r.startsMs)
+      } | ${avg("main")} / ${avg("threads")} / ${avg("tools")} / ${avg("driver")} s | ${
+        meanFaults(r.faults, "main")
+      } / ${meanFaults(r.faults, "threads")} |`,
     );
   }
 }
