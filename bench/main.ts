@@ -517,6 +517,7 @@ if (which.has("cold") && Deno.uid() === 0) {
       "sooner and the mean of its start less the first's in the same round, with twice that mean's standard error; " +
       "the program's minor page faults until then, averaged (a page first touched costs what the machine's line says).",
   );
+  const seconds = (ms: number) => (ms / 1000).toFixed(2);
   const { starts: results, floorMs, leanMs, directMs } = await benchColdStarts({
     roots,
     rounds,
@@ -528,7 +529,7 @@ if (which.has("cold") && Deno.uid() === 0) {
     out(
       `The kernel's floor, the same first sync's transaction as one \`nft -f\` into an empty ruleset in the same ` +
         `namespace, once a round in turn with the starts (the median of the rounds'): ${
-          (floorMs / 1000).toFixed(2)
+          seconds(floorMs)
         } s; the mean's ratio to it beside each checkout.`,
     );
   }
@@ -536,11 +537,11 @@ if (which.has("cold") && Deno.uid() === 0) {
     out(
       `A lean start in the same namespace (\`bench/lean_start.ts\`: a process that lists the same objects, parses ` +
         `them whole and loads the same transaction as the program loads a new table, with no model; once a round, ` +
-        `the median): ${(leanMs / 1000).toFixed(2)} s, ${(leanMs / floorMs).toFixed(2)}x the floor.`,
+        `the median): ${seconds(leanMs)} s, ${(leanMs / floorMs).toFixed(2)}x the floor.`,
     );
   }
   if (floorMs !== undefined && directMs !== undefined) {
-    const at = (ms: number) => `${(ms / 1000).toFixed(2)} s (${(ms / floorMs).toFixed(2)}x)`;
+    const at = (ms: number) => `${seconds(ms)} s (${(ms / floorMs).toFixed(2)}x)`;
     out(
       `Direct starts in the same namespace (\`bench/direct_start.ts\`: the same lists parsed whole and the nftables ` +
         `proxier's own first sync, IPv4 only, no informer; once a round each, the median): the lists read straight ` +
@@ -553,7 +554,6 @@ if (which.has("cold") && Deno.uid() === 0) {
     "| checkout | mean | median | fastest - slowest | ratio to the floor | against the first: sooner, mean difference | CPU: main / other threads / tools / API server | minor page faults: main / other threads |",
   );
   out("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  const seconds = (ms: number) => (ms / 1000).toFixed(2);
   /** Against the first checkout, round by round (the first row has none). */
   const against = (starts: readonly number[]) => {
     const p = againstFirst(results[0].startsMs, starts);
