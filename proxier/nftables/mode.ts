@@ -5,7 +5,7 @@
  */
 import { ConntrackRunner } from "../../iptables/conntrack.ts";
 import type { Executor } from "../../iptables/executor.ts";
-import { type NFTables, nftFamily, NftRunner, versionAtLeast } from "../../iptables/nft.ts";
+import { type NFTables, nftFamily, NftRunner, type NftVersion, versionAtLeast } from "../../iptables/nft.ts";
 import { FULL_SYNC_PERIOD_MS } from "../proxier_options.ts";
 import { ModeUnavailableError } from "../runtime/errors.ts";
 import { CONNTRACK_NEED } from "../conntrack/reconciler.ts";
@@ -63,7 +63,7 @@ async function newProxier(
 }
 
 /** A transaction that builds the whole fixed layout from scratch (checked with `nft -c`, never applied). */
-function probeScript(family: IPFamily, withAffinity: boolean): string {
+export function probeScript(family: IPFamily, withAffinity: boolean): string {
   const tx = new NftTransaction(family, TABLE).deleteTable();
   fixedLayout(tx, { family, masqueradeAll: false, mark: masqueradeMark(14, 8), local: undefined });
   if (withAffinity) addAffinity(tx, 10800);
@@ -71,23 +71,46 @@ function probeScript(family: IPFamily, withAffinity: boolean): string {
 }
 
 /**
- * Checks the fixed layout of `family` with `nft -c`, with the affinity maps and then without:
- * returns what nft rejected (`rejected`: the layout itself; `affinityRejected`: only with affinity).
+ * The nft versions known to abort (an assertion in `netlink_linearize.c`, SIGABRT) on the IPv6
+ * affinity map's update rule, even under `nft -c`: the start does not ask them, since each abort is
+ * a crash a node's crash handler (systemd-coredump, apport) records at every start. `mode_test.ts`
+ * holds each entry to the nft of the machine the tests run on when it is that version.
+ */
+export const IPV6_AFFINITY_ABORTS: readonly (readonly [number, number, number])[] = [[1, 0, 6]];
+
+/** Whether `version` is one of {@linkcode IPV6_AFFINITY_ABORTS}. */
+function abortsOnIPv6Affinity(version: NftVersion): boolean {
+  return IPV6_AFFINITY_ABORTS.some(([a, b, c]) =>
+    version.major === a && version.minor === b && version.patch === c
+  );
+}
+
+/**
+ * Checks the fixed layout of `family` with `nft -c`, with the affinity maps and then without (only
+ * without when this `version` is known to abort on them): returns what nft rejected (`rejected`:
+ * the layout itself; `affinityRejected`: only with affinity).
  */
 async function probeFamily(
   nft: NftRunner,
   family: IPFamily,
+  version: NftVersion,
 ): Promise<{ rejected?: Error; affinityRejected?: Error }> {
-  try {
-    await nft.check(probeScript(family, true));
-    return {};
-  } catch (withAffinity) {
+  let affinityRejected: Error;
+  if (family === "IPv6" && abortsOnIPv6Affinity(version)) {
+    affinityRejected = new Error(`${version.text} is known to abort on the IPv6 affinity map's update rule`);
+  } else {
     try {
-      await nft.check(probeScript(family, false));
-      return { affinityRejected: withAffinity as Error };
+      await nft.check(probeScript(family, true));
+      return {};
     } catch (e) {
-      return { rejected: e as Error };
+      affinityRejected = e as Error;
     }
+  }
+  try {
+    await nft.check(probeScript(family, false));
+    return { affinityRejected };
+  } catch (e) {
+    return { rejected: e as Error };
   }
 }
 
@@ -191,7 +214,7 @@ export const nftablesMode: ProxyModeDefinition = {
     // The families' probes run at once: the lists wait for them.
     const probes = await Promise.all((["IPv4", "IPv6"] as const).map(async (family) => {
       const nft = new NftRunner({ exec: d.exec, family });
-      return { family, nft, probe: await probeFamily(nft, family) };
+      return { family, nft, probe: await probeFamily(nft, family, version) };
     }));
     for (const { family, nft, probe } of probes) {
       if (probe.rejected !== undefined) {

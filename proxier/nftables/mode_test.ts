@@ -5,7 +5,9 @@ import { ModeUnavailableError } from "../runtime/errors.ts";
 import { newModeDeps } from "../mode_definition.ts";
 import { defaultConfig } from "../options/kube_proxy_configuration.ts";
 import { FakeClock } from "../runtime/clock.ts";
-import { nftablesMode } from "./mode.ts";
+import { IPV6_AFFINITY_ABORTS, nftablesMode, probeScript } from "./mode.ts";
+import { NftRunner } from "../../iptables/nft.ts";
+import { realKernel, withNamespace } from "../../tests/support/namespace.ts";
 
 /** An executor whose nft reports `version`, or that has no nft at all. */
 function host(version: string | undefined): Executor {
@@ -41,18 +43,19 @@ Deno.test({
 });
 
 /**
- * An executor whose nft 1.0.6 checks every script after a timer, rejecting those `rejects` names;
- * `most` is the most checks that ran at once.
+ * An executor whose nft (1.0.6 unless `version` says otherwise) checks every script after a timer,
+ * rejecting those `rejects` names; `most` is the most checks that ran at once, `scripts` those checked.
  */
-function checking(rejects: (script: string) => boolean) {
+function checking(rejects: (script: string) => boolean, version = "v1.0.6 (Lester Gooch #5)") {
   let running = 0;
-  const seen = { most: 0 };
+  const seen = { most: 0, scripts: [] as string[] };
   const exec: Executor = {
     async run(_cmd: string, opts: ExecOptions): Promise<ExecResult> {
       if (opts.args[0] === "--version") {
-        return { code: 0, stdout: "nftables v1.0.6 (Lester Gooch #5)\n", stderr: "" };
+        return { code: 0, stdout: `nftables ${version}\n`, stderr: "" };
       }
       if (opts.args[0] !== "-c") return { code: 0, stdout: "", stderr: "" };
+      seen.scripts.push(String(opts.stdin));
       running++;
       seen.most = Math.max(seen.most, running);
       await new Promise((r) => setTimeout(r, 5));
@@ -113,5 +116,65 @@ Deno.test({
       refused.message,
       /this kernel or nft rejects the layout: .*Operation not supported.*try --proxy-mode=iptables/,
     );
+  },
+});
+
+/** Whether `script` is the IPv6 layout with the affinity maps. */
+const ipv6Affinity = (script: string) => script.includes("table ip6") && script.includes("affinity-10800");
+
+Deno.test({
+  name: "nftables mode never asks an nft known to abort on the IPv6 affinity rule; any other nft is asked",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    // 1.0.6 as it really is: the check with IPv6 affinity would abort (exit 134).
+    const old = checking(ipv6Affinity);
+    const d = deps(old.exec);
+    const provider = await nftablesMode.create(d);
+    try {
+      assertEquals(old.seen.scripts.filter(ipv6Affinity).length, 0);
+      assertEquals(provider.explain.views().map((v) => v.family), ["IPv4", "IPv6"]);
+      const said = (d.log as MemoryLogger).records.filter((r) =>
+        r.msg.startsWith("This nft cannot program ClientIP affinity")
+      );
+      assertEquals(said.map((r) => [r.fields?.family, r.fields?.error]), [[
+        "IPv6",
+        "nftables v1.0.6 (Lester Gooch #5) is known to abort on the IPv6 affinity map's update rule",
+      ]]);
+    } finally {
+      provider.close();
+    }
+    const newer = checking(() => false, "v1.1.3 (Commodore Bullmoose #4)");
+    const d2 = deps(newer.exec);
+    const provider2 = await nftablesMode.create(d2);
+    try {
+      assertEquals(newer.seen.scripts.filter(ipv6Affinity).length, 1);
+      assertEquals((d2.log as MemoryLogger).records.filter((r) => r.msg.startsWith("This nft cannot")), []);
+    } finally {
+      provider2.close();
+    }
+  },
+});
+
+const kernel = await realKernel(["nft"]);
+
+Deno.test({
+  name:
+    `nftables mode's list of nft versions aborting on the IPv6 affinity rule holds for this machine's nft${kernel.note}`,
+  ignore: kernel.ignore,
+  async fn() {
+    await withNamespace(async (exec) => {
+      const version = await new NftRunner({ exec, family: "IPv6" }).version();
+      const check = async (family: "IPv4" | "IPv6", affinity: boolean) => {
+        const r = await exec.run("nft", { args: ["-c", "-f", "-"], stdin: probeScript(family, affinity) });
+        return { code: r.code, aborted: r.code === 134 && /Assertion/.test(r.stderr) };
+      };
+      const listed = IPV6_AFFINITY_ABORTS.some((v) =>
+        v.join(".") === [version.major, version.minor, version.patch].join(".")
+      );
+      // Listed: it aborts (the start must not ask it); not listed: it does not (else it belongs there).
+      assertEquals((await check("IPv6", true)).aborted, listed, version.text);
+      assertEquals(await check("IPv6", false), { code: 0, aborted: false });
+      assertEquals(await check("IPv4", true), { code: 0, aborted: false });
+    });
   },
 });
