@@ -78,8 +78,8 @@ export function probeScript(family: IPFamily, withAffinity: boolean): string {
  */
 export const IPV6_AFFINITY_ABORTS: readonly (readonly [number, number, number])[] = [[1, 0, 6]];
 
-/** Whether `version` is one of {@linkcode IPV6_AFFINITY_ABORTS}. */
-function abortsOnIPv6Affinity(version: NftVersion): boolean {
+/** Returns whether `version` is one of {@linkcode IPV6_AFFINITY_ABORTS}. */
+export function abortsOnIPv6Affinity(version: NftVersion): boolean {
   return IPV6_AFFINITY_ABORTS.some(([a, b, c]) =>
     version.major === a && version.minor === b && version.patch === c
   );
