@@ -110,8 +110,7 @@ export abstract class BaseProxier implements Provider {
       schedulerNotice: o.schedulers && ((scheduler) => o.schedulers!.notice(scheduler)),
       warnings: o.warnings ?? new ObjectWarnings(o.log),
       metrics: this.metrics,
-      startMs: o.clock.now(),
-      now: () => o.clock.now(),
+      afterSyncs: (task) => this.memory.afterSyncs(task),
     });
     this.#drift = new DriftWatch({
       ...o,
@@ -213,7 +212,7 @@ export abstract class BaseProxier implements Provider {
   }
   /** @inheritdoc */
   onEndpointSliceUpdate(_old: V1EndpointSlice, s: V1EndpointSlice): void {
-    this.#sliceEvent(s, false);
+    this.#sliceEvent(s, false, true);
   }
   /** @inheritdoc */
   onEndpointSliceDelete(s: V1EndpointSlice): void {
@@ -322,8 +321,8 @@ export abstract class BaseProxier implements Provider {
     if (this.#changes.service(old, cur) && this.isInitialized) this.#queued();
   }
 
-  #sliceEvent(s: V1EndpointSlice, removed: boolean): void {
-    if (this.#changes.slice(s, removed) && this.isInitialized) this.#queued();
+  #sliceEvent(s: V1EndpointSlice, removed: boolean, update = false): void {
+    if (this.#changes.slice(s, removed, update) && this.isInitialized) this.#queued();
   }
 
   #queued(): void {

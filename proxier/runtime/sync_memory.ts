@@ -49,6 +49,8 @@ export class SyncMemory {
   readonly #steps: MemorySteps;
   #lastTrim = -Infinity;
   #inFlight = 0;
+  /** What runs at the next step, before its collection ({@linkcode afterSyncs}). */
+  #tasks: Array<() => void> = [];
   /** A full sync ended since the last step (another may still be in flight): a thorough collection is owed. */
   #fullOwed = false;
   /**
@@ -93,6 +95,17 @@ export class SyncMemory {
   }
 
   /**
+   * Runs `task` once no sync is in flight, before the step's collection collects what it left: at
+   * the end of the syncs running, or soon when none is. Work a sync leaves for later (the change
+   * trackers taking the events the first sync read) so runs after every family's sync, outside
+   * their time and their health, and never between another family's parts.
+   */
+  afterSyncs(task: () => void): void {
+    this.#tasks.push(task);
+    if (this.#inFlight === 0) queueMicrotask(() => this.#runTasks());
+  }
+
+  /**
    * At a point of a long sync where a collection may run (between the ports of a full build,
    * between the parts of a new table's load): a plain collection once the heap grew by
    * {@linkcode MID_SYNC_GROWTH_BYTES} since its low point (what the last collection of a step or of
@@ -113,7 +126,15 @@ export class SyncMemory {
     return used;
   }
 
+  #runTasks(): void {
+    if (this.#inFlight > 0) return;
+    const tasks = this.#tasks;
+    this.#tasks = [];
+    for (const task of tasks) task();
+  }
+
   #step(): void {
+    this.#runTasks();
     if (this.#fullOwed) this.#steps.thorough();
     else this.#steps.ifDue();
     // A thorough collection leaves the live heap: growth counts from there, even when it is more

@@ -130,3 +130,24 @@ Deno.test("SyncMemory: what piled up before a sync counts (a first sync on what 
   next.settle(false);
   await again;
 });
+
+Deno.test("SyncMemory.afterSyncs: a task waits for every sync in flight and runs before the step's collection; with none in flight it runs soon", async () => {
+  const { ran, memory } = recorded();
+  const a = pending();
+  const b = pending();
+  const runs = [memory.around(a.sync), memory.around(b.sync)];
+  memory.afterSyncs(() => ran.push("task"));
+  await Promise.resolve();
+  a.settle(true);
+  await runs[0];
+  assertEquals(ran, [], "the other family's sync is still in flight");
+  b.settle(false);
+  await runs[1];
+  assertEquals(ran, ["task", "thorough@0", "trim@0"]);
+  memory.afterSyncs(() => ran.push("idle task"));
+  assertEquals(ran.length, 3, "not run within the caller");
+  await Promise.resolve();
+  assertEquals(ran.at(-1), "idle task");
+  await memory.around(() => Promise.resolve(false));
+  assertEquals(ran.filter((r) => r.endsWith("task")).length, 2, "each task runs once");
+});
