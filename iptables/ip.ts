@@ -9,21 +9,46 @@ export type IPFamily = "IPv4" | "IPv6";
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 const HEXTET = /^[0-9a-fA-F]{1,4}$/;
 
-function ipv4Bytes(ip: string): number[] | undefined {
-  return IPV4.test(ip) ? ip.split(".").map(Number) : undefined;
+/**
+ * Counts the 16-bit words of IPv6 `groups` (a dotted IPv4 `last` group counts two), appending them
+ * to `out` when given; -1 when a group is malformed.
+ */
+function groupWords(groups: readonly string[], last: boolean, out: number[] | undefined): number {
+  let n = 0;
+  for (let i = 0; i < groups.length; i++) {
+    const g = groups[i];
+    if (last && i === groups.length - 1 && g.includes(".")) {
+      if (!IPV4.test(g)) return -1;
+      if (out !== undefined) {
+        const [a, b, c, d] = g.split(".").map(Number);
+        out.push(a << 8 | b, c << 8 | d);
+      }
+      n += 2;
+    } else if (HEXTET.test(g)) {
+      out?.push(parseInt(g, 16));
+      n++;
+    } else return -1;
+  }
+  return n;
 }
 
-function hextets(groups: string[], last: boolean): number[] | undefined {
-  const out: number[] = [];
-  for (const [i, g] of groups.entries()) {
-    if (last && i === groups.length - 1 && g.includes(".")) {
-      const v4 = ipv4Bytes(g);
-      if (v4 === undefined) return undefined;
-      out.push(v4[0] << 8 | v4[1], v4[2] << 8 | v4[3]);
-    } else if (HEXTET.test(g)) out.push(parseInt(g, 16));
-    else return undefined;
-  }
-  return out;
+/**
+ * True when `ip` is an IPv6 literal (`::` once, a dotted IPv4 tail; no zone); its eight words go to
+ * `out` when given. Without `out` it builds no word list: every Service's cluster IPs pass here in
+ * each family's first sync.
+ */
+function ipv6Words(ip: string, out: number[] | undefined): boolean {
+  if (ip.length > 45 || !ip.includes(":")) return false;
+  const halves = ip.split("::");
+  if (halves.length > 2) return false;
+  const head = halves[0] === "" ? 0 : groupWords(halves[0].split(":"), halves.length === 1, out);
+  if (head < 0) return false;
+  const tail = halves.length === 1 || halves[1] === "" ? 0 : groupWords(halves[1].split(":"), true, out);
+  if (tail < 0) return false;
+  const n = head + tail;
+  if (halves.length === 1 ? n !== 8 : n > 7) return false;
+  out?.splice(head, 0, ...Array(8 - n).fill(0));
+  return true;
 }
 
 /**
@@ -33,28 +58,20 @@ function hextets(groups: string[], last: boolean): number[] | undefined {
  * in a process that needs nothing else of it).
  */
 export function ipBytes(ip: string): Uint8Array | undefined {
-  if (ip.length > 45) return undefined;
-  const v4 = ipv4Bytes(ip);
-  if (v4 !== undefined) return Uint8Array.from(v4);
-  if (!ip.includes(":")) return undefined;
-  const halves = ip.split("::");
-  if (halves.length > 2) return undefined;
-  const head = halves[0] === "" ? [] : hextets(halves[0].split(":"), halves.length === 1);
-  const tail = halves.length === 1 || halves[1] === "" ? [] : hextets(halves[1].split(":"), true);
-  if (head === undefined || tail === undefined) return undefined;
-  const n = head.length + tail.length;
-  if (halves.length === 1 ? n !== 8 : n > 7) return undefined;
-  const words = [...head, ...Array(8 - n).fill(0), ...tail];
+  if (IPV4.test(ip)) return Uint8Array.from(ip.split(".").map(Number));
+  const words: number[] = [];
+  if (!ipv6Words(ip, words)) return undefined;
   return Uint8Array.from(words.flatMap((w) => [w >> 8, w & 255]));
 }
 
 /**
  * Returns the family of an IP literal as the kernel reads it ({@linkcode ipBytes}), or undefined.
- * Every endpoint address passes here: IPv4 costs one regular expression test, no allocation.
+ * Every endpoint address passes here: IPv4 costs one regular expression test, IPv6 one split per
+ * `::` half and a test per group, neither a byte array.
  */
 export function addressFamily(ip: string): IPFamily | undefined {
   if (IPV4.test(ip)) return "IPv4";
-  return ip.includes(":") && ipBytes(ip) !== undefined ? "IPv6" : undefined;
+  return ipv6Words(ip, undefined) ? "IPv6" : undefined;
 }
 
 /** Returns true when `ip` lies inside `cidr` (`a.b.c.d/n`); false for another family or garbage. */

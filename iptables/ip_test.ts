@@ -53,6 +53,39 @@ Deno.test("ipBytes: the same literals as node:net (which it replaces), zones ref
   assertEquals([...ipBytes("10.96.0.10")!], [10, 96, 0, 10]);
 });
 
+/** `bytes` as WHATWG URL writes an IPv6 host: lowercase hex words, the first longest zero run of two or more as `::`. */
+function urlForm(bytes: Uint8Array): string {
+  const words = Array.from({ length: 8 }, (_, i) => bytes[2 * i] << 8 | bytes[2 * i + 1]);
+  let best = -1, bestLen = 1;
+  for (let i = 0; i < 8;) {
+    let j = i;
+    while (j < 8 && words[j] === 0) j++;
+    if (j - i > bestLen) [best, bestLen] = [i, j - i];
+    i = j > i ? j : i + 1;
+  }
+  const hex = (ws: number[]) => ws.map((w) => w.toString(16)).join(":");
+  return best < 0 ? hex(words) : `${hex(words.slice(0, best))}::${hex(words.slice(best + bestLen))}`;
+}
+
+Deno.test("ipBytes and addressFamily: as node:net and WHATWG URL over thousands of generated near-addresses", () => {
+  let seed = 7;
+  const r = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)];
+  const group = () =>
+    pick(["0", "1", "ff", "FFFF", "0db8", "12345", "", "g", "10.0.0.1", "1.2.3", "256.1.1.1"]);
+  for (let k = 0; k < 20_000; k++) {
+    const groups = Array.from({ length: 1 + Math.floor(r() * 9) }, group);
+    const ip = groups.map((g, i) => i > 0 && r() < 0.15 ? `:${g}` : g).join(":");
+    const expected = isIPv4(ip) ? "IPv4" : isIPv6(ip) ? "IPv6" : undefined;
+    assertEquals(addressFamily(ip), expected, ip);
+    const bytes = ipBytes(ip);
+    assertEquals(bytes?.length, expected === undefined ? undefined : expected === "IPv4" ? 4 : 16, ip);
+    if (expected === "IPv6") {
+      assertEquals(urlForm(bytes!), new URL(`http://[${ip}]/`).hostname.slice(1, -1), ip);
+    }
+  }
+});
+
 Deno.test("inCIDR: as node:net's BlockList on every prefix length, both families; garbage is outside", () => {
   const cases: Array<[string, string]> = [];
   for (let bits = 0; bits <= 32; bits++) {

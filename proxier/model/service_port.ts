@@ -110,12 +110,19 @@ export function servicePorts(
   ) {
     return { ports: [], warnings };
   }
-  clusterIPs.forEach((ip, i) => {
-    if (ipFamily(ip) === undefined) {
-      throw new ValidationError(obj(), `spec.clusterIPs[${i}]`, `${show(ip)} is not an IP address`);
+  // Each address read once: a dual-stack Service's are read in each family's first sync.
+  let clusterIP: string | undefined;
+  for (let i = 0; i < clusterIPs.length; i++) {
+    const f = ipFamily(clusterIPs[i]);
+    if (f === undefined) {
+      throw new ValidationError(
+        obj(),
+        `spec.clusterIPs[${i}]`,
+        `${show(clusterIPs[i])} is not an IP address`,
+      );
     }
-  });
-  const clusterIP = clusterIPs.find((ip) => ipFamily(ip) === family) as string | undefined;
+    if (f === family) clusterIP ??= clusterIPs[i] as string;
+  }
   if (clusterIP === undefined) return { ports: [], warnings };
 
   let externalIPs: readonly string[] = NONE;
