@@ -151,12 +151,7 @@ export class EndpointsChangeTracker {
         for (const { key, endpoints } of slices.ports) map.set(key, endpoints);
       } else for (const [key, eps] of this.#endpointsOf(service)) map.set(key, eps);
     }
-    const lastChangeTriggerTimes: number[] = [];
-    const triggerTimes = new Map<string, number>();
-    for (const [service, times] of this.#triggerTimes) {
-      lastChangeTriggerTimes.push(...times);
-      triggerTimes.set(service, Math.max(...times));
-    }
+    const { lastChangeTriggerTimes, triggerTimes } = triggerResults(this.#triggerTimes);
     // Handed over, not copied: a first sync's holds every Service.
     const changedSince = this.#since;
     this.#since = new Map();
@@ -181,6 +176,22 @@ export class EndpointsChangeTracker {
       if (names.size === 0) this.#holders.delete(namespace);
     }
   }
+}
+
+/**
+ * Returns the applied changes' trigger times (`EndpointsUpdateResult`) from each changed Service's
+ * trigger times: all of them, and the latest per Service.
+ */
+export function triggerResults(
+  triggers: ReadonlyMap<string, readonly number[]>,
+): Pick<EndpointsUpdateResult, "lastChangeTriggerTimes" | "triggerTimes"> {
+  const lastChangeTriggerTimes: number[] = [];
+  const triggerTimes = new Map<string, number>();
+  for (const [service, times] of triggers) {
+    lastChangeTriggerTimes.push(...times);
+    triggerTimes.set(service, Math.max(...times));
+  }
+  return { lastChangeTriggerTimes, triggerTimes };
 }
 
 /** Whether a slice's port list is its own merge (`mergeSlices` of that slice alone keeps it). */

@@ -10,7 +10,7 @@
  */
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { mergeSlices, type SliceEndpoints, sliceEndpoints, sortedOnce } from "./endpoint.ts";
-import type { EndpointsUpdateResult } from "./endpoints_change_tracker.ts";
+import { type EndpointsUpdateResult, triggerResults } from "./endpoints_change_tracker.ts";
 import { flat } from "./flat_string.ts";
 import { ValidationError } from "../runtime/errors.ts";
 import type { ServiceUpdateResult } from "./service_change_tracker.ts";
@@ -99,15 +99,9 @@ export function firstCheckout(
       }
     }
   }
-  const lastChangeTriggerTimes: number[] = [];
-  const triggerTimes = new Map<string, number>();
-  for (const [service, times] of triggers) {
-    lastChangeTriggerTimes.push(...times);
-    triggerTimes.set(service, Math.max(...times));
-  }
   return {
     serviceChanges: { changed, removedPorts: [], portKeys: new Set(services.keys()) },
-    endpointChanges: { lastChangeTriggerTimes, triggerTimes, changedSince: since },
+    endpointChanges: { ...triggerResults(triggers), changedSince: since },
   };
 }
 

@@ -70,7 +70,7 @@ export class PendingChanges {
       metrics: ChangeCounters;
       /** When an event arrives (ms since the epoch); trigger times before its reading at the start are not reported. */
       clock: { now(): number };
-      afterSyncs?: (task: () => void) => void;
+      afterSyncs: (task: () => void) => void;
     } & ServicePortsOptions,
   ) {
     this.#now = () => o.clock.now();
@@ -87,7 +87,7 @@ export class PendingChanges {
     });
     this.#metrics = o.metrics;
     this.#first = { ...o, startMs };
-    this.#afterSyncs = o.afterSyncs ?? ((task) => queueMicrotask(task));
+    this.#afterSyncs = o.afterSyncs;
   }
 
   /**
@@ -161,14 +161,15 @@ export class PendingChanges {
     const held = this.#held;
     if (held === undefined) return;
     this.#held = undefined;
+    const take = (e: HeldEvent) => {
+      this.#arrived = e.at;
+      if ("slice" in e) this.#endpoints.update(e.slice, e.removed);
+      else this.#services.update(e.old, e.service);
+    };
     try {
-      held.forEach((e, i) => {
-        if (i === this.#read && i > 0) this.#applyRead(services, endpoints);
-        this.#arrived = e.at;
-        if ("slice" in e) this.#endpoints.update(e.slice, e.removed);
-        else this.#services.update(e.old, e.service);
-      });
-      if (this.#read === held.length && held.length > 0) this.#applyRead(services, endpoints);
+      for (let i = 0; i < this.#read; i++) take(held[i]);
+      if (this.#read > 0) this.#applyRead(services, endpoints);
+      for (let i = this.#read; i < held.length; i++) take(held[i]);
     } finally {
       this.#arrived = undefined;
       this.#firstServices = new Map();
