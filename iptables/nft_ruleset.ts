@@ -10,7 +10,8 @@
  * @module
  */
 import type { IPFamily } from "./ip.ts";
-import { type NftChainInfo, type NftElement, NftError, nftFamily, parseBaseHook } from "./nft.ts";
+import { type NftChainInfo, type NftElement, NftError, nftFamily } from "./nft.ts";
+import { parseBaseHook } from "./nft_priority.ts";
 import type { NftRefusal } from "./nft.ts";
 import { formatSeconds, parseElement, parseSeconds, setRefs, splitTop, targets } from "./nft_syntax.ts";
 

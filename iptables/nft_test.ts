@@ -1,6 +1,6 @@
-import { assert, assertEquals, assertMatch, assertRejects, assertThrows } from "../tests/support/assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../tests/support/assert.ts";
 import { ExecError, type ExecOptions, type ExecResult, type Executor, inputText } from "./executor.ts";
-import { NftError, NftRunner, parseBaseHook, parseNftVersion, priorityValue, versionAtLeast } from "./nft.ts";
+import { NftError, NftRunner, parseNftVersion, versionAtLeast } from "./nft.ts";
 import { realKernel, withNamespace } from "../tests/support/namespace.ts";
 
 /** Answers every command with `result`, recording what was asked. */
@@ -106,25 +106,6 @@ Deno.test("NftRunner: a listing stopped by its signal fails at once and runs no 
   ac.abort();
   await assertRejects(() => listing, ExecError);
   assertEquals(asked, ["-j list chains ip", "-j list map ip t m"]);
-});
-
-Deno.test("nft priorities: numbers, names and offsets as nft prints them; anything else is an error", () => {
-  assertEquals(
-    ["-110", "0", "dstnat", "dstnat - 10", "dstnat + 10", "srcnat", "filter", "mangle", "raw", "security"]
-      .map(
-        priorityValue,
-      ),
-    [-110, 0, -100, -110, -90, 100, 0, -150, -300, 50],
-  );
-  for (const bad of ["", "nat", "dstnat -", "1e3"]) {
-    assertMatch(assertThrows(() => priorityValue(bad), Error).message, /not an nft priority/, bad);
-  }
-  assertEquals(parseBaseHook("type filter hook output priority -110; policy accept;"), {
-    type: "filter",
-    hook: "output",
-    priority: -110,
-  });
-  assertEquals(parseBaseHook('comment "x"'), undefined);
 });
 
 Deno.test("nft versions parse and compare", () => {

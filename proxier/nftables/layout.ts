@@ -24,7 +24,8 @@
  */
 import { type LocalDetector, nftLocalMatch } from "../_common/local_detector.ts";
 import type { NftHook, NftSetKind, NftTransaction } from "../../iptables/nft_transaction.ts";
-import { type NftBaseHook, type NftChainInfo, priorityValue } from "../../iptables/nft.ts";
+import type { NftChainInfo } from "../../iptables/nft.ts";
+import { type NftBaseHook, priorityValue } from "../../iptables/nft_priority.ts";
 import type { IPFamily } from "../model/types.ts";
 
 /** A chain, set or map name in our table. */

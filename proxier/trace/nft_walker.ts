@@ -10,7 +10,7 @@
 import { addressFamily, inCIDR, type IPFamily } from "../../iptables/ip.ts";
 import type { NftSet, NftTable } from "../../iptables/nft_ruleset.ts";
 import { splitTop } from "../../iptables/nft_syntax.ts";
-import { parseBaseHook } from "../../iptables/nft.ts";
+import { parseBaseHook } from "../../iptables/nft_priority.ts";
 import { type DnatPick, interfaceMatches, type Packet, type TraceStep } from "./packet.ts";
 import { DEFAULT_SOURCE_PORT } from "../options/config.ts";
 import type { HashInput } from "./nft_picks.ts";
