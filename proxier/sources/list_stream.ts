@@ -4,11 +4,12 @@
  * 50,000 EndpointSlices of 10 endpoints, about 50 MB of JSON as bytes and again as text, both
  * freed only by the next full collection). Here the bytes held are one batch of complete items
  * ({@linkcode PARSE_BATCH_BYTES}) and the item not complete yet (copied once, however many chunks
- * it spans); each batch is parsed and handed on while the rest of the body is on its way. A body is
- * scanned even when it fits in one batch: held and parsed whole instead, a start at 50,000 Services
- * of one endpoint was 0.13 s sooner (2.31 s against 2.44, 8 starts each), but the lists then came
- * in faster than the informers took them, more of them was held parsed at each collection, and the
- * peak RSS at 50,000 x 10 rose from 438-490 MiB to 447-586 (a memory target; the start is not).
+ * it spans); each batch is parsed and handed on while the rest of the body is on its way. A body that
+ * fits in one batch and in an item's limit is not scanned: its chunks are held as they come and
+ * parsed whole at its end, what one batch of it would hold, without the thread's pass over every
+ * byte and a copy of them all (the Services list at 50,000 Services, 12.7 MB, on the main thread
+ * while the first sync waits for it; the EndpointSlices of a first list are scanned on a worker, in
+ * small batches, `list_on_worker.ts`).
  * @module
  */
 
@@ -69,6 +70,11 @@ export const PARSE_BATCH_BYTES = 32 * 2 ** 20;
 export class ListSplitter<T> {
   readonly #onItems: (items: T[]) => void;
   readonly #batchLimit: number;
+  /** The body's chunks while it may still be parsed whole; undefined once scanned. */
+  #held: Uint8Array[] | undefined = [];
+  #heldBytes = 0;
+  /** The most a body parsed whole may take: a batch, and no more than an item may (so none is over). */
+  readonly #wholeLimit: number;
   /** The envelope's bytes so far, the items array left out. */
   readonly #envelope: Uint8Array[] = [];
   #envelopeBytes = 0;
@@ -88,10 +94,29 @@ export class ListSplitter<T> {
   constructor(onItems: (items: T[]) => void, batchBytes = PARSE_BATCH_BYTES) {
     this.#onItems = onItems;
     this.#batchLimit = batchBytes;
+    this.#wholeLimit = Math.min(batchBytes, MAX_ITEM_BYTES);
   }
 
-  /** Feeds the next chunk of the body; parses and hands on the items it completes, a batch at a time. */
+  /**
+   * Feeds the next chunk of the body; parses and hands on the items it completes, a batch at a time.
+   * Held as it is, unscanned, while the body may still be parsed whole ({@linkcode finish}): the
+   * caller must not reuse it.
+   */
   push(chunk: Uint8Array): void {
+    const held = this.#held;
+    if (held !== undefined) {
+      this.#heldBytes += chunk.length;
+      if (this.#heldBytes <= this.#wholeLimit) {
+        held.push(chunk);
+        return;
+      }
+      this.#held = undefined;
+      for (const c of held) this.#scan(c);
+    }
+    this.#scan(chunk);
+  }
+
+  #scan(chunk: Uint8Array): void {
     let place = this.#place;
     let depth = this.#depth;
     let inString = this.#inString;
@@ -201,6 +226,21 @@ export class ListSplitter<T> {
    * none). @throws {SyntaxError} when the body ended inside the items or does not parse.
    */
   finish(): Record<string, unknown> {
+    const held = this.#held;
+    if (held !== undefined) {
+      this.#held = undefined;
+      const list = wholeList(held);
+      if (list !== undefined) {
+        const items = list.items;
+        if (Array.isArray(items)) {
+          list.items = [];
+          if (items.length > 0) this.#onItems(items as T[]);
+        }
+        return list;
+      }
+      // Not a list of objects: scanned, it fails as a body too large to hold whole fails.
+      for (const c of held) this.#scan(c);
+    }
     if (this.#place === Place.Item || this.#place === Place.Between) {
       throw new SyntaxError("the list ended inside its items");
     }
@@ -227,6 +267,26 @@ export class ListSplitter<T> {
     }
     return tail;
   }
+}
+
+/**
+ * Returns the list `chunks` hold, parsed whole; undefined when they do not parse, are no JSON
+ * object, or hold items that are not all objects (the scan says which, as for any body).
+ */
+function wholeList(chunks: readonly Uint8Array[]): Record<string, unknown> | undefined {
+  let list: unknown;
+  try {
+    list = JSON.parse(decoder.decode(concat(chunks)));
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined;
+    throw e;
+  }
+  if (list === null || typeof list !== "object" || Array.isArray(list)) return undefined;
+  const items = (list as { items?: unknown }).items;
+  if (Array.isArray(items) && !items.every((o) => o !== null && typeof o === "object" && !Array.isArray(o))) {
+    return undefined;
+  }
+  return list as Record<string, unknown>;
 }
 
 /**

@@ -139,3 +139,20 @@ Deno.test("list stream: an item or an envelope over the limit is refused, before
   const under = `{"items":[{"note":"${big.slice(64)}"}]}`;
   assertEquals((split(under, chunks(under)).items[0] as { note: string }).note.length, MAX_ITEM_BYTES - 64);
 });
+
+Deno.test("list stream: a body that fits in a batch is parsed whole at its end; one over the limit is scanned from then on", () => {
+  const items = Array.from({ length: 200 }, (_, i) => ({ metadata: { name: `svc-${i}` } }));
+  const text = JSON.stringify({ kind: "ServiceList", metadata: { resourceVersion: "9" }, items });
+  const bytes = encoder.encode(text);
+  for (const batchBytes of [bytes.length, bytes.length - 1]) {
+    const batches: unknown[][] = [];
+    const s = new ListSplitter<unknown>((batch) => batches.push(batch), batchBytes);
+    for (let at = 0; at < bytes.length; at += 1000) s.push(bytes.slice(at, at + 1000));
+    const fits = batchBytes >= bytes.length;
+    // Scanned, the items go on as the array closes; held whole, at the end.
+    assertEquals(batches.length, fits ? 0 : 1, `batches before the end, at ${batchBytes} bytes a batch`);
+    const envelope = s.finish();
+    assertEquals(batches, [items]);
+    assertEquals(envelope, { kind: "ServiceList", metadata: { resourceVersion: "9" }, items: [] });
+  }
+});
