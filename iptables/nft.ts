@@ -72,10 +72,12 @@ export interface NFTables {
   countRules(table: string, chain: string, signal?: AbortSignal): Promise<number | undefined>;
   /** Ends the nft kept running for transactions, if one runs (`nft_session.ts`). */
   close?(): Promise<void>;
+  /** Starts the nft kept running for transactions now, if none runs: the next need not wait for it. */
+  warm?(): void;
   /**
    * Returns a lane of a new table's load (`proxier/nftables/fresh_load.ts`): transactions of any
-   * size, one at a time, through an nft of its own kept running until {@linkcode NftLane.close};
-   * undefined (or absent) when no nft can be kept running, each transaction its own `nft -f`.
+   * size, one at a time, through an nft of its own started at once and kept running until
+   * {@linkcode NftLane.close}; undefined (or absent) when none can be kept, each its own `nft -f`.
    */
   lane?(): NftLane | undefined;
 }
@@ -189,10 +191,16 @@ export class NftRunner implements NFTables {
   }
 
   /** @inheritdoc */
+  warm(): void {
+    this.#session?.warm();
+  }
+
+  /** @inheritdoc */
   lane(): NftLane | undefined {
     const sessions = sessionsOf(this.#exec);
     if (sessions === undefined) return undefined;
     const session = new NftSession(sessions);
+    session.warm();
     return {
       // Its nft ends with the load: the memory a part of any size took is not kept.
       apply: (script, signal) => this.#applyThrough(session, Infinity, script, signal),

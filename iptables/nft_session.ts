@@ -84,6 +84,8 @@ export class NftSession {
   #busy = false;
   /** A session did not answer its first marker: every transaction goes by `nft -f`. */
   #givenUp = false;
+  /** The session being started, until it answered its first marker (or was given up). */
+  #starting: Promise<ToolSession | undefined> | undefined;
 
   /** Starts no session until a transaction asks for one; `files`: where its transactions are written. */
   constructor(exec: SessionExecutor, files: TransactionFiles = processTransactionFiles) {
@@ -126,8 +128,22 @@ export class NftSession {
     }
   }
 
-  /** Closes the session, if one runs; the next transaction starts another. */
+  /**
+   * Starts the session now when none runs (nor is given up on), so that the next transaction finds
+   * it past its start: nft -i's start (about 45 ms of its own, more on a loaded node) and its first
+   * marker's answer then overlap the caller's work, not the transaction's wait.
+   */
+  warm(): void {
+    if (!this.#givenUp && !this.#alive()) void this.#current();
+  }
+
+  /** Closes the session, if one runs or is starting; the next transaction starts another. */
   async close(): Promise<void> {
+    await this.#starting;
+    await this.#closeCurrent();
+  }
+
+  async #closeCurrent(): Promise<void> {
     const s = this.#session;
     this.#session = undefined;
     if (s === undefined) return;
@@ -136,13 +152,22 @@ export class NftSession {
   }
 
   /** The running session, replaced when spent or exited; undefined once sessions are given up. */
-  async #current(): Promise<ToolSession | undefined> {
-    if (this.#session !== undefined && !this.#session.closed && this.#sent < SESSION_INPUT_BYTES) {
-      return this.#session;
-    }
+  #current(): Promise<ToolSession | undefined> {
+    if (this.#alive()) return Promise.resolve(this.#session);
+    this.#starting ??= this.#start().finally(() => this.#starting = undefined);
+    return this.#starting;
+  }
+
+  /** Whether the running session can take another transaction. */
+  #alive(): boolean {
+    return this.#session !== undefined && !this.#session.closed && this.#sent < SESSION_INPUT_BYTES;
+  }
+
+  /** Starts a session in place of the spent or exited one; undefined once sessions are given up. */
+  async #start(): Promise<ToolSession | undefined> {
     // Counted before the spent one ends: a replacement keeps the directory it shares.
     this.#files.open();
-    await this.close();
+    await this.#closeCurrent();
     const marker = `%kpd-${++this.#seq}`;
     let session: ToolSession | undefined;
     try {

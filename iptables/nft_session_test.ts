@@ -223,6 +223,30 @@ Deno.test("NftRunner's lane takes transactions of any size through an nft -i of 
   await nft.close();
 });
 
+Deno.test("NftRunner.warm starts its nft -i before any transaction, which then waits for no start; a lane's nft starts with the lane; a close ends one still starting", async () => {
+  const exec = new ScriptedExecutor();
+  const nft = new NftRunner({ exec, family: "IPv4" });
+  nft.warm();
+  nft.warm();
+  await new Promise((r) => setTimeout(r, 0));
+  assertEquals(exec.sessions.length, 1, "one nft -i, started and past its marker");
+  await nft.apply("add element ip t s { 1 }");
+  assertEquals([exec.sessions.length, exec.runs.length], [1, 0]);
+  assertEquals(exec.sessions[0].transactions, ["add element ip t s { 1 }"]);
+  nft.warm();
+  await new Promise((r) => setTimeout(r, 0));
+  assertEquals(exec.sessions.length, 1, "a running session is kept");
+  const lane = nft.lane()!;
+  await new Promise((r) => setTimeout(r, 0));
+  assertEquals(exec.sessions.length, 2, "the lane's nft runs before its first part");
+  await lane.close();
+  await nft.close();
+  const other = new NftRunner({ exec, family: "IPv4" });
+  other.warm();
+  await other.close();
+  assertEquals(exec.sessions.map((s) => s.closed), [true, true, true]);
+});
+
 Deno.test("NftRunner offers no lane when its executor keeps no session: a new table's parts stay whole, each one nft -f", () => {
   const exec = { run: (): Promise<ExecResult> => Promise.resolve({ code: 0, stdout: "", stderr: "" }) };
   assertEquals(new NftRunner({ exec, family: "IPv4" }).lane(), undefined);

@@ -205,14 +205,15 @@ export class FreshLoad {
   }
 
   async #lane(layout: Promise<void>): Promise<void> {
-    try {
-      await layout;
-    } catch (error) {
-      this.#fail(error);
-      return;
-    }
+    // Its nft starts beside the layout's transaction, ready for a part once the layout is in.
     const lane = this.#nft.lane?.();
     try {
+      try {
+        await layout;
+      } catch (error) {
+        this.#fail(error);
+        return;
+      }
       while (this.#failure === undefined) {
         const part = this.#take();
         if (part === undefined) {

@@ -145,6 +145,26 @@ Deno.test("FreshLoad: with lanes on offer, every part goes through one of at mos
   assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 7);
 });
 
+Deno.test("FreshLoad: the lanes' nft start with the layout's transaction, not once it is in", async () => {
+  const g = gated((i) => i === 0);
+  const { nft, byLane, closed } = withLanes(g);
+  const load = new FreshLoad({ nft });
+  const l = layout();
+  load.start(l.tx.text(), l.hooks);
+  await new Promise((r) => setTimeout(r, 10));
+  assertEquals([g.started.length, byLane.length], [1, FRESH_LANES], "the layout held, the lanes there");
+  await g.release(0);
+  await load.finish(new NftTransaction("IPv4", TABLE), [[part("172.30.0.1")].values()]);
+  assertEquals(closed, byLane.map(() => true));
+  // A layout refused: every lane is closed.
+  const refused = withLanes(gated());
+  const failed = new FreshLoad({ nft: refused.nft });
+  failed.start("FAIL", l.hooks);
+  await assertRejects(() => failed.finish(new NftTransaction("IPv4", TABLE), []), NftError);
+  assertEquals(refused.closed, refused.byLane.map(() => true));
+  assertEquals(refused.byLane.length, FRESH_LANES);
+});
+
 /** Loads one part of `2 * LANE_STATEMENTS + 3` statements (an element each) through `nft`; returns how many it held. */
 async function loadOneLongPart(nft: NFTables): Promise<number> {
   const load = new FreshLoad({ nft });

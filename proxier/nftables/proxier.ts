@@ -279,6 +279,8 @@ export class NftablesProxier extends BaseProxier {
     ctx: SyncContext,
     dirty: Set<number>,
   ): Promise<FreshStream | undefined> {
+    // A new table's layout goes to the nft kept running: started now, it is ready by then.
+    this.#nft.warm?.();
     const existing = await this.#nft.listChains(TABLE);
     const foreign = existing === undefined ? undefined : foreignLayout(existing);
     if (foreign !== undefined) {
