@@ -322,6 +322,42 @@ Deno.test("FreshStream: a table sure to fill more than a part loads its layout a
   assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 96_000);
 });
 
+Deno.test("FreshStream: no pause for a collection while the layout or a part smaller than a whole one is in flight; before the load and between whole parts, one", async () => {
+  const { nft, started } = gated();
+  const book = new ElementBook();
+  const chunk = 16;
+  const services = new Map(Array.from({ length: 8000 }, (_, i) => [`ns/s${i}:http`, {} as ServicePortInfo]));
+  const pauses: number[] = [];
+  const stream = new FreshStream({
+    tx: layout().tx,
+    book,
+    nft,
+    chunkStatements: chunk,
+    services,
+    betweenParts: () => pauses.push(started.length - 1),
+  });
+  assert(stream.pausable, "no load yet");
+  await stream.step();
+  assert(!stream.pausable, "the layout in flight");
+  const pausable: boolean[] = [];
+  for (let round = 0; round < 6; round++) {
+    for (let i = round * 16_000; i < (round + 1) * 16_000; i++) {
+      book.fill(`ns/s${i}:http`, [{
+        container: CLUSTER_IPS,
+        key: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`,
+      }]);
+    }
+    // Each part in before the next is cut: which of them a pause followed is then certain.
+    while (stream.load!.busy) await new Promise((r) => setTimeout(r, 1));
+    await stream.step();
+    pausable.push(stream.pausable);
+  }
+  while (stream.load!.busy) await new Promise((r) => setTimeout(r, 1));
+  // Parts of 1, 2, 4, 8, 16 and 16 statements: from the fourth on, the next one is whole.
+  assertEquals(pausable, [false, false, false, true, true, true]);
+  assertEquals(pauses, [4, 5, 6], "a pause after each part once the next is whole");
+});
+
 Deno.test("FreshStream: a table that may fit a part starts no load until a whole part is ready", async () => {
   const { nft, started } = gated();
   const book = new ElementBook();
