@@ -322,7 +322,7 @@ Deno.test("FreshStream: a table sure to fill more than a part loads its layout a
   assertEquals(fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, 96_000);
 });
 
-Deno.test("FreshStream: no pause for a collection while the layout or a part smaller than a whole one is in flight; before the load and between whole parts, one", async () => {
+Deno.test("FreshStream: no pause for a collection while the layout or a part under a quarter of a whole one is in flight; before the load and between larger parts, one", async () => {
   const { nft, started } = gated();
   const book = new ElementBook();
   const chunk = 16;
@@ -353,9 +353,9 @@ Deno.test("FreshStream: no pause for a collection while the layout or a part sma
     pausable.push(stream.pausable);
   }
   while (stream.load!.busy) await new Promise((r) => setTimeout(r, 1));
-  // Parts of 1, 2, 4, 8, 16 and 16 statements: from the fourth on, the next one is whole.
-  assertEquals(pausable, [false, false, false, true, true, true]);
-  assertEquals(pauses, [4, 5, 6], "a pause after each part once the next is whole");
+  // Parts of 1, 2, 4, 8, 16 and 16 statements: from the second on, the next is a quarter part or more.
+  assertEquals(pausable, [false, true, true, true, true, true]);
+  assertEquals(pauses, [2, 3, 4, 5, 6], "a pause after each part once the next is a quarter part or more");
 });
 
 Deno.test("FreshStream: a table that may fit a part starts no load until a whole part is ready", async () => {
