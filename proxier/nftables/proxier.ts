@@ -317,9 +317,9 @@ export class NftablesProxier extends BaseProxier {
         const pe = this.#takePort(ctx, key, nodePortIPs, { began, affinityDirty: dirty, maglev });
         this.#warnConflicts(this.#book.fill(key, pe.elements));
         if (++ports % 256 !== 0) continue;
-        // A first build starts on what the lists left: collected within it once the heap grew (and the
-        // load's lanes would not wait for it).
-        if (ports % 1024 === 0 && stream?.pausable !== false) this.memory.midSync();
+        // A first build starts on what the lists left: collected within it once the heap grew, as soon
+        // as the load's lanes would not wait for it.
+        if (stream?.pausable !== false) this.memory.midSync();
         await stream?.step();
       }
       if (!stream?.holdsBackends) {
