@@ -302,9 +302,7 @@ export class FreshStream {
    * begins, and once its parts are a quarter of a whole one or more. Not while the layout or the
    * first, smallest parts are in flight: the lanes then wait on the thread, to see the layout in and
    * to be handed the next part (at 50,000 Services of one endpoint a collection of 0.15-0.2 s there
-   * kept them idle that long); a quarter part is about as long work for a lane as the pause, and
-   * waiting for whole ones let the heap grow by tens of MiB more before it (a peak of 488 MiB at
-   * 50,000 x 10, 381 at 50,000 x 1).
+   * kept them idle that long); a quarter part is about as long work for a lane as the pause.
    */
   get pausable(): boolean {
     return !this.#load.started || 4 * this.#partSize() >= this.#chunk;
