@@ -4,7 +4,8 @@
  * the program's own first-sync transaction as the program loads a new table (`fresh_load.ts`): the
  * layout, then the element statements in parts over {@linkcode FRESH_LANES} lanes (of at most
  * {@linkcode FRESH_CHUNK_STATEMENTS} statements, as even as the program splits what is left once its
- * build has ended; each lane an `nft -i` taking a part as the program's does, {@linkcode applyInLane}),
+ * build has ended; each lane an `nft -i` taking {@linkcode LANE_STATEMENTS} of them at a time, from
+ * whichever part is being taken, as the program's do),
  * then the hooked chains' rules. It keeps no model and computes no
  * element: the transaction is written ahead to files it reads. What it takes is what a start costs
  * with nothing between the lists and the kernel, so the program's start less it is what the
@@ -14,10 +15,10 @@
  * @module
  */
 import {
-  applyInLane,
   evenPartStatements,
   FRESH_CHUNK_STATEMENTS,
   FRESH_LANES,
+  LANE_STATEMENTS,
 } from "../proxier/nftables/fresh_load.ts";
 import { NftRunner } from "../iptables/nft.ts";
 import { DenoSessionExecutor } from "../iptables/tool_session.ts";
@@ -83,13 +84,16 @@ async function leanStart(master: string, dir: string): Promise<void> {
   const parts = [...Deno.readDirSync(dir)].filter((f) => f.name.startsWith("part-")).length;
   const runner = new NftRunner({ exec: new DenoSessionExecutor(), family: "IPv4" });
   let next = 0;
+  let left: string[] = [];
   const lane = async () => {
-    // As the program's lanes: an nft kept running, taking each part as the program's lane does.
+    // As the program's lanes: an nft kept running, taking a transaction's statements at a time.
     const lane = runner.lane()!;
     try {
-      while (next < parts) {
-        const lines = Deno.readTextFileSync(`${dir}/part-${next++}.nft`).split("\n").filter((l) => l !== "");
-        await applyInLane(lane, lines);
+      while (left.length > 0 || next < parts) {
+        if (left.length === 0) {
+          left = Deno.readTextFileSync(`${dir}/part-${next++}.nft`).split("\n").filter((l) => l !== "");
+        }
+        await lane.apply(left.splice(0, LANE_STATEMENTS));
       }
     } finally {
       await lane.close();

@@ -14,7 +14,7 @@
  * third of the way through it at 50,000 Services of one endpoint).
  * @module
  */
-import type { NFTables, NftLane } from "../../iptables/nft.ts";
+import type { NFTables } from "../../iptables/nft.ts";
 import {
   ELEMENTS_PER_STATEMENT,
   type NftElementSource,
@@ -38,22 +38,6 @@ export const FRESH_CHUNK_STATEMENTS = 64;
  * of 8.
  */
 export const LANE_STATEMENTS = 8;
-
-/**
- * Applies `part` (a new table's element statements) through `lane` in transactions of
- * {@linkcode LANE_STATEMENTS}, in order; rejects with the first refusal, what went before staying
- * in. A part is element statements alone, into a table no hook reaches yet: it need not be one
- * transaction, and an nft kept running reuses the memory of smaller ones.
- */
-export async function applyInLane(
-  lane: NftLane,
-  part: readonly string[],
-  signal?: AbortSignal,
-): Promise<void> {
-  for (let at = 0; at < part.length; at += LANE_STATEMENTS) {
-    await lane.apply(part.slice(at, at + LANE_STATEMENTS), signal);
-  }
-}
 
 /**
  * Element transactions of a new table run at once: one parses while another's is in the kernel;
@@ -91,8 +75,8 @@ export class FreshLoad {
   readonly #between: () => void;
   readonly #stop = new AbortController();
   readonly #signal: AbortSignal;
-  /** Parts handed over and not taken by a lane yet. */
-  readonly #queue: NftTransaction[] = [];
+  /** Parts handed over and not taken by a lane yet, as their statements; first, what is left of one a lane took a piece of. */
+  readonly #queue: Array<readonly string[]> = [];
   /** Parts written as a lane asks for them, once the build is done. */
   readonly #later: Iterator<NftTransaction>[] = [];
   #closed = false;
@@ -149,7 +133,7 @@ export class FreshLoad {
 
   /** Hands `part` to the lanes (after {@linkcode start}). */
   send(part: NftTransaction): void {
-    this.#queue.push(part);
+    this.#queue.push(part.statements());
     this.#wake();
   }
 
@@ -193,15 +177,23 @@ export class FreshLoad {
     this.#stop.abort();
   }
 
-  #take(): NftTransaction | undefined {
-    const queued = this.#queue.shift();
-    if (queued !== undefined) return queued;
-    while (this.#later.length > 0) {
+  /**
+   * Returns the next statements a lane applies, at most `most` of them: the first queued part's or,
+   * with none queued, the next later part's, what is left of it going first in the queue for
+   * whichever lane is free next. A part is element statements alone, into a table no hook reaches
+   * yet: it need not be one transaction, nor go through one lane. Taken whole, a part kept its lane
+   * loading after the other had ended (at 50,000 Services of one endpoint, 0.3 s with one core idle).
+   */
+  #take(most: number): readonly string[] | undefined {
+    let part = this.#queue.shift();
+    while (part === undefined && this.#later.length > 0) {
       const n = this.#later[0].next();
-      if (!n.done) return n.value;
-      this.#later.shift();
+      if (!n.done) part = n.value.statements();
+      else this.#later.shift();
     }
-    return undefined;
+    if (part === undefined || part.length <= most) return part;
+    this.#queue.unshift(part.slice(most));
+    return part.slice(0, most);
   }
 
   async #lane(layout: Promise<void>): Promise<void> {
@@ -215,7 +207,8 @@ export class FreshLoad {
         return;
       }
       while (this.#failure === undefined) {
-        const part = this.#take();
+        // A kept nft takes a transaction at a time; one started for each takes a whole part.
+        const part = this.#take(lane === undefined ? Infinity : LANE_STATEMENTS);
         if (part === undefined) {
           if (this.#closed) return;
           await new Promise<void>((resolve) => this.#waiting.push(resolve));
@@ -223,9 +216,8 @@ export class FreshLoad {
         }
         this.#running++;
         try {
-          const lines = part.statements();
-          if (lane === undefined) await this.#nft.apply(lines, this.#signal);
-          else await applyInLane(lane, lines, this.#signal);
+          if (lane === undefined) await this.#nft.apply(part, this.#signal);
+          else await lane.apply(part, this.#signal);
           this.#between();
         } catch (error) {
           this.#fail(error);

@@ -182,7 +182,21 @@ Deno.test("FreshLoad: a lane applies a part of more than LANE_STATEMENTS stateme
   const { nft, byLane } = withLanes(g);
   const elements = await loadOneLongPart(nft);
   const statements = (t: string) => t.split("\n").filter((x) => x !== "").length;
-  assertEquals(byLane.flat().map(statements), [LANE_STATEMENTS, LANE_STATEMENTS, 3]);
+  assertEquals(byLane.flat().map(statements).sort((a, b) => b - a), [LANE_STATEMENTS, LANE_STATEMENTS, 3]);
+  assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, elements);
+});
+
+Deno.test("FreshLoad: the lanes share a part a transaction at a time: while one lane's is in the kernel, the other loads the rest", async () => {
+  // The layout is apply 0; the part's first transaction, apply 1, is held.
+  const g = gated((i) => i === 1);
+  const { nft, byLane } = withLanes(g);
+  const loaded = loadOneLongPart(nft);
+  for (let k = 0; k < 100 && g.started.length < 4; k++) await new Promise((r) => setTimeout(r, 1));
+  assertEquals(g.started.length, 4, "the layout, the held transaction, and the part's other two beside it");
+  assertEquals(byLane.map((l) => l.length), [1, 2], "the held transaction's lane, and the other");
+  await g.release(1);
+  const elements = await loaded;
+  assertEquals(byLane.flat().length, 3);
   assertEquals(g.fake.listElements("IPv4", TABLE, CLUSTER_IPS).length, elements);
 });
 

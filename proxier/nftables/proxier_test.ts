@@ -699,6 +699,39 @@ Deno.test("nftables: a full build collects within itself once the heap grew (wha
   assertEquals(ran.at(-1), "thorough");
 });
 
+Deno.test("nftables: a new table sure to fill more than a part sends its layout before the build's first collection", async () => {
+  const ran: string[] = [];
+  // The heap grows 128 MiB between readings: the first reading in the build already collects.
+  let reads = 0;
+  const memory = new SyncMemory({
+    now: () => 0,
+    heapUsed: () => 128 * 2 ** 20 * reads++,
+    ordinary: () => ran.push("collect"),
+    thorough: () => ran.push("thorough"),
+    ifDue: () => ran.push("ifDue"),
+    trim: () => {},
+  });
+  const fake = new FakeNft();
+  const nft = fake.forFamily("IPv4");
+  const { proxier } = emptyNftablesSetup({
+    memory,
+    freshChunkStatements: 2,
+    nft: {
+      ...nft,
+      apply: (
+        script,
+        signal,
+      ) => (ran.push(`apply ${scriptText(script).slice(0, 9)}`), nft.apply(script, signal)),
+    },
+  });
+  addScaleServices(proxier, 3000);
+  await proxier.syncNow();
+  const collect = ran.indexOf("collect");
+  assert(collect > 0, ran.join(" "));
+  assertEquals(ran.slice(0, collect), ["apply add table"], "the layout alone went before it");
+  assertEquals(reach(fake, "172.31.11.183"), ["10.181.11.183:80"]);
+});
+
 const CONFLICT = "Two services claim the same address and port; the first keeps it";
 
 /**
