@@ -310,8 +310,8 @@ export class NftablesProxier extends BaseProxier {
       ? new FreshStream({ ...this.#parts, ...ctx, tx, book: this.#book, nodePortIPs, backends })
       : undefined;
     try {
-      // A table sure to fill more than a part: its layout goes now, before any pause of the build.
-      await stream?.step();
+      // A table sure to fill more than a part: its layout goes now, the lists' leavings collected after it.
+      await stream?.begin();
       const began = new Set<NftName>();
       const maglev: MaglevWant[] = [];
       let ports = 0;

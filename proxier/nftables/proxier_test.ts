@@ -699,7 +699,7 @@ Deno.test("nftables: a full build collects within itself once the heap grew (wha
   assertEquals(ran.at(-1), "thorough");
 });
 
-Deno.test("nftables: a new table sure to fill more than a part sends its layout before the build's first collection", async () => {
+Deno.test("nftables: a new table sure to fill more than a part sends its layout, then collects what the lists left, before its first part", async () => {
   const ran: string[] = [];
   // The heap grows 128 MiB between readings: the first reading in the build already collects.
   let reads = 0;
@@ -715,7 +715,8 @@ Deno.test("nftables: a new table sure to fill more than a part sends its layout 
   const nft = fake.forFamily("IPv4");
   const { proxier } = emptyNftablesSetup({
     memory,
-    freshChunkStatements: 2,
+    // Parts of 8 statements, the first of one: 6,000 Services are sure to fill more than one.
+    freshChunkStatements: 8,
     nft: {
       ...nft,
       apply: (
@@ -724,11 +725,12 @@ Deno.test("nftables: a new table sure to fill more than a part sends its layout 
       ) => (ran.push(`apply ${scriptText(script).slice(0, 9)}`), nft.apply(script, signal)),
     },
   });
-  addScaleServices(proxier, 3000);
+  addScaleServices(proxier, 6000);
   await proxier.syncNow();
   const collect = ran.indexOf("collect");
   assert(collect > 0, ran.join(" "));
   assertEquals(ran.slice(0, collect), ["apply add table"], "the layout alone went before it");
+  assert(ran.slice(collect).filter((r) => r === "apply add eleme").length > 1, ran.join(" "));
   assertEquals(reach(fake, "172.31.11.183"), ["10.181.11.183:80"]);
 });
 
