@@ -44,8 +44,8 @@ Deno.test("list stream: cut at every byte, the items and the envelope are what J
   const want = whole(TRICKY);
   const length = encoder.encode(TRICKY).length;
   for (let cut = 0; cut <= length; cut++) {
-    // Parsed at the end, and as soon as an item completes.
-    for (const batchBytes of [undefined, 1]) {
+    // Parsed at the end, as soon as an item completes, and held then scanned once over half.
+    for (const batchBytes of [undefined, 1, Math.ceil(length / 2)]) {
       const got = split(TRICKY, [cut], batchBytes);
       assertEquals(got.items, want.items, `cut at ${cut}`);
       assertEquals(got.envelope, want.envelope, `cut at ${cut}`);
