@@ -11,13 +11,13 @@
  * and checks it on one core before the kernel takes it, so two at once take about two thirds of
  * one transaction's time, and each nft holds a fraction of the elements (about 1.4 KiB of its
  * memory each). A lane is one nft kept running for the load (`NFTables.lane`), taking a part
- * `LANE_STATEMENTS` statements at a time: its memory is taken once, not once a part, and both lanes take from the same part, so neither
- * loads a part alone while the other idles. What is left once the build has ended goes in parts as
- * even as the lanes allow, so nfts started one a part end together too. A part's
- * statements are written when a lane is free for it and handed to nft one by one, so the program
- * never holds the text of every element at once. Whichever way, the
- * sync-generation element goes last: the drift check takes it
- * as the sign that the whole sync is in the kernel.
+ * `LANE_STATEMENTS` statements at a time: its memory is taken once, not once a part, and both
+ * lanes take from the same part, so neither loads a part alone while the other idles. What is left
+ * once the build has ended goes in parts as even as the lanes allow, so nfts started one a part end
+ * together too. A part's statements are written when a lane is free for it and handed to nft one by
+ * one, so the program never holds the text of every element at once. Whichever way, the
+ * sync-generation element goes last: the drift check takes it as the sign that the whole sync is in
+ * the kernel.
  * @module
  */
 import type { NFTables } from "../../iptables/nft.ts";

@@ -75,7 +75,10 @@ export class FreshLoad {
   readonly #between: () => void;
   readonly #stop = new AbortController();
   readonly #signal: AbortSignal;
-  /** Parts handed over and not taken by a lane yet, as their statements; first, what is left of one a lane took a piece of. */
+  /**
+   * Parts handed over and not taken by a lane yet, as their statements; first, what is left of one
+   * a lane took a piece of.
+   */
   readonly #queue: Array<readonly string[]> = [];
   /** Parts written as a lane asks for them, once the build is done. */
   readonly #later: Iterator<NftTransaction>[] = [];

@@ -21,18 +21,38 @@ function gated(held: (n: number) => boolean = () => false) {
   let running = 0;
   let most = 0;
   let n = 0;
+  // Event-driven waits: each apply that starts or is held wakes them to look again.
+  let waiters: Array<() => void> = [];
+  const wake = () => {
+    const now = waiters;
+    waiters = [];
+    for (const w of now) w();
+  };
+  /** Resolves once `done()` holds, or after `ms` (the caller asserts which). */
+  const until = (done: () => boolean, ms = 5_000) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(finish, ms);
+      function finish() {
+        clearTimeout(timer);
+        resolve();
+      }
+      const look = () => done() ? finish() : waiters.push(look);
+      look();
+    });
   const nft: NFTables = {
     ...inner,
     async apply(script, signal) {
       const i = n++;
       const text = scriptText(script);
       started.push(text);
+      wake();
       running++;
       most = Math.max(most, running);
       try {
         if (held(i)) {
           await new Promise<void>((resolve) => {
             gates.set(i, resolve);
+            wake();
             signal?.addEventListener("abort", () => resolve());
           });
         }
@@ -45,10 +65,10 @@ function gated(held: (n: number) => boolean = () => false) {
     },
   };
   const release = async (i: number) => {
-    for (let k = 0; k < 100 && !gates.has(i); k++) await new Promise((r) => setTimeout(r, 1));
+    await until(() => gates.has(i));
     gates.get(i)!();
   };
-  return { fake, nft, started, release, most: () => most };
+  return { fake, nft, started, release, until, most: () => most };
 }
 
 const layout = () => {
@@ -191,7 +211,7 @@ Deno.test("FreshLoad: the lanes share a part a transaction at a time: while one 
   const g = gated((i) => i === 1);
   const { nft, byLane } = withLanes(g);
   const loaded = loadOneLongPart(nft);
-  for (let k = 0; k < 100 && g.started.length < 4; k++) await new Promise((r) => setTimeout(r, 1));
+  await g.until(() => g.started.length >= 4);
   assertEquals(g.started.length, 4, "the layout, the held transaction, and the part's other two beside it");
   assertEquals(byLane.map((l) => l.length), [1, 2], "the held transaction's lane, and the other");
   await g.release(1);
