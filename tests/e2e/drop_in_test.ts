@@ -65,7 +65,7 @@ conntrack:
   udpStreamTimeout: 0s
 `;
 
-const kernel = await realKernel(["iptables-nft-save", "nft", "conntrack", "sysctl", "choom"]);
+const kernel = await realKernel(["iptables-nft-save", "nft", "conntrack", "sysctl", "choom", "curl"]);
 const test = (name: string, fn: (t: Topology, dir: string) => Promise<void>) =>
   Deno.test({
     name: `e2e drop-in: ${name}${kernel.note}`,
@@ -155,9 +155,8 @@ test(
       "--healthz-bind-address=127.0.0.1:10256",
       "--metrics-bind-address=127.0.0.1:10249",
     ]);
-    await eventually(() => assertMatch(p.log(), /Starting kube-proxy-deno/), CONVERGE_MS);
+    await eventually(() => assertMatch(p.log(), /"Set oom_score_adj" value=600/), CONVERGE_MS);
     assertEquals((await Deno.readTextFile(`/proc/${p.pid}/oom_score_adj`)).trim(), "600");
-    assertMatch(p.log(), /"Set oom_score_adj" value=600/);
     assertEquals((await sysctls(t)).established, "10800");
     await eventually(async () => {
       const forward = await t.exec(t.node, ["iptables-nft-save", "-t", "filter"]);
@@ -166,6 +165,62 @@ test(
     }, CONVERGE_MS);
   },
 );
+
+test(
+  "a choom that never answers holds back neither the status pages, the first sync nor the stop",
+  async (t, dir) => {
+    // The choom found first on the PATH writes down its pid and hangs.
+    await Deno.mkdir(`${dir}/bin`);
+    await Deno.writeTextFile(`${dir}/bin/choom`, `#!/bin/sh\necho $$ > ${dir}/choom.pid\nexec sleep 3600\n`, {
+      mode: 0o755,
+    });
+    const p = t.startProxy(
+      [
+        `--source=file:${dir}`,
+        "--hostname-override=node-a",
+        "--oom-score-adj=600",
+        "--healthz-bind-address=127.0.0.1:10256",
+        "--metrics-bind-address=127.0.0.1:10249",
+      ],
+      t.node,
+      { PATH: `${dir}/bin:${Deno.env.get("PATH")}` },
+    );
+    const choom = await eventually(
+      async () => Number(await Deno.readTextFile(`${dir}/choom.pid`)),
+      CONVERGE_MS,
+    );
+    await eventually(async () => {
+      assertMatch(p.log(), /First sync in the kernel/);
+      assertMatch(await t.exec(t.node, ["iptables-nft-save", "-t", "filter"]), /-A KUBE-FORWARD /);
+      assertEquals(
+        await t.exec(t.node, [
+          "curl",
+          "-s",
+          "-o",
+          "/dev/null",
+          "-w",
+          "%{http_code}",
+          "http://127.0.0.1:10256/healthz",
+        ]),
+        "200",
+      );
+    }, CONVERGE_MS);
+    assert(await alive(choom), "choom still hangs while the proxy serves");
+    const status = await p.stop();
+    assertEquals(status.code, 0, p.log());
+    assert(!await alive(choom), "the stop ended the choom still running");
+    assert(!p.log().includes("OOMScore"), p.log());
+  },
+);
+
+/** Whether process `pid` is still running (not a zombie). */
+async function alive(pid: number): Promise<boolean> {
+  try {
+    return !/^State:\s+Z/m.test(await Deno.readTextFile(`/proc/${pid}/status`));
+  } catch {
+    return false;
+  }
+}
 
 test(
   "the iptables mode's INVALID drop follows the kernel's nf_conntrack_tcp_be_liberal, whoever set it; the nftables mode drops none, as upstream's",

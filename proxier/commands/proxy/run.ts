@@ -38,7 +38,6 @@ export async function runProxy(
   source: ProxySource,
 ): Promise<ExitCode> {
   const { config, log } = s.c;
-  await setOwnOomScoreAdj(s.c.exec, config.oomScoreAdj, log);
   // Switching modes: what another mode (ours or upstream's) left goes once this one's first sync is
   // in (new connections are this mode's from then on), its datapath once its connections drain; a
   // mode writing the same chains goes first (`mode_switch.ts`).
@@ -58,7 +57,9 @@ export async function runProxy(
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
   if (s.c.stop !== undefined) onAbort(s.c.stop, stop);
-  const tasks: Promise<unknown>[] = [];
+  // Beside the start, never before it: a choom that answers late (or never) holds back neither the
+  // status pages nor the first sync, and the stop ends it.
+  const tasks: Promise<unknown>[] = [setOwnOomScoreAdj(s.c.exec, config.oomScoreAdj, log, ac.signal)];
   // Another start asking to take the node over (`--take-over`) stops this one as SIGTERM does.
   const serving = s.lock?.serve((by) => {
     log.info("Another kube-proxy-deno takes this node over; stopping", { by: by && describeIdentity(by) });
