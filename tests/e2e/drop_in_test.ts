@@ -1,9 +1,10 @@
 /**
  * Drop-in behaviour on a real kernel, each in namespaces this test creates: the conntrack settings
  * of a KubeProxyConfiguration become the namespace's (0 leaves one alone), `--init-only` sets them
- * and writes no rule, `--oom-score-adj` is the process's, a bad kubeconfig changes nothing,
- * `--detect-local-mode` by interface masquerades by interface in every kernel mode here, and the
- * feature gates that act do (AllowServiceExternalIPs, KubeProxyIPVS; an unknown one exits 2).
+ * and writes no rule, `--oom-score-adj` is the process's (a choom that hangs holds nothing back), a
+ * bad kubeconfig changes nothing, `--detect-local-mode` by interface masquerades by interface in
+ * every kernel mode here, and the feature gates that act do (AllowServiceExternalIPs, KubeProxyIPVS;
+ * an unknown one exits 2).
  * @module
  */
 import { assert, assertEquals, assertMatch } from "../support/assert.ts";
