@@ -21,12 +21,20 @@ function gated(held: (n: number) => boolean = () => false) {
   let running = 0;
   let most = 0;
   let n = 0;
-  // Event-driven waits: each apply that starts or is held wakes them to look again.
+  // Event-driven waits: each apply that starts or is held wakes them to look again, and each that
+  // ends a macrotask later, once the load's own bookkeeping of it (its microtasks) is done.
   let waiters: Array<() => void> = [];
+  let later: ReturnType<typeof setTimeout> | undefined;
   const wake = () => {
     const now = waiters;
     waiters = [];
     for (const w of now) w();
+  };
+  const wakeLater = () => {
+    later ??= setTimeout(() => {
+      later = undefined;
+      wake();
+    }, 0);
   };
   /** Resolves once `done()` holds, or after `ms` (the caller asserts which). */
   const until = (done: () => boolean, ms = 5_000) =>
@@ -34,10 +42,17 @@ function gated(held: (n: number) => boolean = () => false) {
       const timer = setTimeout(finish, ms);
       function finish() {
         clearTimeout(timer);
+        waiters = waiters.filter((w) => w !== look);
+        if (waiters.length === 0 && later !== undefined) {
+          clearTimeout(later);
+          later = undefined;
+        }
         resolve();
       }
       const look = () => done() ? finish() : waiters.push(look);
       look();
+      // An apply may have ended just before, its bookkeeping still to come.
+      if (waiters.includes(look)) wakeLater();
     });
   const nft: NFTables = {
     ...inner,
@@ -61,6 +76,7 @@ function gated(held: (n: number) => boolean = () => false) {
         return await inner.apply(text);
       } finally {
         running--;
+        if (waiters.length > 0) wakeLater();
       }
     },
   };
@@ -319,7 +335,7 @@ Deno.test("FreshStream: a part goes once a whole part of finished elements is re
 });
 
 Deno.test("FreshStream: a table sure to fill more than a part loads its layout at the first step, then parts of a sixteenth of a part, doubling up to a whole one", async () => {
-  const { fake, nft, started } = gated();
+  const { fake, nft, started, until } = gated();
   const book = new ElementBook();
   const tx = layout().tx;
   const chunk = 16;
@@ -342,7 +358,8 @@ Deno.test("FreshStream: a table sure to fill more than a part loads its layout a
   for (let round = 0; round < 6; round++) {
     fill(16_000);
     // A lane is free once the part before is in.
-    while (!stream.load.wanting) await new Promise((r) => setTimeout(r, 1));
+    await until(() => stream.load!.wanting);
+    assert(stream.load.wanting, "a lane free within 5 s");
     await stream.step();
   }
   assertEquals(started.slice(1).map(statements), [1, 2, 4, 8, 16, 16]);
@@ -357,7 +374,7 @@ Deno.test("FreshStream: a table sure to fill more than a part loads its layout a
 });
 
 Deno.test("FreshStream: no pause for a collection while the layout or a part under a quarter of a whole one is in flight; before the load and between larger parts, one", async () => {
-  const { nft, started } = gated();
+  const { nft, started, until } = gated();
   const book = new ElementBook();
   const chunk = 16;
   const services = new Map(Array.from({ length: 8000 }, (_, i) => [`ns/s${i}:http`, {} as ServicePortInfo]));
@@ -382,11 +399,12 @@ Deno.test("FreshStream: no pause for a collection while the layout or a part und
       }]);
     }
     // Each part in before the next is cut: which of them a pause followed is then certain.
-    while (stream.load!.busy) await new Promise((r) => setTimeout(r, 1));
+    await until(() => !stream.load!.busy);
+    assert(!stream.load!.busy, "the part in within 5 s");
     await stream.step();
     pausable.push(stream.pausable);
   }
-  while (stream.load!.busy) await new Promise((r) => setTimeout(r, 1));
+  await until(() => !stream.load!.busy);
   // Parts of 1, 2, 4, 8, 16 and 16 statements: from the second on, the next is a quarter part or more.
   assertEquals(pausable, [false, true, true, true, true, true]);
   assertEquals(pauses, [2, 3, 4, 5, 6], "a pause after each part once the next is a quarter part or more");
