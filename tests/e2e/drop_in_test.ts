@@ -186,31 +186,37 @@ test(
       t.node,
       { PATH: `${dir}/bin:${Deno.env.get("PATH")}` },
     );
-    const choom = await eventually(
-      async () => Number(await Deno.readTextFile(`${dir}/choom.pid`)),
-      CONVERGE_MS,
-    );
-    await eventually(async () => {
-      assertMatch(p.log(), /First sync in the kernel/);
-      assertMatch(await t.exec(t.node, ["iptables-nft-save", "-t", "filter"]), /-A KUBE-FORWARD /);
-      assertEquals(
-        await t.exec(t.node, [
-          "curl",
-          "-s",
-          "-o",
-          "/dev/null",
-          "-w",
-          "%{http_code}",
-          "http://127.0.0.1:10256/healthz",
-        ]),
-        "200",
-      );
+    const choom = await eventually(async () => {
+      const pid = Number(await Deno.readTextFile(`${dir}/choom.pid`));
+      assert(pid > 0, "its pid written whole");
+      return pid;
     }, CONVERGE_MS);
-    assert(await alive(choom), "choom still hangs while the proxy serves");
-    const status = await p.stop();
-    assertEquals(status.code, 0, p.log());
-    assert(!await alive(choom), "the stop ended the choom still running");
-    assert(!p.log().includes("OOMScore"), p.log());
+    try {
+      await eventually(async () => {
+        assertMatch(p.log(), /First sync in the kernel/);
+        assertMatch(await t.exec(t.node, ["iptables-nft-save", "-t", "filter"]), /-A KUBE-FORWARD /);
+        assertEquals(
+          await t.exec(t.node, [
+            "curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "http://127.0.0.1:10256/healthz",
+          ]),
+          "200",
+        );
+      }, CONVERGE_MS);
+      assert(await alive(choom), "choom still hangs while the proxy serves");
+      const status = await p.stop();
+      assertEquals(status.code, 0, p.log());
+      assert(!await alive(choom), "the stop ended the choom still running");
+      assert(!p.log().includes("OOMScore"), p.log());
+    } finally {
+      // A failure above leaves no sleeper behind.
+      if (await alive(choom)) Deno.kill(choom, "SIGKILL");
+    }
   },
 );
 
